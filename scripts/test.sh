@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds Sinew with warnings as errors and runs the default test suite
+# (everything except the `long` label: soak, fuzz and long crash loops).
+# Run the long suite with: scripts/test.sh --long
+set -euo pipefail
+cd "$(dirname "$0")/.."
+label_args=(-LE long)
+if [ "${1:-}" = "--long" ]; then label_args=(-L long); shift; fi
+./scripts/build.sh -DSINEW_WERROR=ON
+BUILD_DIR=${SINEW_BUILD_DIR:-build}
+cd "$BUILD_DIR"
+ctest --output-on-failure --timeout 600 -j "${SINEW_TEST_JOBS:-2}" "${label_args[@]}" "$@"
