@@ -1,0 +1,66 @@
+// Test helpers: temporary directories and child processes with a readable stdout.
+// For tests and benchmarks only (they abort on setup failures rather than returning Status).
+//
+// Thread-safety: none; each object is used by one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sinew::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "sinew-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Path of a binary built by this project ($SINEW_BIN_DIR/name, or build/bin/name).
+std::string BinaryPath(const std::string& name);
+
+// A child process whose stdout is a pipe the test reads line by line; stderr is inherited.
+class Subprocess {
+ public:
+  // Starts argv[0] (a path) with the given arguments. Aborts if fork/exec setup fails.
+  explicit Subprocess(const std::vector<std::string>& argv,
+                      const std::vector<std::string>& extra_env = {});
+  ~Subprocess();  // SIGKILLs and reaps the child if it is still running
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Reads the next complete line (without '\n'); nullopt on timeout or end of output.
+  std::optional<std::string> ReadLine(std::chrono::milliseconds timeout);
+  // Reads lines until one contains `needle`; returns that line, nullopt on timeout/EOF.
+  std::optional<std::string> WaitForLine(const std::string& needle,
+                                         std::chrono::milliseconds timeout);
+  // Everything read so far that did not form a complete line.
+  const std::string& partial() const { return buffer_; }
+  void Signal(int sig);
+  // Waits for exit; returns the wait status (as from waitpid).
+  int Wait();
+  bool running() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffer_;
+  bool eof_ = false;
+};
+
+// Returns a TCP port on 127.0.0.1 that was free a moment ago.
+int FreeLoopbackPort();
+
+}  // namespace sinew::testing

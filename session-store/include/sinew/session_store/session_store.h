@@ -1,0 +1,137 @@
+// SessionStore: the append-only event log of every Sinew session.
+//
+// Each session is an ordered log of sinew.v1.Event with sequence numbers 1, 2, 3, ...
+// Nothing appended is ever rewritten or deleted. Appends are fenced twice: the caller
+// names the sequence number it expects the first new event to get, and the epoch of the
+// lease it holds; a stale writer is refused and writes nothing.
+//
+// Two implementations share this interface:
+//   OpenSessionStore()    embedded, over a RocksDB directory (one process owns it);
+//   ConnectSessionStore() remote, over gRPC to a `sinew-store` server.
+//
+// Thread-safety: every method of a SessionStore may be called from many threads at once.
+// An EventWatcher is used by one thread at a time, except Cancel(), which any thread may call.
+// Errors: every method leaves stored data unchanged when it returns an error.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sinew/proto/events.pb.h"
+#include "sinew/proto/session_store.pb.h"
+#include "sinew/status.h"
+
+namespace sinew::store {
+
+enum class Durability {
+  // An append is acknowledged only after its WAL record is synced to disk. Concurrent
+  // appends share one sync (group commit). Survives process and machine crashes.
+  kSync,
+  // The WAL record is written to the OS but not synced. Survives a process crash, not a
+  // machine crash (the last few appends may be lost).
+  kAsync,
+};
+
+struct StoreOptions {
+  // Default: kSync
+  Durability durability = Durability::kSync;
+  // The largest serialized event accepted by Append. Default: 4 MiB
+  size_t max_event_bytes = 4u << 20;
+  // The most events one Append may carry. Default: 1000
+  size_t max_events_per_append = 1000;
+  // Create the directory and database when missing. Default: true
+  bool create_if_missing = true;
+  // Open without taking the write lock; every mutating call fails. Default: false
+  bool read_only = false;
+};
+
+// Streams a session's events from a position, waiting for new ones as they are appended.
+class EventWatcher {
+ public:
+  virtual ~EventWatcher() = default;
+  // Waits up to `timeout` for the next event. Returns true and fills *out when one came,
+  // false on timeout. An error (unknown session, corruption, cancelled) ends the watch.
+  [[nodiscard]] virtual Result<bool> Next(v1::Event* out, std::chrono::milliseconds timeout) = 0;
+  // Makes a pending and every later Next() return kCancelled. Safe from any thread.
+  virtual void Cancel() = 0;
+};
+
+class SessionStore {
+ public:
+  virtual ~SessionStore() = default;
+
+  // Creates a session whose event 1 is a session_created event. Returns its metadata.
+  [[nodiscard]] virtual Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) = 0;
+
+  // Returns a session's metadata (status, next_seq, lease epoch, ...).
+  [[nodiscard]] virtual Result<v1::Session> GetSession(const std::string& session_id) = 0;
+
+  // Lists sessions newest first, filtered by tenant and status, one page at a time.
+  [[nodiscard]] virtual Result<v1::ListSessionsResponse> ListSessions(
+      const v1::ListSessionsRequest& req) = 0;
+
+  // Appends a status_change event at the end of the log (fenced by lease epoch only) and
+  // returns the updated metadata.
+  [[nodiscard]] virtual Result<v1::Session> SetStatus(const v1::SetStatusRequest& req) = 0;
+
+  // Appends events atomically, with the metadata change, in one write batch.
+  // REQUIRES: req.expected_next_seq equals the session's next_seq (else kFailedPrecondition);
+  // req.lease_epoch equals the live lease's epoch, or 0 when no lease is live (else kAborted).
+  // A repeated idempotency_key returns the first attempt's sequence numbers, writes nothing.
+  [[nodiscard]] virtual Result<v1::AppendResponse> Append(const v1::AppendRequest& req) = 0;
+
+  // Reads events [from_seq, to_seq] (to_seq 0: the end), at most `limit` of them.
+  [[nodiscard]] virtual Result<v1::GetEventsResponse> GetEvents(
+      const v1::GetEventsRequest& req) = 0;
+
+  // Watches a session from `from_seq` (0 means 1): past events first, then new ones as
+  // they are appended, without polling delay.
+  [[nodiscard]] virtual Result<std::unique_ptr<EventWatcher>> Watch(const std::string& session_id,
+                                                                    uint64_t from_seq) = 0;
+
+  // Leases decide which process drives a session. An acquire after expiry or release
+  // raises the epoch; an acquire while another owner holds a live lease fails with
+  // kFailedPrecondition; the holder re-acquiring keeps its epoch and extends the lease.
+  [[nodiscard]] virtual Result<v1::Lease> AcquireLease(const std::string& session_id,
+                                                       const std::string& owner,
+                                                       std::chrono::milliseconds ttl) = 0;
+  // Extends a live lease. kAborted when the lease expired, was released or is another's.
+  [[nodiscard]] virtual Result<v1::Lease> RenewLease(const std::string& session_id,
+                                                     const std::string& owner, uint64_t epoch,
+                                                     std::chrono::milliseconds ttl) = 0;
+  [[nodiscard]] virtual Status ReleaseLease(const std::string& session_id,
+                                            const std::string& owner, uint64_t epoch) = 0;
+
+  // Writes a consistent online copy of the store to `target_dir` (which must not exist),
+  // usable as a store directory.
+  [[nodiscard]] virtual Status Checkpoint(const std::string& target_dir) = 0;
+};
+
+// Opens (or creates) an embedded store over the RocksDB directory `dir`.
+// Errors: kCorruption for a damaged directory, kIOError / kUnavailable when it is locked
+// by another process, kInvalidArgument for a directory that is not a Sinew store.
+[[nodiscard]] Result<std::unique_ptr<SessionStore>> OpenSessionStore(const std::string& dir,
+                                                                     const StoreOptions& options);
+
+struct RemoteOptions {
+  // Deadline of each unary call. Default: 30 s
+  std::chrono::milliseconds call_timeout{30000};
+  // How long Connect waits for the server to answer Health. Default: 5 s
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+// Connects to a `sinew-store` server at `address` (host:port) and checks that it answers.
+[[nodiscard]] Result<std::unique_ptr<SessionStore>> ConnectSessionStore(
+    const std::string& address, const RemoteOptions& options = {});
+
+// Returns the payload name of an event ("tool_call", ...), or its `type` field when the
+// payload is one this build does not know, or "" when it has neither.
+std::string EventTypeName(const v1::Event& event);
+
+// Returns "queued", "running", ... for a status.
+std::string SessionStatusName(v1::SessionStatus status);
+
+}  // namespace sinew::store

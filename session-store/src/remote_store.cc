@@ -1,0 +1,191 @@
+// RemoteStore: the SessionStore interface over gRPC to a sinew-store server.
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "sinew/grpc_status.h"
+#include "sinew/proto/session_store.grpc.pb.h"
+#include "sinew/session_store/session_store.h"
+#include "sinew/session_store/store_service.h"
+
+namespace sinew::store {
+namespace {
+
+using Stub = v1::SessionStore::Stub;
+
+// Streams Watch responses on a reader thread into a queue that Next() drains.
+class RemoteWatcher final : public EventWatcher {
+ public:
+  RemoteWatcher(Stub* stub, const v1::WatchRequest& req) {
+    reader_ = stub->Watch(&ctx_, req);
+    thread_ = std::thread([this] { ReadLoop(); });
+  }
+  ~RemoteWatcher() override {
+    ctx_.TryCancel();
+    thread_.join();
+  }
+
+  Result<bool> Next(v1::Event* out, std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || done_ || cancelled_; });
+    if (cancelled_) return Status::Cancelled("watch was cancelled");
+    if (!queue_.empty()) {
+      *out = std::move(queue_.front());
+      queue_.pop_front();
+      return true;
+    }
+    if (done_) {
+      return final_.ok() ? Status::Unavailable("watch stream ended (server shut down?)") : final_;
+    }
+    return false;
+  }
+
+  void Cancel() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+    }
+    cv_.notify_all();
+    ctx_.TryCancel();
+  }
+
+ private:
+  void ReadLoop() {
+    v1::Event ev;
+    while (reader_->Read(&ev)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(ev);
+      cv_.notify_all();
+    }
+    Status st = FromGrpcStatus(reader_->Finish());
+    std::lock_guard<std::mutex> lock(mu_);
+    final_ = st;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::Event>> reader_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::Event> queue_;  // GUARDED_BY(mu_)
+  bool done_ = false;            // GUARDED_BY(mu_)
+  bool cancelled_ = false;       // GUARDED_BY(mu_)
+  Status final_;                 // GUARDED_BY(mu_)
+};
+
+class RemoteStore final : public SessionStore {
+ public:
+  RemoteStore(std::shared_ptr<grpc::Channel> channel, RemoteOptions options)
+      : channel_(std::move(channel)), stub_(v1::SessionStore::NewStub(channel_)),
+        options_(options) {}
+
+  template <typename Req, typename Resp, typename Fn>
+  Result<Resp> Call(Fn fn, const Req& req) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+    Resp resp;
+    grpc::Status s = (stub_.get()->*fn)(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp;
+  }
+
+  Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) override {
+    return Call<v1::CreateSessionRequest, v1::Session>(&Stub::CreateSession, req);
+  }
+  Result<v1::Session> GetSession(const std::string& id) override {
+    v1::GetSessionRequest req;
+    req.set_session_id(id);
+    SINEW_ASSIGN_OR_RETURN(auto resp, (Call<v1::GetSessionRequest, v1::GetSessionResponse>(
+                                          &Stub::GetSession, req)));
+    return resp.session();
+  }
+  Result<v1::ListSessionsResponse> ListSessions(const v1::ListSessionsRequest& req) override {
+    return Call<v1::ListSessionsRequest, v1::ListSessionsResponse>(&Stub::ListSessions, req);
+  }
+  Result<v1::Session> SetStatus(const v1::SetStatusRequest& req) override {
+    return Call<v1::SetStatusRequest, v1::Session>(&Stub::SetStatus, req);
+  }
+  Result<v1::AppendResponse> Append(const v1::AppendRequest& req) override {
+    return Call<v1::AppendRequest, v1::AppendResponse>(&Stub::Append, req);
+  }
+  Result<v1::GetEventsResponse> GetEvents(const v1::GetEventsRequest& req) override {
+    return Call<v1::GetEventsRequest, v1::GetEventsResponse>(&Stub::GetEvents, req);
+  }
+  Result<std::unique_ptr<EventWatcher>> Watch(const std::string& id, uint64_t from) override {
+    // Fail fast on an unknown session, as the embedded store does.
+    SINEW_RETURN_IF_ERROR(GetSession(id).status());
+    v1::WatchRequest req;
+    req.set_session_id(id);
+    req.set_from_seq(from);
+    return std::unique_ptr<EventWatcher>(new RemoteWatcher(stub_.get(), req));
+  }
+  Result<v1::Lease> AcquireLease(const std::string& id, const std::string& owner,
+                                 std::chrono::milliseconds ttl) override {
+    v1::AcquireLeaseRequest req;
+    req.set_session_id(id);
+    req.set_owner(owner);
+    req.set_ttl_ms(static_cast<uint64_t>(std::max<int64_t>(0, ttl.count())));
+    return Call<v1::AcquireLeaseRequest, v1::Lease>(&Stub::AcquireLease, req);
+  }
+  Result<v1::Lease> RenewLease(const std::string& id, const std::string& owner, uint64_t epoch,
+                               std::chrono::milliseconds ttl) override {
+    v1::RenewLeaseRequest req;
+    req.set_session_id(id);
+    req.set_owner(owner);
+    req.set_epoch(epoch);
+    req.set_ttl_ms(static_cast<uint64_t>(std::max<int64_t>(0, ttl.count())));
+    return Call<v1::RenewLeaseRequest, v1::Lease>(&Stub::RenewLease, req);
+  }
+  Status ReleaseLease(const std::string& id, const std::string& owner, uint64_t epoch) override {
+    v1::ReleaseLeaseRequest req;
+    req.set_session_id(id);
+    req.set_owner(owner);
+    req.set_epoch(epoch);
+    return Call<v1::ReleaseLeaseRequest, v1::ReleaseLeaseResponse>(&Stub::ReleaseLease, req)
+        .status();
+  }
+  Status Checkpoint(const std::string& target_dir) override {
+    v1::CheckpointRequest req;
+    req.set_target_dir(target_dir);
+    return Call<v1::CheckpointRequest, v1::CheckpointResponse>(&Stub::Checkpoint, req).status();
+  }
+
+  Status Ping() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.connect_timeout);
+    ctx.set_wait_for_ready(true);
+    v1::HealthResponse resp;
+    grpc::Status s = stub_->Health(&ctx, v1::HealthRequest(), &resp);
+    return FromGrpcStatus(s);
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Stub> stub_;
+  const RemoteOptions options_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SessionStore>> ConnectSessionStore(const std::string& address,
+                                                          const RemoteOptions& options) {
+  if (address.empty()) return Status::InvalidArgument("store address is empty");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto store = std::make_unique<RemoteStore>(channel, options);
+  Status ping = store->Ping();
+  if (!ping.ok()) {
+    return Status::Unavailable("session store not reachable at " + address + " (" +
+                               ping.message() + "); is sinew-store running there?");
+  }
+  return std::unique_ptr<SessionStore>(std::move(store));
+}
+
+}  // namespace sinew::store

@@ -1,0 +1,98 @@
+// RocksStore: the embedded SessionStore over one RocksDB directory (see keys.h for layout).
+//
+// Concurrency: appends, leases and status changes of one session are serialised by one of
+// kStripes mutexes chosen by the session id; different sessions write concurrently, so
+// RocksDB's group commit merges their WAL syncs. The in-memory SessionState cache is
+// authoritative because RocksDB's directory lock makes this process the only writer.
+#pragma once
+
+#include <rocksdb/db.h>
+
+#include <array>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sinew/session_store/session_store.h"
+
+namespace sinew::store {
+
+class RocksStore final : public SessionStore {
+ public:
+  static Result<std::unique_ptr<RocksStore>> Open(const std::string& dir,
+                                                  const StoreOptions& options);
+  ~RocksStore() override;
+
+  Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) override;
+  Result<v1::Session> GetSession(const std::string& session_id) override;
+  Result<v1::ListSessionsResponse> ListSessions(const v1::ListSessionsRequest& req) override;
+  Result<v1::Session> SetStatus(const v1::SetStatusRequest& req) override;
+  Result<v1::AppendResponse> Append(const v1::AppendRequest& req) override;
+  Result<v1::GetEventsResponse> GetEvents(const v1::GetEventsRequest& req) override;
+  Result<std::unique_ptr<EventWatcher>> Watch(const std::string& session_id,
+                                              uint64_t from_seq) override;
+  Result<v1::Lease> AcquireLease(const std::string& session_id, const std::string& owner,
+                                 std::chrono::milliseconds ttl) override;
+  Result<v1::Lease> RenewLease(const std::string& session_id, const std::string& owner,
+                               uint64_t epoch, std::chrono::milliseconds ttl) override;
+  Status ReleaseLease(const std::string& session_id, const std::string& owner,
+                      uint64_t epoch) override;
+  Status Checkpoint(const std::string& target_dir) override;
+
+  // Per-session state, guarded by the session's stripe mutex.
+  struct SessionState {
+    bool loaded = false;
+    bool exists = false;
+    v1::Session meta;
+    v1::Lease lease;  // epoch 0: never leased; expires_unix_ms 0: released
+    std::condition_variable cv;  // notified after every append
+  };
+
+  // For EventWatcher: the stripe mutex and state of a session (loaded, existing).
+  Result<std::shared_ptr<SessionState>> LoadedState(const std::string& raw_id,
+                                                    std::unique_lock<std::mutex>* lock);
+  std::mutex& StripeFor(const std::string& raw_id);
+
+ private:
+  static constexpr size_t kStripes = 256;
+
+  RocksStore(StoreOptions options, std::unique_ptr<rocksdb::DB> db,
+             std::vector<rocksdb::ColumnFamilyHandle*> handles);
+
+  std::shared_ptr<SessionState> StateFor(const std::string& raw_id);
+  Status LoadLocked(const std::string& raw_id, SessionState* state);
+  Status CheckWritable() const;
+  // Validates, assigns sequence numbers and writes `events`. expected_next_seq 0 skips the
+  // sequence check (internal status changes). REQUIRES: the stripe mutex is held.
+  Result<v1::AppendResponse> AppendLocked(const std::string& raw_id, SessionState* state,
+                                          std::vector<v1::Event> events,
+                                          uint64_t expected_next_seq, uint64_t lease_epoch,
+                                          const std::string& idempotency_key);
+  Status CheckFence(const SessionState& state, uint64_t lease_epoch, int64_t now_ms) const;
+  Result<v1::Lease> WriteLease(const std::string& raw_id, SessionState* state, v1::Lease lease,
+                               bool bump_meta_epoch);
+
+  // Constant after construction.
+  const StoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* events_cf_;
+  rocksdb::ColumnFamilyHandle* sessions_cf_;
+  rocksdb::ColumnFamilyHandle* leases_cf_;
+  rocksdb::ColumnFamilyHandle* index_cf_;
+  rocksdb::ColumnFamilyHandle* idempotency_cf_;
+  rocksdb::WriteOptions write_options_;
+
+  std::array<std::mutex, kStripes> stripes_;
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, std::shared_ptr<SessionState>> cache_;  // GUARDED_BY(cache_mu_)
+};
+
+// Translates a RocksDB status into a Sinew one, with `what` as context.
+Status FromRocks(const rocksdb::Status& s, const std::string& what);
+int64_t NowUnixMs();
+
+}  // namespace sinew::store

@@ -1,0 +1,119 @@
+#include "sinew/session_store/store_service.h"
+
+#include "sinew/grpc_status.h"
+
+namespace sinew::store {
+namespace {
+
+using grpc::ServerContext;
+
+// Copies a Result into a response message or returns its error as a gRPC status.
+template <typename T>
+grpc::Status Reply(Result<T> r, T* response) {
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+class StoreServiceImpl final : public v1::SessionStore::Service {
+ public:
+  explicit StoreServiceImpl(SessionStore* store) : store_(store) {}
+
+  grpc::Status CreateSession(ServerContext*, const v1::CreateSessionRequest* req,
+                             v1::Session* resp) override {
+    return Reply(store_->CreateSession(*req), resp);
+  }
+
+  grpc::Status GetSession(ServerContext*, const v1::GetSessionRequest* req,
+                          v1::GetSessionResponse* resp) override {
+    auto meta = store_->GetSession(req->session_id());
+    if (!meta.ok()) return ToGrpcStatus(meta.status());
+    *resp->mutable_session() = std::move(meta).value();
+    if (req->include_events()) {
+      v1::GetEventsRequest er;
+      er.set_session_id(req->session_id());
+      er.set_limit(req->event_limit() == 0 ? 100000 : req->event_limit());
+      auto events = store_->GetEvents(er);
+      if (!events.ok()) return ToGrpcStatus(events.status());
+      resp->mutable_events()->Swap(events->mutable_events());
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListSessions(ServerContext*, const v1::ListSessionsRequest* req,
+                            v1::ListSessionsResponse* resp) override {
+    return Reply(store_->ListSessions(*req), resp);
+  }
+
+  grpc::Status SetStatus(ServerContext*, const v1::SetStatusRequest* req,
+                         v1::Session* resp) override {
+    return Reply(store_->SetStatus(*req), resp);
+  }
+
+  grpc::Status Append(ServerContext*, const v1::AppendRequest* req,
+                      v1::AppendResponse* resp) override {
+    return Reply(store_->Append(*req), resp);
+  }
+
+  grpc::Status GetEvents(ServerContext*, const v1::GetEventsRequest* req,
+                         v1::GetEventsResponse* resp) override {
+    return Reply(store_->GetEvents(*req), resp);
+  }
+
+  grpc::Status Watch(ServerContext* ctx, const v1::WatchRequest* req,
+                     grpc::ServerWriter<v1::Event>* writer) override {
+    auto watcher = store_->Watch(req->session_id(), req->from_seq());
+    if (!watcher.ok()) return ToGrpcStatus(watcher.status());
+    v1::Event ev;
+    while (!ctx->IsCancelled()) {
+      // The timeout only bounds how long a cancelled client goes unnoticed; new events
+      // wake the watcher at once.
+      auto got = (*watcher)->Next(&ev, std::chrono::milliseconds(200));
+      if (!got.ok()) return ToGrpcStatus(got.status());
+      if (*got && !writer->Write(ev)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status AcquireLease(ServerContext*, const v1::AcquireLeaseRequest* req,
+                            v1::Lease* resp) override {
+    return Reply(store_->AcquireLease(req->session_id(), req->owner(),
+                                      std::chrono::milliseconds(req->ttl_ms())),
+                 resp);
+  }
+
+  grpc::Status RenewLease(ServerContext*, const v1::RenewLeaseRequest* req,
+                          v1::Lease* resp) override {
+    return Reply(store_->RenewLease(req->session_id(), req->owner(), req->epoch(),
+                                    std::chrono::milliseconds(req->ttl_ms())),
+                 resp);
+  }
+
+  grpc::Status ReleaseLease(ServerContext*, const v1::ReleaseLeaseRequest* req,
+                            v1::ReleaseLeaseResponse*) override {
+    return ToGrpcStatus(store_->ReleaseLease(req->session_id(), req->owner(), req->epoch()));
+  }
+
+  grpc::Status Checkpoint(ServerContext*, const v1::CheckpointRequest* req,
+                          v1::CheckpointResponse* resp) override {
+    Status s = store_->Checkpoint(req->target_dir());
+    if (s.ok()) resp->set_target_dir(req->target_dir());
+    return ToGrpcStatus(s);
+  }
+
+  grpc::Status Health(ServerContext*, const v1::HealthRequest*, v1::HealthResponse* resp) override {
+    resp->set_status("serving");
+    return grpc::Status::OK;
+  }
+
+ private:
+  SessionStore* const store_;  // not owned
+};
+
+}  // namespace
+
+std::unique_ptr<v1::SessionStore::Service> NewStoreService(SessionStore* store) {
+  return std::make_unique<StoreServiceImpl>(store);
+}
+
+}  // namespace sinew::store

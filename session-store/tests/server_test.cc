@@ -1,0 +1,162 @@
+// sinew-store as a real process on loopback, used through gRPC by the remote client.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <thread>
+
+#include "sinew/session_store/session_store.h"
+#include "sinew/testing/subprocess.h"
+#include "store_test_util.h"
+
+namespace sinew::store {
+namespace {
+
+using std::chrono::milliseconds;
+using test::AllEvents;
+using test::AppendOf;
+
+class StoreServer {
+ public:
+  explicit StoreServer(const std::string& db) {
+    proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0"});
+    auto line = proc_->WaitForLine("listening on", std::chrono::seconds(20));
+    if (line) address_ = line->substr(line->rfind(' ') + 1);
+  }
+  const std::string& address() const { return address_; }
+  testing::Subprocess& process() { return *proc_; }
+
+ private:
+  std::unique_ptr<testing::Subprocess> proc_;
+  std::string address_;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<StoreServer>(dir_.Sub("db"));
+    ASSERT_FALSE(server_->address().empty()) << "sinew-store did not start";
+    auto c = ConnectSessionStore(server_->address());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(c).value();
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<SessionStore> client_;
+};
+
+TEST_F(ServerTest, CreateAppendReadWatchThroughGrpc) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "remote"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  auto watcher = client_->Watch(meta->id(), 1);
+  ASSERT_TRUE(watcher.ok());
+  v1::Event ev;
+  ASSERT_TRUE(*(*watcher)->Next(&ev, std::chrono::seconds(10)));
+  EXPECT_EQ(ev.type(), "session_created");
+
+  // A second client appends; the first client's watch sees it.
+  auto other = ConnectSessionStore(server_->address());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Append(AppendOf(meta->id(), 2, 0, {"hello"})).ok());
+  auto got = (*watcher)->Next(&ev, std::chrono::seconds(10));
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_EQ(ev.user_message().text(), "hello");
+  EXPECT_EQ(ev.seq(), 2u);
+  auto events = AllEvents(*client_, meta->id());
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->events_size(), 2);
+  v1::ListSessionsRequest list;
+  list.set_tenant("acme");
+  EXPECT_EQ(client_->ListSessions(list)->sessions_size(), 1);
+}
+
+TEST_F(ServerTest, ErrorsKeepTheirCodesAcrossTheWire) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "x"));
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(client_->GetSession(std::string(32, 'f')).status().code(), StatusCode::kNotFound);
+  auto malformed = client_->GetSession("nope");
+  EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(malformed.status().message().find("malformed session id"), std::string::npos);
+  EXPECT_EQ(client_->Append(AppendOf(meta->id(), 5, 0, {"x"})).status().code(),
+            StatusCode::kFailedPrecondition);
+  // A 4 MiB+ event passes gRPC's size limits and is refused by the store's own limit.
+  auto big = client_->Append(AppendOf(meta->id(), 2, 0, {std::string((4u << 20) + 10, 'x')}));
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument) << big.status().ToString();
+  EXPECT_EQ(AllEvents(*client_, meta->id())->events_size(), 1);
+  auto down = ConnectSessionStore("127.0.0.1:1", RemoteOptions{milliseconds(1000),
+                                                              milliseconds(300)});
+  EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(down.status().message().find("is sinew-store running"), std::string::npos);
+}
+
+// Two writers with different lease epochs: the stale one is refused, the log unchanged.
+TEST_F(ServerTest, StaleWriterIsFencedOut) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "fencing"));
+  ASSERT_TRUE(meta.ok());
+  const std::string id = meta->id();
+  auto writer_b = ConnectSessionStore(server_->address());
+  ASSERT_TRUE(writer_b.ok());
+
+  auto lease_a = client_->AcquireLease(id, "writer-a", milliseconds(200));
+  ASSERT_TRUE(lease_a.ok());
+  ASSERT_TRUE(client_->Append(AppendOf(id, 2, lease_a->epoch(), {"a1"})).ok());
+  std::this_thread::sleep_for(milliseconds(300));  // writer A stalls past its lease
+  auto lease_b = (*writer_b)->AcquireLease(id, "writer-b", milliseconds(60000));
+  ASSERT_TRUE(lease_b.ok());
+  ASSERT_GT(lease_b->epoch(), lease_a->epoch());
+  ASSERT_TRUE((*writer_b)->Append(AppendOf(id, 3, lease_b->epoch(), {"b1"})).ok());
+
+  auto before = AllEvents(*client_, id);
+  ASSERT_TRUE(before.ok());
+  // The zombie writes with its old epoch and the correct next seq: refused.
+  auto zombie = client_->Append(AppendOf(id, 4, lease_a->epoch(), {"zombie"}));
+  ASSERT_FALSE(zombie.ok());
+  EXPECT_EQ(zombie.status().code(), StatusCode::kAborted);
+  EXPECT_NE(zombie.status().message().find("fenced out"), std::string::npos);
+  auto after = AllEvents(*client_, id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->SerializeAsString(), before->SerializeAsString());
+}
+
+TEST_F(ServerTest, DataSurvivesServerKillAndRestart) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "restart"));
+  ASSERT_TRUE(meta.ok());
+  ASSERT_TRUE(client_->Append(AppendOf(meta->id(), 2, 0, {"durable"})).ok());
+  server_->process().Signal(SIGKILL);
+  server_->process().Wait();
+  client_.reset();
+  server_ = std::make_unique<StoreServer>(dir_.Sub("db"));
+  ASSERT_FALSE(server_->address().empty());
+  auto c = ConnectSessionStore(server_->address());
+  ASSERT_TRUE(c.ok());
+  auto events = AllEvents(**c, meta->id());
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->events_size(), 2);
+  EXPECT_EQ(events->events(1).user_message().text(), "durable");
+}
+
+TEST_F(ServerTest, CheckpointThroughServer) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "backup"));
+  ASSERT_TRUE(meta.ok());
+  ASSERT_TRUE(client_->Checkpoint(dir_.Sub("backup")).ok());
+  auto copy = OpenSessionStore(dir_.Sub("backup"), {});
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_EQ((*copy)->GetSession(meta->id())->id(), meta->id());
+}
+
+TEST(ServerStartTest, UnusableDirectoryExitsWithError) {
+  testing::TempDir dir;
+  std::string file = dir.Sub("plainfile");
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  testing::Subprocess proc(
+      {testing::BinaryPath("sinew-store"), "--db", file + "/db", "--listen", "127.0.0.1:0"});
+  int status = proc.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+}  // namespace
+}  // namespace sinew::store

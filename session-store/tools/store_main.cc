@@ -1,0 +1,70 @@
+// sinew-store: the session store as a gRPC server.
+//   sinew-store --db DIR [--listen 127.0.0.1:7701] [--durability sync|async]
+// Prints "sinew-store listening on HOST:PORT" once it serves (port 0 picks a free port).
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "sinew/session_store/session_store.h"
+#include "sinew/session_store/store_service.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sinew-store: the Sinew session store (append-only event log in RocksDB)"};
+  std::string db = "data/store";
+  std::string listen = "127.0.0.1:7701";
+  std::string durability = "sync";
+  size_t max_event_bytes = 4u << 20;
+  app.add_option("--db", db, "store directory (created when missing)")->capture_default_str();
+  app.add_option("--listen", listen, "gRPC address host:port (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--durability", durability,
+                 "sync: ack after WAL fsync (default); async: WAL written, not synced")
+      ->check(CLI::IsMember({"sync", "async"}))
+      ->capture_default_str();
+  app.add_option("--max-event-bytes", max_event_bytes, "largest accepted event")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Block the stop signals before any thread starts, then wait for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  sinew::store::StoreOptions options;
+  options.durability =
+      durability == "async" ? sinew::store::Durability::kAsync : sinew::store::Durability::kSync;
+  options.max_event_bytes = max_event_bytes;
+  auto store = sinew::store::OpenSessionStore(db, options);
+  if (!store.ok()) {
+    spdlog::error("cannot open store: {}", store.status().ToString());
+    return 2;
+  }
+  auto service = sinew::store::NewStoreService(store->get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(sinew::store::kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(sinew::store::kMaxGrpcMessageBytes);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::error("cannot listen on {} (address in use? try --listen 127.0.0.1:0)", listen);
+    return 3;
+  }
+  std::string host = listen.substr(0, listen.rfind(':'));
+  std::printf("sinew-store listening on %s:%d\n", host.c_str(), port);
+  std::fflush(stdout);
+  spdlog::info("serving {} ({} durability)", db, durability);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  return 0;
+}
