@@ -179,9 +179,9 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
     SINEW_RETURN_IF_ERROR(keys::ParseSessionId(req.forked_from_session()).status()
                               .WithContext("forked_from_session"));
   }
-  const std::string id = keys::NewSessionId();
+  const std::string id = req.session_id().empty() ? keys::NewSessionId() : req.session_id();
   SINEW_ASSIGN_OR_RETURN(std::string raw, keys::ParseSessionId(id));
-  const int64_t now = NowUnixMs();
+  const int64_t now = req.created_unix_ms() > 0 ? req.created_unix_ms() : NowUnixMs();
 
   v1::Session meta;
   meta.set_id(id);
@@ -217,6 +217,10 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
 
   auto state = StateFor(raw);
   std::lock_guard<std::mutex> lock(StripeFor(raw));
+  SINEW_RETURN_IF_ERROR(LoadLocked(raw, state.get()));
+  if (state->exists) {
+    return Status::AlreadyExists("session " + id + " exists already; import it under a new id");
+  }
   SINEW_RETURN_IF_ERROR(FromRocks(db_->Write(write_options_, &batch), "creating session"));
   state->meta = meta;
   state->lease.Clear();

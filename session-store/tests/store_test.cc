@@ -55,6 +55,20 @@ TEST_F(StoreTest, CreateWritesSessionCreatedAsEventOne) {
   EXPECT_EQ(ev.session_created().task_json(), R"({"prompt":"hi"})");
 }
 
+TEST_F(StoreTest, ImportKeepsRequestedIdAndCreationTime) {
+  v1::CreateSessionRequest req = CreateOf("acme", "imported");
+  req.set_session_id("0123456789abcdef0123456789abcdef");
+  req.set_created_unix_ms(1700000000000);
+  auto meta = store_->CreateSession(req);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ(meta->id(), req.session_id());
+  EXPECT_EQ(meta->created_unix_ms(), 1700000000000);
+  EXPECT_EQ(AllEvents(*store_, meta->id())->events(0).timestamp_unix_ms(), 1700000000000);
+  EXPECT_EQ(store_->CreateSession(req).status().code(), StatusCode::kAlreadyExists);
+  req.set_session_id("XYZ");
+  EXPECT_EQ(store_->CreateSession(req).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTest, AppendAssignsConsecutiveSequenceNumbers) {
   std::string id = NewSession();
   auto r1 = store_->Append(AppendOf(id, 2, 0, {"a", "b"}));
