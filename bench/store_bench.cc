@@ -145,7 +145,7 @@ void ReadBack(const std::string& dir, int events, int reps) {
   store->reset();
   // Raw: the same directory and keys, read with a plain iterator, values copied out.
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (const char* name : {"default", "events", "sessions", "leases", "index", "idempotency"}) {
+  for (const char* name : sinew::store::keys::kColumnFamilies) {
     cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;

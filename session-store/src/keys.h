@@ -18,6 +18,10 @@
 
 namespace sinew::store::keys {
 
+// The column families, in the order RocksStore opens them (handles index this list).
+inline constexpr const char* kColumnFamilies[] = {"default", "events",      "sessions",
+                                                  "leases",  "index",       "idempotency"};
+
 inline constexpr size_t kIdBytes = 16;
 inline constexpr size_t kIdHexChars = 32;
 

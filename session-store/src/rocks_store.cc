@@ -13,8 +13,8 @@
 namespace sinew::store {
 namespace {
 
-const std::vector<std::string> kFamilies = {"default", "events",
-                                            "sessions", "leases", "index", "idempotency"};
+const std::vector<std::string> kFamilies(std::begin(keys::kColumnFamilies),
+                                         std::end(keys::kColumnFamilies));
 constexpr uint32_t kDefaultEventLimit = 1000;
 constexpr uint32_t kMaxEventLimit = 100000;
 constexpr uint32_t kMaxListScan = 10000;
