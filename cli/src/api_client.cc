@@ -1,0 +1,217 @@
+#include "api_client.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "sse_parser.h"
+
+namespace sinew::cli {
+namespace json = boost::json;
+
+namespace {
+
+std::string ErrorMessage(const std::string& body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    if (const auto* err = v.as_object().if_contains("error"); err && err->is_object()) {
+      if (const auto* m = err->as_object().if_contains("message"); m && m->is_string()) {
+        return std::string(m->as_string());
+      }
+    }
+  }
+  return body.substr(0, 300);
+}
+
+Status HttpError(long status, const std::string& body, const std::string& server) {
+  std::string m = ErrorMessage(body);
+  switch (status) {
+    case 400: case 413: case 415: case 422: return Status::InvalidArgument(m);
+    case 401: case 403:
+      return Status::Unauthenticated("key refused by " + server + ": " + m +
+                                     " (set --api-key or SINEW_API_KEY)");
+    case 404:
+      return Status::NotFound(m + " (check the id with `sinew sessions list`)");
+    case 409: return Status::AlreadyExists(m);
+    case 429: case 502: case 503: case 504:
+      return Status::Unavailable("server busy or unavailable (" + std::to_string(status) +
+                                 "): " + m + "; try again shortly");
+    default:
+      return Status::Internal("server answered " + std::to_string(status) + ": " + m);
+  }
+}
+
+uint64_t U64(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr) return 0;
+  if (v->is_uint64()) return v->as_uint64();
+  if (v->is_int64()) return static_cast<uint64_t>(std::max<int64_t>(0, v->as_int64()));
+  if (v->is_string()) return std::strtoull(v->as_string().c_str(), nullptr, 10);
+  return 0;
+}
+
+std::string Str(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : "";
+}
+
+}  // namespace
+
+Result<SessionView> ParseSession(const json::value& v) {
+  if (!v.is_object()) return Status::Internal("server sent a session that is not an object");
+  const json::object& o = v.as_object();
+  SessionView s;
+  s.id = Str(o, "id");
+  s.tenant = Str(o, "tenant");
+  s.title = Str(o, "title");
+  s.status = Str(o, "status");
+  s.forked_from_session = Str(o, "forked_from_session");
+  s.created_unix_ms = static_cast<int64_t>(U64(o, "created_unix_ms"));
+  s.updated_unix_ms = static_cast<int64_t>(U64(o, "updated_unix_ms"));
+  s.next_seq = U64(o, "next_seq");
+  s.forked_at_seq = U64(o, "forked_at_seq");
+  s.raw = o;
+  if (s.id.empty()) return Status::Internal("server sent a session without an id");
+  return s;
+}
+
+Result<v1::Event> ParseEvent(std::string_view text) {
+  v1::Event ev;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(text.data(), text.size()), &ev, opts);
+  if (!st.ok()) {
+    return Status::InvalidArgument("not an event: " + std::string(st.message()) + " in " +
+                                   std::string(text.substr(0, 120)));
+  }
+  return ev;
+}
+
+ApiClient::ApiClient(std::string base_url, std::string api_key)
+    : http_(std::move(base_url), std::move(api_key)) {}
+
+Result<json::value> ApiClient::Call(const std::string& method, const std::string& path,
+                                    const std::string& body, const std::string& content_type) {
+  SINEW_ASSIGN_OR_RETURN(HttpResponse resp, http_.Send(method, path, body, content_type));
+  if (resp.status < 200 || resp.status >= 300) {
+    return HttpError(resp.status, resp.body, http_.base_url());
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(resp.body, ec);
+  if (ec) return Status::Internal("server sent invalid JSON for " + path + ": " + ec.message());
+  return v;
+}
+
+Result<SessionView> ApiClient::SessionCall(const std::string& method, const std::string& path,
+                                           const std::string& body,
+                                           const std::string& content_type) {
+  SINEW_ASSIGN_OR_RETURN(json::value v, Call(method, path, body, content_type));
+  const json::value* s = v.is_object() ? v.as_object().if_contains("session") : nullptr;
+  if (s == nullptr) return Status::Internal("server response for " + path + " has no session");
+  return ParseSession(*s);
+}
+
+Result<SessionView> ApiClient::Submit(const json::object& body) {
+  return SessionCall("POST", "/v1/sessions", json::serialize(body));
+}
+
+Result<SessionView> ApiClient::GetSession(const std::string& id) {
+  return SessionCall("GET", "/v1/sessions/" + id, "");
+}
+
+Result<std::vector<SessionView>> ApiClient::ListSessions(const std::string& status, uint32_t limit,
+                                                         const std::string& page_token,
+                                                         std::string* next_token) {
+  std::string path = "/v1/sessions?limit=" + std::to_string(limit);
+  if (!status.empty()) path += "&status=" + status;
+  if (!page_token.empty()) path += "&page_token=" + page_token;
+  SINEW_ASSIGN_OR_RETURN(json::value v, Call("GET", path));
+  std::vector<SessionView> out;
+  const json::object& o = v.as_object();
+  if (const auto* list = o.if_contains("sessions"); list && list->is_array()) {
+    for (const auto& s : list->as_array()) {
+      SINEW_ASSIGN_OR_RETURN(SessionView view, ParseSession(s));
+      out.push_back(std::move(view));
+    }
+  }
+  *next_token = Str(o, "next_page_token");
+  return out;
+}
+
+Result<std::vector<std::pair<v1::Event, std::string>>> ApiClient::Events(const std::string& id,
+                                                                         uint64_t after,
+                                                                         uint32_t limit) {
+  SINEW_ASSIGN_OR_RETURN(json::value v, Call("GET", "/v1/sessions/" + id + "/events?after=" +
+                                                        std::to_string(after) +
+                                                        "&limit=" + std::to_string(limit)));
+  std::vector<std::pair<v1::Event, std::string>> out;
+  const json::value* list = v.as_object().if_contains("events");
+  if (list == nullptr || !list->is_array()) return Status::Internal("events response has no list");
+  for (const auto& e : list->as_array()) {
+    std::string text = json::serialize(e);
+    SINEW_ASSIGN_OR_RETURN(v1::Event ev, ParseEvent(text));
+    out.emplace_back(std::move(ev), std::move(text));
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<v1::Event, std::string>>> ApiClient::AllEvents(const std::string& id,
+                                                                            uint64_t from,
+                                                                            uint64_t to) {
+  std::vector<std::pair<v1::Event, std::string>> all;
+  uint64_t after = from > 0 ? from - 1 : 0;
+  while (true) {
+    SINEW_ASSIGN_OR_RETURN(auto page, Events(id, after, 1000));
+    if (page.empty()) break;
+    for (auto& e : page) {
+      if (to != 0 && e.first.seq() > to) return all;
+      after = e.first.seq();
+      all.push_back(std::move(e));
+    }
+  }
+  return all;
+}
+
+Result<SessionView> ApiClient::Message(const std::string& id, const std::string& text) {
+  json::object body{{"text", text}};
+  return SessionCall("POST", "/v1/sessions/" + id + "/messages", json::serialize(body));
+}
+
+Result<SessionView> ApiClient::Cancel(const std::string& id) {
+  return SessionCall("POST", "/v1/sessions/" + id + "/cancel", "{}");
+}
+
+Result<SessionView> ApiClient::Fork(const std::string& id, const json::object& body) {
+  return SessionCall("POST", "/v1/sessions/" + id + "/fork", json::serialize(body));
+}
+
+Result<SessionView> ApiClient::Import(const std::string& ndjson) {
+  return SessionCall("POST", "/v1/sessions/import", ndjson, "application/x-ndjson");
+}
+
+Status ApiClient::Stream(const std::string& id, uint64_t after,
+                         const std::function<void(const v1::Event&)>& on_event) {
+  std::string prefix;  // the first bytes, to explain an error answer
+  Status parse_error;
+  SseParser parser([&](const SseEvent& e) {
+    auto ev = ParseEvent(e.data);
+    if (!ev.ok()) {
+      parse_error = ev.status();
+      return;
+    }
+    on_event(*ev);
+  });
+  std::vector<std::string> headers;
+  if (after > 0) headers.push_back("Last-Event-ID: " + std::to_string(after));
+  auto status = http_.Stream("/v1/sessions/" + id + "/events/stream", headers,
+                             [&](std::string_view bytes) {
+                               if (prefix.size() < 4096) prefix.append(bytes.substr(0, 4096));
+                               parser.Feed(bytes);
+                               return parse_error.ok();
+                             });
+  if (!status.ok()) return status.status();
+  if (*status != 200) return HttpError(*status, prefix, http_.base_url());
+  return parse_error;
+}
+
+}  // namespace sinew::cli

@@ -1,0 +1,72 @@
+// ApiClient: the harness REST API (docs/harness-openapi.yaml) as typed calls.
+// Errors carry the server's own message plus what to do next.
+//
+// Thread-safety: one ApiClient per thread.
+#pragma once
+
+#include <boost/json.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "http_client.h"
+#include "sinew/proto/events.pb.h"
+#include "sinew/status.h"
+
+namespace sinew::cli {
+
+struct SessionView {
+  std::string id, tenant, title, status, forked_from_session;
+  int64_t created_unix_ms = 0, updated_unix_ms = 0;
+  uint64_t next_seq = 0, forked_at_seq = 0;
+  boost::json::object raw;  // the object as the server sent it (for --json)
+};
+
+class ApiClient {
+ public:
+  ApiClient(std::string base_url, std::string api_key);
+
+  [[nodiscard]] Result<SessionView> Submit(const boost::json::object& body);
+  [[nodiscard]] Result<SessionView> GetSession(const std::string& id);
+  // One page of sessions, newest first; *next_token is set to the next page's token.
+  [[nodiscard]] Result<std::vector<SessionView>> ListSessions(const std::string& status,
+                                                              uint32_t limit,
+                                                              const std::string& page_token,
+                                                              std::string* next_token);
+  // Events with seq > after, at most limit; each paired with its JSON text as sent.
+  [[nodiscard]] Result<std::vector<std::pair<v1::Event, std::string>>> Events(
+      const std::string& id, uint64_t after, uint32_t limit);
+  // Every event from `from` to `to` (0: the end), page by page.
+  [[nodiscard]] Result<std::vector<std::pair<v1::Event, std::string>>> AllEvents(
+      const std::string& id, uint64_t from = 1, uint64_t to = 0);
+  [[nodiscard]] Result<SessionView> Message(const std::string& id, const std::string& text);
+  [[nodiscard]] Result<SessionView> Cancel(const std::string& id);
+  [[nodiscard]] Result<SessionView> Fork(const std::string& id, const boost::json::object& body);
+  [[nodiscard]] Result<SessionView> Import(const std::string& ndjson);
+
+  // Follows the SSE stream after `after`, calling on_event for each event, until the
+  // server ends it. Returns how it ended: OK (ended by the server), kUnavailable (link
+  // broke: reconnect with the last seen seq), or an API error.
+  [[nodiscard]] Status Stream(const std::string& id, uint64_t after,
+                              const std::function<void(const v1::Event&)>& on_event);
+
+  const std::string& base_url() const { return http_.base_url(); }
+
+ private:
+  Result<boost::json::value> Call(const std::string& method, const std::string& path,
+                                  const std::string& body = "",
+                                  const std::string& content_type = "application/json");
+  Result<SessionView> SessionCall(const std::string& method, const std::string& path,
+                                  const std::string& body,
+                                  const std::string& content_type = "application/json");
+
+  HttpClient http_;
+};
+
+// Parses the JSON object of a session as the API sends it.
+Result<SessionView> ParseSession(const boost::json::value& v);
+// Parses one event in the proto3 JSON mapping.
+Result<v1::Event> ParseEvent(std::string_view json);
+
+}  // namespace sinew::cli

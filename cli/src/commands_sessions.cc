@@ -1,0 +1,245 @@
+// sinew run | tail | sessions list | sessions show | cancel | message
+#include <google/protobuf/util/json_util.h>
+
+#include <iostream>
+#include <thread>
+
+#include "context.h"
+
+namespace sinew::cli {
+namespace json = boost::json;
+
+namespace {
+
+std::string EventJson(const v1::Event& ev) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(ev, &out, opts);
+  return out;
+}
+
+int ExitCodeFor(const v1::StatusChange& change) {
+  switch (change.to()) {
+    case v1::SESSION_STATUS_COMPLETED: return kExitOk;
+    case v1::SESSION_STATUS_CANCELLED: return kExitCancelled;
+    default:
+      return change.reason().rfind("limit_reached", 0) == 0 ? kExitLimit : kExitFailed;
+  }
+}
+
+SessionRow RowOf(const SessionView& s) {
+  return {s.id, s.status, s.title, s.updated_unix_ms, s.next_seq > 0 ? s.next_seq - 1 : 0};
+}
+
+void PrintSession(Context& ctx, const SessionView& s) {
+  if (ctx.json) {
+    std::cout << json::serialize(s.raw) << "\n";
+    return;
+  }
+  std::cout << "id:       " << s.id << "\n"
+            << "status:   " << s.status << "\n"
+            << "title:    " << s.title << "\n"
+            << "tenant:   " << s.tenant << "\n"
+            << "created:  " << FormatTime(s.created_unix_ms) << " UTC\n"
+            << "updated:  " << FormatTime(s.updated_unix_ms) << " UTC\n"
+            << "events:   " << (s.next_seq > 0 ? s.next_seq - 1 : 0) << "\n";
+  if (!s.forked_from_session.empty()) {
+    std::cout << "forked:   from " << s.forked_from_session << " at #" << s.forked_at_seq << "\n";
+  }
+}
+
+}  // namespace
+
+int FollowSession(Context& ctx, const std::string& id, uint64_t after) {
+  ApiClient api = ctx.Api();
+  uint64_t last = after;
+  int64_t t0 = 0;
+  std::optional<v1::StatusChange> final_change;
+  int attempts = 0;
+  while (true) {
+    uint64_t before = last;
+    Status st = api.Stream(id, last, [&](const v1::Event& ev) {
+      if (ev.seq() <= last) return;  // never print an event twice
+      last = ev.seq();
+      if (t0 == 0) t0 = ev.timestamp_unix_ms();
+      if (ctx.json) {
+        std::cout << EventJson(ev) << std::endl;
+      } else {
+        std::cout << RenderEvent(ev, t0, ctx.Render()) << std::endl;
+      }
+      if (ev.has_status_change() && IsTerminalStatus(ev.status_change().to())) {
+        final_change = ev.status_change();
+      }
+    });
+    if (final_change) return ExitCodeFor(*final_change);
+    if (!st.ok() && st.code() != StatusCode::kUnavailable) {
+      ctx.Fail(st);
+      return kExitError;
+    }
+    if (last > before) attempts = 0;
+    if (++attempts > 30) {
+      ctx.Fail(Status::Unavailable("gave up following " + id + " after 30 reconnects: " +
+                                   st.message()));
+      return kExitError;
+    }
+    if (ctx.interactive && !ctx.json) {
+      std::cerr << "... stream interrupted (" << (st.ok() ? "closed" : st.message())
+                << "); reconnecting after #" << last << "\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200 * attempts, 3000)));
+  }
+}
+
+void AddSessionCommands(CLI::App& app, Context& ctx) {
+  // sinew run
+  struct RunArgs {
+    std::string task, model, system, title, image, network;
+    std::vector<std::string> tools, meta;
+    int64_t cpu = 0, memory = 0, memory_limit = 0, pids = 0, disk = 0;
+    int64_t max_turns = 0, max_tokens = 0, max_wall = 0;
+    bool detach = false;
+  };
+  auto args = std::make_shared<RunArgs>();
+  auto* run = app.add_subcommand("run", "submit a task and follow it until it ends");
+  run->add_option("task", args->task, "what the agent should do")->required();
+  run->add_option("--model", args->model, "model name from the harness config");
+  run->add_option("--system", args->system, "system prompt");
+  run->add_option("--title", args->title, "session title (default: the task)");
+  run->add_option("--tools", args->tools, "allowed tools (default: all)")->delimiter(',');
+  run->add_option("--cpu", args->cpu, "sandbox CPU in millicores");
+  run->add_option("--memory", args->memory, "sandbox guaranteed memory in bytes");
+  run->add_option("--memory-limit", args->memory_limit, "sandbox memory kill limit in bytes");
+  run->add_option("--pids", args->pids, "sandbox process limit");
+  run->add_option("--disk", args->disk, "sandbox workspace size in bytes");
+  run->add_option("--image", args->image, "sandbox image");
+  run->add_option("--network", args->network, "sandbox network (none by default)");
+  run->add_option("--max-turns", args->max_turns, "stop after this many model turns");
+  run->add_option("--max-tokens", args->max_tokens, "stop after this many output tokens");
+  run->add_option("--max-wall", args->max_wall, "stop after this many seconds");
+  run->add_option("--meta", args->meta, "metadata key=value (repeatable)");
+  run->add_flag("--detach", args->detach, "print the session id and return at once");
+  run->callback([&ctx, args] {
+    ctx.Resolve();
+    json::object body{{"prompt", args->task}};
+    body["title"] = args->title.empty() ? args->task.substr(0, 80) : args->title;
+    if (!args->model.empty()) body["model"] = args->model;
+    if (!args->system.empty()) body["system"] = args->system;
+    if (!args->tools.empty()) {
+      json::array tools;
+      for (const auto& t : args->tools) tools.emplace_back(t);
+      body["tools"] = std::move(tools);
+    }
+    json::object sandbox;
+    auto put = [](json::object& o, const char* k, int64_t v) { if (v > 0) o[k] = v; };
+    put(sandbox, "cpu_millis", args->cpu);
+    put(sandbox, "memory_bytes", args->memory);
+    put(sandbox, "memory_limit_bytes", args->memory_limit);
+    put(sandbox, "pids", args->pids);
+    put(sandbox, "disk_bytes", args->disk);
+    if (!args->image.empty()) sandbox["image"] = args->image;
+    if (!args->network.empty()) sandbox["network"] = args->network;
+    if (!sandbox.empty()) body["sandbox"] = std::move(sandbox);
+    json::object limits;
+    put(limits, "max_turns", args->max_turns);
+    put(limits, "max_output_tokens", args->max_tokens);
+    put(limits, "max_wall_seconds", args->max_wall);
+    if (!limits.empty()) body["limits"] = std::move(limits);
+    json::object meta;
+    for (const auto& kv : args->meta) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) {
+        ctx.Fail(Status::InvalidArgument("--meta takes key=value, got '" + kv + "'"));
+        return;
+      }
+      meta[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (!meta.empty()) body["metadata"] = std::move(meta);
+    auto session = ctx.Api().Submit(body);
+    if (!session.ok()) return ctx.Fail(session.status());
+    if (args->detach || ctx.json) {
+      if (ctx.json && args->detach) std::cout << json::serialize(session->raw) << "\n";
+      if (!ctx.json) std::cout << session->id << "\n";
+      if (args->detach) return;
+    } else {
+      std::cerr << "session " << session->id << " submitted; following its events (Ctrl-C "
+                << "stops following, not the session)\n";
+    }
+    ctx.exit_code = FollowSession(ctx, session->id, 0);
+  });
+
+  // sinew tail
+  auto tail_id = std::make_shared<std::string>();
+  auto tail_after = std::make_shared<uint64_t>(0);
+  auto* tail = app.add_subcommand("tail", "follow a session's events live (reconnects)");
+  tail->add_option("id", *tail_id, "session id")->required();
+  tail->add_option("--after", *tail_after, "start after this event number");
+  tail->callback([&ctx, tail_id, tail_after] {
+    ctx.Resolve();
+    ctx.exit_code = FollowSession(ctx, *tail_id, *tail_after);
+  });
+
+  // sinew sessions list | show
+  auto* sessions = app.add_subcommand("sessions", "list or show sessions");
+  sessions->require_subcommand(1);
+  auto status = std::make_shared<std::string>();
+  auto limit = std::make_shared<uint32_t>(50);
+  auto* list = sessions->add_subcommand("list", "sessions of your tenant, newest first");
+  list->add_option("--status", *status, "queued|running|waiting_for_input|completed|failed|cancelled");
+  list->add_option("--limit", *limit, "how many (default 50)");
+  list->callback([&ctx, status, limit] {
+    ctx.Resolve();
+    std::string next;
+    auto page = ctx.Api().ListSessions(*status, *limit, "", &next);
+    if (!page.ok()) return ctx.Fail(page.status());
+    if (ctx.json) {
+      for (const auto& s : *page) std::cout << json::serialize(s.raw) << "\n";
+      return;
+    }
+    std::vector<SessionRow> rows;
+    for (const auto& s : *page) rows.push_back(RowOf(s));
+    std::cout << RenderSessionTable(rows, ctx.color);
+    if (!next.empty()) std::cout << "(more: raise --limit)\n";
+  });
+  auto show_id = std::make_shared<std::string>();
+  auto* show = sessions->add_subcommand("show", "one session's details");
+  show->add_option("id", *show_id, "session id")->required();
+  show->callback([&ctx, show_id] {
+    ctx.Resolve();
+    auto s = ctx.Api().GetSession(*show_id);
+    if (!s.ok()) return ctx.Fail(s.status());
+    PrintSession(ctx, *s);
+  });
+
+  // sinew cancel | message
+  auto cancel_id = std::make_shared<std::string>();
+  auto* cancel = app.add_subcommand("cancel", "cancel a session");
+  cancel->add_option("id", *cancel_id, "session id")->required();
+  cancel->callback([&ctx, cancel_id] {
+    ctx.Resolve();
+    auto s = ctx.Api().Cancel(*cancel_id);
+    if (!s.ok()) return ctx.Fail(s.status());
+    if (ctx.json) {
+      std::cout << json::serialize(s->raw) << "\n";
+    } else {
+      std::cout << "cancel requested for " << s->id << " (status " << s->status << ")\n";
+    }
+  });
+  auto msg_id = std::make_shared<std::string>();
+  auto msg_text = std::make_shared<std::string>();
+  auto* message = app.add_subcommand("message", "send a follow-up user message");
+  message->add_option("id", *msg_id, "session id")->required();
+  message->add_option("text", *msg_text, "the message")->required();
+  message->callback([&ctx, msg_id, msg_text] {
+    ctx.Resolve();
+    auto s = ctx.Api().Message(*msg_id, *msg_text);
+    if (!s.ok()) return ctx.Fail(s.status());
+    if (ctx.json) {
+      std::cout << json::serialize(s->raw) << "\n";
+    } else {
+      std::cout << "message sent to " << s->id << " (status " << s->status << ")\n";
+    }
+  });
+}
+
+}  // namespace sinew::cli

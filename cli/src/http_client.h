@@ -1,0 +1,43 @@
+// HttpClient: the CLI's HTTP calls to the harness, over libcurl.
+//
+// Thread-safety: one HttpClient per thread.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sinew/status.h"
+
+namespace sinew::cli {
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+class HttpClient {
+ public:
+  // `base_url` like "http://127.0.0.1:8080"; `api_key` goes in an Authorization header.
+  HttpClient(std::string base_url, std::string api_key);
+
+  // One request. kUnavailable when the server cannot be reached (the message names it).
+  [[nodiscard]] Result<HttpResponse> Send(const std::string& method, const std::string& path,
+                                          const std::string& body = "",
+                                          const std::string& content_type = "application/json");
+
+  // A streaming GET: `on_data` receives body bytes as they arrive and returns false to
+  // stop. Returns the HTTP status once the stream ends; kUnavailable when the connection
+  // could not be made or broke (the caller may reconnect).
+  [[nodiscard]] Result<long> Stream(const std::string& path,
+                                    const std::vector<std::string>& headers,
+                                    const std::function<bool(std::string_view)>& on_data);
+
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  std::string base_url_;
+  std::string api_key_;
+};
+
+}  // namespace sinew::cli

@@ -1,0 +1,79 @@
+// sinew: the command-line interface of the Sinew platform. See docs/cli.md.
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "context.h"
+
+namespace sinew::cli {
+
+void Context::Resolve() {
+  if (config_path.empty()) {
+    if (const char* env = std::getenv("SINEW_CONFIG")) {
+      config_path = env;
+    } else if (const char* home = std::getenv("HOME")) {
+      config_path = std::string(home) + "/.config/sinew/cli.json";
+    }
+  }
+  std::string file_server, file_key;
+  if (!config_path.empty()) {
+    std::ifstream in(config_path);
+    if (in) {
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      boost::system::error_code ec;
+      boost::json::value v = boost::json::parse(text, ec);
+      if (ec || !v.is_object()) {
+        std::cerr << "warning: ignoring " << config_path << ": not a JSON object\n";
+      } else {
+        const auto& o = v.as_object();
+        if (auto* s = o.if_contains("server"); s && s->is_string()) file_server = s->as_string();
+        if (auto* k = o.if_contains("api_key"); k && k->is_string()) file_key = k->as_string();
+      }
+    }
+  }
+  if (server.empty()) {
+    const char* env = std::getenv("SINEW_SERVER");
+    server = env ? env : (!file_server.empty() ? file_server : "http://127.0.0.1:8080");
+  }
+  if (api_key.empty()) {
+    const char* env = std::getenv("SINEW_API_KEY");
+    api_key = env ? env : file_key;
+  }
+  if (server.find("://") == std::string::npos) server = "http://" + server;
+  color = !json && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  interactive = isatty(STDERR_FILENO);
+}
+
+void Context::Fail(const Status& s, int code) {
+  std::cerr << "error: " << s.message() << "\n";
+  exit_code = code;
+}
+
+}  // namespace sinew::cli
+
+int main(int argc, char** argv) {
+  sinew::cli::Context ctx;
+  CLI::App app{"sinew: submit, follow, replay and debug Sinew agent sessions"};
+  app.require_subcommand(1);
+  app.add_option("--server", ctx.server, "harness URL (env SINEW_SERVER; default http://127.0.0.1:8080)");
+  app.add_option("--api-key", ctx.api_key, "API key (env SINEW_API_KEY)");
+  app.add_option("--config", ctx.config_path,
+                 "config file with {\"server\", \"api_key\"} (env SINEW_CONFIG; default "
+                 "~/.config/sinew/cli.json)");
+  app.add_flag("--json", ctx.json, "machine-readable output (JSON, one value per line)");
+  app.add_flag("--full", ctx.full, "show long outputs whole instead of folded");
+  app.parse_complete_callback([&ctx] { ctx.Resolve(); });
+  sinew::cli::AddSessionCommands(app, ctx);
+  sinew::cli::AddHistoryCommands(app, ctx);
+  sinew::cli::AddStoreCommands(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : sinew::cli::kExitError;
+  }
+  return ctx.exit_code;
+}

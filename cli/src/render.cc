@@ -1,0 +1,170 @@
+#include "render.h"
+
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "sinew/session_store/session_store.h"
+
+namespace sinew::cli {
+namespace {
+
+const char* kReset = "\033[0m";
+const char* kDim = "\033[2m";
+const char* kCyan = "\033[36m";
+const char* kYellow = "\033[33m";
+const char* kRed = "\033[31m";
+const char* kGreen = "\033[32m";
+const char* kMagenta = "\033[35m";
+
+std::string Paint(const std::string& s, const char* code, bool color) {
+  return color ? std::string(code) + s + kReset : s;
+}
+
+std::string OneLine(const std::string& s, size_t max) {
+  std::string out;
+  for (char c : s) out.push_back(c == '\n' || c == '\r' || c == '\t' ? ' ' : c);
+  if (out.size() > max) out = out.substr(0, max - 3) + "...";
+  return out;
+}
+
+std::string Seconds(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3fs", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+// Indented body lines, folded to opts.fold_lines unless opts.full.
+std::string Body(const std::string& text, const RenderOptions& opts) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  size_t shown = opts.full ? lines.size() : std::min(lines.size(), opts.fold_lines);
+  std::string out;
+  for (size_t i = 0; i < shown; ++i) out += "\n" + std::string(26, ' ') + "| " + lines[i];
+  if (shown < lines.size()) {
+    out += "\n" + std::string(26, ' ') +
+           Paint("... " + std::to_string(lines.size() - shown) + " more lines (--full shows all)",
+                 kDim, opts.color);
+  }
+  return out;
+}
+
+std::string Describe(const v1::Event& ev, const RenderOptions& o) {
+  const bool c = o.color;
+  switch (ev.payload_case()) {
+    case v1::Event::kSessionCreated: {
+      const auto& s = ev.session_created();
+      std::string d = Paint("session created", kMagenta, c) + "  tenant=" + s.tenant() +
+                      " title=\"" + OneLine(s.title(), 60) + "\"";
+      if (!s.forked_from_session().empty()) {
+        d += " forked from " + s.forked_from_session() + " at #" + std::to_string(s.forked_at_seq());
+      }
+      return d;
+    }
+    case v1::Event::kUserMessage:
+      return Paint("user", kGreen, c) + "             " +
+             (o.full ? ev.user_message().text() : OneLine(ev.user_message().text(), 100));
+    case v1::Event::kModelRequest:
+      return Paint("model ->", kCyan, c) + "         turn " +
+             std::to_string(ev.model_request().turn()) + ", " + ev.model_request().model() +
+             ", " + std::to_string(ev.model_request().prompt_messages()) + " messages";
+    case v1::Event::kModelResponse: {
+      const auto& r = ev.model_response();
+      std::string d = Paint("model <-", kCyan, c) + "         ";
+      if (!r.text().empty()) d += "\"" + OneLine(r.text(), o.full ? 100000 : 80) + "\" ";
+      for (const auto& t : r.tool_calls()) d += "=> " + t.name() + "(" + t.call_id() + ") ";
+      d += Paint("[" + r.stop_reason() + ", " + std::to_string(r.usage().prompt_tokens()) +
+                     " in / " + std::to_string(r.usage().completion_tokens()) + " out, " +
+                     Seconds(r.latency_ms()) + "]",
+                 kDim, c);
+      return d;
+    }
+    case v1::Event::kToolCall: {
+      const auto& t = ev.tool_call();
+      return Paint("tool -> " + t.tool_name(), kYellow, c) +
+             std::string(t.tool_name().size() < 9 ? 9 - t.tool_name().size() : 1, ' ') +
+             t.call_id() + "  " + OneLine(t.input_json(), o.full ? 100000 : 80) +
+             (t.idempotent() ? Paint(" (idempotent)", kDim, c) : "");
+    }
+    case v1::Event::kToolResult: {
+      const auto& r = ev.tool_result();
+      std::string state = r.interrupted() ? Paint("interrupted", kRed, c)
+                          : r.is_error()  ? Paint("error", kRed, c)
+                                          : "ok";
+      std::string d = Paint("tool <-", kYellow, c) + "          " + r.call_id() + "  " + state +
+                      ", exit " + std::to_string(r.exit_status()) + ", " +
+                      Seconds(r.duration_ms()) + (r.truncated() ? ", truncated" : "");
+      return d + Body(r.output(), o);
+    }
+    case v1::Event::kSandboxProvisioned: {
+      const auto& s = ev.sandbox_provisioned();
+      return Paint("sandbox up", kMagenta, c) + "       " + s.sandbox_id() + " in " +
+             Seconds(s.provision_ms()) + (s.from_warm_pool() ? " (warm pool)" : "");
+    }
+    case v1::Event::kSandboxReleased:
+      return Paint("sandbox down", kMagenta, c) + "     " + ev.sandbox_released().sandbox_id() +
+             " (" + ev.sandbox_released().reason() + ")";
+    case v1::Event::kSandboxLost:
+      return Paint("sandbox lost", kRed, c) + "     " + ev.sandbox_lost().sandbox_id() + ": " +
+             ev.sandbox_lost().outcome() + " " + OneLine(ev.sandbox_lost().detail(), 80);
+    case v1::Event::kStatusChange: {
+      const auto& s = ev.status_change();
+      const char* code = s.to() == v1::SESSION_STATUS_COMPLETED ? kGreen
+                         : s.to() == v1::SESSION_STATUS_FAILED  ? kRed
+                                                                : kMagenta;
+      return Paint("status", code, c) + "           " + store::SessionStatusName(s.from()) +
+             " -> " + store::SessionStatusName(s.to()) +
+             (s.reason().empty() ? "" : " (" + OneLine(s.reason(), 80) + ")");
+    }
+    case v1::Event::kError:
+      return Paint("error", kRed, c) + "            " + ev.error().code() + ": " +
+             OneLine(ev.error().message(), 100) + (ev.error().retryable() ? " (retryable)" : "");
+    case v1::Event::kAnnotation:
+      return Paint("note", kDim, c) + "             " + ev.annotation().author() + ": " +
+             OneLine(ev.annotation().text(), 100);
+    default:
+      return Paint(ev.type().empty() ? "unknown event" : ev.type(), kDim, c) +
+             "  (a newer event type; `sinew export` keeps it whole)";
+  }
+}
+
+}  // namespace
+
+std::string FormatTime(int64_t unix_ms) {
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string RenderEvent(const v1::Event& ev, int64_t t0_ms, const RenderOptions& opts) {
+  char head[48];
+  std::snprintf(head, sizeof head, "#%-5llu %10s  ", static_cast<unsigned long long>(ev.seq()),
+                ("+" + Seconds(ev.timestamp_unix_ms() - t0_ms)).c_str());
+  return Paint(head, kDim, opts.color) + Describe(ev, opts);
+}
+
+std::string RenderSessionTable(const std::vector<SessionRow>& rows, bool color) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-32s  %-17s  %-19s  %6s  %s\n", "ID", "STATUS",
+                "UPDATED (UTC)", "EVENTS", "TITLE");
+  out += Paint(line, kDim, color);
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "%-32s  %-17s  %-19s  %6llu  %s\n", r.id.c_str(),
+                  r.status.c_str(), FormatTime(r.updated_unix_ms).c_str(),
+                  static_cast<unsigned long long>(r.events), OneLine(r.title, 60).c_str());
+    out += line;
+  }
+  return out;
+}
+
+bool IsTerminalStatus(v1::SessionStatus status) {
+  return status == v1::SESSION_STATUS_COMPLETED || status == v1::SESSION_STATUS_FAILED ||
+         status == v1::SESSION_STATUS_CANCELLED;
+}
+
+}  // namespace sinew::cli
