@@ -24,7 +24,11 @@ int ExitCodeFor(const v1::StatusChange& change) {
     case v1::SESSION_STATUS_COMPLETED: return kExitOk;
     case v1::SESSION_STATUS_CANCELLED: return kExitCancelled;
     default:
-      return change.reason().rfind("limit_reached", 0) == 0 ? kExitLimit : kExitFailed;
+      // The harness ends limit stops with a reason "limit reached: max_turns 10" and so on.
+      return change.reason().rfind("limit reached", 0) == 0 ||
+                     change.reason().rfind("limit_reached", 0) == 0
+                 ? kExitLimit
+                 : kExitFailed;
   }
 }
 
