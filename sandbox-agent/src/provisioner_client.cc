@@ -42,8 +42,8 @@ class GrpcProvisionerClient final : public ProvisionerClient {
     return std::vector<v1::SandboxInfo>(resp.sandboxes().begin(), resp.sandboxes().end());
   }
 
-  Result<v1::HealthResponse> Health() override {
-    return Call("Health", v1::HealthRequest(), &v1::Provisioner::Stub::Health);
+  Result<v1::ProvisionerHealthResponse> Health() override {
+    return Call("Health", v1::ProvisionerHealthRequest(), &v1::Provisioner::Stub::Health);
   }
 
  private:

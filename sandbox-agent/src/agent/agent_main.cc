@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   });
   server->Wait();
   stopper.join();

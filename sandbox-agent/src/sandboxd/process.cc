@@ -4,7 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,7 +51,7 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     if (pipe_fds[0] >= 0) close(pipe_fds[0]);
     return Status::FailedPrecondition("cannot run " + argv[0] + ": " + std::strerror(rc));
   }
-  int pidfd = pidfd_open(pid, 0);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   ProcessResult result;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool exited = false;

@@ -48,7 +48,7 @@ class ProvisionerClient {
   // Current info; for an ended sandbox, `outcome` says how it ended.
   [[nodiscard]] virtual Result<v1::SandboxInfo> Get(std::string_view id) = 0;
   [[nodiscard]] virtual Result<std::vector<v1::SandboxInfo>> List(bool include_ended = false) = 0;
-  [[nodiscard]] virtual Result<v1::HealthResponse> Health() = 0;
+  [[nodiscard]] virtual Result<v1::ProvisionerHealthResponse> Health() = 0;
 };
 
 }  // namespace sinew::sandbox
