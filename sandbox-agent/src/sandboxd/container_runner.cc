@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "sandboxd/host_setup.h"
 #include "sandboxd/oci_spec.h"
 #include "sandboxd/process.h"
@@ -66,13 +68,15 @@ Status ContainerRunner::Init() {
     return Status::FailedPrecondition("runc not usable at '" + config_.runc +
                                       "' (apt-get install runc, or pass --runc)");
   }
-  SINEW_RETURN_IF_ERROR(PrepareAgentDir(config_.agent_binary, config_.state_dir + "/agent"));
+  SINEW_ASSIGN_OR_RETURN(agent_static_, PrepareAgentDir(config_.agent_binary, config_.state_dir + "/agent"));
   swap_accounting_ = HasMemorySwapAccounting();
   return Status::Ok();
 }
 
 std::vector<std::string> ContainerRunner::ReapLeftovers() {
   std::vector<std::string> reaped;
+  // A runc that the previous instance started may still be creating a container.
+  KillProcessesMentioning("--root\0" + runc_root() + "\0");
   if (auto list = RunProcess(Runc({"list", "-q"}), kRuncTimeout); list.ok()) {
     std::istringstream in(list->output);
     std::string id;
@@ -86,7 +90,10 @@ std::vector<std::string> ContainerRunner::ReapLeftovers() {
     reaped.push_back(e.path().filename().string());
   }
   for (const auto& id : reaped) Remove(id);
-  for (const auto& name : ListCgroups(config_.cgroup_parent)) (void)RemoveCgroups(config_.cgroup_parent, name);
+  for (const auto& name : ListCgroups(config_.cgroup_parent)) {
+    KillCgroupProcesses(config_.cgroup_parent, name);
+    (void)RemoveCgroups(config_.cgroup_parent, name);
+  }
   return reaped;
 }
 
@@ -126,12 +133,14 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
   params.resources = resources;
   params.memory_swap_accounting = swap_accounting_;
   params.max_output_bytes = config_.max_output_bytes;
+  params.agent_static = agent_static_;
   {
     std::ofstream out(c.dir + "/bundle/config.json");
     out << BuildOciConfig(params);
     if (!out) return Status::IOError("cannot write " + c.dir + "/bundle/config.json");
   }
   std::string log = c.dir + "/agent.log";
+  auto t_runc = std::chrono::steady_clock::now();
   auto run = RunProcess(Runc({"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
                         kRuncTimeout, log);
   if (!run.ok() || run->exit_code != 0) {
@@ -147,11 +156,18 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
     Remove(id);
     return Status::Internal("runc wrote no pid for " + id);
   }
+  auto t_agent = std::chrono::steady_clock::now();
   std::string socket_path = run_dir + "/agent.sock";
   c.endpoint = "unix://" + socket_path;
   auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
   for (int spins = 0;; ++spins) {
-    if (CanConnect(socket_path)) return c;
+    if (CanConnect(socket_path)) {
+      auto now = std::chrono::steady_clock::now();
+      spdlog::info("started {} (runc {} ms, agent {} ms)", id,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(t_agent - t_runc).count(),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - t_agent).count());
+      return c;
+    }
     if (IsGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 200 ? 250 : 5000));
   }

@@ -56,6 +56,7 @@ class ContainerRunner {
 
   const ProvisionerConfig config_;
   bool swap_accounting_ = false;  // constant after Init
+  bool agent_static_ = true;      // constant after Init
 };
 
 }  // namespace sinew::sandbox

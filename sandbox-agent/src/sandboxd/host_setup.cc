@@ -1,5 +1,6 @@
 #include "sandboxd/host_setup.h"
 
+#include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -55,17 +56,22 @@ uint64_t ReadKey(const std::string& file, const std::string& key) {
 
 }  // namespace
 
-Status PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir) {
+Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir) {
   std::error_code ec;
   if (!fs::is_regular_file(agent_binary, ec)) {
     return Status::FailedPrecondition("agent binary not found at " + agent_binary +
                                       " (build sinew-sandbox-agent or pass --agent-binary)");
   }
   SINEW_ASSIGN_OR_RETURN(auto ldd, RunProcess({"ldd", agent_binary}, std::chrono::seconds(30)));
-  if (ldd.exit_code != 0) return Status::FailedPrecondition("ldd " + agent_binary + " failed: " + ldd.output);
+  bool is_static = ldd.output.find("not a dynamic executable") != std::string::npos ||
+                   ldd.output.find("statically linked") != std::string::npos;
+  if (ldd.exit_code != 0 && !is_static) {
+    return Status::FailedPrecondition("ldd " + agent_binary + " failed: " + ldd.output);
+  }
   fs::remove_all(dest_dir, ec);
   fs::create_directories(fs::path(dest_dir) / "lib", ec);
   if (ec) return Status::IOError("cannot create " + dest_dir + ": " + ec.message());
+  if (is_static) ldd.output.clear();
   std::istringstream in(ldd.output);
   std::string line;
   bool have_loader = false;
@@ -87,12 +93,12 @@ Status PrepareAgentDir(const std::string& agent_binary, const std::string& dest_
     fs::copy_file(source, to, fs::copy_options::overwrite_existing, ec);
     if (ec) return Status::IOError("cannot copy " + source + ": " + ec.message());
   }
-  if (!have_loader) return Status::FailedPrecondition("ldd named no dynamic loader for " + agent_binary);
+  if (!have_loader && !is_static) return Status::FailedPrecondition("ldd named no dynamic loader for " + agent_binary);
   fs::copy_file(agent_binary, fs::path(dest_dir) / "sinew-sandbox-agent", fs::copy_options::overwrite_existing, ec);
   if (ec) return Status::IOError("cannot copy " + agent_binary + ": " + ec.message());
   fs::permissions(dest_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                                 fs::perms::others_read | fs::perms::others_exec, ec);
-  return Status::Ok();
+  return is_static;
 }
 
 std::vector<std::string> CgroupDirs(const std::string& parent, const std::string& name) {
@@ -139,6 +145,35 @@ Status RemoveCgroups(const std::string& parent, const std::string& name) {
   }
   if (!failed.empty()) return Status::IOError("cannot remove cgroups (processes still in them?):" + failed);
   return Status::Ok();
+}
+
+void KillProcessesMentioning(const std::string& needle) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    if (pid == getpid()) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(needle) != std::string::npos) kill(pid, SIGKILL);
+  }
+}
+
+void KillCgroupProcesses(const std::string& parent, const std::string& name) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    bool any = false;
+    for (const auto& dir : CgroupDirs(parent, name)) {
+      std::ifstream in(dir + "/cgroup.procs");
+      pid_t pid;
+      while (in >> pid) {
+        kill(pid, SIGKILL);
+        any = true;
+      }
+    }
+    if (!any) return;
+    usleep(20000);
+  }
 }
 
 std::vector<std::string> MountsBelow(const std::string& dir) {

@@ -12,11 +12,12 @@
 
 namespace sinew::sandbox {
 
-// Copies `agent_binary`, every shared library `ldd` lists for it, and the dynamic loader
-// (as ld.so) into `dest_dir` (binary at the top, libraries in lib/), so that the agent
-// runs in any image, whatever its libc: the container starts it as
-// `ld.so --library-path lib sinew-sandbox-agent`.
-[[nodiscard]] Status PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir);
+// Copies `agent_binary` into `dest_dir`, which containers bind-mount read-only. The
+// agent is normally linked statically (true is returned). A dynamically linked agent
+// (false) gets every shared library `ldd` lists copied into lib/ and the dynamic loader
+// as ld.so, so that it runs in any image whatever its libc: the container then starts
+// it as `ld.so --library-path lib sinew-sandbox-agent`.
+[[nodiscard]] Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir);
 
 // The cgroup directories of sandbox `name` below `parent`: one per v1 hierarchy, or the
 // one v2 directory.
@@ -30,6 +31,10 @@ bool HasMemorySwapAccounting();
 std::vector<std::string> ListCgroups(const std::string& parent);
 // Removes the cgroup directories of `name` (they must hold no process).
 [[nodiscard]] Status RemoveCgroups(const std::string& parent, const std::string& name);
+// SIGKILLs every process whose /proc/<pid>/cmdline (NUL-separated) contains `needle`.
+void KillProcessesMentioning(const std::string& needle);
+// SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
+void KillCgroupProcesses(const std::string& parent, const std::string& name);
 // Mount points (from /proc/self/mountinfo) at or below `dir`.
 std::vector<std::string> MountsBelow(const std::string& dir);
 

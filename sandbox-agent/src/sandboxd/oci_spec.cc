@@ -61,16 +61,17 @@ json::object NoCapabilities() {
 std::string BuildOciConfig(const OciParams& p) {
   const v1::Resources& r = p.resources;
   std::string agent = std::string(kAgentMountPoint);
-  json::array args = {agent + "/ld.so",
-                      "--library-path",
-                      agent + "/lib",
-                      agent + "/sinew-sandbox-agent",
-                      "--socket",
+  json::array args;
+  if (!p.agent_static) args = {agent + "/ld.so", "--library-path", agent + "/lib"};
+  for (std::string a : {agent + "/sinew-sandbox-agent",
+                      std::string("--socket"),
                       std::string(kRunMountPoint) + "/agent.sock",
-                      "--workspace",
-                      kWorkspace,
-                      "--max-output-bytes",
-                      std::to_string(p.max_output_bytes)};
+                      std::string("--workspace"),
+                      std::string(kWorkspace),
+                      std::string("--max-output-bytes"),
+                      std::to_string(p.max_output_bytes)}) {
+    args.emplace_back(a);
+  }
   json::object process = {
       {"terminal", false},
       {"user", {{"uid", kSandboxUid}, {"gid", kSandboxGid}}},

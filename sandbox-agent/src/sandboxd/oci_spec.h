@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sinew/proto/sandbox.pb.h"
 
@@ -25,6 +26,7 @@ struct OciParams {
   v1::Resources resources;     // with defaults filled in
   bool memory_swap_accounting = false;  // cgroup v1 memsw files exist: also cap swap
   uint32_t max_output_bytes = 30000;
+  bool agent_static = true;    // false: start the agent through the copied ld.so
 };
 
 // The config.json text.
