@@ -38,8 +38,11 @@ class IsolationTest : public ::testing::Test {
     for (char c : code) quoted += (c == '\'') ? std::string("'\\''") : std::string(1, c);
     return Bash(*tools_, "python3 -c '" + quoted + "' 2>&1").output();
   }
+  // A file of the sandbox's cgroup (`controller` is ignored on cgroup v2).
   std::string CgroupFile(const std::string& controller, const std::string& file) {
-    std::ifstream in("/sys/fs/cgroup/" + controller + "/" + daemon_.cgroup_parent() + "/" + box_.id() + "/" + file);
+    bool v2 = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
+    std::ifstream in("/sys/fs/cgroup/" + (v2 ? std::string() : controller + "/") + daemon_.cgroup_parent() + "/" +
+                     box_.id() + "/" + file);
     return std::string((std::istreambuf_iterator<char>(in)), {});
   }
   void ExpectHostHealthy() {

@@ -77,6 +77,7 @@ SandboxdProcess::~SandboxdProcess() {
     fs::path p = h.path() / cgroup_parent_;
     if (fs::exists(p)) rmdir(p.c_str());
   }
+  rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());  // cgroup v2
 }
 
 void SandboxdProcess::Start(const std::vector<std::string>& extra_flags) {
@@ -132,6 +133,9 @@ std::vector<std::string> SandboxdProcess::RuncContainers() const {
 std::vector<std::string> SandboxdProcess::Cgroups() const {
   std::set<std::string> names;
   std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup/" + cgroup_parent_, ec)) {  // cgroup v2
+    if (e.is_directory()) names.insert("v2:" + e.path().filename().string());
+  }
   for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
     for (const auto& e : fs::directory_iterator(h.path() / cgroup_parent_, ec)) {
       if (e.is_directory()) names.insert(h.path().filename().string() + ":" + e.path().filename().string());

@@ -107,12 +107,24 @@ TEST_F(ToolsTest, BashOutputIsCappedKeepingHeadAndTail) {
 
 TEST_F(ToolsTest, BashStreamsChunks) {
   std::string streamed;
-  auto r = registry_->Execute("bash", R"({"command":"echo one; sleep 0.2; echo two >&2"})",
-                              [&](bool is_stderr, std::string_view b) {
-                                streamed += (is_stderr ? "E:" : "O:") + std::string(b);
-                              });
+  RunContext ctx;
+  ctx.sink = [&](bool is_stderr, std::string_view b) { streamed += (is_stderr ? "E:" : "O:") + std::string(b); };
+  auto r = registry_->Execute("bash", R"({"command":"echo one; sleep 0.2; echo two >&2"})", ctx);
   EXPECT_FALSE(r.is_error());
   EXPECT_EQ(streamed, "O:one\nE:two\n");
+}
+
+TEST_F(ToolsTest, BashStopsWhenTheCallerCancels) {
+  RunContext ctx;
+  bool saw_output = false;
+  ctx.sink = [&](bool, std::string_view) { saw_output = true; };
+  ctx.cancelled = [&] { return saw_output; };  // the caller gives up once output arrived
+  auto r = registry_->Execute("bash", R"({"command":"echo started; sleep 30"})", ctx);
+  EXPECT_TRUE(r.is_error());
+  EXPECT_FALSE(r.timed_out());
+  EXPECT_EQ(r.signal(), SIGKILL);
+  EXPECT_NE(r.output().find("cancelled by the caller"), std::string::npos) << r.output();
+  EXPECT_LT(r.duration_ms(), 20000);
 }
 
 TEST_F(ToolsTest, BashInvalidUtf8IsReplaced) {

@@ -2,13 +2,15 @@
 
 namespace sinew::sandbox {
 
-grpc::Status AgentService::Execute(grpc::ServerContext*, const v1::ExecuteRequest* req,
+grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                    v1::ExecuteResult* resp) {
-  *resp = registry_.Execute(req->name(), req->input_json());
+  RunContext run;
+  run.cancelled = [ctx] { return ctx->IsCancelled(); };
+  *resp = registry_.Execute(req->name(), req->input_json(), run);
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ExecuteStream(grpc::ServerContext*, const v1::ExecuteRequest* req,
+grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                          grpc::ServerWriter<v1::ExecuteChunk>* writer) {
   bool client_gone = false;
   auto sink = [&](bool is_stderr, std::string_view bytes) {
@@ -21,8 +23,11 @@ grpc::Status AgentService::ExecuteStream(grpc::ServerContext*, const v1::Execute
     }
     client_gone = !writer->Write(chunk);
   };
+  RunContext run;
+  run.sink = sink;
+  run.cancelled = [ctx, &client_gone] { return client_gone || ctx->IsCancelled(); };
   v1::ExecuteChunk last;
-  *last.mutable_result() = registry_.Execute(req->name(), req->input_json(), sink);
+  *last.mutable_result() = registry_.Execute(req->name(), req->input_json(), run);
   if (!client_gone) writer->Write(last);
   return grpc::Status::OK;
 }

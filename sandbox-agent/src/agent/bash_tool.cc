@@ -59,7 +59,7 @@ class BashTool final : public Tool {
            R"("required":["command"],"additionalProperties":false})";
   }
 
-  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink& sink) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext& ctx) const override {
     auto input = ToolInput::Make(json, {"command", "timeout", "cwd"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto command = input->RequiredString("command");
@@ -80,12 +80,13 @@ class BashTool final : public Tool {
     if (!std::filesystem::is_directory(cwd, ec)) {
       return ErrorResult("cwd '" + cwd.string() + "' is not an existing directory");
     }
-    return RunCommand(*command, cwd, std::chrono::seconds(timeout->value_or(config_.default_timeout_s)), sink);
+    return RunCommand(*command, cwd, std::chrono::seconds(timeout->value_or(config_.default_timeout_s)), ctx);
   }
 
  private:
   v1::ExecuteResult RunCommand(const std::string& command, const std::filesystem::path& cwd,
-                               std::chrono::seconds timeout, const ChunkSink& sink) const {
+                               std::chrono::seconds timeout, const RunContext& ctx) const {
+    const ChunkSink& sink = ctx.sink;
     auto out = MakePipe();
     if (!out.ok()) return ErrorResult(out.status().message());
     auto err = MakePipe();
@@ -128,8 +129,13 @@ class BashTool final : public Tool {
     Clock::time_point drain_until{};
     int fds[2] = {out->read_fd, err->read_fd};
     char buf[16384];
+    bool cancelled = false;
     for (;;) {
       auto now = Clock::now();
+      if (!exited && !cancelled && ctx.cancelled && ctx.cancelled()) {
+        cancelled = true;
+        deadline = now;  // handled like a timeout below, reported as cancelled
+      }
       if (!exited && now >= deadline) {
         kill(-child->pid, SIGKILL);
         kill(child->pid, SIGKILL);
@@ -145,7 +151,7 @@ class BashTool final : public Tool {
       pfds[n++] = pollfd{exited ? -1 : child->exit_fd, POLLIN, 0};
       auto wake = exited ? drain_until : std::min(deadline, timed_out ? drain_until : deadline);
       auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
-      int rc = poll(pfds, n, static_cast<int>(std::clamp<int64_t>(wait_ms + 1, 0, 1000)));
+      int rc = poll(pfds, n, static_cast<int>(std::clamp<int64_t>(wait_ms + 1, 0, 200)));
       if (rc < 0 && errno != EINTR) break;
       for (int k = 0; k < 2; ++k) {
         if (fds[k] < 0 || (pfds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
@@ -175,7 +181,12 @@ class BashTool final : public Tool {
     int status = ChildReaper::Instance().TakeStatus(child->pid);
     close(child->exit_fd);
     auto duration = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-    return MakeResult(output, status, timed_out, timeout, duration.count());
+    auto result = MakeResult(output, status, timed_out && !cancelled, timeout, duration.count());
+    if (cancelled) {
+      result.set_is_error(true);
+      result.set_output(result.output() + "\n[cancelled by the caller: the process group was killed]");
+    }
+    return result;
   }
 
   static v1::ExecuteResult MakeResult(const OutputLimiter& output, int status, bool timed_out,

@@ -27,7 +27,7 @@ class ReadFileTool final : public Tool {
            R"("offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}},)"
            R"("required":["path"],"additionalProperties":false})";
   }
-  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"path", "offset", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto raw = input->RequiredString("path");
@@ -89,7 +89,7 @@ class WriteFileTool final : public Tool {
     return R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},)"
            R"("required":["path","content"],"additionalProperties":false})";
   }
-  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"path", "content"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto raw = input->RequiredString("path");
@@ -123,7 +123,7 @@ class EditFileTool final : public Tool {
            R"("replace_all":{"type":"boolean"}},)"
            R"("required":["path","old_string","new_string"],"additionalProperties":false})";
   }
-  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"path", "old_string", "new_string", "replace_all"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto raw = input->RequiredString("path");

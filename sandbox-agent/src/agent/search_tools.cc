@@ -104,7 +104,7 @@ class ListFilesTool final : public Tool {
     return R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
            R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})";
   }
-  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"pattern", "path", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto pattern = input->RequiredString("pattern");
@@ -157,7 +157,7 @@ class GrepTool final : public Tool {
            R"("glob":{"type":"string"},"ignore_case":{"type":"boolean"},)"
            R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})";
   }
-  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"pattern", "path", "glob", "ignore_case", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto pattern = input->RequiredString("pattern");

@@ -30,6 +30,12 @@ struct ToolConfig {
 // Receives streamed output: (is_stderr, bytes).
 using ChunkSink = std::function<void(bool is_stderr, std::string_view bytes)>;
 
+// What a tool call may use besides its input. Both members may be empty.
+struct RunContext {
+  ChunkSink sink;                    // output as it is produced
+  std::function<bool()> cancelled;   // true once the caller gave up (bash then kills its command)
+};
+
 class Tool {
  public:
   virtual ~Tool() = default;
@@ -38,8 +44,8 @@ class Tool {
   virtual std::string input_schema_json() const = 0;
   virtual bool idempotent() const = 0;
   // Runs the tool on an already-parsed JSON object. Expected failures come back as a
-  // result with is_error set; `sink` (may be empty) receives output as it is produced.
-  virtual v1::ExecuteResult Run(const boost::json::object& input, const ChunkSink& sink) const = 0;
+  // result with is_error set.
+  virtual v1::ExecuteResult Run(const boost::json::object& input, const RunContext& ctx) const = 0;
 };
 
 // An is_error result whose output is `message`.

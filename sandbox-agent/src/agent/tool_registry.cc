@@ -30,7 +30,7 @@ ToolRegistry::ToolRegistry(const ToolConfig& config) {
 }
 
 v1::ExecuteResult ToolRegistry::Execute(std::string_view name, std::string_view input_json,
-                                        const ChunkSink& sink) const {
+                                        const RunContext& ctx) const {
   auto start = std::chrono::steady_clock::now();
   const Tool* tool = nullptr;
   for (const auto& t : tools_) {
@@ -53,7 +53,7 @@ v1::ExecuteResult ToolRegistry::Execute(std::string_view name, std::string_view 
                            "' must be a JSON object; its schema: " + tool->input_schema_json());
     } else {
       try {
-        result = tool->Run(input.get_object(), sink);
+        result = tool->Run(input.get_object(), ctx);
       } catch (const std::exception& e) {
         result = ErrorResult("tool '" + std::string(name) + "' failed: " + e.what());
       }

@@ -27,7 +27,7 @@ class ToolRegistry {
   // Parses `input_json`, validates it and runs tool `name`. Never throws: bad input,
   // unknown tools and internal failures come back as is_error results.
   v1::ExecuteResult Execute(std::string_view name, std::string_view input_json,
-                            const ChunkSink& sink = {}) const;
+                            const RunContext& ctx = {}) const;
   std::vector<v1::ToolSpec> Specs() const;
 
  private:

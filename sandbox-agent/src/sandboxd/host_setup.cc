@@ -147,6 +147,11 @@ Status RemoveCgroups(const std::string& parent, const std::string& name) {
   return Status::Ok();
 }
 
+void RemoveCgroupParent(const std::string& parent) {
+  std::vector<std::string> roots = IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
+  for (const auto& root : roots) rmdir((root + "/" + parent).c_str());
+}
+
 void KillProcessesMentioning(const std::string& needle) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {

@@ -35,6 +35,8 @@ std::vector<std::string> ListCgroups(const std::string& parent);
 void KillProcessesMentioning(const std::string& needle);
 // SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
 void KillCgroupProcesses(const std::string& parent, const std::string& name);
+// Removes the (empty) parent cgroup directories; leaves them if they are in use.
+void RemoveCgroupParent(const std::string& parent);
 // Mount points (from /proc/self/mountinfo) at or below `dir`.
 std::vector<std::string> MountsBelow(const std::string& dir);
 

@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "sandboxd/container_runner.h"
 #include "sandboxd/host_setup.h"
 
@@ -65,6 +67,7 @@ class SandboxManagerImpl final : public SandboxManager {
       for (auto& [id, e] : live_) ids.push_back(id);
     }
     for (const auto& id : ids) (void)Destroy(id);
+    RemoveCgroupParent(config_.cgroup_parent);
   }
 
   Status Start() {
@@ -73,6 +76,7 @@ class SandboxManagerImpl final : public SandboxManager {
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     SINEW_RETURN_IF_ERROR(runner_.Init());
     for (const auto& id : runner_.ReapLeftovers()) {
+      spdlog::warn("reaped {} left by a previous instance; reported as LOST", id);
       v1::SandboxInfo info;
       info.set_id(id);
       info.set_state(v1::SANDBOX_STATE_ENDED);
@@ -214,10 +218,14 @@ class SandboxManagerImpl final : public SandboxManager {
     e.info.set_from_warm_pool(from_pool);
     e.info.set_provision_ms(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
     e.info.set_label(label);
+    spdlog::info("{} handed over in {} ms{} label='{}'", e.info.id(), e.info.provision_ms(),
+                 from_pool ? " from the warm pool" : "", label);
   }
 
   // REQUIRES: mu_ held. Moves a live entry to the ended list.
   void Finish(Entry& e, v1::SandboxOutcome outcome, std::string detail) {
+    spdlog::info("{} ended: {} ({}){}", e.info.id(), v1::SandboxOutcome_Name(outcome), detail,
+                 e.pooled ? " [warm pool]" : "");
     e.info.set_state(v1::SANDBOX_STATE_ENDED);
     e.info.set_outcome(outcome);
     e.info.set_outcome_detail(std::move(detail));
