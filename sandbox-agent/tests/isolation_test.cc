@@ -150,6 +150,16 @@ TEST_F(IsolationTest, CannotEscapeItsCgroup) {
   EXPECT_EQ(CgroupFile("pids", "pids.max"), "128\n");
 }
 
+TEST_F(IsolationTest, CannotFillTheHostThroughTheAgentsFiles) {
+  // The socket directory is the only host directory mounted writable: a 1 MiB tmpfs.
+  auto fill = Bash(*tools_, "dd if=/dev/zero of=/.sinew/run/fill bs=1M count=50 2>&1 | head -1");
+  EXPECT_THAT(fill.output(), HasSubstr("No space left on device"));
+  // The agent's stdout/stderr (a host log file) cannot be reached through /proc/1/fd.
+  auto log = Bash(*tools_, "echo x >> /proc/1/fd/2 2>&1; ls /proc/1/fd 2>&1 | head -1");
+  EXPECT_THAT(log.output(), HasSubstr("Permission denied"));
+  EXPECT_FALSE(Bash(*tools_, "echo still fine").is_error());
+}
+
 TEST_F(IsolationTest, ForkBombStaysWithinThePidsLimit) {
   auto r = Bash(*tools_, "bomb() { bomb | bomb & }; bomb; sleep 3", 5);
   std::string events = CgroupFile("pids", "pids.events");  // "max N": forks refused at the limit

@@ -2,6 +2,7 @@
 // of a sandbox container (see docs/sandbox.md); also runs on a host for tests.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   config.workspace = workspace;
 
+  // Not dumpable: the commands it runs (same uid) cannot open /proc/1/fd/* or ptrace it.
+  prctl(PR_SET_DUMPABLE, 0);
   // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -7,6 +7,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
@@ -124,7 +127,14 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
   fs::create_directories(c.dir + "/bundle", ec);
   fs::create_directories(run_dir, ec);
   if (ec) return Status::IOError("cannot create " + c.dir + ": " + ec.message());
-  if (chown(run_dir.c_str(), kSandboxUid, kSandboxGid) != 0) return Status::IOError("chown " + run_dir);
+  // The socket directory is the one host directory a sandbox can write to: a tiny tmpfs
+  // of its own, so that nothing written there can fill the host's /run.
+  if (mount("tmpfs", run_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            "size=1m,nr_inodes=64,mode=0700,uid=1000,gid=1000") != 0) {
+    int err = errno;
+    Remove(id);
+    return Status::IOError("cannot mount a tmpfs on " + run_dir + ": " + std::strerror(err));
+  }
   OciParams params;
   params.rootfs = rootfs;
   params.agent_dir = config_.state_dir + "/agent";

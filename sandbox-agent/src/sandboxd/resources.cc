@@ -38,7 +38,7 @@ Result<v1::Resources> NormalizeResources(const v1::Resources& requested, const v
     return Status::InvalidArgument("resources.memory_guaranteed_bytes (" + std::to_string(r.memory_guaranteed_bytes()) +
                                    ") exceeds memory_limit_bytes (" + std::to_string(r.memory_limit_bytes()) + ")");
   }
-  if (r.pids_limit() < 8 || r.pids_limit() > 65536) return OutOfRange("pids_limit", r.pids_limit(), 8, 65536);
+  if (r.pids_limit() < 32 || r.pids_limit() > 65536) return OutOfRange("pids_limit", r.pids_limit(), 32, 65536);
   if (r.workspace_bytes() < kMiB || r.workspace_bytes() > (1ull << 40)) {
     return OutOfRange("workspace_bytes", r.workspace_bytes(), kMiB, 1ull << 40);
   }
