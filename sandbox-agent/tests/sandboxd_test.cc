@@ -152,6 +152,28 @@ TEST(SandboxdTest, BadRequestsGetSpecificErrors) {
   EXPECT_TRUE(d.client().Health()->ok());
 }
 
+TEST(SandboxdTest, SecondDaemonOnTheSameStateDirRefusesToStart) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  auto box = d.client().Provision(SmallResources());
+  ASSERT_TRUE(box.ok());
+  std::string cmd = SandboxdProcess::BinDir() + "/sinew-sandboxd --listen 127.0.0.1:0 --state-dir " +
+                    d.state_dir() + " --cgroup-parent " + d.cgroup_parent() + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("another sinew-sandboxd uses"));
+  // The first daemon's sandbox was not touched.
+  auto tools = SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(tools.ok());
+  EXPECT_EQ(Bash(**tools, "echo untouched").output(), "untouched\n");
+}
+
 TEST(SandboxdTest, LifetimeLimitEndsTheSandbox) {
   SandboxdProcess d;
   d.Start({"--warm-pool-size", "0"});

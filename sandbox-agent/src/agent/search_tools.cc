@@ -79,7 +79,10 @@ bool Walk(const fs::path& base, Fn fn) {
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (++visited > kMaxWalkEntries) return false;
     const auto& entry = *it;
-    if (entry.path().filename() == ".git" && entry.is_directory(ec)) {
+    // .git, and the kernel's pseudo file systems when walking from the root.
+    if ((entry.path().filename() == ".git" || entry.path() == "/proc" || entry.path() == "/sys" ||
+         entry.path() == "/dev") &&
+        entry.is_directory(ec)) {
       it.disable_recursion_pending();
       continue;
     }

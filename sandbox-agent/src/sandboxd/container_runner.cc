@@ -1,6 +1,8 @@
 #include "sandboxd/container_runner.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
@@ -66,6 +68,14 @@ Status ContainerRunner::Init() {
   fs::create_directories(runc_root(), ec);
   fs::create_directories(config_.state_dir + "/sandboxes", ec);
   if (ec) return Status::IOError("cannot create " + config_.state_dir + ": " + ec.message());
+  // One daemon per state directory: a second one would reap the first one's sandboxes.
+  // The lock is held until the process exits (the descriptor is never closed).
+  std::string lock_path = config_.state_dir + "/lock";
+  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return Status::FailedPrecondition("another sinew-sandboxd uses " + config_.state_dir +
+                                      " (lock " + lock_path + "); stop it or pass another --state-dir");
+  }
   auto version = RunProcess({config_.runc, "--version"}, kRuncTimeout);
   if (!version.ok() || version->exit_code != 0) {
     return Status::FailedPrecondition("runc not usable at '" + config_.runc +
