@@ -38,17 +38,28 @@ struct Stats {
 
 Stats Percentiles(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  };
   return {at(0.50), at(0.99)};
 }
 
 class Daemon {
  public:
-  Daemon(const std::string& bin_dir, const std::string& image_root, int port, int warm) : port_(port) {
+  Daemon(const std::string& bin_dir, const std::string& image_root, int port, int warm)
+      : port_(port) {
     state_ = "/run/sinew-bench-" + std::to_string(getpid()) + "-" + std::to_string(port);
-    std::vector<std::string> args = {bin_dir + "/sinew-sandboxd", "--listen", "127.0.0.1:" + std::to_string(port),
-                                     "--state-dir", state_, "--cgroup-parent", "sinew-bench-" + std::to_string(port),
-                                     "--image-root", image_root, "--warm-pool-size", std::to_string(warm)};
+    std::vector<std::string> args = {bin_dir + "/sinew-sandboxd",
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--state-dir",
+                                     state_,
+                                     "--cgroup-parent",
+                                     "sinew-bench-" + std::to_string(port),
+                                     "--image-root",
+                                     image_root,
+                                     "--warm-pool-size",
+                                     std::to_string(warm)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -58,14 +69,16 @@ class Daemon {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     auto c = sinew::sandbox::ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port));
     client_ = std::move(*c);
-    for (int i = 0; i < 300 && !client_->Health().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < 300 && !client_->Health().ok(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ~Daemon() {
     kill(pid_, SIGTERM);
     waitpid(pid_, nullptr, 0);
     std::error_code ec;
     fs::remove_all(state_, ec);
-    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) rmdir((h.path() / ("sinew-bench-" + std::to_string(port_))).c_str());
+    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
+      rmdir((h.path() / ("sinew-bench-" + std::to_string(port_))).c_str());
   }
   sinew::sandbox::ProvisionerClient& client() { return *client_; }
 
@@ -82,13 +95,15 @@ sinew::v1::Resources Shape() { return sinew::v1::Resources(); }
 std::vector<double> BareRunc(const std::string& rootfs, int n) {
   std::string dir = "/run/sinew-bench-bare-" + std::to_string(getpid());
   fs::create_directories(dir + "/bundle");
-  std::ofstream(dir + "/bundle/config.json") << sinew::sandbox::BuildBareOciConfig(rootfs, {"/bin/true"});
+  std::ofstream(dir + "/bundle/config.json")
+      << sinew::sandbox::BuildBareOciConfig(rootfs, {"/bin/true"});
   std::vector<double> times;
   for (int i = 0; i < n; ++i) {
     std::string id = "bench-bare-" + std::to_string(getpid()) + "-" + std::to_string(i);
     auto start = Clock::now();
-    auto r = sinew::sandbox::RunProcess({"runc", "--root", dir + "/runc", "run", "--bundle", dir + "/bundle", id},
-                                        std::chrono::seconds(30));
+    auto r = sinew::sandbox::RunProcess(
+        {"runc", "--root", dir + "/runc", "run", "--bundle", dir + "/bundle", id},
+        std::chrono::seconds(30));
     times.push_back(Ms(Clock::now() - start));
     if (!r.ok() || r->exit_code != 0) {
       std::cerr << "bare runc failed: " << (r.ok() ? r->output : r.status().ToString()) << "\n";
@@ -116,7 +131,8 @@ std::vector<double> ProvisionLoop(Daemon& d, int n, bool wait_warm) {
       std::cerr << "provision failed: " << box.status().ToString() << "\n";
       break;
     }
-    if (box->from_warm_pool() != wait_warm) std::cerr << "note: from_warm_pool=" << box->from_warm_pool() << "\n";
+    if (box->from_warm_pool() != wait_warm)
+      std::cerr << "note: from_warm_pool=" << box->from_warm_pool() << "\n";
     times.push_back(ms);
     (void)d.client().Destroy(box->id());
   }
@@ -160,7 +176,8 @@ int main(int argc, char** argv) {
   if (bin_dir.empty()) bin_dir = fs::read_symlink("/proc/self/exe").parent_path().string();
   std::string rootfs = image_root + "/default/rootfs";
   if (geteuid() != 0 || !fs::exists(image_root + "/default/READY")) {
-    std::cerr << "bench_sandbox: needs root and the default image (sandbox-agent/image/build-image.sh)\n";
+    std::cerr
+        << "bench_sandbox: needs root and the default image (sandbox-agent/image/build-image.sh)\n";
     return 2;
   }
   int port = 30000 + getpid() % 5000;
@@ -199,12 +216,18 @@ int main(int argc, char** argv) {
   auto exec = Percentiles(exec_times);
   auto local = Percentiles(local_times);
 
-  std::printf("bench_sandbox: %d provisions each, %d Execute calls, %u CPUs\n", n, m, std::thread::hardware_concurrency());
-  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "bare runc run /bin/true", bare.p50, bare.p99);
-  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "Provision cold (agent ready)", cold.p50, cold.p99);
-  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "Provision from warm pool", warm.p50, warm.p99);
-  std::printf("  %-38s p50 %8.3f ms  p99 %8.3f ms\n", "Execute bash `echo hi` round trip", exec.p50, exec.p99);
-  std::printf("  %-38s p50 %8.3f ms  p99 %8.3f ms\n", "local fork/exec bash -c 'echo hi'", local.p50, local.p99);
+  std::printf("bench_sandbox: %d provisions each, %d Execute calls, %u CPUs\n", n, m,
+              std::thread::hardware_concurrency());
+  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "bare runc run /bin/true", bare.p50,
+              bare.p99);
+  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "Provision cold (agent ready)", cold.p50,
+              cold.p99);
+  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "Provision from warm pool", warm.p50,
+              warm.p99);
+  std::printf("  %-38s p50 %8.3f ms  p99 %8.3f ms\n", "Execute bash `echo hi` round trip", exec.p50,
+              exec.p99);
+  std::printf("  %-38s p50 %8.3f ms  p99 %8.3f ms\n", "local fork/exec bash -c 'echo hi'",
+              local.p50, local.p99);
   std::printf("ratios (p50):\n");
   std::printf("  cold / bare runc       %6.2fx  (target <= 1.5x)\n", cold.p50 / bare.p50);
   std::printf("  warm / cold            %6.3fx  (target < 0.1x)\n", warm.p50 / cold.p50);

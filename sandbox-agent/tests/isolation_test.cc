@@ -41,8 +41,8 @@ class IsolationTest : public ::testing::Test {
   // A file of the sandbox's cgroup (`controller` is ignored on cgroup v2).
   std::string CgroupFile(const std::string& controller, const std::string& file) {
     bool v2 = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
-    std::ifstream in("/sys/fs/cgroup/" + (v2 ? std::string() : controller + "/") + daemon_.cgroup_parent() + "/" +
-                     box_.id() + "/" + file);
+    std::ifstream in("/sys/fs/cgroup/" + (v2 ? std::string() : controller + "/") +
+                     daemon_.cgroup_parent() + "/" + box_.id() + "/" + file);
     return std::string((std::istreambuf_iterator<char>(in)), {});
   }
   void ExpectHostHealthy() {
@@ -69,7 +69,8 @@ class IsolationTest : public ::testing::Test {
 TEST_F(IsolationTest, CannotReadHostFilesOutsideTheImage) {
   std::string secret = "/tmp/sinew-host-secret-" + std::to_string(getpid());
   std::ofstream(secret) << "host secret";
-  auto r = Bash(*tools_, "cat " + secret + "; ls /work /root/.ssh /run/sinew 2>&1; cat /etc/shadow");
+  auto r =
+      Bash(*tools_, "cat " + secret + "; ls /work /root/.ssh /run/sinew 2>&1; cat /etc/shadow");
   std::filesystem::remove(secret);
   EXPECT_TRUE(r.is_error());
   EXPECT_THAT(r.output(), Not(HasSubstr("host secret")));
@@ -84,19 +85,24 @@ TEST_F(IsolationTest, CannotSeeHostProcesses) {
   // Only the agent (PID 1), bash and ps live in the sandbox's pid namespace.
   auto count = Bash(*tools_, "ls /proc | grep -c '^[0-9]*$'");
   EXPECT_LE(std::stoi(count.output()), 4) << r.output();
-  EXPECT_EQ(Bash(*tools_, "tr '\\0' ' ' < /proc/1/cmdline").output().rfind("/.sinew/agent/", 0), 0u);
+  EXPECT_EQ(Bash(*tools_, "tr '\\0' ' ' < /proc/1/cmdline").output().rfind("/.sinew/agent/", 0),
+            0u);
 }
 
 TEST_F(IsolationTest, CannotReachTheNetwork) {
   // Only loopback exists, and the host's loopback (where sinew-sandboxd listens) is not
   // this one.
-  EXPECT_EQ(Python("import socket; print(sorted(n for _, n in socket.if_nameindex()))"), "['lo']\n");
-  auto out = Python("import socket\ntry:\n socket.create_connection(('127.0.0.1', " + std::to_string(daemon_.port()) +
+  EXPECT_EQ(Python("import socket; print(sorted(n for _, n in socket.if_nameindex()))"),
+            "['lo']\n");
+  auto out = Python("import socket\ntry:\n socket.create_connection(('127.0.0.1', " +
+                    std::to_string(daemon_.port()) +
                     "), 2); print('connected')\nexcept OSError as e: print('refused', e.errno)");
   EXPECT_THAT(out, HasSubstr("refused"));
   EXPECT_THAT(out, Not(HasSubstr("connected")));
   // No route to anywhere else: connect fails at once without sending a packet.
-  auto unreachable = Python("import socket,errno\ns=socket.socket()\ntry:\n s.connect(('192.0.2.1', 80)); print('connected')\nexcept OSError as e: print(errno.errorcode[e.errno])");
+  auto unreachable = Python(
+      "import socket,errno\ns=socket.socket()\ntry:\n s.connect(('192.0.2.1', 80)); "
+      "print('connected')\nexcept OSError as e: print(errno.errorcode[e.errno])");
   EXPECT_EQ(unreachable, "ENETUNREACH\n");
 }
 
@@ -115,35 +121,48 @@ TEST_F(IsolationTest, HasNoCapabilitiesAndCannotGainThem) {
   EXPECT_THAT(caps.output(), HasSubstr("CapPrm:\t0000000000000000"));
   EXPECT_THAT(caps.output(), HasSubstr("CapBnd:\t0000000000000000"));
   EXPECT_THAT(caps.output(), HasSubstr("NoNewPrivs:\t1"));
-  EXPECT_EQ(Python("import os\ntry:\n os.setuid(0); print('root')\nexcept OSError as e: print('denied', e.errno)"), "denied 1\n");
+  EXPECT_EQ(Python("import os\ntry:\n os.setuid(0); print('root')\nexcept OSError as e: "
+                   "print('denied', e.errno)"),
+            "denied 1\n");
   // A user namespace would hand out capabilities: refused by seccomp.
-  auto userns = Bash(*tools_, "unshare -Ur id 2>&1; python3 -c 'import os; os.unshare(0x10000000)' 2>&1");
+  auto userns =
+      Bash(*tools_, "unshare -Ur id 2>&1; python3 -c 'import os; os.unshare(0x10000000)' 2>&1");
   EXPECT_THAT(userns.output(), HasSubstr("Operation not permitted"));
   EXPECT_THAT(userns.output(), Not(HasSubstr("uid=0")));
 }
 
 TEST_F(IsolationTest, CannotMount) {
-  auto r = Python("import ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\nos.makedirs('/workspace/m',exist_ok=True)\n"
-                  "rc=libc.mount(b'none',b'/workspace/m',b'tmpfs',0,None)\nprint(rc, ctypes.get_errno())");
+  auto r = Python(
+      "import "
+      "ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\nos.makedirs('/workspace/"
+      "m',exist_ok=True)\n"
+      "rc=libc.mount(b'none',b'/workspace/m',b'tmpfs',0,None)\nprint(rc, ctypes.get_errno())");
   EXPECT_EQ(r, "-1 1\n");  // EPERM
-  EXPECT_THAT(Bash(*tools_, "mount -t tmpfs none /workspace/m 2>&1").output(), Not(HasSubstr("mounted")));
+  EXPECT_THAT(Bash(*tools_, "mount -t tmpfs none /workspace/m 2>&1").output(),
+              Not(HasSubstr("mounted")));
   EXPECT_EQ(Bash(*tools_, "grep -c ' /workspace/m ' /proc/self/mountinfo || true").output(), "0\n");
 }
 
 TEST_F(IsolationTest, CannotPtrace) {
-  auto r = Python("import ctypes,os,time\nlibc=ctypes.CDLL(None,use_errno=True)\npid=os.fork()\n"
-                  "if pid==0:\n time.sleep(5); os._exit(0)\n"
-                  "rc=libc.ptrace(16,pid,0,0)\nprint(rc, ctypes.get_errno())\nos.kill(pid,9)");  // PTRACE_ATTACH
+  auto r = Python(
+      "import ctypes,os,time\nlibc=ctypes.CDLL(None,use_errno=True)\npid=os.fork()\n"
+      "if pid==0:\n time.sleep(5); os._exit(0)\n"
+      "rc=libc.ptrace(16,pid,0,0)\nprint(rc, ctypes.get_errno())\nos.kill(pid,9)");  // PTRACE_ATTACH
   EXPECT_EQ(r, "-1 1\n");
-  EXPECT_EQ(Python("import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\nprint(libc.ptrace(0,0,0,0), ctypes.get_errno())"),
-            "-1 1\n");  // PTRACE_TRACEME
+  EXPECT_EQ(
+      Python("import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\nprint(libc.ptrace(0,0,0,0), "
+             "ctypes.get_errno())"),
+      "-1 1\n");  // PTRACE_TRACEME
 }
 
 TEST_F(IsolationTest, CannotEscapeItsCgroup) {
-  auto r = Bash(*tools_, "cat /proc/self/cgroup | head -3; for f in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do "
-                          "[ -e $f ] && (echo $$ > $f) 2>&1; done; mkdir /sys/fs/cgroup/memory/escape 2>&1");
+  auto r = Bash(*tools_,
+                "cat /proc/self/cgroup | head -3; for f in /sys/fs/cgroup/*/cgroup.procs "
+                "/sys/fs/cgroup/cgroup.procs; do "
+                "[ -e $f ] && (echo $$ > $f) 2>&1; done; mkdir /sys/fs/cgroup/memory/escape 2>&1");
   EXPECT_THAT(r.output(), HasSubstr("Read-only file system"));
-  EXPECT_THAT(r.output(), Not(HasSubstr(daemon_.cgroup_parent())));  // cgroup namespace hides the host path
+  EXPECT_THAT(r.output(),
+              Not(HasSubstr(daemon_.cgroup_parent())));  // cgroup namespace hides the host path
   // The sandbox's processes are all still in its own cgroup on the host.
   std::string tasks = CgroupFile("pids", "cgroup.procs");
   EXPECT_FALSE(tasks.empty());
@@ -174,7 +193,8 @@ TEST_F(IsolationTest, ForkBombStaysWithinThePidsLimit) {
 }
 
 TEST_F(IsolationTest, MemoryHogIsKilledAndReportedAsOom) {
-  auto r = tools_->Execute("bash", R"({"command":"python3 -c 'a = bytearray(1024 * 1024 * 1024); print(len(a))'"})");
+  auto r = tools_->Execute(
+      "bash", R"({"command":"python3 -c 'a = bytearray(1024 * 1024 * 1024); print(len(a))'"})");
   // Either the call fails because the sandbox is ended, or it returns the kill first.
   if (r.ok()) {
     EXPECT_THAT(r->output(), Not(HasSubstr("1073741824")));
@@ -188,9 +208,12 @@ TEST_F(IsolationTest, MemoryHogIsKilledAndReportedAsOom) {
 }
 
 TEST_F(IsolationTest, DiskFillStopsAtTheWorkspaceCap) {
-  auto r = Bash(*tools_, "dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1 | head -1; du -m /workspace/fill | cut -f1; df -m /workspace | tail -1");
+  auto r = Bash(*tools_,
+                "dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1 | head -1; du -m "
+                "/workspace/fill | cut -f1; df -m /workspace | tail -1");
   EXPECT_THAT(r.output(), HasSubstr("No space left on device"));
-  auto w = tools_->Execute("write_file", R"({"path":"more.txt","content":"xxxxxxxxxxxxxxxxxxxxxxxxxx"})");
+  auto w = tools_->Execute("write_file",
+                           R"({"path":"more.txt","content":"xxxxxxxxxxxxxxxxxxxxxxxxxx"})");
   ASSERT_TRUE(w.ok());
   EXPECT_TRUE(w->is_error());
   EXPECT_THAT(w->output(), HasSubstr("workspace is full"));

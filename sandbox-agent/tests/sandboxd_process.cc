@@ -1,11 +1,11 @@
 #include "sandboxd_process.h"
 
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,7 +64,8 @@ std::string SandboxdProcess::BinDir() {
 }
 
 SandboxdProcess::SandboxdProcess() {
-  std::string tag = std::to_string(getpid()) + "-" + std::to_string(std::random_device{}() % 100000);
+  std::string tag =
+      std::to_string(getpid()) + "-" + std::to_string(std::random_device{}() % 100000);
   state_dir_ = "/run/sinew-test-" + tag;
   cgroup_parent_ = "sinew-test-" + tag;
 }
@@ -83,8 +84,13 @@ SandboxdProcess::~SandboxdProcess() {
 void SandboxdProcess::Start(const std::vector<std::string>& extra_flags) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = FreePort();
-    std::vector<std::string> args = {BinDir() + "/sinew-sandboxd", "--listen", "127.0.0.1:" + std::to_string(port_),
-                                     "--state-dir", state_dir_, "--cgroup-parent", cgroup_parent_};
+    std::vector<std::string> args = {BinDir() + "/sinew-sandboxd",
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port_),
+                                     "--state-dir",
+                                     state_dir_,
+                                     "--cgroup-parent",
+                                     cgroup_parent_};
     args.insert(args.end(), extra_flags.begin(), extra_flags.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -95,7 +101,8 @@ void SandboxdProcess::Start(const std::vector<std::string>& extra_flags) {
       if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    auto client = ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port_), std::chrono::seconds(120));
+    auto client =
+        ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port_), std::chrono::seconds(120));
     ASSERT_TRUE(client.ok());
     client_ = std::move(*client);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -133,12 +140,14 @@ std::vector<std::string> SandboxdProcess::RuncContainers() const {
 std::vector<std::string> SandboxdProcess::Cgroups() const {
   std::set<std::string> names;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/sys/fs/cgroup/" + cgroup_parent_, ec)) {  // cgroup v2
+  for (const auto& e :
+       fs::directory_iterator("/sys/fs/cgroup/" + cgroup_parent_, ec)) {  // cgroup v2
     if (e.is_directory()) names.insert("v2:" + e.path().filename().string());
   }
   for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
     for (const auto& e : fs::directory_iterator(h.path() / cgroup_parent_, ec)) {
-      if (e.is_directory()) names.insert(h.path().filename().string() + ":" + e.path().filename().string());
+      if (e.is_directory())
+        names.insert(h.path().filename().string() + ":" + e.path().filename().string());
     }
   }
   return {names.begin(), names.end()};
@@ -147,7 +156,8 @@ std::vector<std::string> SandboxdProcess::Cgroups() const {
 std::vector<std::string> SandboxdProcess::SandboxDirs() const {
   std::vector<std::string> dirs;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(state_dir_ + "/sandboxes", ec)) dirs.push_back(e.path().filename());
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/sandboxes", ec))
+    dirs.push_back(e.path().filename());
   return dirs;
 }
 

@@ -33,10 +33,10 @@ class SandboxdProcess {
   pid_t pid() const { return pid_; }
 
   // Host-side views used to check that nothing leaked.
-  std::vector<std::string> RuncContainers() const;          // ids from `runc list`
-  std::vector<std::string> Cgroups() const;                 // sandbox cgroups below the parent
-  std::vector<std::string> SandboxDirs() const;             // state_dir/sandboxes/*
-  std::vector<std::string> Mounts() const;                  // mount points below state_dir
+  std::vector<std::string> RuncContainers() const;  // ids from `runc list`
+  std::vector<std::string> Cgroups() const;         // sandbox cgroups below the parent
+  std::vector<std::string> SandboxDirs() const;     // state_dir/sandboxes/*
+  std::vector<std::string> Mounts() const;          // mount points below state_dir
 
   static std::string BinDir();
 

@@ -43,7 +43,9 @@ TEST(SandboxdTest, ProvisionRunToolsDestroyLeavesNothing) {
   ASSERT_TRUE(specs.ok());
   EXPECT_EQ(specs->size(), 6u);
 
-  auto who = Bash(**tools, "id -u; id -g; hostname; pwd; python3 -c 'print(6*7)'; git --version | cut -d' ' -f1");
+  auto who =
+      Bash(**tools,
+           "id -u; id -g; hostname; pwd; python3 -c 'print(6*7)'; git --version | cut -d' ' -f1");
   EXPECT_FALSE(who.is_error()) << who.output();
   EXPECT_EQ(who.output(), "1000\n1000\nsandbox\n/workspace\n42\ngit\n");
 
@@ -57,8 +59,9 @@ TEST(SandboxdTest, ProvisionRunToolsDestroyLeavesNothing) {
   EXPECT_EQ(r->output(), "     1\tprint('hi')\n");
 
   std::string streamed;
-  auto s = (*tools)->ExecuteStream("bash", R"({"command":"echo a; echo b >&2"})",
-                                   [&](bool err, std::string_view b) { streamed += (err ? "E" : "O") + std::string(b); });
+  auto s = (*tools)->ExecuteStream(
+      "bash", R"({"command":"echo a; echo b >&2"})",
+      [&](bool err, std::string_view b) { streamed += (err ? "E" : "O") + std::string(b); });
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(streamed, "Oa\nEb\n");
 
@@ -157,8 +160,9 @@ TEST(SandboxdTest, SecondDaemonOnTheSameStateDirRefusesToStart) {
   d.Start({"--warm-pool-size", "0"});
   auto box = d.client().Provision(SmallResources());
   ASSERT_TRUE(box.ok());
-  std::string cmd = SandboxdProcess::BinDir() + "/sinew-sandboxd --listen 127.0.0.1:0 --state-dir " +
-                    d.state_dir() + " --cgroup-parent " + d.cgroup_parent() + " 2>&1";
+  std::string cmd = SandboxdProcess::BinDir() +
+                    "/sinew-sandboxd --listen 127.0.0.1:0 --state-dir " + d.state_dir() +
+                    " --cgroup-parent " + d.cgroup_parent() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

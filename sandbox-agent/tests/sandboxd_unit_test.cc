@@ -95,7 +95,8 @@ TEST_F(OciSpecTest, ReadOnlyRootNonRootUserNoCapabilitiesNoNewPrivileges) {
 TEST_F(OciSpecTest, NamespacesAndLimits) {
   const auto& linux_section = config_.at("linux").as_object();
   std::set<std::string> ns;
-  for (const auto& n : linux_section.at("namespaces").as_array()) ns.insert(std::string(n.at("type").as_string()));
+  for (const auto& n : linux_section.at("namespaces").as_array())
+    ns.insert(std::string(n.at("type").as_string()));
   EXPECT_EQ(ns, (std::set<std::string>{"pid", "network", "ipc", "uts", "mount", "cgroup"}));
   const auto& res = linux_section.at("resources").as_object();
   EXPECT_EQ(res.at("memory").at("limit"), 1 << 30);
@@ -135,8 +136,8 @@ TEST_F(OciSpecTest, SeccompRefusesDangerousCalls) {
     if (rule.at("action") != "SCMP_ACT_ERRNO" || rule.as_object().contains("args")) continue;
     for (const auto& n : rule.at("names").as_array()) denied.insert(std::string(n.as_string()));
   }
-  for (const char* name : {"mount", "ptrace", "kexec_load", "bpf", "keyctl", "init_module", "unshare",
-                           "setns", "reboot", "clone3", "open_by_handle_at"}) {
+  for (const char* name : {"mount", "ptrace", "kexec_load", "bpf", "keyctl", "init_module",
+                           "unshare", "setns", "reboot", "clone3", "open_by_handle_at"}) {
     EXPECT_TRUE(denied.count(name)) << name;
   }
 }

@@ -5,8 +5,8 @@
 #include <signal.h>
 
 #include <atomic>
-#include <set>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "sandboxd_process.h"
@@ -42,7 +42,8 @@ TEST(ScaleTest, TwentySandboxesAtOnceAllCleanedUp) {
       }
       std::string content = "worker " + std::to_string(k);
       auto w = (*tools)->Execute("write_file", R"({"path":"me.txt","content":")" + content + "\"}");
-      auto b = (*tools)->Execute("bash", R"({"command":"cat me.txt; echo; ls /workspace | wc -l; sleep 1"})");
+      auto b = (*tools)->Execute(
+          "bash", R"({"command":"cat me.txt; echo; ls /workspace | wc -l; sleep 1"})");
       if (!w.ok() || !b.ok() || b->output() != content + "\n1\n") {
         failures[k] = "unexpected output: " + (b.ok() ? b->output() : b.status().ToString());
       }
@@ -94,7 +95,8 @@ TEST(ScaleTest, ProvisionerKilledAndRestartedLeaksNothing) {
   }
   ASSERT_GE(init_pids.size(), 3u);  // 3 handed out, plus the warm ones
   d.Kill(SIGKILL);
-  for (pid_t pid : init_pids) EXPECT_TRUE(ProcessAlive(pid)) << "sandboxes outlive the crash until reaped";
+  for (pid_t pid : init_pids)
+    EXPECT_TRUE(ProcessAlive(pid)) << "sandboxes outlive the crash until reaped";
 
   d.Start({"--warm-pool-size", "0"});
   for (pid_t pid : init_pids) EXPECT_FALSE(ProcessAlive(pid)) << pid;

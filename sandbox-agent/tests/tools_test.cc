@@ -108,7 +108,9 @@ TEST_F(ToolsTest, BashOutputIsCappedKeepingHeadAndTail) {
 TEST_F(ToolsTest, BashStreamsChunks) {
   std::string streamed;
   RunContext ctx;
-  ctx.sink = [&](bool is_stderr, std::string_view b) { streamed += (is_stderr ? "E:" : "O:") + std::string(b); };
+  ctx.sink = [&](bool is_stderr, std::string_view b) {
+    streamed += (is_stderr ? "E:" : "O:") + std::string(b);
+  };
   auto r = registry_->Execute("bash", R"({"command":"echo one; sleep 0.2; echo two >&2"})", ctx);
   EXPECT_FALSE(r.is_error());
   EXPECT_EQ(streamed, "O:one\nE:two\n");
@@ -129,19 +131,28 @@ TEST_F(ToolsTest, BashStopsWhenTheCallerCancels) {
 
 TEST_F(ToolsTest, BashInvalidUtf8IsReplaced) {
   auto r = Run("bash", R"({"command":"printf 'a\\xffb'"})");
-  EXPECT_EQ(r.output(), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(r.output(),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST_F(ToolsTest, BashInputErrors) {
   EXPECT_NE(Run("bash", "{}").output().find("missing required field 'command'"), std::string::npos);
-  EXPECT_NE(Run("bash", R"({"command":1})").output().find("must be a string, got integer"), std::string::npos);
-  EXPECT_NE(Run("bash", R"({"command":"x","timeout":"5"})").output().find("must be an integer"), std::string::npos);
-  EXPECT_NE(Run("bash", R"({"command":"x","timeout":0})").output().find("between 1 and"), std::string::npos);
-  EXPECT_NE(Run("bash", R"({"command":"x","cwd":"nope"})").output().find("not an existing directory"), std::string::npos);
-  EXPECT_NE(Run("bash", R"({"command":"x","colour":1})").output().find("unknown field 'colour'"), std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":1})").output().find("must be a string, got integer"),
+            std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","timeout":"5"})").output().find("must be an integer"),
+            std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","timeout":0})").output().find("between 1 and"),
+            std::string::npos);
+  EXPECT_NE(
+      Run("bash", R"({"command":"x","cwd":"nope"})").output().find("not an existing directory"),
+      std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","colour":1})").output().find("unknown field 'colour'"),
+            std::string::npos);
   EXPECT_NE(Run("bash", "{not json").output().find("not valid JSON"), std::string::npos);
   EXPECT_NE(Run("bash", "[1,2]").output().find("must be a JSON object"), std::string::npos);
-  EXPECT_NE(Run("nosuch", "{}").output().find("unknown tool 'nosuch'; available tools: bash"), std::string::npos);
+  EXPECT_NE(Run("nosuch", "{}").output().find("unknown tool 'nosuch'; available tools: bash"),
+            std::string::npos);
   EXPECT_TRUE(Run("nosuch", "{}").is_error());
 }
 
@@ -149,9 +160,12 @@ TEST_F(ToolsTest, ReadFileNumbersLinesWithOffsetAndLimit) {
   WriteFile("a.txt", "one\ntwo\nthree\nfour\n");
   auto r = Run("read_file", R"({"path":"a.txt","offset":2,"limit":2})");
   EXPECT_FALSE(r.is_error()) << r.output();
-  EXPECT_EQ(r.output(), "     2\ttwo\n     3\tthree\n[... more lines follow; read on with offset 4]\n");
-  EXPECT_NE(Run("read_file", R"({"path":"a.txt","offset":9})").output().find("past the end"), std::string::npos);
-  EXPECT_NE(Run("read_file", R"({"path":"missing"})").output().find("file not found"), std::string::npos);
+  EXPECT_EQ(r.output(),
+            "     2\ttwo\n     3\tthree\n[... more lines follow; read on with offset 4]\n");
+  EXPECT_NE(Run("read_file", R"({"path":"a.txt","offset":9})").output().find("past the end"),
+            std::string::npos);
+  EXPECT_NE(Run("read_file", R"({"path":"missing"})").output().find("file not found"),
+            std::string::npos);
   EXPECT_NE(Run("read_file", R"({"path":"."})").output().find("is a directory"), std::string::npos);
   WriteFile("bin", std::string("a\0b", 3));
   EXPECT_NE(Run("read_file", R"({"path":"bin"})").output().find("looks binary"), std::string::npos);
@@ -172,7 +186,8 @@ TEST_F(ToolsTest, WriteFileCreatesDirsAndStaysInWorkspace) {
   auto via_link = Run("write_file", R"({"path":"link/escape.txt","content":"x"})");
   EXPECT_TRUE(via_link.is_error());
   EXPECT_FALSE(fs::exists(root_ / "escape.txt"));
-  EXPECT_NE(Run("write_file", R"({"path":"x"})").output().find("missing required field 'content'"), std::string::npos);
+  EXPECT_NE(Run("write_file", R"({"path":"x"})").output().find("missing required field 'content'"),
+            std::string::npos);
 }
 
 TEST_F(ToolsTest, EditFileReplacesExactlyOnceOrAll) {
@@ -186,11 +201,13 @@ TEST_F(ToolsTest, EditFileReplacesExactlyOnceOrAll) {
   EXPECT_EQ(ReadFile("c.py"), "a = 5\nb = 1\n");
   auto absent = Run("edit_file", R"({"path":"c.py","old_string":"zzz","new_string":"y"})");
   EXPECT_NE(absent.output().find("was not found"), std::string::npos);
-  auto all = Run("edit_file", R"({"path":"c.py","old_string":" = ","new_string":"=","replace_all":true})");
+  auto all =
+      Run("edit_file", R"({"path":"c.py","old_string":" = ","new_string":"=","replace_all":true})");
   EXPECT_FALSE(all.is_error());
   EXPECT_EQ(ReadFile("c.py"), "a=5\nb=1\n");
   EXPECT_TRUE(Run("edit_file", R"({"path":"c.py","old_string":"","new_string":"y"})").is_error());
-  EXPECT_TRUE(Run("edit_file", R"({"path":"/etc/hosts","old_string":"a","new_string":"b"})").is_error());
+  EXPECT_TRUE(
+      Run("edit_file", R"({"path":"/etc/hosts","old_string":"a","new_string":"b"})").is_error());
 }
 
 TEST_F(ToolsTest, ListFilesGlobs) {
@@ -201,18 +218,21 @@ TEST_F(ToolsTest, ListFilesGlobs) {
   EXPECT_EQ(Run("list_files", R"({"pattern":"*.py"})").output(), "src/a.py\nsrc/sub/b.py\n");
   EXPECT_EQ(Run("list_files", R"({"pattern":"src/*.py"})").output(), "src/a.py\n");
   EXPECT_EQ(Run("list_files", R"({"pattern":"**/b.py"})").output(), "src/sub/b.py\n");
-  EXPECT_EQ(Run("list_files", R"({"pattern":"*","path":"src"})").output(), "a.py\nsub/\nsub/b.py\n");
+  EXPECT_EQ(Run("list_files", R"({"pattern":"*","path":"src"})").output(),
+            "a.py\nsub/\nsub/b.py\n");
   auto lim = Run("list_files", R"({"pattern":"**","limit":2})");
   EXPECT_TRUE(lim.truncated());
   EXPECT_NE(lim.output().find("more; narrow the pattern"), std::string::npos);
-  EXPECT_NE(Run("list_files", R"({"pattern":"*","path":"nope"})").output().find("path not found"), std::string::npos);
+  EXPECT_NE(Run("list_files", R"({"pattern":"*","path":"nope"})").output().find("path not found"),
+            std::string::npos);
 }
 
 TEST_F(ToolsTest, GrepFindsMatchesWithLimitAndRejectsBadRegex) {
   WriteFile("x.txt", "alpha\nBeta\ngamma beta\n");
   WriteFile("y.md", "beta\n");
   EXPECT_EQ(Run("grep", R"({"pattern":"beta","glob":"*.txt"})").output(), "x.txt:3: gamma beta\n");
-  EXPECT_EQ(Run("grep", R"({"pattern":"^beta$","ignore_case":true,"glob":"*.txt"})").output(), "x.txt:2: Beta\n");
+  EXPECT_EQ(Run("grep", R"({"pattern":"^beta$","ignore_case":true,"glob":"*.txt"})").output(),
+            "x.txt:2: Beta\n");
   auto lim = Run("grep", R"({"pattern":"a","limit":1})");
   EXPECT_TRUE(lim.truncated());
   auto bad = Run("grep", R"({"pattern":"(unclosed"})");

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-output-bytes", config.max_output_bytes, "cap of a tool's output")
       ->check(CLI::Range(size_t{64}, size_t{16} << 20))
       ->capture_default_str();
-  app.add_option("--default-timeout", config.default_timeout_s, "bash timeout in seconds when none is given")
+  app.add_option("--default-timeout", config.default_timeout_s,
+                 "bash timeout in seconds when none is given")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   app.add_option("--max-timeout", config.max_timeout_s, "largest bash timeout accepted, seconds")

@@ -31,7 +31,8 @@ struct Pipe {
 
 Result<Pipe> MakePipe() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return Status::IOError(std::string("pipe: ") + std::strerror(errno));
   return Pipe{fds[0], fds[1]};
 }
 
@@ -44,8 +45,9 @@ class BashTool final : public Tool {
   std::string description() const override {
     return "Runs a bash command in the sandbox (working directory: " + config_.workspace.string() +
            " unless `cwd` is given) and returns its combined stdout and stderr, then its exit "
-           "status. `timeout` is in seconds (default " + std::to_string(config_.default_timeout_s) +
-           ", at most " + std::to_string(config_.max_timeout_s) +
+           "status. `timeout` is in seconds (default " +
+           std::to_string(config_.default_timeout_s) + ", at most " +
+           std::to_string(config_.max_timeout_s) +
            "); on timeout the whole process group is killed. Output above " +
            std::to_string(config_.max_output_bytes) +
            " bytes keeps its head and tail with a marker in the middle. Background processes "
@@ -65,7 +67,8 @@ class BashTool final : public Tool {
     auto command = input->RequiredString("command");
     if (!command.ok()) return ErrorResult(command.status().message());
     if (command->empty()) return ErrorResult("field 'command' is empty");
-    if (command->find('\0') != std::string::npos) return ErrorResult("field 'command' contains a NUL byte");
+    if (command->find('\0') != std::string::npos)
+      return ErrorResult("field 'command' contains a NUL byte");
     auto timeout = input->OptionalInt("timeout", 1, config_.max_timeout_s);
     if (!timeout.ok()) return ErrorResult(timeout.status().message());
     auto cwd_raw = input->OptionalString("cwd");
@@ -80,7 +83,8 @@ class BashTool final : public Tool {
     if (!std::filesystem::is_directory(cwd, ec)) {
       return ErrorResult("cwd '" + cwd.string() + "' is not an existing directory");
     }
-    return RunCommand(*command, cwd, std::chrono::seconds(timeout->value_or(config_.default_timeout_s)), ctx);
+    return RunCommand(*command, cwd,
+                      std::chrono::seconds(timeout->value_or(config_.default_timeout_s)), ctx);
   }
 
  private:
@@ -99,8 +103,9 @@ class BashTool final : public Tool {
     std::string cwd_str = cwd.string();
     std::string home = "HOME=" + config_.workspace.string();
     std::vector<const char*> argv = {"bash", "-c", command.c_str(), nullptr};
-    std::vector<const char*> envp = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                     home.c_str(), "LANG=C.UTF-8", "TERM=dumb", nullptr};
+    std::vector<const char*> envp = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", home.c_str(),
+        "LANG=C.UTF-8", "TERM=dumb", nullptr};
     int out_w = out->write_fd, err_w = err->write_fd;
     auto child = ChildReaper::Instance().Spawn([&] {
       setsid();
@@ -112,7 +117,8 @@ class BashTool final : public Tool {
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
-      execve("/bin/bash", const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data()));
+      execve("/bin/bash", const_cast<char* const*>(argv.data()),
+             const_cast<char* const*>(envp.data()));
       _exit(127);
     });
     close(out->write_fd);
@@ -184,7 +190,8 @@ class BashTool final : public Tool {
     auto result = MakeResult(output, status, timed_out && !cancelled, timeout, duration.count());
     if (cancelled) {
       result.set_is_error(true);
-      result.set_output(result.output() + "\n[cancelled by the caller: the process group was killed]");
+      result.set_output(result.output() +
+                        "\n[cancelled by the caller: the process group was killed]");
     }
     return result;
   }
@@ -206,7 +213,8 @@ class BashTool final : public Tool {
       trailer = "[timed out after " + std::to_string(timeout.count()) +
                 " s: the process group was killed; raise `timeout` or run less at once]";
     } else if (r.signal() != 0) {
-      trailer = "[killed by signal " + std::to_string(r.signal()) + " (" + strsignal(r.signal()) + ")]";
+      trailer =
+          "[killed by signal " + std::to_string(r.signal()) + " (" + strsignal(r.signal()) + ")]";
     } else if (r.exit_code() != 0) {
       trailer = "[exit code " + std::to_string(r.exit_code()) + "]";
     }

@@ -48,9 +48,9 @@ class ChildReaper {
   void Loop();
 
   std::mutex mutex_;
-  std::condition_variable spawned_;   // signalled on each Spawn, wakes an idle reaper
-  std::map<pid_t, Entry> children_;   // guarded by mutex_
-  uint64_t spawn_count_ = 0;          // guarded by mutex_
+  std::condition_variable spawned_;  // signalled on each Spawn, wakes an idle reaper
+  std::map<pid_t, Entry> children_;  // guarded by mutex_
+  uint64_t spawn_count_ = 0;         // guarded by mutex_
   std::thread thread_;
 };
 

@@ -41,8 +41,10 @@ class ReadFileTool final : public Tool {
     auto content = ReadWholeFile(*path);
     if (!content.ok()) return ErrorResult(content.status().message());
     if (LooksBinary(*content)) {
-      return ErrorResult(path->string() + " looks binary (it holds NUL bytes); inspect it with "
-                         "bash, e.g. `xxd " + path->string() + " | head`");
+      return ErrorResult(path->string() +
+                         " looks binary (it holds NUL bytes); inspect it with "
+                         "bash, e.g. `xxd " +
+                         path->string() + " | head`");
     }
     if (content->empty()) return OkResult("(empty file)");
     int64_t first = offset->value_or(1);
@@ -56,7 +58,8 @@ class ReadFileTool final : public Tool {
       ++line_no;
       if (line_no < first) continue;
       if (shown == count) {
-        out.Append("[... more lines follow; read on with offset " + std::to_string(line_no) + "]\n");
+        out.Append("[... more lines follow; read on with offset " + std::to_string(line_no) +
+                   "]\n");
         break;
       }
       if (line.size() > kMaxLineChars) line = line.substr(0, kMaxLineChars) + " [line cut]";
@@ -134,8 +137,10 @@ class EditFileTool final : public Tool {
     if (!new_s.ok()) return ErrorResult(new_s.status().message());
     auto all = input->OptionalBool("replace_all");
     if (!all.ok()) return ErrorResult(all.status().message());
-    if (old_s->empty()) return ErrorResult("field 'old_string' is empty; use write_file to create a file");
-    if (*old_s == *new_s) return ErrorResult("old_string and new_string are the same; nothing to do");
+    if (old_s->empty())
+      return ErrorResult("field 'old_string' is empty; use write_file to create a file");
+    if (*old_s == *new_s)
+      return ErrorResult("old_string and new_string are the same; nothing to do");
     auto path = ResolvePath(config_, *raw, true);
     if (!path.ok()) return ErrorResult(path.status().message());
     auto content = ReadWholeFile(*path);
@@ -152,7 +157,8 @@ class EditFileTool final : public Tool {
     }
     if (count > 1 && !all->value_or(false)) {
       return ErrorResult("old_string occurs " + std::to_string(count) + " times in " +
-                         path->string() + "; include more surrounding text to make it unique, or "
+                         path->string() +
+                         "; include more surrounding text to make it unique, or "
                          "set replace_all to true");
     }
     std::string updated;
@@ -177,8 +183,14 @@ class EditFileTool final : public Tool {
 
 }  // namespace
 
-std::unique_ptr<Tool> MakeReadFileTool(const ToolConfig& c) { return std::make_unique<ReadFileTool>(c); }
-std::unique_ptr<Tool> MakeWriteFileTool(const ToolConfig& c) { return std::make_unique<WriteFileTool>(c); }
-std::unique_ptr<Tool> MakeEditFileTool(const ToolConfig& c) { return std::make_unique<EditFileTool>(c); }
+std::unique_ptr<Tool> MakeReadFileTool(const ToolConfig& c) {
+  return std::make_unique<ReadFileTool>(c);
+}
+std::unique_ptr<Tool> MakeWriteFileTool(const ToolConfig& c) {
+  return std::make_unique<WriteFileTool>(c);
+}
+std::unique_ptr<Tool> MakeEditFileTool(const ToolConfig& c) {
+  return std::make_unique<EditFileTool>(c);
+}
 
 }  // namespace sinew::sandbox

@@ -18,9 +18,11 @@ Result<std::string> ReadWholeFile(const fs::path& path) {
   auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return Status::NotFound("file not found: " + path.string());
   if (fs::is_directory(st)) {
-    return Status::InvalidArgument(path.string() + " is a directory; use list_files to see its content");
+    return Status::InvalidArgument(path.string() +
+                                   " is a directory; use list_files to see its content");
   }
-  if (!fs::is_regular_file(st)) return Status::InvalidArgument(path.string() + " is not a regular file");
+  if (!fs::is_regular_file(st))
+    return Status::InvalidArgument(path.string() + " is not a regular file");
   auto size = fs::file_size(path, ec);
   if (!ec && size > kMaxFileBytes) {
     return Status::ResourceExhausted(path.string() + " is " + std::to_string(size) +
@@ -28,7 +30,8 @@ Result<std::string> ReadWholeFile(const fs::path& path) {
                                      " this tool loads; use bash (head, tail, sed -n) instead");
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::PermissionDenied("cannot open " + path.string() + ": " + std::strerror(errno));
+  if (!in)
+    return Status::PermissionDenied("cannot open " + path.string() + ": " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -38,7 +41,9 @@ Status WriteWholeFile(const fs::path& path, const std::string& content) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return Status::InvalidArgument(path.string() + " is a directory");
   fs::create_directories(path.parent_path(), ec);
-  if (ec) return Status::IOError("cannot create directory " + path.parent_path().string() + ": " + ec.message());
+  if (ec)
+    return Status::IOError("cannot create directory " + path.parent_path().string() + ": " +
+                           ec.message());
   fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".sinew-tmp");
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IOError("cannot write " + path.string() + ": " + std::strerror(errno));
@@ -50,8 +55,9 @@ Status WriteWholeFile(const fs::path& path, const std::string& content) {
       int err = errno;
       close(fd);
       unlink(tmp.c_str());
-      return Status::IOError("cannot write " + path.string() + ": " + std::strerror(err) +
-                             (err == ENOSPC ? " (the workspace is full; delete files to make room)" : ""));
+      return Status::IOError(
+          "cannot write " + path.string() + ": " + std::strerror(err) +
+          (err == ENOSPC ? " (the workspace is full; delete files to make room)" : ""));
     }
     off += static_cast<size_t>(n);
   }

@@ -28,8 +28,8 @@ void OutputLimiter::Append(std::string_view bytes) {
 std::string OutputLimiter::Finish() const {
   std::string out = head_;
   if (dropped_ > 0) {
-    out += "\n\n[... " + std::to_string(dropped_) + " bytes truncated (" +
-           std::to_string(total_) + " in total); narrow the command or read a range ...]\n\n";
+    out += "\n\n[... " + std::to_string(dropped_) + " bytes truncated (" + std::to_string(total_) +
+           " in total); narrow the command or read a range ...]\n\n";
   }
   out.append(tail_, tail_start_, std::string::npos);
   out.append(tail_, 0, tail_start_);

@@ -25,7 +25,7 @@ class OutputLimiter {
   size_t head_cap_;
   size_t tail_cap_;
   std::string head_;
-  std::string tail_;   // ring buffer once full; tail_start_ is its oldest byte
+  std::string tail_;  // ring buffer once full; tail_start_ is its oldest byte
   size_t tail_start_ = 0;
   size_t dropped_ = 0;
   size_t total_ = 0;

@@ -33,8 +33,8 @@ std::vector<std::string> SplitPath(std::string_view s) {
 }
 
 // Matches path segments against pattern segments; "**" matches zero or more segments.
-bool MatchSegments(const std::vector<std::string>& pat, size_t pi, const std::vector<std::string>& path,
-                   size_t si) {
+bool MatchSegments(const std::vector<std::string>& pat, size_t pi,
+                   const std::vector<std::string>& path, size_t si) {
   if (pi == pat.size()) return si == path.size();
   if (pat[pi] == "**") {
     for (size_t k = si; k <= path.size(); ++k) {
@@ -117,7 +117,8 @@ class ListFilesTool final : public Tool {
     auto base = BaseDir(config_, *input);
     if (!base.ok()) return ErrorResult(base.status().message());
     auto pat = SplitPath(*pattern);
-    if (pat.empty()) return ErrorResult("field 'pattern' is empty; use \"*\" or \"**\" to list everything");
+    if (pat.empty())
+      return ErrorResult("field 'pattern' is empty; use \"*\" or \"**\" to list everything");
     bool anywhere = pattern->find('/') == std::string::npos && *pattern != "**";
     std::vector<std::string> found;
     bool complete = Walk(*base, [&](const fs::path& p, const std::string& rel) {
@@ -132,9 +133,11 @@ class ListFilesTool final : public Tool {
     OutputLimiter out(config_.max_output_bytes);
     for (size_t k = 0; k < found.size() && k < cap; ++k) out.Append(found[k] + "\n");
     if (found.size() > cap) {
-      out.Append("[... " + std::to_string(found.size() - cap) + " more; narrow the pattern or raise limit]\n");
+      out.Append("[... " + std::to_string(found.size() - cap) +
+                 " more; narrow the pattern or raise limit]\n");
     }
-    if (!complete) out.Append("[walk stopped after " + std::to_string(kMaxWalkEntries) + " entries]\n");
+    if (!complete)
+      out.Append("[walk stopped after " + std::to_string(kMaxWalkEntries) + " entries]\n");
     if (found.empty()) return OkResult("no files match '" + *pattern + "' below " + base->string());
     return OkResult(out.Finish(), out.truncated() || found.size() > cap);
   }
@@ -173,14 +176,17 @@ class GrepTool final : public Tool {
     if (!limit.ok()) return ErrorResult(limit.status().message());
     auto base = BaseDir(config_, *input);
     if (!base.ok()) return ErrorResult(base.status().message());
-    if (pattern->find('\0') != std::string::npos) return ErrorResult("field 'pattern' contains a NUL byte");
+    if (pattern->find('\0') != std::string::npos)
+      return ErrorResult("field 'pattern' contains a NUL byte");
     regex_t re;
-    int rc = regcomp(&re, pattern->c_str(), REG_EXTENDED | REG_NOSUB | (icase->value_or(false) ? REG_ICASE : 0));
+    int rc = regcomp(&re, pattern->c_str(),
+                     REG_EXTENDED | REG_NOSUB | (icase->value_or(false) ? REG_ICASE : 0));
     if (rc != 0) {
       char msg[256];
       regerror(rc, &re, msg, sizeof(msg));
-      return ErrorResult("invalid regular expression '" + *pattern + "': " + msg +
-                         " (POSIX extended syntax: escape ( ) { } + ? | with \\ to match them literally)");
+      return ErrorResult(
+          "invalid regular expression '" + *pattern + "': " + msg +
+          " (POSIX extended syntax: escape ( ) { } + ? | with \\ to match them literally)");
     }
     std::vector<std::string> glob_pat;
     bool anywhere = false;
@@ -205,14 +211,17 @@ class GrepTool final : public Tool {
         ++line_no;
         if (regexec(&re, line.c_str(), 0, nullptr, 0) != 0) continue;
         if (++matches > cap) return false;
-        if (line.size() > kMaxShownLineChars) line = line.substr(0, kMaxShownLineChars) + " [line cut]";
-        out.Append((single_file ? p.string() : rel) + ":" + std::to_string(line_no) + ": " + line + "\n");
+        if (line.size() > kMaxShownLineChars)
+          line = line.substr(0, kMaxShownLineChars) + " [line cut]";
+        out.Append((single_file ? p.string() : rel) + ":" + std::to_string(line_no) + ": " + line +
+                   "\n");
       }
       return true;
     });
     regfree(&re);
     if (matches == 0) return OkResult("no matches for '" + *pattern + "' below " + base->string());
-    if (matches > cap) out.Append("[... more matches; stopped at limit " + std::to_string(cap) + "]\n");
+    if (matches > cap)
+      out.Append("[... more matches; stopped at limit " + std::to_string(cap) + "]\n");
     return OkResult(out.Finish(), out.truncated() || matches > cap);
   }
 
@@ -222,7 +231,9 @@ class GrepTool final : public Tool {
 
 }  // namespace
 
-std::unique_ptr<Tool> MakeListFilesTool(const ToolConfig& c) { return std::make_unique<ListFilesTool>(c); }
+std::unique_ptr<Tool> MakeListFilesTool(const ToolConfig& c) {
+  return std::make_unique<ListFilesTool>(c);
+}
 std::unique_ptr<Tool> MakeGrepTool(const ToolConfig& c) { return std::make_unique<GrepTool>(c); }
 
 }  // namespace sinew::sandbox

@@ -32,8 +32,8 @@ using ChunkSink = std::function<void(bool is_stderr, std::string_view bytes)>;
 
 // What a tool call may use besides its input. Both members may be empty.
 struct RunContext {
-  ChunkSink sink;                    // output as it is produced
-  std::function<bool()> cancelled;   // true once the caller gave up (bash then kills its command)
+  ChunkSink sink;                   // output as it is produced
+  std::function<bool()> cancelled;  // true once the caller gave up (bash then kills its command)
 };
 
 class Tool {

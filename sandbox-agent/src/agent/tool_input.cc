@@ -5,21 +5,28 @@ namespace {
 
 std::string_view KindName(const boost::json::value& v) {
   switch (v.kind()) {
-    case boost::json::kind::null: return "null";
-    case boost::json::kind::bool_: return "boolean";
+    case boost::json::kind::null:
+      return "null";
+    case boost::json::kind::bool_:
+      return "boolean";
     case boost::json::kind::int64:
-    case boost::json::kind::uint64: return "integer";
-    case boost::json::kind::double_: return "number";
-    case boost::json::kind::string: return "string";
-    case boost::json::kind::array: return "array";
-    case boost::json::kind::object: return "object";
+    case boost::json::kind::uint64:
+      return "integer";
+    case boost::json::kind::double_:
+      return "number";
+    case boost::json::kind::string:
+      return "string";
+    case boost::json::kind::array:
+      return "array";
+    case boost::json::kind::object:
+      return "object";
   }
   return "unknown";
 }
 
 Status WrongType(std::string_view field, std::string_view want, const boost::json::value& got) {
-  return Status::InvalidArgument("field '" + std::string(field) + "' must be " +
-                                 std::string(want) + ", got " + std::string(KindName(got)));
+  return Status::InvalidArgument("field '" + std::string(field) + "' must be " + std::string(want) +
+                                 ", got " + std::string(KindName(got)));
 }
 
 bool IsWithin(const std::filesystem::path& p, const std::filesystem::path& root) {
@@ -46,7 +53,8 @@ Result<ToolInput> ToolInput::Make(const boost::json::object& input,
 
 Result<std::string> ToolInput::RequiredString(std::string_view field) const {
   SINEW_ASSIGN_OR_RETURN(auto v, OptionalString(field));
-  if (!v) return Status::InvalidArgument("missing required field '" + std::string(field) + "' (string)");
+  if (!v)
+    return Status::InvalidArgument("missing required field '" + std::string(field) + "' (string)");
   return *std::move(v);
 }
 
@@ -65,8 +73,10 @@ Result<std::optional<int64_t>> ToolInput::OptionalInt(std::string_view field, in
   if (v->is_int64()) {
     n = v->get_int64();
   } else if (v->is_uint64()) {
-    n = v->get_uint64() > static_cast<uint64_t>(max) ? max + 1 : static_cast<int64_t>(v->get_uint64());
-  } else if (v->is_double() && v->get_double() == static_cast<double>(static_cast<int64_t>(v->get_double()))) {
+    n = v->get_uint64() > static_cast<uint64_t>(max) ? max + 1
+                                                     : static_cast<int64_t>(v->get_uint64());
+  } else if (v->is_double() &&
+             v->get_double() == static_cast<double>(static_cast<int64_t>(v->get_double()))) {
     n = static_cast<int64_t>(v->get_double());
   } else {
     return WrongType(field, "an integer", *v);
@@ -90,7 +100,8 @@ Result<std::filesystem::path> ResolvePath(const ToolConfig& config, std::string_
                                           bool inside_workspace) {
   namespace fs = std::filesystem;
   if (raw.empty()) return Status::InvalidArgument("path is empty");
-  if (raw.find('\0') != std::string_view::npos) return Status::InvalidArgument("path contains a NUL byte");
+  if (raw.find('\0') != std::string_view::npos)
+    return Status::InvalidArgument("path contains a NUL byte");
   fs::path p(raw);
   if (p.is_relative()) p = config.workspace / p;
   p = p.lexically_normal();

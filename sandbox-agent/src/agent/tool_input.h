@@ -27,7 +27,7 @@ class ToolInput {
   [[nodiscard]] Result<std::optional<std::string>> OptionalString(std::string_view field) const;
   // Accepts integers only (no fractions, no strings), within [min, max].
   [[nodiscard]] Result<std::optional<int64_t>> OptionalInt(std::string_view field, int64_t min,
-                                                          int64_t max) const;
+                                                           int64_t max) const;
   [[nodiscard]] Result<std::optional<bool>> OptionalBool(std::string_view field) const;
 
  private:

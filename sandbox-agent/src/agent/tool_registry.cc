@@ -45,9 +45,9 @@ v1::ExecuteResult ToolRegistry::Execute(std::string_view name, std::string_view 
     boost::system::error_code ec;
     boost::json::value input = boost::json::parse(input_json.empty() ? "{}" : input_json, ec);
     if (ec) {
-      result = ErrorResult("input of tool '" + std::string(name) + "' is not valid JSON (" +
-                           ec.message() + "); send a JSON object matching its schema: " +
-                           tool->input_schema_json());
+      result = ErrorResult(
+          "input of tool '" + std::string(name) + "' is not valid JSON (" + ec.message() +
+          "); send a JSON object matching its schema: " + tool->input_schema_json());
     } else if (!input.is_object()) {
       result = ErrorResult("input of tool '" + std::string(name) +
                            "' must be a JSON object; its schema: " + tool->input_schema_json());

@@ -4,9 +4,9 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -74,14 +74,16 @@ Status ContainerRunner::Init() {
   int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     return Status::FailedPrecondition("another sinew-sandboxd uses " + config_.state_dir +
-                                      " (lock " + lock_path + "); stop it or pass another --state-dir");
+                                      " (lock " + lock_path +
+                                      "); stop it or pass another --state-dir");
   }
   auto version = RunProcess({config_.runc, "--version"}, kRuncTimeout);
   if (!version.ok() || version->exit_code != 0) {
     return Status::FailedPrecondition("runc not usable at '" + config_.runc +
                                       "' (apt-get install runc, or pass --runc)");
   }
-  SINEW_ASSIGN_OR_RETURN(agent_static_, PrepareAgentDir(config_.agent_binary, config_.state_dir + "/agent"));
+  SINEW_ASSIGN_OR_RETURN(agent_static_,
+                         PrepareAgentDir(config_.agent_binary, config_.state_dir + "/agent"));
   swap_accounting_ = HasMemorySwapAccounting();
   return Status::Ok();
 }
@@ -115,8 +117,8 @@ Result<std::string> ContainerRunner::ImageRootfs(const std::string& name) const 
   std::error_code ec;
   if (!fs::exists(dir + "/READY", ec) || !fs::is_directory(dir + "/rootfs", ec)) {
     return Status::FailedPrecondition("image '" + name + "' is not built at " + dir +
-                                      "; build it with: sandbox-agent/image/build-image.sh " + name +
-                                      " (SINEW_IMAGE_ROOT=" + config_.image_root + ")");
+                                      "; build it with: sandbox-agent/image/build-image.sh " +
+                                      name + " (SINEW_IMAGE_ROOT=" + config_.image_root + ")");
   }
   for (const char* mp : {kAgentMountPoint, kRunMountPoint, kWorkspace}) {
     if (!fs::is_directory(dir + "/rootfs" + mp, ec)) {
@@ -161,8 +163,9 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
   }
   std::string log = c.dir + "/agent.log";
   auto t_runc = std::chrono::steady_clock::now();
-  auto run = RunProcess(Runc({"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
-                        kRuncTimeout, log);
+  auto run = RunProcess(
+      Runc({"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
+      kRuncTimeout, log);
   if (!run.ok() || run->exit_code != 0) {
     std::string why = run.ok() ? LogTail(id) : run.status().message();
     Remove(id);
@@ -196,7 +199,8 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
   int status = 0;
   waitpid(c.init_pid, &status, 0);
   Remove(id);
-  return Status::Internal("the agent of " + id + " did not start: " + (why.empty() ? "(no log)" : why));
+  return Status::Internal("the agent of " + id +
+                          " did not start: " + (why.empty() ? "(no log)" : why));
 }
 
 void ContainerRunner::Remove(const std::string& id) {

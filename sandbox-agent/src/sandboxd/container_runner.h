@@ -21,9 +21,9 @@ namespace sinew::sandbox {
 
 struct Container {
   std::string id;
-  std::string dir;        // state_dir/sandboxes/<id>
-  std::string endpoint;   // unix://.../run/agent.sock
-  pid_t init_pid = -1;    // the agent, PID 1 of the container; a child of this process
+  std::string dir;       // state_dir/sandboxes/<id>
+  std::string endpoint;  // unix://.../run/agent.sock
+  pid_t init_pid = -1;   // the agent, PID 1 of the container; a child of this process
 };
 
 class ContainerRunner {
@@ -49,7 +49,9 @@ class ContainerRunner {
   std::string LogTail(const std::string& id) const;
 
   std::string runc_root() const { return config_.state_dir + "/runc"; }
-  std::string sandbox_dir(const std::string& id) const { return config_.state_dir + "/sandboxes/" + id; }
+  std::string sandbox_dir(const std::string& id) const {
+    return config_.state_dir + "/sandboxes/" + id;
+  }
 
  private:
   std::vector<std::string> Runc(std::initializer_list<std::string> args) const;

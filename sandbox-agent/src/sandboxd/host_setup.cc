@@ -76,7 +76,8 @@ Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string&
   std::string line;
   bool have_loader = false;
   while (std::getline(in, line)) {
-    // "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
+    // "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" or "/lib64/ld-linux-x86-64.so.2
+    // (0x...)"
     std::istringstream ss(line);
     std::string first, arrow, target;
     ss >> first >> arrow >> target;
@@ -93,11 +94,15 @@ Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string&
     fs::copy_file(source, to, fs::copy_options::overwrite_existing, ec);
     if (ec) return Status::IOError("cannot copy " + source + ": " + ec.message());
   }
-  if (!have_loader && !is_static) return Status::FailedPrecondition("ldd named no dynamic loader for " + agent_binary);
-  fs::copy_file(agent_binary, fs::path(dest_dir) / "sinew-sandbox-agent", fs::copy_options::overwrite_existing, ec);
+  if (!have_loader && !is_static)
+    return Status::FailedPrecondition("ldd named no dynamic loader for " + agent_binary);
+  fs::copy_file(agent_binary, fs::path(dest_dir) / "sinew-sandbox-agent",
+                fs::copy_options::overwrite_existing, ec);
   if (ec) return Status::IOError("cannot copy " + agent_binary + ": " + ec.message());
-  fs::permissions(dest_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                fs::perms::others_read | fs::perms::others_exec, ec);
+  fs::permissions(dest_dir,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  ec);
   return is_static;
 }
 
@@ -109,7 +114,8 @@ std::vector<std::string> CgroupDirs(const std::string& parent, const std::string
 }
 
 uint64_t OomKills(const std::string& parent, const std::string& name) {
-  std::string base = std::string(kCgroupRoot) + (IsCgroupV2() ? "" : "/memory") + "/" + parent + "/" + name;
+  std::string base =
+      std::string(kCgroupRoot) + (IsCgroupV2() ? "" : "/memory") + "/" + parent + "/" + name;
   if (IsCgroupV2()) return ReadKey(base + "/memory.events", "oom_kill");
   return ReadKey(base + "/memory.oom_control", "oom_kill");
 }
@@ -120,7 +126,8 @@ bool HasMemorySwapAccounting() {
 
 std::vector<std::string> ListCgroups(const std::string& parent) {
   std::set<std::string> names;
-  std::vector<std::string> roots = IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
+  std::vector<std::string> roots =
+      IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
   for (const auto& root : roots) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root + "/" + parent, ec)) {
@@ -137,18 +144,21 @@ Status RemoveCgroups(const std::string& parent, const std::string& name) {
     if (!fs::exists(dir, ec)) continue;
     // Children first (runc may have made none, but a sandbox could have in v2).
     std::vector<fs::path> sub;
-    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(dir, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (it->is_directory(ec)) sub.push_back(it->path());
     }
     for (auto r = sub.rbegin(); r != sub.rend(); ++r) rmdir(r->c_str());
     if (rmdir(dir.c_str()) != 0 && errno != ENOENT) failed += " " + dir;
   }
-  if (!failed.empty()) return Status::IOError("cannot remove cgroups (processes still in them?):" + failed);
+  if (!failed.empty())
+    return Status::IOError("cannot remove cgroups (processes still in them?):" + failed);
   return Status::Ok();
 }
 
 void RemoveCgroupParent(const std::string& parent) {
-  std::vector<std::string> roots = IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
+  std::vector<std::string> roots =
+      IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
   for (const auto& root : roots) rmdir((root + "/" + parent).c_str());
 }
 

@@ -17,7 +17,8 @@ namespace sinew::sandbox {
 // (false) gets every shared library `ldd` lists copied into lib/ and the dynamic loader
 // as ld.so, so that it runs in any image whatever its libc: the container then starts
 // it as `ld.so --library-path lib sinew-sandbox-agent`.
-[[nodiscard]] Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir);
+[[nodiscard]] Result<bool> PrepareAgentDir(const std::string& agent_binary,
+                                           const std::string& dest_dir);
 
 // The cgroup directories of sandbox `name` below `parent`: one per v1 hierarchy, or the
 // one v2 directory.

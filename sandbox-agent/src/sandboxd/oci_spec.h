@@ -19,14 +19,14 @@ inline constexpr const char* kRunMountPoint = "/.sinew/run";
 inline constexpr const char* kWorkspace = "/workspace";
 
 struct OciParams {
-  std::string rootfs;          // absolute path of the image's rootfs
-  std::string agent_dir;       // host directory with the agent and its libraries
-  std::string run_dir;         // host directory for the agent's socket
-  std::string cgroups_path;    // e.g. /sinew/sb-123
-  v1::Resources resources;     // with defaults filled in
+  std::string rootfs;                   // absolute path of the image's rootfs
+  std::string agent_dir;                // host directory with the agent and its libraries
+  std::string run_dir;                  // host directory for the agent's socket
+  std::string cgroups_path;             // e.g. /sinew/sb-123
+  v1::Resources resources;              // with defaults filled in
   bool memory_swap_accounting = false;  // cgroup v1 memsw files exist: also cap swap
   uint32_t max_output_bytes = 30000;
-  bool agent_static = true;    // false: start the agent through the copied ld.so
+  bool agent_static = true;  // false: start the agent through the copied ld.so
 };
 
 // The config.json text.

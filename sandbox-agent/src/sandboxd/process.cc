@@ -22,7 +22,8 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   int pipe_fds[2] = {-1, -1};
   int out_fd = -1;
   if (output_file.empty()) {
-    if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0)
+      return Status::IOError(std::string("pipe: ") + std::strerror(errno));
     out_fd = pipe_fds[1];
   } else {
     out_fd = open(output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
@@ -60,7 +61,8 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   char buf[4096];
   while (!exited || read_fd >= 0) {
     pollfd pfds[2] = {{read_fd, POLLIN, 0}, {exited ? -1 : pidfd, POLLIN, 0}};
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 && !killed) {
       kill(pid, SIGKILL);
       killed = true;

@@ -13,8 +13,8 @@
 namespace sinew::sandbox {
 
 struct ProcessResult {
-  int exit_code = -1;   // -1 when killed by a signal
-  std::string output;   // stdout and stderr, unless they went to a file
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string output;  // stdout and stderr, unless they went to a file
 };
 
 // Runs argv[0] (searched in PATH) with stdin from /dev/null. Its stdout and stderr go to

@@ -21,16 +21,19 @@ Status CheckId(const std::string& id) {
 
 grpc::Status ProvisionerService::Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
                                            v1::SandboxInfo* resp) {
-  if (req->label().size() > 256) return ToGrpcStatus(Status::InvalidArgument("label is longer than 256 bytes"));
+  if (req->label().size() > 256)
+    return ToGrpcStatus(Status::InvalidArgument("label is longer than 256 bytes"));
   return Reply(manager_.Provision(req->resources(), req->label()), resp);
 }
 
-grpc::Status ProvisionerService::Destroy(grpc::ServerContext*, const v1::DestroyRequest* req, v1::SandboxInfo* resp) {
+grpc::Status ProvisionerService::Destroy(grpc::ServerContext*, const v1::DestroyRequest* req,
+                                         v1::SandboxInfo* resp) {
   if (Status s = CheckId(req->id()); !s.ok()) return ToGrpcStatus(s);
   return Reply(manager_.Destroy(req->id()), resp);
 }
 
-grpc::Status ProvisionerService::Get(grpc::ServerContext*, const v1::GetSandboxRequest* req, v1::SandboxInfo* resp) {
+grpc::Status ProvisionerService::Get(grpc::ServerContext*, const v1::GetSandboxRequest* req,
+                                     v1::SandboxInfo* resp) {
   if (Status s = CheckId(req->id()); !s.ok()) return ToGrpcStatus(s);
   return Reply(manager_.Get(req->id()), resp);
 }
@@ -41,7 +44,8 @@ grpc::Status ProvisionerService::List(grpc::ServerContext*, const v1::ListSandbo
   return grpc::Status::OK;
 }
 
-grpc::Status ProvisionerService::Health(grpc::ServerContext*, const v1::ProvisionerHealthRequest*, v1::ProvisionerHealthResponse* resp) {
+grpc::Status ProvisionerService::Health(grpc::ServerContext*, const v1::ProvisionerHealthRequest*,
+                                        v1::ProvisionerHealthResponse* resp) {
   *resp = manager_.Health();
   return grpc::Status::OK;
 }

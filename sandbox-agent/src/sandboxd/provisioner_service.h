@@ -13,12 +13,16 @@ class ProvisionerService final : public v1::Provisioner::Service {
  public:
   explicit ProvisionerService(SandboxManager& manager) : manager_(manager) {}
 
-  grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req, v1::SandboxInfo* resp) override;
-  grpc::Status Destroy(grpc::ServerContext*, const v1::DestroyRequest* req, v1::SandboxInfo* resp) override;
-  grpc::Status Get(grpc::ServerContext*, const v1::GetSandboxRequest* req, v1::SandboxInfo* resp) override;
+  grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
+                         v1::SandboxInfo* resp) override;
+  grpc::Status Destroy(grpc::ServerContext*, const v1::DestroyRequest* req,
+                       v1::SandboxInfo* resp) override;
+  grpc::Status Get(grpc::ServerContext*, const v1::GetSandboxRequest* req,
+                   v1::SandboxInfo* resp) override;
   grpc::Status List(grpc::ServerContext*, const v1::ListSandboxesRequest* req,
                     v1::ListSandboxesResponse* resp) override;
-  grpc::Status Health(grpc::ServerContext*, const v1::ProvisionerHealthRequest* req, v1::ProvisionerHealthResponse* resp) override;
+  grpc::Status Health(grpc::ServerContext*, const v1::ProvisionerHealthRequest* req,
+                      v1::ProvisionerHealthResponse* resp) override;
 
  private:
   SandboxManager& manager_;

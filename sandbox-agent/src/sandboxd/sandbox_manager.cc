@@ -25,7 +25,9 @@ constexpr auto kMonitorInterval = std::chrono::milliseconds(50);
 constexpr size_t kEndedKept = 2000;
 
 int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string NewId() {
@@ -42,9 +44,9 @@ struct Entry {
   v1::SandboxInfo info;
   std::string shape;
   bool pooled = false;
-  bool ending = false;          // Destroy or the monitor is taking it down
-  bool oom = false;             // the monitor saw an OOM kill and killed it
-  bool lifetime = false;        // the monitor killed it at its lifetime
+  bool ending = false;    // Destroy or the monitor is taking it down
+  bool oom = false;       // the monitor saw an OOM kill and killed it
+  bool lifetime = false;  // the monitor killed it at its lifetime
   uint64_t oom_base = 0;
   Clock::time_point deadline = Clock::time_point::max();
 };
@@ -95,7 +97,8 @@ class SandboxManagerImpl final : public SandboxManager {
     return Status::Ok();
   }
 
-  Result<v1::SandboxInfo> Provision(const v1::Resources& requested, const std::string& label) override {
+  Result<v1::SandboxInfo> Provision(const v1::Resources& requested,
+                                    const std::string& label) override {
     auto start = Clock::now();
     SINEW_ASSIGN_OR_RETURN(v1::Resources r, NormalizeResources(requested, config_.defaults));
     SINEW_RETURN_IF_ERROR(runner_.ImageRootfs(r.image()).status());
@@ -115,7 +118,8 @@ class SandboxManagerImpl final : public SandboxManager {
       return e.info;
     }
     if (live_.size() + starting_ >= config_.max_sandboxes) {
-      return Status::ResourceExhausted("too many sandboxes (" + std::to_string(config_.max_sandboxes) +
+      return Status::ResourceExhausted("too many sandboxes (" +
+                                       std::to_string(config_.max_sandboxes) +
                                        "); destroy some or raise --max-sandboxes");
     }
     ++starting_;
@@ -152,8 +156,9 @@ class SandboxManagerImpl final : public SandboxManager {
     lock.lock();
     e.info.set_oom_kills(static_cast<uint32_t>(oom > e.oom_base ? oom - e.oom_base : 0));
     if (oom > e.oom_base) {
-      Finish(e, v1::SANDBOX_OUTCOME_OOM, "the kernel killed a process at the memory limit of " +
-                                             std::to_string(e.info.resources().memory_limit_bytes()) + " bytes");
+      Finish(e, v1::SANDBOX_OUTCOME_OOM,
+             "the kernel killed a process at the memory limit of " +
+                 std::to_string(e.info.resources().memory_limit_bytes()) + " bytes");
     } else {
       Finish(e, v1::SANDBOX_OUTCOME_DESTROYED, "destroyed on request");
     }
@@ -216,7 +221,8 @@ class SandboxManagerImpl final : public SandboxManager {
     e.pooled = false;
     e.deadline = Clock::now() + std::chrono::seconds(e.info.resources().lifetime_seconds());
     e.info.set_from_warm_pool(from_pool);
-    e.info.set_provision_ms(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+    e.info.set_provision_ms(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
     e.info.set_label(label);
     spdlog::info("{} handed over in {} ms{} label='{}'", e.info.id(), e.info.provision_ms(),
                  from_pool ? " from the warm pool" : "", label);
@@ -266,7 +272,8 @@ class SandboxManagerImpl final : public SandboxManager {
     while (shapes_.size() > config_.max_warm_shapes) {
       for (const auto& id : pool_[shapes_.back().first]) {
         auto it = live_.find(id);
-        if (it != live_.end()) it->second->deadline = Clock::time_point::min();  // the monitor ends it
+        if (it != live_.end())
+          it->second->deadline = Clock::time_point::min();  // the monitor ends it
       }
       pool_.erase(shapes_.back().first);
       shapes_.pop_back();
@@ -344,18 +351,22 @@ class SandboxManagerImpl final : public SandboxManager {
         uint64_t oom = ooms[id];
         e.info.set_oom_kills(static_cast<uint32_t>(oom > e.oom_base ? oom - e.oom_base : 0));
         if (e.oom || oom > e.oom_base) {
-          Finish(e, v1::SANDBOX_OUTCOME_OOM, "the kernel killed a process at the memory limit of " +
-                                                 std::to_string(e.info.resources().memory_limit_bytes()) +
-                                                 " bytes; the sandbox was ended");
+          Finish(e, v1::SANDBOX_OUTCOME_OOM,
+                 "the kernel killed a process at the memory limit of " +
+                     std::to_string(e.info.resources().memory_limit_bytes()) +
+                     " bytes; the sandbox was ended");
         } else if (e.lifetime) {
-          Finish(e, v1::SANDBOX_OUTCOME_LIFETIME, "killed at its lifetime limit of " +
-                                                      std::to_string(e.info.resources().lifetime_seconds()) + " s");
+          Finish(e, v1::SANDBOX_OUTCOME_LIFETIME,
+                 "killed at its lifetime limit of " +
+                     std::to_string(e.info.resources().lifetime_seconds()) + " s");
         } else if (WIFEXITED(status)) {
           e.info.set_exit_code(WEXITSTATUS(status));
-          Finish(e, v1::SANDBOX_OUTCOME_EXITED, "the agent exited with status " + std::to_string(WEXITSTATUS(status)));
+          Finish(e, v1::SANDBOX_OUTCOME_EXITED,
+                 "the agent exited with status " + std::to_string(WEXITSTATUS(status)));
         } else {
-          Finish(e, v1::SANDBOX_OUTCOME_LOST, "the agent was killed by signal " +
-                                                  std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+          Finish(e, v1::SANDBOX_OUTCOME_LOST,
+                 "the agent was killed by signal " +
+                     std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
         }
       }
     }
@@ -367,15 +378,15 @@ class SandboxManagerImpl final : public SandboxManager {
   std::thread pooler_;
 
   std::mutex mu_;
-  std::condition_variable pool_cv_;   // pool or sandbox set changed, or stopping
-  std::condition_variable ended_cv_;  // a sandbox ended
-  bool stopping_ = false;                                       // guarded by mu_
-  uint32_t starting_ = 0;                                       // guarded by mu_
-  std::map<std::string, std::unique_ptr<Entry>> live_;          // guarded by mu_
-  std::map<std::string, std::deque<std::string>> pool_;         // shape -> ids; guarded by mu_
-  std::deque<std::pair<std::string, v1::Resources>> shapes_;    // warm shapes; guarded by mu_
-  std::map<std::string, v1::SandboxInfo> ended_;                // guarded by mu_
-  std::deque<std::string> ended_order_;                         // guarded by mu_
+  std::condition_variable pool_cv_;                      // pool or sandbox set changed, or stopping
+  std::condition_variable ended_cv_;                     // a sandbox ended
+  bool stopping_ = false;                                // guarded by mu_
+  uint32_t starting_ = 0;                                // guarded by mu_
+  std::map<std::string, std::unique_ptr<Entry>> live_;   // guarded by mu_
+  std::map<std::string, std::deque<std::string>> pool_;  // shape -> ids; guarded by mu_
+  std::deque<std::pair<std::string, v1::Resources>> shapes_;  // warm shapes; guarded by mu_
+  std::map<std::string, v1::SandboxInfo> ended_;              // guarded by mu_
+  std::deque<std::string> ended_order_;                       // guarded by mu_
 };
 
 }  // namespace

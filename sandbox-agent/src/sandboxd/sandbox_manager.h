@@ -22,7 +22,8 @@ class SandboxManager {
 
   // Prepares the state directory, reaps what a crashed previous instance left (those
   // sandboxes are then reported as LOST by Get), and starts the monitor and the pool.
-  [[nodiscard]] static Result<std::unique_ptr<SandboxManager>> Create(const ProvisionerConfig& config);
+  [[nodiscard]] static Result<std::unique_ptr<SandboxManager>> Create(
+      const ProvisionerConfig& config);
 
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
                                                           const std::string& label) = 0;

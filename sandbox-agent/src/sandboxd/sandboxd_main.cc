@@ -16,16 +16,24 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7702";
   CLI::App app{"sinew-sandboxd: provisions runc sandboxes that serve tools"};
   app.add_option("--listen", listen, "gRPC address (loopback)")->capture_default_str();
-  app.add_option("--state-dir", config.state_dir, "runtime state; reaped on start")->capture_default_str();
+  app.add_option("--state-dir", config.state_dir, "runtime state; reaped on start")
+      ->capture_default_str();
   app.add_option("--image-root", config.image_root, "image directory")->capture_default_str();
-  app.add_option("--agent-binary", config.agent_binary, "sinew-sandbox-agent (default: next to this binary)");
+  app.add_option("--agent-binary", config.agent_binary,
+                 "sinew-sandbox-agent (default: next to this binary)");
   app.add_option("--runc", config.runc, "runc binary")->capture_default_str();
-  app.add_option("--cgroup-parent", config.cgroup_parent, "parent cgroup name")->capture_default_str();
-  app.add_option("--warm-pool-size", config.warm_pool_size, "ready sandboxes per shape (0: none)")->capture_default_str();
-  app.add_option("--max-warm-shapes", config.max_warm_shapes, "shapes with warm pools")->capture_default_str();
-  app.add_option("--max-sandboxes", config.max_sandboxes, "sandboxes at once")->check(CLI::Range(1u, 4096u))->capture_default_str();
+  app.add_option("--cgroup-parent", config.cgroup_parent, "parent cgroup name")
+      ->capture_default_str();
+  app.add_option("--warm-pool-size", config.warm_pool_size, "ready sandboxes per shape (0: none)")
+      ->capture_default_str();
+  app.add_option("--max-warm-shapes", config.max_warm_shapes, "shapes with warm pools")
+      ->capture_default_str();
+  app.add_option("--max-sandboxes", config.max_sandboxes, "sandboxes at once")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "tool output cap inside sandboxes")
-      ->check(CLI::Range(64u, 16u << 20))->capture_default_str();
+      ->check(CLI::Range(64u, 16u << 20))
+      ->capture_default_str();
   uint64_t mem = config.defaults.memory_limit_bytes(), ws = config.defaults.workspace_bytes();
   uint32_t cpu = config.defaults.cpu_millicores(), pids = config.defaults.pids_limit(),
            life = config.defaults.lifetime_seconds();

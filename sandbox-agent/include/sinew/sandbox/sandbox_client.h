@@ -45,9 +45,8 @@ class SandboxClient {
   // Like Execute, and calls `on_output(is_stderr, bytes)` for each chunk of output as it
   // comes (bash only). The callback runs on the calling thread.
   using OutputCallback = std::function<void(bool is_stderr, std::string_view bytes)>;
-  [[nodiscard]] virtual Result<v1::ExecuteResult> ExecuteStream(std::string_view name,
-                                                                std::string_view input_json,
-                                                                const OutputCallback& on_output) = 0;
+  [[nodiscard]] virtual Result<v1::ExecuteResult> ExecuteStream(
+      std::string_view name, std::string_view input_json, const OutputCallback& on_output) = 0;
 
   // The tools this sandbox serves, with descriptions, JSON schemas and idempotent flags.
   [[nodiscard]] virtual Result<std::vector<v1::ToolSpec>> ListTools() = 0;
