@@ -121,6 +121,35 @@ TEST(SandboxdTest, WarmPoolHandsOverAndRefills) {
   EXPECT_EQ(health->running(), 3u);
 }
 
+TEST(SandboxdTest, AtTheLimitWarmSandboxesMakeRoomThenProvisionIsRefused) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "1", "--max-sandboxes", "2"});
+  for (int i = 0; i < 600; ++i) {
+    auto h = d.client().Health();
+    if (h.ok() && h->warm() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto first = d.client().Provision(SmallResources());  // cold: 1 warm + 1 running
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = d.client().Provision(SmallResources());  // the warm one makes room
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto third = d.client().Provision(SmallResources());
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("--max-sandboxes"));
+  EXPECT_EQ(d.RuncContainers().size(), 2u);
+  // The freed slot goes to the warm pool of that shape, which then hands it over.
+  ASSERT_TRUE(d.client().Destroy(first->id()).ok());
+  for (int i = 0; i < 600; ++i) {
+    auto h = d.client().Health();
+    if (h.ok() && h->warm() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto fourth = d.client().Provision(SmallResources());
+  ASSERT_TRUE(fourth.ok()) << fourth.status().ToString();
+  EXPECT_TRUE(fourth->from_warm_pool());
+}
+
 TEST(SandboxdTest, BadRequestsGetSpecificErrors) {
   SandboxdProcess d;
   d.Start({"--warm-pool-size", "0"});

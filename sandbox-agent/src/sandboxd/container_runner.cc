@@ -44,15 +44,6 @@ bool CanConnect(const std::string& socket_path) {
   return ok;
 }
 
-bool IsGone(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string content((std::istreambuf_iterator<char>(in)), {});
-  if (content.empty()) return true;
-  auto close_paren = content.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < content.size() &&
-         (content[close_paren + 2] == 'Z' || content[close_paren + 2] == 'X');
-}
-
 }  // namespace
 
 ContainerRunner::ContainerRunner(const ProvisionerConfig& config) : config_(config) {}
@@ -191,7 +182,7 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
                    std::chrono::duration_cast<std::chrono::milliseconds>(now - t_agent).count());
       return c;
     }
-    if (IsGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) break;
+    if (ProcessGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 200 ? 250 : 5000));
   }
   std::string why = LogTail(id);

@@ -156,6 +156,15 @@ Status RemoveCgroups(const std::string& parent, const std::string& name) {
   return Status::Ok();
 }
 
+bool ProcessGone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string content((std::istreambuf_iterator<char>(in)), {});
+  if (content.empty()) return true;
+  auto close_paren = content.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < content.size() &&
+         (content[close_paren + 2] == 'Z' || content[close_paren + 2] == 'X');
+}
+
 void RemoveCgroupParent(const std::string& parent) {
   std::vector<std::string> roots =
       IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();

@@ -4,6 +4,8 @@
 // Thread-safety: free functions without shared state.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +40,8 @@ void KillProcessesMentioning(const std::string& needle);
 void KillCgroupProcesses(const std::string& parent, const std::string& name);
 // Removes the (empty) parent cgroup directories; leaves them if they are in use.
 void RemoveCgroupParent(const std::string& parent);
+// True when process `pid` no longer runs (absent, or a zombie waiting to be reaped).
+bool ProcessGone(pid_t pid);
 // Mount points (from /proc/self/mountinfo) at or below `dir`.
 std::vector<std::string> MountsBelow(const std::string& dir);
 
