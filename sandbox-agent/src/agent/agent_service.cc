@@ -2,6 +2,9 @@
 
 namespace sinew::sandbox {
 
+// Output streamed live per call; beyond it only the (capped) result is sent.
+constexpr size_t kMaxStreamedBytes = 8u << 20;
+
 grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                    v1::ExecuteResult* resp) {
   RunContext run;
@@ -13,8 +16,13 @@ grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRe
 grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                          grpc::ServerWriter<v1::ExecuteChunk>* writer) {
   bool client_gone = false;
+  size_t streamed = 0;
   auto sink = [&](bool is_stderr, std::string_view bytes) {
-    if (client_gone) return;
+    if (client_gone || streamed >= kMaxStreamedBytes) return;
+    streamed += bytes.size();
+    if (streamed >= kMaxStreamedBytes) {
+      bytes = bytes.substr(0, bytes.size() - (streamed - kMaxStreamedBytes));
+    }
     v1::ExecuteChunk chunk;
     if (is_stderr) {
       chunk.set_stderr_bytes(std::string(bytes));
