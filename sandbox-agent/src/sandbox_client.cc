@@ -1,6 +1,7 @@
 // gRPC implementation of SandboxClient.
 #include "sinew/sandbox/sandbox_client.h"
 
+#include <google/protobuf/stubs/common.h>
 #include <grpcpp/grpcpp.h>
 
 #include "sinew/grpc_status.h"
@@ -17,6 +18,7 @@ class GrpcSandboxClient final : public SandboxClient {
       : channel_(std::move(channel)), stub_(v1::Sandbox::NewStub(channel_)), options_(options) {}
 
   Result<v1::ExecuteResult> Execute(std::string_view name, std::string_view input_json) override {
+    if (auto rejected = RejectNonUtf8(name, input_json)) return *rejected;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
     v1::ExecuteRequest req = MakeRequest(name, input_json);
@@ -28,6 +30,7 @@ class GrpcSandboxClient final : public SandboxClient {
 
   Result<v1::ExecuteResult> ExecuteStream(std::string_view name, std::string_view input_json,
                                           const OutputCallback& on_output) override {
+    if (auto rejected = RejectNonUtf8(name, input_json)) return *rejected;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
     v1::ExecuteRequest req = MakeRequest(name, input_json);
@@ -65,6 +68,22 @@ class GrpcSandboxClient final : public SandboxClient {
   }
 
  private:
+  // Protobuf strings must be UTF-8; a model that produced anything else gets a tool
+  // error it can act on instead of a transport failure.
+  static std::optional<v1::ExecuteResult> RejectNonUtf8(std::string_view name,
+                                                        std::string_view input_json) {
+    if (google::protobuf::internal::IsStructurallyValidUTF8(name.data(),
+                                                            static_cast<int>(name.size())) &&
+        google::protobuf::internal::IsStructurallyValidUTF8(input_json.data(),
+                                                            static_cast<int>(input_json.size()))) {
+      return std::nullopt;
+    }
+    v1::ExecuteResult r;
+    r.set_is_error(true);
+    r.set_output("the tool name or input is not valid UTF-8; send the input as UTF-8 JSON");
+    return r;
+  }
+
   static v1::ExecuteRequest MakeRequest(std::string_view name, std::string_view input_json) {
     v1::ExecuteRequest req;
     req.set_name(std::string(name));
