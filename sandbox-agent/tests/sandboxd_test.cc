@@ -181,7 +181,10 @@ TEST(SandboxdTest, BadRequestsGetSpecificErrors) {
 
   EXPECT_EQ(d.client().Destroy("sb-nope").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(d.client().Get("").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(d.client().Health()->ok());
+  auto health = d.client().Health();
+  ASSERT_TRUE(health.ok());
+  EXPECT_TRUE(health->ok());
+  EXPECT_THAT(health->runtime(), HasSubstr("runc version"));
 }
 
 TEST(SandboxdTest, SecondDaemonOnTheSameStateDirRefusesToStart) {

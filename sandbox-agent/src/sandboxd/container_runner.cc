@@ -73,6 +73,7 @@ Status ContainerRunner::Init() {
     return Status::FailedPrecondition("runc not usable at '" + config_.runc +
                                       "' (apt-get install runc, or pass --runc)");
   }
+  runtime_version_ = version->output.substr(0, version->output.find('\n'));
   SINEW_ASSIGN_OR_RETURN(agent_static_,
                          PrepareAgentDir(config_.agent_binary, config_.state_dir + "/agent"));
   swap_accounting_ = HasMemorySwapAccounting();

@@ -48,6 +48,8 @@ class ContainerRunner {
   // Last lines of the agent's log, for error messages.
   std::string LogTail(const std::string& id) const;
 
+  // First line of `runc --version`, e.g. "runc version 1.1.5+ds1". Set by Init.
+  const std::string& runtime_version() const { return runtime_version_; }
   std::string runc_root() const { return config_.state_dir + "/runc"; }
   std::string sandbox_dir(const std::string& id) const {
     return config_.state_dir + "/sandboxes/" + id;
@@ -59,6 +61,7 @@ class ContainerRunner {
   const ProvisionerConfig config_;
   bool swap_accounting_ = false;  // constant after Init
   bool agent_static_ = true;      // constant after Init
+  std::string runtime_version_;   // constant after Init
 };
 
 }  // namespace sinew::sandbox

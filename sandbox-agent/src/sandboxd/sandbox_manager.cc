@@ -188,7 +188,7 @@ v1::ProvisionerHealthResponse SandboxManagerImpl::Health() {
   std::lock_guard<std::mutex> lock(mu_);
   v1::ProvisionerHealthResponse h;
   h.set_ok(!stopping_);
-  h.set_runtime("runc");
+  h.set_runtime(runner_.runtime_version());
   for (auto& [id, e] : live_) {
     if (e->pooled) {
       h.set_warm(h.warm() + 1);
