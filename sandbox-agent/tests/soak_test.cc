@@ -76,5 +76,31 @@ TEST(SoakTest, ManyCyclesLeaveNothingBehind) {
   EXPECT_TRUE(d.Mounts().empty());
 }
 
+TEST(SoakTest, CrashLoopDuringProvisioningLeaksNothing) {
+  SandboxdProcess d;
+  for (int round = 0; round < 10; ++round) {
+    d.Start({"--warm-pool-size", "3"});
+    // Provision from several threads and kill the daemon while they (and the pool) are
+    // starting containers, at a different moment each round.
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&] { (void)d.client().Provision(SmallResources()); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + 37 * round));
+    d.Kill(SIGKILL);
+    for (auto& th : threads) th.join();
+  }
+  d.Start({"--warm-pool-size", "0"});
+  EXPECT_TRUE(d.RuncContainers().empty());
+  EXPECT_TRUE(d.Cgroups().empty());
+  EXPECT_TRUE(d.SandboxDirs().empty());
+  EXPECT_TRUE(d.Mounts().empty());
+  auto box = d.client().Provision(SmallResources());
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  auto tools = SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(tools.ok());
+  EXPECT_EQ(Bash(**tools, "echo ok").output(), "ok\n");
+}
+
 }  // namespace
 }  // namespace sinew::sandbox::testing
