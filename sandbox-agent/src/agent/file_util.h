@@ -1,4 +1,5 @@
 // Small file helpers shared by the file and search tools.
+// Thread-safety: free functions without shared state.
 #pragma once
 
 #include <filesystem>

@@ -1,4 +1,5 @@
 // ProvisionerConfig: everything sinew-sandboxd is told by its flags.
+// A plain value; copied into the components that need it.
 #pragma once
 
 #include <cstdint>

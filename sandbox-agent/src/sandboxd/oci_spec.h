@@ -2,6 +2,7 @@
 // Boost.JSON: read-only image root, size-capped tmpfs /workspace, new pid, mount,
 // network, ipc, uts and cgroup namespaces, cgroup limits, no capabilities,
 // no_new_privileges, a seccomp deny list and a non-root user.
+// Thread-safety: pure functions.
 #pragma once
 
 #include <string>
