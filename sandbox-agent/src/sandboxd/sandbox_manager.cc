@@ -1,0 +1,270 @@
+#include "sandboxd/sandbox_manager.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <random>
+
+#include "sandboxd/host_setup.h"
+#include "sandboxd/sandbox_manager_impl.h"
+
+namespace sinew::sandbox {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+std::string NewId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu);
+  char buf[32];
+  snprintf(buf, sizeof(buf), "sb-%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+}  // namespace
+
+SandboxManagerImpl::~SandboxManagerImpl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  pool_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  if (pooler_.joinable()) pooler_.join();
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, e] : live_) ids.push_back(id);
+  }
+  for (const auto& id : ids) (void)Destroy(id);
+  RemoveCgroupParent(config_.cgroup_parent);
+}
+
+Status SandboxManagerImpl::Start() {
+  // Sandboxes' init processes are re-parented here when runc exits, so that the
+  // monitor can collect their exit status.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  SINEW_RETURN_IF_ERROR(runner_.Init());
+  for (const auto& id : runner_.ReapLeftovers()) {
+    spdlog::warn("reaped {} left by a previous instance; reported as LOST", id);
+    v1::SandboxInfo info;
+    info.set_id(id);
+    info.set_state(v1::SANDBOX_STATE_ENDED);
+    info.set_outcome(v1::SANDBOX_OUTCOME_LOST);
+    info.set_outcome_detail("the provisioner restarted after a crash; the sandbox was reaped");
+    info.set_ended_unix_ms(NowUnixMs());
+    RememberEnded(info);
+  }
+  auto defaults = NormalizeResources(v1::Resources(), config_.defaults);
+  if (!defaults.ok()) return defaults.status().WithContext("default resources");
+  if (config_.warm_pool_size > 0 && runner_.ImageRootfs(defaults->image()).ok()) {
+    NoteShape(defaults->SerializeAsString(), *defaults);
+  }
+  monitor_ = std::thread([this] { MonitorLoop(); });
+  pooler_ = std::thread([this] { PoolLoop(); });
+  return Status::Ok();
+}
+
+Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& requested,
+                                                      const std::string& label) {
+  auto start = Clock::now();
+  SINEW_ASSIGN_OR_RETURN(v1::Resources r, NormalizeResources(requested, config_.defaults));
+  SINEW_RETURN_IF_ERROR(runner_.ImageRootfs(r.image()).status());
+  std::string shape = r.SerializeAsString();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) return Status::Unavailable("the provisioner is shutting down");
+  if (config_.warm_pool_size > 0) NoteShape(shape, r);
+  auto& pool = pool_[shape];
+  while (!pool.empty()) {
+    std::string id = pool.front();
+    pool.pop_front();
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second->ending) continue;
+    if (ProcessGone(it->second->container.init_pid))
+      continue;  // died waiting; the monitor reaps it
+    LiveSandbox& e = *it->second;
+    HandOver(e, label, start, true);
+    pool_cv_.notify_all();
+    return e.info;
+  }
+  bool reserved = false;
+  if (live_.size() + starting_ >= config_.max_sandboxes) {
+    // Make room by ending a warm sandbox of another shape, if there is one. The slot is
+    // reserved first so that the pool does not refill it meanwhile.
+    std::string victim;
+    for (auto& [other_shape, ids] : pool_) {
+      if (!ids.empty()) {
+        victim = ids.front();
+        ids.pop_front();
+        break;
+      }
+    }
+    if (!victim.empty()) {
+      ++starting_;
+      reserved = true;
+      lock.unlock();
+      (void)Destroy(victim);
+      lock.lock();
+    }
+  }
+  if (!reserved) {
+    if (live_.size() + starting_ >= config_.max_sandboxes) {
+      return Status::ResourceExhausted("too many sandboxes (" +
+                                       std::to_string(config_.max_sandboxes) +
+                                       "); destroy some or raise --max-sandboxes");
+    }
+    ++starting_;
+  }
+  lock.unlock();
+  auto entry = StartEntry(r, shape);
+  lock.lock();
+  --starting_;
+  pool_cv_.notify_all();
+  if (!entry.ok()) return entry.status();
+  LiveSandbox& e = **entry;
+  HandOver(e, label, start, false);
+  v1::SandboxInfo info = e.info;
+  live_[info.id()] = std::move(*entry);
+  return info;
+}
+
+Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return EndedInfo(id);
+  LiveSandbox& e = *it->second;
+  if (e.ending) {
+    ended_cv_.wait(lock, [&] { return live_.count(id) == 0; });
+    return EndedInfo(id);
+  }
+  e.ending = true;
+  pid_t pid = e.container.init_pid;
+  lock.unlock();
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  uint64_t oom = OomKills(config_.cgroup_parent, id);
+  runner_.Remove(id);
+  lock.lock();
+  e.info.set_oom_kills(static_cast<uint32_t>(oom > e.oom_base ? oom - e.oom_base : 0));
+  if (oom > e.oom_base) {
+    Finish(e, v1::SANDBOX_OUTCOME_OOM,
+           "the kernel killed a process at the memory limit of " +
+               std::to_string(e.info.resources().memory_limit_bytes()) + " bytes");
+  } else {
+    Finish(e, v1::SANDBOX_OUTCOME_DESTROYED, "destroyed on request");
+  }
+  return EndedInfo(id);
+}
+
+Result<v1::SandboxInfo> SandboxManagerImpl::Get(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it != live_.end() && !it->second->pooled) return it->second->info;
+  return EndedInfo(id);
+}
+
+std::vector<v1::SandboxInfo> SandboxManagerImpl::List(bool include_ended) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::SandboxInfo> out;
+  for (auto& [id, e] : live_) {
+    if (!e->pooled) out.push_back(e->info);
+  }
+  if (include_ended) {
+    for (const auto& id : ended_order_) out.push_back(ended_.at(id));
+  }
+  return out;
+}
+
+v1::ProvisionerHealthResponse SandboxManagerImpl::Health() {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ProvisionerHealthResponse h;
+  h.set_ok(!stopping_);
+  h.set_runtime(runner_.runtime_version());
+  for (auto& [id, e] : live_) {
+    if (e->pooled) {
+      h.set_warm(h.warm() + 1);
+    } else {
+      h.set_running(h.running() + 1);
+    }
+  }
+  if (stopping_) h.set_detail("shutting down");
+  return h;
+}
+
+Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Resources& r,
+                                                                    const std::string& shape) {
+  std::string id = NewId();
+  SINEW_ASSIGN_OR_RETURN(Container c, runner_.Start(id, r));
+  auto e = std::make_unique<LiveSandbox>();
+  e->container = c;
+  e->shape = shape;
+  e->oom_base = OomKills(config_.cgroup_parent, id);
+  e->info.set_id(id);
+  e->info.set_endpoint(c.endpoint);
+  *e->info.mutable_resources() = r;
+  e->info.set_state(v1::SANDBOX_STATE_READY);
+  e->info.set_created_unix_ms(NowUnixMs());
+  return e;
+}
+
+// REQUIRES: mu_ held.
+void SandboxManagerImpl::HandOver(LiveSandbox& e, const std::string& label, Clock::time_point start,
+                                  bool from_pool) {
+  e.pooled = false;
+  e.deadline = Clock::now() + std::chrono::seconds(e.info.resources().lifetime_seconds());
+  e.info.set_from_warm_pool(from_pool);
+  e.info.set_provision_ms(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  e.info.set_label(label);
+  spdlog::info("{} handed over in {} ms{} label='{}'", e.info.id(), e.info.provision_ms(),
+               from_pool ? " from the warm pool" : "", label);
+}
+
+// REQUIRES: mu_ held. Moves a live entry to the ended list.
+void SandboxManagerImpl::Finish(LiveSandbox& e, v1::SandboxOutcome outcome, std::string detail) {
+  spdlog::info("{} ended: {} ({}){}", e.info.id(), v1::SandboxOutcome_Name(outcome), detail,
+               e.pooled ? " [warm pool]" : "");
+  e.info.set_state(v1::SANDBOX_STATE_ENDED);
+  e.info.set_outcome(outcome);
+  e.info.set_outcome_detail(std::move(detail));
+  e.info.set_ended_unix_ms(NowUnixMs());
+  bool pooled = e.pooled;
+  v1::SandboxInfo info = e.info;
+  live_.erase(info.id());
+  if (!pooled) RememberEnded(info);
+  ended_cv_.notify_all();
+  pool_cv_.notify_all();
+}
+
+// REQUIRES: mu_ held (or single-threaded start-up).
+void SandboxManagerImpl::RememberEnded(const v1::SandboxInfo& info) {
+  if (ended_.emplace(info.id(), info).second) ended_order_.push_back(info.id());
+  while (ended_order_.size() > kEndedKept) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
+// REQUIRES: mu_ held.
+Result<v1::SandboxInfo> SandboxManagerImpl::EndedInfo(const std::string& id) const {
+  auto it = ended_.find(id);
+  if (it == ended_.end()) return Status::NotFound("no sandbox with id '" + id + "'");
+  return it->second;
+}
+
+Result<std::unique_ptr<SandboxManager>> SandboxManager::Create(const ProvisionerConfig& config) {
+  auto impl = std::make_unique<SandboxManagerImpl>(config);
+  SINEW_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<SandboxManager>(std::move(impl));
+}
+
+}  // namespace sinew::sandbox

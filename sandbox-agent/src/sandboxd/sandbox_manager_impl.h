@@ -1,0 +1,89 @@
+// SandboxManagerImpl: the provisioner's state and threads, shared by
+// sandbox_manager.cc (API and sandbox lifecycle) and sandbox_pool_monitor.cc (warm
+// pools and the monitor). Internal to sinew-sandboxd.
+//
+// Thread-safety: public methods are thread-safe; fields below mu_ are guarded by it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sandboxd/container_runner.h"
+#include "sandboxd/sandbox_manager.h"
+
+namespace sinew::sandbox {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr auto kMonitorInterval = std::chrono::milliseconds(50);
+inline constexpr size_t kEndedKept = 2000;
+
+// One live sandbox (handed out or waiting in a warm pool).
+struct LiveSandbox {
+  Container container;
+  v1::SandboxInfo info;
+  std::string shape;
+  bool pooled = false;
+  bool ending = false;    // Destroy or the monitor is taking it down
+  bool oom = false;       // the monitor saw an OOM kill and killed it
+  bool lifetime = false;  // the monitor killed it at its lifetime
+  uint64_t oom_base = 0;
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+class SandboxManagerImpl final : public SandboxManager {
+ public:
+  explicit SandboxManagerImpl(const ProvisionerConfig& config) : config_(config), runner_(config) {}
+
+  ~SandboxManagerImpl() override;
+  Status Start();
+  Result<v1::SandboxInfo> Provision(const v1::Resources& requested,
+                                    const std::string& label) override;
+  Result<v1::SandboxInfo> Destroy(const std::string& id) override;
+  Result<v1::SandboxInfo> Get(const std::string& id) override;
+  std::vector<v1::SandboxInfo> List(bool include_ended) override;
+  v1::ProvisionerHealthResponse Health() override;
+
+ private:
+  Result<std::unique_ptr<LiveSandbox>> StartEntry(const v1::Resources& r, const std::string& shape);
+  // REQUIRES: mu_ held.
+  void HandOver(LiveSandbox& e, const std::string& label, Clock::time_point start, bool from_pool);
+  // REQUIRES: mu_ held. Moves a live entry to the ended list.
+  void Finish(LiveSandbox& e, v1::SandboxOutcome outcome, std::string detail);
+  // REQUIRES: mu_ held (or single-threaded start-up).
+  void RememberEnded(const v1::SandboxInfo& info);
+  // REQUIRES: mu_ held.
+  Result<v1::SandboxInfo> EndedInfo(const std::string& id) const;
+  // REQUIRES: mu_ held. Remembers a shape for the warm pools (most recent first).
+  void NoteShape(const std::string& shape, const v1::Resources& r);
+  // Threads: keep the warm pools full; watch live sandboxes (sandbox_pool_monitor.cc).
+  void PoolLoop();
+  void MonitorLoop();
+
+  // Constant after construction.
+  const ProvisionerConfig config_;
+  ContainerRunner runner_;
+  std::thread monitor_;
+  std::thread pooler_;
+
+  std::mutex mu_;
+  std::condition_variable pool_cv_;   // pool or sandbox set changed, or stopping
+  std::condition_variable ended_cv_;  // a sandbox ended
+  bool stopping_ = false;             // guarded by mu_
+  uint32_t starting_ = 0;             // guarded by mu_
+  std::map<std::string, std::unique_ptr<LiveSandbox>> live_;  // guarded by mu_
+  std::map<std::string, std::deque<std::string>> pool_;       // shape -> ids; guarded by mu_
+  std::deque<std::pair<std::string, v1::Resources>> shapes_;  // warm shapes; guarded by mu_
+  std::map<std::string, v1::SandboxInfo> ended_;              // guarded by mu_
+  std::deque<std::string> ended_order_;                       // guarded by mu_
+};
+
+int64_t NowUnixMs();
+
+}  // namespace sinew::sandbox

@@ -1,0 +1,124 @@
+// Warm pools (PoolLoop, NoteShape) and the monitor that notices exits, OOM kills and
+// lifetimes (MonitorLoop).
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+
+#include "sandboxd/host_setup.h"
+#include "sandboxd/sandbox_manager_impl.h"
+
+namespace sinew::sandbox {
+
+// REQUIRES: mu_ held. Remembers a shape for the warm pools (most recent first).
+void SandboxManagerImpl::NoteShape(const std::string& shape, const v1::Resources& r) {
+  for (auto it = shapes_.begin(); it != shapes_.end(); ++it) {
+    if (it->first == shape) {
+      shapes_.erase(it);
+      break;
+    }
+  }
+  shapes_.emplace_front(shape, r);
+  while (shapes_.size() > config_.max_warm_shapes) {
+    for (const auto& id : pool_[shapes_.back().first]) {
+      auto it = live_.find(id);
+      if (it != live_.end())
+        it->second->deadline = Clock::time_point::min();  // the monitor ends it
+    }
+    pool_.erase(shapes_.back().first);
+    shapes_.pop_back();
+  }
+}
+
+void SandboxManagerImpl::PoolLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const v1::Resources* want = nullptr;
+    std::string shape;
+    for (const auto& [s, r] : shapes_) {
+      if (pool_[s].size() < config_.warm_pool_size) {
+        want = &r;
+        shape = s;
+        break;
+      }
+    }
+    if (want == nullptr || live_.size() + starting_ >= config_.max_sandboxes) {
+      pool_cv_.wait_for(lock, std::chrono::seconds(1));
+      continue;
+    }
+    v1::Resources r = *want;
+    ++starting_;
+    lock.unlock();
+    auto entry = StartEntry(r, shape);
+    lock.lock();
+    --starting_;
+    if (!entry.ok()) {
+      pool_cv_.wait_for(lock, std::chrono::seconds(1));  // e.g. the image vanished; retry later
+      continue;
+    }
+    (*entry)->pooled = true;
+    std::string id = (*entry)->info.id();
+    live_[id] = std::move(*entry);
+    pool_[shape].push_back(id);
+  }
+}
+
+void SandboxManagerImpl::MonitorLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    pool_cv_.wait_for(lock, kMonitorInterval, [&] { return stopping_; });
+    if (stopping_) break;
+    std::vector<std::pair<std::string, int>> exited;
+    auto now = Clock::now();
+    for (auto& [id, e] : live_) {
+      if (e->ending) continue;
+      int status = 0;
+      if (waitpid(e->container.init_pid, &status, WNOHANG) == e->container.init_pid) {
+        e->ending = true;
+        exited.emplace_back(id, status);
+        continue;
+      }
+      if (!e->oom && !e->lifetime && OomKills(config_.cgroup_parent, id) > e->oom_base) {
+        e->oom = true;
+        kill(e->container.init_pid, SIGKILL);
+      } else if (!e->oom && !e->lifetime && now >= e->deadline) {
+        e->lifetime = true;
+        kill(e->container.init_pid, SIGKILL);
+      }
+    }
+    if (exited.empty()) continue;
+    lock.unlock();
+    std::map<std::string, uint64_t> ooms;
+    for (const auto& [id, status] : exited) {
+      ooms[id] = OomKills(config_.cgroup_parent, id);
+      runner_.Remove(id);
+    }
+    lock.lock();
+    for (const auto& [id, status] : exited) {
+      auto it = live_.find(id);
+      if (it == live_.end()) continue;
+      LiveSandbox& e = *it->second;
+      uint64_t oom = ooms[id];
+      e.info.set_oom_kills(static_cast<uint32_t>(oom > e.oom_base ? oom - e.oom_base : 0));
+      if (e.oom || oom > e.oom_base) {
+        Finish(e, v1::SANDBOX_OUTCOME_OOM,
+               "the kernel killed a process at the memory limit of " +
+                   std::to_string(e.info.resources().memory_limit_bytes()) +
+                   " bytes; the sandbox was ended");
+      } else if (e.lifetime) {
+        Finish(e, v1::SANDBOX_OUTCOME_LIFETIME,
+               "killed at its lifetime limit of " +
+                   std::to_string(e.info.resources().lifetime_seconds()) + " s");
+      } else if (WIFEXITED(status)) {
+        e.info.set_exit_code(WEXITSTATUS(status));
+        Finish(e, v1::SANDBOX_OUTCOME_EXITED,
+               "the agent exited with status " + std::to_string(WEXITSTATUS(status)));
+      } else {
+        Finish(e, v1::SANDBOX_OUTCOME_LOST,
+               "the agent was killed by signal " +
+                   std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+      }
+    }
+  }
+}
+
+}  // namespace sinew::sandbox

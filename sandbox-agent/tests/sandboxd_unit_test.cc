@@ -1,0 +1,146 @@
+// The provisioner's pure parts, without runc: resource defaults and validation, and the
+// OCI configuration it generates.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "sandboxd/config.h"
+#include "sandboxd/oci_spec.h"
+#include "sandboxd/sandbox_manager.h"
+
+namespace sinew::sandbox {
+namespace {
+
+using ::testing::HasSubstr;
+namespace json = boost::json;
+
+TEST(ResourcesTest, ZeroFieldsTakeDefaults) {
+  auto r = NormalizeResources(v1::Resources(), ProvisionerConfig::DefaultResources());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cpu_millicores(), 1000u);
+  EXPECT_EQ(r->memory_limit_bytes(), 1ull << 30);
+  EXPECT_EQ(r->memory_guaranteed_bytes(), 1ull << 30);
+  EXPECT_EQ(r->pids_limit(), 256u);
+  EXPECT_EQ(r->workspace_bytes(), 256ull << 20);
+  EXPECT_EQ(r->lifetime_seconds(), 3600u);
+  EXPECT_EQ(r->network(), "none");
+  EXPECT_EQ(r->image(), "default");
+}
+
+TEST(ResourcesTest, RejectsOutOfRangeWithTheFieldName) {
+  auto defaults = ProvisionerConfig::DefaultResources();
+  auto check = [&](v1::Resources r, const std::string& field) {
+    auto n = NormalizeResources(r, defaults);
+    ASSERT_FALSE(n.ok()) << field;
+    EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(n.status().message(), HasSubstr(field));
+  };
+  v1::Resources r;
+  r.set_cpu_millicores(1);
+  check(r, "cpu_millicores");
+  r = v1::Resources();
+  r.set_memory_limit_bytes(1024);
+  check(r, "memory_limit_bytes");
+  r = v1::Resources();
+  r.set_memory_limit_bytes(64 << 20);
+  r.set_memory_guaranteed_bytes(128 << 20);
+  check(r, "memory_guaranteed_bytes");
+  r = v1::Resources();
+  r.set_pids_limit(4);
+  check(r, "pids_limit");
+  r = v1::Resources();
+  r.set_workspace_bytes(10);
+  check(r, "workspace_bytes");
+  r = v1::Resources();
+  r.set_lifetime_seconds(30 * 24 * 3600);
+  check(r, "lifetime_seconds");
+  r = v1::Resources();
+  r.set_network("bridge");
+  check(r, "network");
+  r = v1::Resources();
+  r.set_image("../../etc");
+  check(r, "image");
+}
+
+class OciSpecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    OciParams p;
+    p.rootfs = "/images/default/rootfs";
+    p.agent_dir = "/state/agent";
+    p.run_dir = "/state/sandboxes/sb-1/run";
+    p.cgroups_path = "/sinew/sb-1";
+    p.resources = *NormalizeResources(v1::Resources(), ProvisionerConfig::DefaultResources());
+    p.resources.set_memory_guaranteed_bytes(512 << 20);
+    p.resources.set_cpu_millicores(500);
+    p.memory_swap_accounting = true;
+    config_ = json::parse(BuildOciConfig(p)).as_object();
+  }
+  json::object config_;
+};
+
+TEST_F(OciSpecTest, ReadOnlyRootNonRootUserNoCapabilitiesNoNewPrivileges) {
+  EXPECT_EQ(config_.at("root").at("readonly"), true);
+  EXPECT_EQ(config_.at("root").at("path"), "/images/default/rootfs");
+  const auto& process = config_.at("process").as_object();
+  EXPECT_EQ(process.at("user").at("uid"), 1000);
+  EXPECT_EQ(process.at("noNewPrivileges"), true);
+  for (const auto& set : process.at("capabilities").as_object()) {
+    EXPECT_TRUE(set.value().as_array().empty()) << set.key();
+  }
+  EXPECT_EQ(process.at("args").as_array()[0], "/.sinew/agent/sinew-sandbox-agent");
+}
+
+TEST_F(OciSpecTest, NamespacesAndLimits) {
+  const auto& linux_section = config_.at("linux").as_object();
+  std::set<std::string> ns;
+  for (const auto& n : linux_section.at("namespaces").as_array())
+    ns.insert(std::string(n.at("type").as_string()));
+  EXPECT_EQ(ns, (std::set<std::string>{"pid", "network", "ipc", "uts", "mount", "cgroup"}));
+  const auto& res = linux_section.at("resources").as_object();
+  EXPECT_EQ(res.at("memory").at("limit"), 1 << 30);
+  EXPECT_EQ(res.at("memory").at("reservation"), 512 << 20);
+  EXPECT_EQ(res.at("memory").at("swap"), 1 << 30);
+  EXPECT_EQ(res.at("cpu").at("quota"), 50000);
+  EXPECT_EQ(res.at("cpu").at("period"), 100000);
+  EXPECT_EQ(res.at("pids").at("limit"), 256);
+  EXPECT_EQ(linux_section.at("cgroupsPath"), "/sinew/sb-1");
+}
+
+TEST_F(OciSpecTest, WorkspaceIsSizeCappedAndAgentIsReadOnly) {
+  bool workspace = false, agent = false, run = false;
+  for (const auto& m : config_.at("mounts").as_array()) {
+    std::string opts = json::serialize(m.at("options"));
+    if (m.at("destination") == "/workspace") {
+      workspace = true;
+      EXPECT_EQ(m.at("type"), "tmpfs");
+      EXPECT_THAT(opts, HasSubstr("\"size=268435456\""));
+    } else if (m.at("destination") == "/.sinew/agent") {
+      agent = true;
+      EXPECT_THAT(opts, HasSubstr("\"ro\""));
+    } else if (m.at("destination") == "/.sinew/run") {
+      run = true;
+      EXPECT_EQ(m.at("source"), "/state/sandboxes/sb-1/run");
+      EXPECT_THAT(opts, HasSubstr("\"noexec\""));
+    }
+  }
+  EXPECT_TRUE(workspace && agent && run);
+}
+
+TEST_F(OciSpecTest, SeccompRefusesDangerousCalls) {
+  const auto& seccomp = config_.at("linux").at("seccomp").as_object();
+  EXPECT_EQ(seccomp.at("defaultAction"), "SCMP_ACT_ALLOW");
+  std::set<std::string> denied;
+  for (const auto& rule : seccomp.at("syscalls").as_array()) {
+    if (rule.at("action") != "SCMP_ACT_ERRNO" || rule.as_object().contains("args")) continue;
+    for (const auto& n : rule.at("names").as_array()) denied.insert(std::string(n.as_string()));
+  }
+  for (const char* name : {"mount", "ptrace", "kexec_load", "bpf", "keyctl", "init_module",
+                           "unshare", "setns", "reboot", "clone3", "open_by_handle_at"}) {
+    EXPECT_TRUE(denied.count(name)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sinew::sandbox
