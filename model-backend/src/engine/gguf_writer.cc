@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cpu/quants.h"
+
 namespace sinew::model {
 namespace {
 
@@ -119,6 +121,12 @@ Status GgufWriter::WriteFile(const std::string& path) const {
   const int rc = std::fclose(f);
   if (n != bytes.size() || rc != 0) return Status::IOError("cannot write '" + path + "'");
   return Status::Ok();
+}
+
+std::string EncodeTensorData(GgmlType type, const float* values, int64_t n) {
+  std::string out(static_cast<size_t>(GgmlRowSize(type, n)), '\0');
+  cpu::QuantizeRow(static_cast<uint32_t>(type), values, out.data(), n);
+  return out;
 }
 
 }  // namespace sinew::model

@@ -52,4 +52,8 @@ class GgufWriter {
   std::vector<Tensor> tensors_;
 };
 
+// Encodes `n` F32 values as tensor data of `type` (quantizing for Q4_0, Q8_0,
+// Q4_K, Q6_K). REQUIRES: n is a multiple of the type's block size.
+std::string EncodeTensorData(GgmlType type, const float* values, int64_t n);
+
 }  // namespace sinew::model
