@@ -6,8 +6,210 @@
 #include "cpu/quants.h"
 
 namespace sinew::model::cpu {
-namespace {}  // namespace
+namespace {
 
-void FillAvx2Kernels(KernelTable* t) { (void)t; }
+inline float Hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 sh = _mm_movehdup_ps(lo);
+  lo = _mm_add_ps(lo, sh);
+  sh = _mm_movehl_ps(sh, lo);
+  return _mm_cvtss_f32(_mm_add_ss(lo, sh));
+}
+
+inline __m256 LoadF16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 LoadBF16(const uint16_t* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+template <typename Load, typename Scalar>
+inline float Dot(int64_t n, const void* w, const float* x, Load load, Scalar scalar) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(load(w, i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load(w, i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(load(w, i + 16), _mm256_loadu_ps(x + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(load(w, i + 24), _mm256_loadu_ps(x + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load(w, i), _mm256_loadu_ps(x + i), acc0);
+  float sum = Hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i < n; ++i) sum += scalar(w, i) * x[i];
+  return sum;
+}
+
+float DotF32(int64_t n, const void* w, const void* x) {
+  return Dot(
+      n, w, static_cast<const float*>(x),
+      [](const void* p, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(p) + i); },
+      [](const void* p, int64_t i) { return static_cast<const float*>(p)[i]; });
+}
+
+float DotF16(int64_t n, const void* w, const void* x) {
+  return Dot(
+      n, w, static_cast<const float*>(x),
+      [](const void* p, int64_t i) { return LoadF16(static_cast<const uint16_t*>(p) + i); },
+      [](const void* p, int64_t i) { return F16ToF32(static_cast<const uint16_t*>(p)[i]); });
+}
+
+float DotBF16(int64_t n, const void* w, const void* x) {
+  return Dot(
+      n, w, static_cast<const float*>(x),
+      [](const void* p, int64_t i) { return LoadBF16(static_cast<const uint16_t*>(p) + i); },
+      [](const void* p, int64_t i) { return BF16ToF32(static_cast<const uint16_t*>(p)[i]); });
+}
+
+// Sum of products of signed bytes, as 8 float lanes.
+inline __m256 MulSumI8(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);
+  const __m256i sy = _mm256_sign_epi8(y, x);
+  const __m256i dot16 = _mm256_maddubs_epi16(ax, sy);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
+}
+
+inline __m256i LoadQ4_0(const uint8_t* qs) {
+  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i bytes = _mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp);
+  return _mm256_sub_epi8(_mm256_and_si256(bytes, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+
+float DotQ8_0(int64_t n, const void* w, const void* x) {
+  const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < n / kQK8_0; ++blk) {
+    const __m256 d = _mm256_set1_ps(F16ToF32(a[blk].d) * F16ToF32(b[blk].d));
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs));
+    const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs));
+    acc = _mm256_fmadd_ps(d, MulSumI8(qa, qb), acc);
+  }
+  return Hsum(acc);
+}
+
+float DotQ4_0(int64_t n, const void* w, const void* x) {
+  const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < n / kQK4_0; ++blk) {
+    const __m256 d = _mm256_set1_ps(F16ToF32(a[blk].d) * F16ToF32(b[blk].d));
+    const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs));
+    acc = _mm256_fmadd_ps(d, MulSumI8(LoadQ4_0(a[blk].qs), qb), acc);
+  }
+  return Hsum(acc);
+}
+
+float DotQ4_K(int64_t n, const void* w, const void* x) {
+  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t blk = 0; blk < n / kQKK; ++blk) {
+    uint8_t sc[8], m[8];
+    int32_t summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      Q4KScaleMin(j, a[blk].scales, &sc[j], &m[j]);
+      summ += m[j] * (b[blk].bsums[2 * j] + b[blk].bsums[2 * j + 1]);
+    }
+    __m256i sumi = _mm256_setzero_si256();
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs + 32 * pair));
+      const __m256i lo = _mm256_and_si256(q4, mask);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), mask);
+      const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs + 64 * pair));
+      const __m256i y_hi =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs + 64 * pair + 32));
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y_lo),
+                                             _mm256_set1_epi16(sc[2 * pair]));
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y_hi),
+                                             _mm256_set1_epi16(sc[2 * pair + 1]));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+    }
+    const float d = b[blk].d * F16ToF32(a[blk].d);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    mins += b[blk].d * F16ToF32(a[blk].dmin) * static_cast<float>(summ);
+  }
+  return Hsum(acc) - mins;
+}
+
+float DotQ6_K(int64_t n, const void* w, const void* x) {
+  const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  const __m256i m0f = _mm256_set1_epi8(0x0F);
+  const __m256i m03 = _mm256_set1_epi8(0x03);
+  const __m256i m0c = _mm256_set1_epi8(0x0C);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  float offsets = 0;
+  for (int64_t blk = 0; blk < n / kQKK; ++blk) {
+    const float d = b[blk].d * F16ToF32(a[blk].d);
+    int32_t offset = 0;  // the -32 of every quant, through the activation block sums
+    for (int g = 0; g < 16; ++g) offset += a[blk].scales[g] * b[blk].bsums[g];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = a[blk].ql + 64 * half;
+      const int8_t* sc = a[blk].scales + 8 * half;
+      const int8_t* y = b[blk].qs + 128 * half;
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qh + 32 * half));
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(l0, m0f),
+                             _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m0f),
+                             _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m0f),
+                             _mm256_and_si256(qh, m30));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m0f),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      for (int quad = 0; quad < 4; ++quad) {
+        const __m256i yq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * quad));
+        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * quad + 1]),
+                                               _mm_set1_epi16(sc[2 * quad]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[quad], yq), scale));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    offsets += d * 32.0f * static_cast<float>(offset);
+  }
+  return Hsum(acc) - offsets;
+}
+
+void AxpyF32(int64_t n, float a, const void* x, float* y) {
+  const float* v = static_cast<const float*>(x);
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * v[i];
+}
+
+void AxpyF16(int64_t n, float a, const void* x, float* y) {
+  const uint16_t* v = static_cast<const uint16_t*>(x);
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, LoadF16(v + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * F16ToF32(v[i]);
+}
+
+}  // namespace
+
+void FillAvx2Kernels(KernelTable* t) {
+  t->dot_f32 = DotF32;
+  t->dot_f16 = DotF16;
+  t->dot_bf16 = DotBF16;
+  t->dot_q8_0 = DotQ8_0;
+  t->dot_q4_0 = DotQ4_0;
+  t->dot_q4_k = DotQ4_K;
+  t->dot_q6_k = DotQ6_K;
+  t->axpy_f32 = AxpyF32;
+  t->axpy_f16 = AxpyF16;
+}
 
 }  // namespace sinew::model::cpu
