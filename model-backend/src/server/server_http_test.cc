@@ -1,0 +1,225 @@
+// The real sinew-model process with the real stories260K model, through libcurl.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "server_test_util.h"
+#include "sinew/model/gguf.h"
+#include "sinew/model/tokenizer.h"
+
+namespace sinew::model {
+namespace {
+
+namespace json = boost::json;
+using testing::HttpCall;
+using testing::ServerProcess;
+using testing::SseData;
+
+// What another mature GGUF engine generates for stories260K, "Once upon a time" (BOS
+// prepended), greedy, 64 new tokens (the issue's reference).
+constexpr char kGreedy64[] =
+    ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
+    "saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said";
+
+class ServerHttpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(testing::Sha256OfFile(testing::StoriesPath()), testing::kStoriesSha256);
+    std::string error;
+    server_ = ServerProcess::Start({}, &error).release();
+    ASSERT_NE(server_, nullptr) << error;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+
+  static json::object PostJson(const std::string& path, const std::string& body) {
+    testing::HttpResult result = HttpCall(server_->http_port(), "POST", path, body);
+    EXPECT_EQ(result.status, 200) << result.body << result.error;
+    EXPECT_EQ(result.content_type, "application/json");
+    return json::parse(result.body).as_object();
+  }
+  // Streams `body` and returns the parsed chunks (the final "[DONE]" checked and dropped).
+  static std::vector<json::object> PostStream(const std::string& path, const std::string& body) {
+    testing::HttpResult result = HttpCall(server_->http_port(), "POST", path, body);
+    EXPECT_EQ(result.status, 200) << result.body << result.error;
+    EXPECT_EQ(result.content_type, "text/event-stream");
+    std::vector<std::string> events = SseData(result.body);
+    EXPECT_FALSE(events.empty());
+    std::vector<json::object> chunks;
+    if (events.empty()) return chunks;
+    EXPECT_EQ(events.back(), "[DONE]");
+    for (size_t index = 0; index + 1 < events.size(); ++index) {
+      chunks.push_back(json::parse(events[index]).as_object());
+    }
+    return chunks;
+  }
+  static std::unique_ptr<Tokenizer> LocalTokenizer() {
+    auto file = GgufFile::Open(testing::StoriesPath());
+    EXPECT_TRUE(file.ok());
+    auto tokenizer = Tokenizer::FromGguf(**file);
+    EXPECT_TRUE(tokenizer.ok());
+    return std::move(tokenizer).value();
+  }
+
+  static ServerProcess* server_;
+};
+ServerProcess* ServerHttpTest::server_ = nullptr;
+
+TEST_F(ServerHttpTest, HealthAndModels) {
+  auto health = HttpCall(server_->http_port(), "GET", "/health");
+  ASSERT_EQ(health.status, 200);
+  EXPECT_EQ(json::parse(health.body).at("status"), "ok");
+  auto models = HttpCall(server_->http_port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  json::object body = json::parse(models.body).as_object();
+  EXPECT_EQ(body.at("object"), "list");
+  ASSERT_EQ(body.at("data").as_array().size(), 1u);
+  const json::object& model = body.at("data").as_array()[0].as_object();
+  EXPECT_EQ(model.at("id"), "stories260K");
+  EXPECT_EQ(model.at("meta").at("n_vocab"), 512);
+  EXPECT_EQ(model.at("meta").at("chat_template"), "plain");
+}
+
+TEST_F(ServerHttpTest, GreedyCompletionMatchesTheReferenceEngine) {
+  json::object body = PostJson("/v1/completions",
+                               R"({"model":"stories260K","prompt":"Once upon a time",
+                                   "max_tokens":64,"temperature":0})");
+  EXPECT_EQ(body.at("object"), "text_completion");
+  const json::object& choice = body.at("choices").as_array()[0].as_object();
+  EXPECT_EQ(choice.at("text"), kGreedy64);
+  EXPECT_EQ(choice.at("finish_reason"), "length");
+  // BOS + the prompt's tokens, as the local tokenizer counts them.
+  auto expected_prompt = static_cast<int64_t>(LocalTokenizer()->Encode("Once upon a time").size());
+  EXPECT_EQ(body.at("usage").at("prompt_tokens").as_int64(), expected_prompt);
+  EXPECT_EQ(body.at("usage").at("completion_tokens").as_int64(), 64);
+  EXPECT_EQ(body.at("usage").at("total_tokens").as_int64(), expected_prompt + 64);
+}
+
+TEST_F(ServerHttpTest, StreamedCompletionIsTheSameText) {
+  std::vector<json::object> chunks = PostStream(
+      "/v1/completions",
+      R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0,"stream":true,
+          "stream_options":{"include_usage":true}})");
+  ASSERT_GE(chunks.size(), 3u);
+  std::string text;
+  std::string finish;
+  for (const json::object& chunk : chunks) {
+    EXPECT_EQ(chunk.at("object"), "text_completion");
+    for (const json::value& choice : chunk.at("choices").as_array()) {
+      text += std::string(choice.at("text").as_string());
+      if (!choice.at("finish_reason").is_null()) finish = choice.at("finish_reason").as_string();
+    }
+  }
+  EXPECT_EQ(text, kGreedy64);
+  EXPECT_EQ(finish, "length");
+  EXPECT_GT(chunks.size(), 10u) << "text arrives in many events, not one";
+  EXPECT_EQ(chunks.back().at("usage").at("completion_tokens"), 64);
+}
+
+TEST_F(ServerHttpTest, ChatStreamingAndNotAgree) {
+  const std::string request =
+      R"({"messages":[{"role":"system","content":"Stories."},{"role":"user","content":"Tell me one"}],
+          "max_tokens":24,"temperature":0)";
+  json::object whole = PostJson("/v1/chat/completions", request + "}");
+  EXPECT_EQ(whole.at("object"), "chat.completion");
+  const json::object& choice = whole.at("choices").as_array()[0].as_object();
+  EXPECT_EQ(choice.at("message").at("role"), "assistant");
+  std::string content(choice.at("message").at("content").as_string());
+  EXPECT_FALSE(content.empty());
+  // The plain fallback template, tokenized with BOS.
+  auto tokenizer = LocalTokenizer();
+  auto prompt = tokenizer->Encode("Stories.\n\nUser: Tell me one\nAssistant:");
+  EXPECT_EQ(whole.at("usage").at("prompt_tokens").as_int64(), static_cast<int64_t>(prompt.size()));
+
+  std::vector<json::object> chunks = PostStream("/v1/chat/completions", request + R"(,"stream":true})");
+  ASSERT_GE(chunks.size(), 2u);
+  EXPECT_EQ(chunks.front().at("choices").as_array()[0].at("delta").at("role"), "assistant");
+  std::string streamed;
+  std::string finish;
+  for (const json::object& chunk : chunks) {
+    EXPECT_EQ(chunk.at("object"), "chat.completion.chunk");
+    const json::object& delta = chunk.at("choices").as_array()[0].as_object();
+    if (const json::value* text = delta.at("delta").as_object().if_contains("content")) {
+      streamed += std::string(text->as_string());
+    }
+    if (!delta.at("finish_reason").is_null()) finish = delta.at("finish_reason").as_string();
+  }
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(finish, choice.at("finish_reason").as_string());
+}
+
+TEST_F(ServerHttpTest, StopStringEndsTheTextBeforeIt) {
+  json::object body = PostJson("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":64,
+                                   "temperature":0,"stop":["Lily"]})");
+  const json::object& choice = body.at("choices").as_array()[0].as_object();
+  EXPECT_EQ(choice.at("text"), ", there was a little girl named ");
+  EXPECT_EQ(choice.at("finish_reason"), "stop");
+  EXPECT_LT(body.at("usage").at("completion_tokens").as_int64(), 64);
+}
+
+TEST_F(ServerHttpTest, MaxTokensAndSeeds) {
+  const std::string request =
+      R"({"prompt":"The cat","max_tokens":12,"temperature":0.9,"top_k":40,"top_p":0.95,"seed":1234})";
+  json::object first = PostJson("/v1/completions", request);
+  json::object second = PostJson("/v1/completions", request);
+  EXPECT_EQ(first.at("usage").at("completion_tokens"), 12);
+  EXPECT_EQ(first.at("choices").as_array()[0].at("finish_reason"), "length");
+  EXPECT_EQ(first.at("choices").as_array()[0].at("text"), second.at("choices").as_array()[0].at("text"))
+      << "same seed, same text";
+}
+
+TEST_F(ServerHttpTest, LogprobsDescribeEveryToken) {
+  json::object body = PostJson("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":8,
+                                   "temperature":0,"logprobs":2})");
+  const json::object& choice = body.at("choices").as_array()[0].as_object();
+  const json::object& logprobs = choice.at("logprobs").as_object();
+  const json::array& tokens = logprobs.at("tokens").as_array();
+  ASSERT_EQ(tokens.size(), 8u);
+  std::string joined;
+  for (size_t index = 0; index < tokens.size(); ++index) {
+    joined += std::string(tokens[index].as_string());
+    double logprob = logprobs.at("token_logprobs").as_array()[index].to_number<double>();
+    EXPECT_LE(logprob, 0.0);
+    const json::object& top = logprobs.at("top_logprobs").as_array()[index].as_object();
+    EXPECT_EQ(top.size(), 2u);
+    // Greedy picks the most likely token: no alternative beats it.
+    for (const auto& alternative : top) EXPECT_LE(alternative.value().to_number<double>(), logprob + 1e-6);
+  }
+  EXPECT_EQ(joined, choice.at("text").as_string());
+
+  json::object chat = PostJson("/v1/chat/completions",
+                               R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,
+                                   "temperature":0,"logprobs":true,"top_logprobs":1})");
+  const json::array& content =
+      chat.at("choices").as_array()[0].at("logprobs").at("content").as_array();
+  ASSERT_EQ(content.size(), 4u);
+  EXPECT_EQ(content[0].at("top_logprobs").as_array().size(), 1u);
+  EXPECT_TRUE(content[0].at("bytes").is_array());
+}
+
+TEST_F(ServerHttpTest, MetricsCountRequestsAndTokens) {
+  auto tokens_counted = [] {
+    auto metrics = HttpCall(server_->http_port(), "GET", "/metrics");
+    EXPECT_EQ(metrics.status, 200);
+    EXPECT_NE(metrics.content_type.find("text/plain"), std::string::npos);
+    const std::string key = "\nsinew_model_generated_tokens_total ";
+    size_t pos = metrics.body.find(key);
+    EXPECT_NE(pos, std::string::npos);
+    return std::make_pair(std::stoll(metrics.body.substr(pos + key.size())), metrics.body);
+  };
+  auto [before, ignored] = tokens_counted();
+  json::object body = PostJson("/v1/completions", R"({"prompt":"A dog","max_tokens":5,"temperature":0})");
+  auto [after, text] = tokens_counted();
+  EXPECT_EQ(after - before, body.at("usage").at("completion_tokens").as_int64());
+  EXPECT_NE(text.find("sinew_model_requests_total{endpoint=\"/v1/completions\",code=\"200\"}"),
+            std::string::npos);
+  EXPECT_NE(text.find("sinew_model_request_duration_seconds_bucket{endpoint=\"/v1/completions\",le=\"+Inf\"}"),
+            std::string::npos);
+  EXPECT_NE(text.find("sinew_model_time_to_first_token_seconds_count"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sinew::model
