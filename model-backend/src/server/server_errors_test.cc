@@ -140,6 +140,26 @@ TEST_F(ServerErrorsTest, SlowClientIsCutOffByTheReadTimeout) {
   close(fd);
 }
 
+TEST_F(ServerErrorsTest, ClientLeavingMidStream) {
+  // Reads the first bytes of a long stream, then hangs up.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(server_->http_port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const std::string body = R"({"prompt":"Once","stream":true,"temperature":0.8})";
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  char buffer[64];
+  EXPECT_GT(recv(fd, buffer, sizeof(buffer), 0), 0);
+  close(fd);
+  // TearDown checks that the server still answers.
+}
+
 TEST_F(ServerErrorsTest, GarbageOnTheWire) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <thread>
 
 #include "server_test_util.h"
 #include "sinew/model/gguf.h"
@@ -219,6 +220,35 @@ TEST_F(ServerHttpTest, MetricsCountRequestsAndTokens) {
   EXPECT_NE(text.find("sinew_model_request_duration_seconds_bucket{endpoint=\"/v1/completions\",le=\"+Inf\"}"),
             std::string::npos);
   EXPECT_NE(text.find("sinew_model_time_to_first_token_seconds_count"), std::string::npos);
+}
+
+TEST_F(ServerHttpTest, ConcurrentClientsAllGetTheirAnswer) {
+  constexpr int kClients = 4;
+  std::vector<std::string> texts(kClients);
+  std::vector<long> statuses(kClients);
+  std::vector<std::thread> clients;
+  for (int index = 0; index < kClients; ++index) {
+    clients.emplace_back([&, index] {
+      auto result = HttpCall(server_->http_port(), "POST", "/v1/completions",
+                             R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0,
+                                 "stream":)" + std::string(index % 2 ? "true" : "false") + "}");
+      statuses[index] = result.status;
+      if (index % 2) {
+        for (const std::string& event : SseData(result.body)) {
+          if (event == "[DONE]") continue;
+          texts[index] += std::string(
+              json::parse(event).at("choices").as_array()[0].at("text").as_string());
+        }
+      } else if (result.status == 200) {
+        texts[index] = json::parse(result.body).at("choices").as_array()[0].at("text").as_string();
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int index = 0; index < kClients; ++index) {
+    EXPECT_EQ(statuses[index], 200);
+    EXPECT_EQ(texts[index], kGreedy64) << "client " << index;
+  }
 }
 
 }  // namespace
