@@ -31,6 +31,7 @@ struct RandomModelSpec {
   float rope_base = 10000.0f;
   float rope_linear_factor = 0.0f;  // > 0: rope.scaling.type = linear
   int32_t rope_dims = 0;            // 0: head_dim
+  int32_t eos_id = 2;  // tokenizer.ggml.eos_token_id
   uint64_t seed = 1;
 };
 
