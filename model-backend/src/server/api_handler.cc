@@ -84,8 +84,8 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
   std::string path = request.target.substr(0, request.target.find('?'));
   auto reply = [&](const std::string& endpoint, int status, std::string content_type,
                    std::string body) {
-    stream->Send(status, std::move(content_type), std::move(body));
     metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+    stream->Send(status, std::move(content_type), std::move(body));
   };
   bool is_get = request.method == "GET";
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
@@ -126,8 +126,8 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
   Clock::time_point start = Clock::now();
   auto fail = [&](int status, std::string_view message, std::string_view type,
                   std::string_view code) {
-    stream->Send(status, "application/json", ErrorBody(message, type, code));
     metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+    stream->Send(status, "application/json", ErrorBody(message, type, code));
   };
   if (!IsJsonContentType(request.content_type)) {
     fail(400, "Content-Type must be application/json (got \"" + request.content_type + "\")",
@@ -175,6 +175,7 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     Result<GenerationOutcome> outcome = runner_.Run(openai.generation, sink);
     if (!outcome.ok()) {
       ApiError error = ApiErrorFor(outcome.status());
+      metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
       if (!started) {
         stream->Send(error.http_status, "application/json",
                      ErrorBody(outcome.status().message(), error.type, error.code));
@@ -183,11 +184,12 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
                           "\n\n");
         stream->EndEvents();
       }
-      metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
       return;
     }
     metrics_.RecordGeneration(outcome->prompt_tokens, outcome->completion_tokens,
                               outcome->prompt_ms / 1000.0, outcome->generation_ms / 1000.0);
+    // Recorded before the answer leaves, so a client that reads /metrics next sees it.
+    metrics_.RecordRequest(endpoint, 200, SecondsSince(start));
     if (openai.stream) {
       if (!started) {
         started = true;
@@ -200,7 +202,6 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     } else {
       stream->Send(200, "application/json", responder.Body(*outcome));
     }
-    metrics_.RecordRequest(endpoint, 200, SecondsSince(start));
   };
   if (!queue_.TrySubmit(std::move(job))) {
     fail(503, "the server is busy: too many generations are waiting; retry later", "server_error",

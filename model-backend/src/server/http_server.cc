@@ -104,8 +104,34 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(kHeaderLimit);
     stream_.expires_after(options_.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&HttpSession::OnRead, shared_from_this()));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&HttpSession::OnHeader, shared_from_this()));
+  }
+
+  // Answers "Expect: 100-continue" (sent by libcurl for bodies over 1 KiB) before reading
+  // the body, so such clients do not wait for their own timeout.
+  void OnHeader(beast::error_code ec, size_t bytes) {
+    if (ec) {
+      OnRead(ec, bytes);
+      return;
+    }
+    auto read_body = [self = shared_from_this()] {
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       beast::bind_front_handler(&HttpSession::OnRead, self));
+    };
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      auto interim = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *interim,
+                        [self = shared_from_this(), interim, read_body](beast::error_code write_ec, size_t) {
+                          if (write_ec) {
+                            self->Close();
+                            return;
+                          }
+                          read_body();
+                        });
+      return;
+    }
+    read_body();
   }
 
   void OnRead(beast::error_code ec, size_t /*bytes*/) {

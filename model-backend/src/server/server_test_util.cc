@@ -129,7 +129,6 @@ HttpResult HttpCall(uint16_t port, const std::string& method, const std::string&
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     if (!content_type.empty()) headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
-    headers = curl_slist_append(headers, "Expect:");
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   }
   CURLcode code = curl_easy_perform(curl);
