@@ -8,6 +8,9 @@
 namespace sinew::model::cpu {
 namespace {
 
+// F16C scalar conversion (the portable F16ToF32 branches; this does not).
+inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
+
 inline float Hsum(__m256 v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   __m128 sh = _mm_movehdup_ps(lo);
@@ -52,7 +55,7 @@ float DotF16(int64_t n, const void* w, const void* x) {
   return Dot(
       n, w, static_cast<const float*>(x),
       [](const void* p, int64_t i) { return LoadF16(static_cast<const uint16_t*>(p) + i); },
-      [](const void* p, int64_t i) { return F16ToF32(static_cast<const uint16_t*>(p)[i]); });
+      [](const void* p, int64_t i) { return H2F(static_cast<const uint16_t*>(p)[i]); });
 }
 
 float DotBF16(int64_t n, const void* w, const void* x) {
@@ -81,7 +84,7 @@ float DotQ8_0(int64_t n, const void* w, const void* x) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t blk = 0; blk < n / kQK8_0; ++blk) {
-    const __m256 d = _mm256_set1_ps(F16ToF32(a[blk].d) * F16ToF32(b[blk].d));
+    const __m256 d = _mm256_set1_ps(H2F(a[blk].d) * H2F(b[blk].d));
     const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs));
     const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs));
     acc = _mm256_fmadd_ps(d, MulSumI8(qa, qb), acc);
@@ -94,7 +97,7 @@ float DotQ4_0(int64_t n, const void* w, const void* x) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t blk = 0; blk < n / kQK4_0; ++blk) {
-    const __m256 d = _mm256_set1_ps(F16ToF32(a[blk].d) * F16ToF32(b[blk].d));
+    const __m256 d = _mm256_set1_ps(H2F(a[blk].d) * H2F(b[blk].d));
     const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs));
     acc = _mm256_fmadd_ps(d, MulSumI8(LoadQ4_0(a[blk].qs), qb), acc);
   }
@@ -128,9 +131,9 @@ float DotQ4_K(int64_t n, const void* w, const void* x) {
                                              _mm256_set1_epi16(sc[2 * pair + 1]));
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
     }
-    const float d = b[blk].d * F16ToF32(a[blk].d);
+    const float d = b[blk].d * H2F(a[blk].d);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += b[blk].d * F16ToF32(a[blk].dmin) * static_cast<float>(summ);
+    mins += b[blk].d * H2F(a[blk].dmin) * static_cast<float>(summ);
   }
   return Hsum(acc) - mins;
 }
@@ -145,7 +148,7 @@ float DotQ6_K(int64_t n, const void* w, const void* x) {
   __m256 acc = _mm256_setzero_ps();
   float offsets = 0;
   for (int64_t blk = 0; blk < n / kQKK; ++blk) {
-    const float d = b[blk].d * F16ToF32(a[blk].d);
+    const float d = b[blk].d * H2F(a[blk].d);
     int32_t offset = 0;  // the -32 of every quant, through the activation block sums
     for (int g = 0; g < 16; ++g) offset += a[blk].scales[g] * b[blk].bsums[g];
     __m256i sumi = _mm256_setzero_si256();
@@ -195,7 +198,7 @@ void AxpyF16(int64_t n, float a, const void* x, float* y) {
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, LoadF16(v + i), _mm256_loadu_ps(y + i)));
   }
-  for (; i < n; ++i) y[i] += a * F16ToF32(v[i]);
+  for (; i < n; ++i) y[i] += a * H2F(v[i]);
 }
 
 }  // namespace

@@ -13,6 +13,9 @@
 namespace sinew::model::cpu {
 namespace {
 
+// F16C scalar conversion (the portable F16ToF32 branches; this does not).
+inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
+
 inline float Hsum256(__m256 v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   __m128 sh = _mm_movehdup_ps(lo);
@@ -52,7 +55,7 @@ float DotF16(int64_t n, const void* w, const void* x) {
         return _mm512_cvtph_ps(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
       },
-      [](const void* p, int64_t i) { return F16ToF32(static_cast<const uint16_t*>(p)[i]); });
+      [](const void* p, int64_t i) { return H2F(static_cast<const uint16_t*>(p)[i]); });
 }
 
 float DotBF16(int64_t n, const void* w, const void* x) {
@@ -78,7 +81,7 @@ float DotQ8_0(int64_t n, const void* w, const void* x) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t blk = 0; blk < n / kQK8_0; ++blk) {
-    const __m256 d = _mm256_set1_ps(F16ToF32(a[blk].d) * F16ToF32(b[blk].d));
+    const __m256 d = _mm256_set1_ps(H2F(a[blk].d) * H2F(b[blk].d));
     const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs));
     const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].qs));
     acc = _mm256_fmadd_ps(d, MulSumI8(qa, qb), acc);
@@ -92,7 +95,7 @@ float DotQ4_0(int64_t n, const void* w, const void* x) {
   __m256 acc = _mm256_setzero_ps();
   const __m256i mask = _mm256_set1_epi8(0x0F);
   for (int64_t blk = 0; blk < n / kQK4_0; ++blk) {
-    const __m256 d = _mm256_set1_ps(F16ToF32(a[blk].d) * F16ToF32(b[blk].d));
+    const __m256 d = _mm256_set1_ps(H2F(a[blk].d) * H2F(b[blk].d));
     const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[blk].qs));
     // Unsigned nibbles 0..15 times y, minus 8 * sum(y): no sign trick needed.
     const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(tmp, 4), tmp), mask);
