@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <string>
 
 namespace sinew::model {
@@ -49,6 +53,42 @@ TEST(PreTokenizer, CoversInvalidBytes) {
   std::string joined;
   for (std::string_view word : PreTokenize(PreTokenizerKind::kLlama3, text)) joined += word;
   EXPECT_EQ(joined, text);
+}
+
+}  // namespace
+}  // namespace sinew::model
+
+namespace sinew::model {
+namespace {
+
+// testdata/pre_tokenizer_vectors.jsonl: each family's regex run by a real regex engine
+// (see gen_pre_tokenizer_vectors.py) over the shared vocab inputs and extra strings.
+TEST(PreTokenizer, MatchesTheRegexEngineOnEveryVector) {
+  const char* source = std::getenv("SINEW_SOURCE_DIR");
+  std::ifstream in(std::string(source ? source : ".") +
+                   "/model-backend/src/tokenizer/testdata/pre_tokenizer_vectors.jsonl");
+  ASSERT_TRUE(in.good());
+  const std::map<std::string, PreTokenizerKind> kinds = {
+      {"gpt2", PreTokenizerKind::kGpt2},
+      {"llama3", PreTokenizerKind::kLlama3},
+      {"qwen2", PreTokenizerKind::kQwen2},
+      {"deepseek-coder", PreTokenizerKind::kDeepseekCoder},
+      {"deepseek-llm", PreTokenizerKind::kDeepseekLlm}};
+  std::map<std::string, int> checked;
+  for (std::string line; std::getline(in, line);) {
+    boost::json::object vector = boost::json::parse(line).as_object();
+    std::string family(vector.at("family").as_string());
+    std::string text(vector.at("text").as_string());
+    Words expected;
+    for (const boost::json::value& word : vector.at("words").as_array()) {
+      expected.emplace_back(word.as_string());
+    }
+    ASSERT_TRUE(kinds.contains(family)) << family;
+    EXPECT_EQ(Split(kinds.at(family), text), expected) << family << ": \"" << text << "\"";
+    ++checked[family];
+  }
+  EXPECT_EQ(checked.size(), kinds.size());
+  for (const auto& [family, count] : checked) EXPECT_GT(count, 50) << family;
 }
 
 }  // namespace
