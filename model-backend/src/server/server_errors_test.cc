@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <random>
 
 #include "server_test_util.h"
 
@@ -158,6 +159,39 @@ TEST_F(ServerErrorsTest, ClientLeavingMidStream) {
   EXPECT_GT(recv(fd, buffer, sizeof(buffer), 0), 0);
   close(fd);
   // TearDown checks that the server still answers.
+}
+
+// Mutated copies of valid requests (bytes flipped, inserted, dropped, truncated): each
+// answer is a 200 with a completion or a 400 with an error body, never anything else.
+TEST_F(ServerErrorsTest, MutatedBodiesGetAnAnswerOrAnError) {
+  const std::vector<std::string> seeds = {
+      R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0.5,"stop":["x"],"seed":3})",
+      R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"logprobs":true,"top_logprobs":2})",
+  };
+  std::mt19937 rng(7);
+  using namespace std::string_literals;
+  const std::string alphabet = "{}[]\":,0123456789-.eE truefalsenull\\\x00\xff\xc3"s;
+  for (int round = 0; round < 150; ++round) {
+    bool chat = round % 2 == 1;
+    std::string body = seeds[round % 2];
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int edit = 0; edit < edits && !body.empty(); ++edit) {
+      size_t pos = rng() % body.size();
+      switch (rng() % 4) {
+        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 2: body.erase(pos, 1 + rng() % 8); break;
+        default: body.resize(pos); break;
+      }
+    }
+    testing::HttpResult result = HttpCall(server_->http_port(), "POST",
+                                          chat ? "/v1/chat/completions" : "/v1/completions", body);
+    ASSERT_TRUE(result.status == 200 || result.status == 400) << body << " -> " << result.status;
+    boost::system::error_code ec;
+    json::value parsed = json::parse(result.body, ec);
+    ASSERT_FALSE(ec) << body << " -> " << result.body;
+    EXPECT_TRUE(parsed.as_object().contains(result.status == 200 ? "choices" : "error")) << result.body;
+  }
 }
 
 TEST_F(ServerErrorsTest, GarbageOnTheWire) {
