@@ -1,6 +1,18 @@
 #include "sinew/model/chat_template.h"
 
 namespace sinew::model {
+namespace {
+
+// Jinja's `| trim`, which the Llama 3 template applies to every message.
+std::string Trimmed(std::string_view text) {
+  const std::string_view kSpace = " \t\n\r\f\v";
+  size_t begin = text.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  size_t end = text.find_last_not_of(kSpace);
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+}  // namespace
 
 ChatTemplate ChatTemplate::Detect(std::string_view jinja_source) {
   if (jinja_source.find("<|im_start|>") != std::string_view::npos) {
@@ -39,8 +51,8 @@ Result<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages) 
         out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
         break;
       case ChatTemplateKind::kLlama3:
-        out += "<|start_header_id|>" + message.role + "<|end_header_id|>\n\n" + message.content +
-               "<|eot_id|>";
+        out += "<|start_header_id|>" + message.role + "<|end_header_id|>\n\n" +
+               Trimmed(message.content) + "<|eot_id|>";
         break;
       case ChatTemplateKind::kPlain:
         if (message.role == "system") {

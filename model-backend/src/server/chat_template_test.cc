@@ -29,7 +29,7 @@ TEST(ChatTemplate, RendersChatMl) {
 }
 
 TEST(ChatTemplate, RendersLlama3) {
-  auto text = ChatTemplate(ChatTemplateKind::kLlama3).Render(std::vector<ChatMessage>{{"user", "Hi"}});
+  auto text = ChatTemplate(ChatTemplateKind::kLlama3).Render(std::vector<ChatMessage>{{"user", " Hi\n"}});
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text,
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"

@@ -67,3 +67,23 @@ TEST(Bpe, SpecialTokensAndBos) {
 
 }  // namespace
 }  // namespace sinew::model
+
+namespace sinew::model {
+namespace {
+
+TEST(Spm, MalformedByteTokenDecodesAsText) {
+  Vocab vocab;
+  vocab.tokens = {"<unk>", "<0xZZ>", "<0x41>", "\xE2\x96\x81" "a"};
+  vocab.types = {TokenType::kUnknown, TokenType::kByte, TokenType::kByte, TokenType::kNormal};
+  vocab.scores = {0, 0, 0, 1};
+  vocab.unk_id = 0;
+  auto tokenizer = Tokenizer::Create(vocab);
+  ASSERT_TRUE(tokenizer.ok());
+  EXPECT_EQ((*tokenizer)->TokenPiece(1), "<0xZZ>");
+  EXPECT_EQ((*tokenizer)->TokenPiece(2), "A");
+  // "A" has a byte token; "b" has none and no single-character token: <unk>.
+  EXPECT_EQ((*tokenizer)->Encode("aAb", {.add_special = false}), (std::vector<int32_t>{3, 2, 0}));
+}
+
+}  // namespace
+}  // namespace sinew::model

@@ -9,6 +9,13 @@ namespace {
 
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 "▁"
 
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 Result<PreTokenizerKind> PreTokenizerFor(const std::string& name) {
   if (name == "default" || name == "gpt-2" || name == "gpt2" || name == "phi-2" ||
       name == "starcoder" || name == "refact" || name == "jina-es" || name == "jina-de" ||
@@ -195,9 +202,11 @@ std::string TokenizerImpl::TokenPiece(int32_t id, bool render_special) const {
     case TokenType::kByte:
       if (vocab_.model == VocabModel::kSentencePiece && text.size() == 6 && text[0] == '<' &&
           text[1] == '0' && text[2] == 'x' && text[5] == '>') {
-        return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+        int high = HexValue(text[3]);
+        int low = HexValue(text[4]);
+        if (high >= 0 && low >= 0) return std::string(1, static_cast<char>(high * 16 + low));
       }
-      break;
+      break;  // a malformed byte token is decoded as its text
     default:
       break;
   }
