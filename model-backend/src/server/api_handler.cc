@@ -172,7 +172,12 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
       std::string event = responder.StreamChunk(chunk);
       return event.empty() || stream->SendEvent(std::move(event));
     };
-    Result<GenerationOutcome> outcome = runner_.Run(openai.generation, sink);
+    Result<GenerationOutcome> outcome = Status::Internal("not run");
+    try {
+      outcome = runner_.Run(openai.generation, sink);
+    } catch (const std::exception& error) {  // request boundary: answer instead of dying
+      outcome = Status::Internal(std::string("generation failed: ") + error.what());
+    }
     if (!outcome.ok()) {
       ApiError error = ApiErrorFor(outcome.status());
       metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));

@@ -100,7 +100,12 @@ grpc::Status GrpcModelService::Generate(grpc::ServerContext* context,
       }
       return writer->Write(response);
     };
-    Result<GenerationOutcome> outcome = runner_.Run(*generation, sink);
+    Result<GenerationOutcome> outcome = Status::Internal("not run");
+    try {
+      outcome = runner_.Run(*generation, sink);
+    } catch (const std::exception& error) {  // request boundary
+      outcome = Status::Internal(std::string("generation failed: ") + error.what());
+    }
     if (!outcome.ok()) {
       promise->set_value(outcome.status());
       return;

@@ -161,7 +161,13 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
     out.content_type = std::string(request[http::field::content_type]);
     out.body = std::move(request.body());
     stream_.expires_never();
-    handler_(std::move(out), shared_from_this());
+    try {
+      handler_(std::move(out), shared_from_this());
+    } catch (const std::exception& error) {  // request boundary: never let it end the I/O thread
+      keep_alive_ = false;
+      Send(500, "application/json",
+           ErrorBody(std::string("internal error: ") + error.what(), "server_error", "internal_error"));
+    }
   }
 
   void Enqueue(WriteItem item) {

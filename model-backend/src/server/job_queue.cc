@@ -1,5 +1,8 @@
 #include "job_queue.h"
 
+#include <cstdio>
+#include <exception>
+
 namespace sinew::model {
 
 JobQueue::JobQueue(size_t capacity, std::function<void(size_t)> on_depth)
@@ -37,7 +40,13 @@ void JobQueue::Work() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    job();
+    try {
+      job();
+    } catch (const std::exception& error) {  // a job's own boundary failed to catch it
+      std::fprintf(stderr, "sinew-model: job failed: %s\n", error.what());
+    } catch (...) {
+      std::fprintf(stderr, "sinew-model: job failed with an unknown exception\n");
+    }
     size_t depth;
     {
       std::lock_guard<std::mutex> lock(mutex_);
