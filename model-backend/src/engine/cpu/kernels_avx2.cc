@@ -109,14 +109,16 @@ float DotQ4_K(int64_t n, const void* w, const void* x) {
   const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
   const __m256i mask = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
+  __m128 acc_m = _mm_setzero_ps();
   for (int64_t blk = 0; blk < n / kQKK; ++blk) {
-    uint8_t sc[8], m[8];
-    int32_t summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      Q4KScaleMin(j, a[blk].scales, &sc[j], &m[j]);
-      summ += m[j] * (b[blk].bsums[2 * j] + b[blk].bsums[2 * j + 1]);
-    }
+    alignas(16) uint8_t sc[8], m[8];
+    Q4KScalesMins(a[blk].scales, sc, m);
+    // Mins: m[j] * (bsums[2j] + bsums[2j+1]), 4 int32 lanes.
+    const __m128i bs0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].bsums));
+    const __m128i bs1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].bsums + 8));
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+    const __m128i prod_m = _mm_madd_epi16(mins16, _mm_hadd_epi16(bs0, bs1));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(b[blk].d * H2F(a[blk].dmin)), _mm_cvtepi32_ps(prod_m), acc_m);
     __m256i sumi = _mm256_setzero_si256();
     for (int pair = 0; pair < 4; ++pair) {
       const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs + 32 * pair));
@@ -133,9 +135,10 @@ float DotQ4_K(int64_t n, const void* w, const void* x) {
     }
     const float d = b[blk].d * H2F(a[blk].d);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += b[blk].d * H2F(a[blk].dmin) * static_cast<float>(summ);
   }
-  return Hsum(acc) - mins;
+  __m128 m4 = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+  m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
+  return Hsum(acc) - _mm_cvtss_f32(m4);
 }
 
 float DotQ6_K(int64_t n, const void* w, const void* x) {

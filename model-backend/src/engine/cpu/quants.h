@@ -127,6 +127,25 @@ static inline void Q4KScaleMin(int j, const uint8_t* q, uint8_t* sc, uint8_t* m)
   }
 }
 
+// All 8 scales (sc[0..7]) and mins (m[0..7]) of a Q4_K block, branch-free on
+// 32-bit words: bytes 0-3 hold scales 0-3 (low 6 bits) and the top 2 bits of
+// scales 4-7, bytes 4-7 the same for mins, bytes 8-11 the low 4 bits of scales
+// (low nibble) and mins (high nibble) 4-7.
+static inline void Q4KScalesMins(const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, q, 4);
+  std::memcpy(&w1, q + 4, 4);
+  std::memcpy(&w2, q + 8, 4);
+  const uint32_t sc_lo = w0 & 0x3f3f3f3fu;
+  const uint32_t m_lo = w1 & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(m, &m_lo, 4);
+  std::memcpy(m + 4, &m_hi, 4);
+}
+
 // Scalar reference routines (quants.cc). n is the element count, a multiple of
 // the block size.
 void DequantizeRow(uint32_t type, const void* src, float* dst, int64_t n);
