@@ -12,6 +12,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Recorded (never sent) for a generation cancelled because its client hung up.
+constexpr int kClientClosedRequest = 499;
+
 int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -161,7 +164,7 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     auto sink = [&](TextChunk&& chunk) -> bool {
       if (!openai.stream) {
         responder.Accumulate(chunk);
-        return true;
+        return stream->ClientConnected();
       }
       if (!started) {
         started = true;
@@ -193,6 +196,10 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     }
     metrics_.RecordGeneration(outcome->prompt_tokens, outcome->completion_tokens,
                               outcome->prompt_ms / 1000.0, outcome->generation_ms / 1000.0);
+    if (outcome->finish_reason == "cancelled") {
+      metrics_.RecordRequest(endpoint, kClientClosedRequest, SecondsSince(start));
+      return;  // nobody is listening
+    }
     // Recorded before the answer leaves, so a client that reads /metrics next sees it.
     metrics_.RecordRequest(endpoint, 200, SecondsSince(start));
     if (openai.stream) {

@@ -1,6 +1,9 @@
 #include "http_server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <deque>
@@ -84,6 +87,8 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
     return !closed_.load();
   }
 
+  bool ClientConnected() const override { return !closed_.load(); }
+
   void EndEvents() override {
     Post([](HttpSession& self) {
       WriteItem item;
@@ -161,6 +166,7 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
     out.content_type = std::string(request[http::field::content_type]);
     out.body = std::move(request.body());
     stream_.expires_never();
+    WatchForHangUp();
     try {
       handler_(std::move(out), shared_from_this());
     } catch (const std::exception& error) {  // request boundary: never let it end the I/O thread
@@ -168,6 +174,17 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
       Send(500, "application/json",
            ErrorBody(std::string("internal error: ") + error.what(), "server_error", "internal_error"));
     }
+  }
+
+  // While a request is being answered, notices the client closing its side, so that a
+  // generation nobody will read is cancelled. Pipelined bytes are left for the next read.
+  void WatchForHangUp() {
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      char byte;
+      ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->closed_.store(true);
+    });
   }
 
   void Enqueue(WriteItem item) {

@@ -27,6 +27,8 @@ class ResponseStream {
   virtual bool SendEvent(std::string data) = 0;
   // Ends the event stream.
   virtual void EndEvents() = 0;
+  // False once the client has hung up (then nothing sent reaches it).
+  virtual bool ClientConnected() const = 0;
 };
 
 }  // namespace sinew::model

@@ -1,7 +1,13 @@
 // The real sinew-model process with the real stories260K model, through libcurl.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/json.hpp>
+#include <chrono>
 #include <thread>
 
 #include "server_test_util.h"
@@ -249,6 +255,41 @@ TEST_F(ServerHttpTest, ConcurrentClientsAllGetTheirAnswer) {
     EXPECT_EQ(statuses[index], 200);
     EXPECT_EQ(texts[index], kGreedy64) << "client " << index;
   }
+}
+
+// A client that sends a long non-streaming request and hangs up at once: the server
+// notices and cancels the generation (recorded as code 499) instead of running it out.
+TEST_F(ServerHttpTest, HangingUpCancelsTheGeneration) {
+  auto metric = [](const std::string& key) -> int64_t {
+    std::string body = HttpCall(server_->http_port(), "GET", "/metrics").body;
+    size_t pos = body.find("\n" + key + " ");
+    return pos == std::string::npos ? 0 : std::stoll(body.substr(pos + key.size() + 2));
+  };
+  const std::string cancelled_key =
+      "sinew_model_requests_total{endpoint=\"/v1/completions\",code=\"499\"}";
+  int64_t tokens_before = metric("sinew_model_generated_tokens_total");
+  ASSERT_EQ(metric(cancelled_key), 0);
+
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(server_->http_port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const std::string body = R"({"prompt":"Once upon a time","max_tokens":2000,"temperature":0})";
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  close(fd);
+
+  // Wait (bounded) until the server has recorded the request.
+  for (int attempt = 0; attempt < 600 && metric(cancelled_key) == 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(metric(cancelled_key), 1);
+  EXPECT_LT(metric("sinew_model_generated_tokens_total") - tokens_before, 2000);
 }
 
 }  // namespace
