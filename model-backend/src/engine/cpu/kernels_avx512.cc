@@ -1,6 +1,6 @@
 // AVX-512 (F, BW, VL, VNNI) kernels: 16-wide float dot products and VNNI byte
-// dot products (vpdpbusd, no int16 saturation) for Q8_0/Q4_0. The k-quant
-// kernels stay on the AVX2 versions. Compiled with the matching -m flags; only
+// dot products (vpdpbusd, no int16 saturation) for Q8_0/Q4_0, 512-bit Q4_K.
+// Q6_K stays on the AVX2 version. Compiled with the matching -m flags; only
 // reached after CpuHasAvx512() said yes. Internal linkage throughout.
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (_mm512_undefined_*).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -107,6 +107,46 @@ float DotQ4_0(int64_t n, const void* w, const void* x) {
   return Hsum256(acc);
 }
 
+float DotQ4_K(int64_t n, const void* w, const void* x) {
+  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  // For pair p (sub-blocks 2p, 2p+1): int16 lanes 0-15 take scale 2p, 16-31 scale 2p+1.
+  __m512i scale_index[4];
+  for (int pair = 0; pair < 4; ++pair) {
+    scale_index[pair] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(
+                                               static_cast<int16_t>(2 * pair))),
+                                           _mm256_set1_epi16(static_cast<int16_t>(2 * pair + 1)), 1);
+  }
+  __m512 acc = _mm512_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  for (int64_t blk = 0; blk < n / kQKK; ++blk) {
+    alignas(16) uint8_t sc[8], m[8];
+    Q4KScalesMins(a[blk].scales, sc, m);
+    const __m128i bs0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].bsums));
+    const __m128i bs1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[blk].bsums + 8));
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+    const __m128i prod_m = _mm_madd_epi16(mins16, _mm_hadd_epi16(bs0, bs1));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(b[blk].d * H2F(a[blk].dmin)), _mm_cvtepi32_ps(prod_m), acc_m);
+    const __m512i scales = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    __m512i sumi = _mm512_setzero_si512();
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs + 32 * pair));
+      const __m256i lo = _mm256_and_si256(q4, mask);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), mask);
+      const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      const __m512i y = _mm512_loadu_si512(b[blk].qs + 64 * pair);
+      const __m512i scale = _mm512_permutexvar_epi16(scale_index[pair], scales);
+      sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, y), scale));
+    }
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(b[blk].d * H2F(a[blk].d)), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  __m128 m4 = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+  m4 = _mm_add_ss(m4, _mm_movehdup_ps(m4));
+  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m4);
+}
+
 void AxpyF32(int64_t n, float a, const void* x, float* y) {
   const float* v = static_cast<const float*>(x);
   const __m512 va = _mm512_set1_ps(a);
@@ -125,6 +165,7 @@ void FillAvx512Kernels(KernelTable* t) {
   t->dot_bf16 = DotBF16;
   t->dot_q8_0 = DotQ8_0;
   t->dot_q4_0 = DotQ4_0;
+  t->dot_q4_k = DotQ4_K;
   t->axpy_f32 = AxpyF32;
 }
 
