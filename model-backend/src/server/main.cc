@@ -88,6 +88,7 @@ int Run(int argc, char** argv) {
     builder.AddListeningPort(http.host + ":" + std::to_string(grpc_port),
                              grpc::InsecureServerCredentials(), &selected_port);
     builder.RegisterService(&grpc_service);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(http.max_body_bytes, INT32_MAX)));
     grpc_server = builder.BuildAndStart();
     if (grpc_server == nullptr || selected_port == 0) {

@@ -100,6 +100,42 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
   return process;
 }
 
+int RunServerToExit(const std::vector<std::string>& args, std::string* output) {
+  std::string binary = EnvOr("SINEW_BIN_DIR", "build/bin") + "/sinew-model";
+  std::vector<std::string> argv_strings = {binary};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  for (;;) {
+    pollfd fd{pipe_fds[0], POLLIN, 0};
+    if (poll(&fd, 1, 120000) <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    char buffer[512];
+    ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    output->append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) {
     kill(pid_, SIGTERM);

@@ -39,6 +39,10 @@ class ServerProcess {
   uint16_t grpc_port_ = 0;
 };
 
+// Runs `sinew-model args...` to its end (killed after 120 s); returns its exit status
+// (-1 if it did not exit normally) and its stdout+stderr in `output`.
+int RunServerToExit(const std::vector<std::string>& args, std::string* output);
+
 struct HttpResult {
   long status = 0;  // 0: transport failure (see error)
   std::string body;
