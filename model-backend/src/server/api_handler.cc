@@ -100,6 +100,18 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
     HandleGeneration(path, path == "/v1/chat/completions", std::move(request), std::move(stream));
     return;
   }
+  if (path.starts_with("/v1/models/") && is_get) {
+    std::string id = path.substr(std::string("/v1/models/").size());
+    if (id != runner_.model_id()) {
+      reply("/v1/models", 404, "application/json",
+            ErrorBody("model \"" + id + "\" does not exist", "invalid_request_error",
+                      "model_not_found"));
+      return;
+    }
+    json::value models = json::parse(ModelsBody());
+    reply("/v1/models", 200, "application/json", json::serialize(models.at("data").at(0)));
+    return;
+  }
   if (path == "/health" || path == "/metrics" || path == "/v1/models") {
     if (!is_get) {
       reply(path, 405, "application/json",

@@ -13,6 +13,7 @@ namespace sinew::model {
 struct GenerationRequest {
   bool chat = false;                  // messages (chat template) instead of prompt
   std::string prompt;                 // completions
+  std::vector<int32_t> prompt_tokens; // completions given as token ids (used as is, no BOS)
   std::vector<ChatMessage> messages;  // chat
   SamplingParams sampling;            // max_tokens, logprobs (top alternatives) included
   bool max_tokens_given = false;      // false: max_tokens may shrink to fit the context

@@ -35,6 +35,16 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_p
 }
 
 Result<std::vector<int32_t>> ModelRunner::PromptTokens(const GenerationRequest& request) const {
+  if (!request.chat && !request.prompt_tokens.empty()) {
+    for (int32_t id : request.prompt_tokens) {
+      if (id >= info().n_vocab) {
+        return Status::InvalidArgument("prompt token id " + std::to_string(id) +
+                                       " is outside the vocabulary of " +
+                                       std::to_string(info().n_vocab));
+      }
+    }
+    return request.prompt_tokens;
+  }
   std::string text = request.prompt;
   if (request.chat) {
     SINEW_ASSIGN_OR_RETURN(text, template_.Render(request.messages));

@@ -1,5 +1,6 @@
 #include "openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace sinew::model {
@@ -123,8 +124,23 @@ Status ReadPrompt(const json::object& body, GenerationRequest& out) {
     out.prompt = std::string(prompt->as_array()[0].as_string());
     return Status::Ok();
   }
+  // Token ids: [1, 2, 3] or [[1, 2, 3]] (BOS is not added to given tokens).
+  const json::array* tokens = prompt->if_array();
+  if (tokens != nullptr && tokens->size() == 1 && (*tokens)[0].is_array()) {
+    tokens = &(*tokens)[0].as_array();
+  }
+  if (tokens != nullptr && !tokens->empty() &&
+      std::all_of(tokens->begin(), tokens->end(), [](const json::value& v) { return v.is_int64(); })) {
+    for (const json::value& token : *tokens) {
+      int64_t id = token.as_int64();
+      if (id < 0 || id > INT32_MAX) return Status::InvalidArgument("'prompt' token id out of range");
+      out.prompt_tokens.push_back(static_cast<int32_t>(id));
+    }
+    return Status::Ok();
+  }
   if (prompt->is_array()) {
-    return Status::Unimplemented("'prompt' must be one string (batches and token arrays are not supported)");
+    return Status::Unimplemented(
+        "'prompt' must be a string, a one-string array or an array of token ids (batches are not supported)");
   }
   return WrongType("prompt", "a string");
 }

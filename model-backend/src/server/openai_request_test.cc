@@ -51,6 +51,18 @@ TEST(OpenAiRequest, DefaultsAndChat) {
   EXPECT_EQ(chat->top_logprobs, 3);
 }
 
+TEST(OpenAiRequest, PromptAsTokenIds) {
+  auto flat = Parse(R"({"prompt":[1,403,9]})");
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  EXPECT_EQ(flat->generation.prompt_tokens, (std::vector<int32_t>{1, 403, 9}));
+  auto nested = Parse(R"({"prompt":[[1,2]]})");
+  ASSERT_TRUE(nested.ok());
+  EXPECT_EQ(nested->generation.prompt_tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(CodeOf(R"({"prompt":[1,-2]})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":[1,"a"]})"), StatusCode::kUnimplemented);
+  EXPECT_EQ(CodeOf(R"({"prompt":["a","b"]})"), StatusCode::kUnimplemented);
+}
+
 TEST(OpenAiRequest, RejectsBadInput) {
   EXPECT_EQ(CodeOf("[1,2]"), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(R"({"model":"gpt-4","prompt":"x"})"), StatusCode::kNotFound);

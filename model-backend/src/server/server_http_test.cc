@@ -105,6 +105,24 @@ TEST_F(ServerHttpTest, GreedyCompletionMatchesTheReferenceEngine) {
   EXPECT_EQ(body.at("usage").at("total_tokens").as_int64(), expected_prompt + 64);
 }
 
+TEST_F(ServerHttpTest, PromptAsTokenIdsGivesTheSameText) {
+  std::vector<int32_t> ids = LocalTokenizer()->Encode("Once upon a time");
+  json::array prompt;
+  for (int32_t id : ids) prompt.emplace_back(id);
+  json::object request;
+  request["prompt"] = prompt;
+  request["max_tokens"] = 64;
+  request["temperature"] = 0;
+  json::object body = PostJson("/v1/completions", json::serialize(request));
+  EXPECT_EQ(body.at("choices").as_array()[0].at("text"), kGreedy64);
+  auto model = HttpCall(server_->http_port(), "GET", "/v1/models/stories260K");
+  EXPECT_EQ(model.status, 200);
+  EXPECT_EQ(json::parse(model.body).at("id"), "stories260K");
+  EXPECT_EQ(HttpCall(server_->http_port(), "GET", "/v1/models/other").status, 404);
+  EXPECT_EQ(HttpCall(server_->http_port(), "POST", "/v1/completions", R"({"prompt":[1,99999]})").status,
+            400);
+}
+
 TEST_F(ServerHttpTest, StreamedCompletionIsTheSameText) {
   std::vector<json::object> chunks = PostStream(
       "/v1/completions",
