@@ -80,21 +80,24 @@ class CpuOps final : public BackendOps {
     const int64_t N = w.rows();
     const int64_t M = x.rows();
     cpu::VecDotFn dot = nullptr;
+    cpu::VecDot4Fn dot4 = nullptr;
     cpu::QuantizeActFn quantize = nullptr;
     int64_t act_row_bytes = K * 4;
     switch (w.type) {
-      case GgmlType::kF32: dot = k_.dot_f32; break;
-      case GgmlType::kF16: dot = k_.dot_f16; break;
-      case GgmlType::kBF16: dot = k_.dot_bf16; break;
+      case GgmlType::kF32: dot = k_.dot_f32, dot4 = k_.dot4_f32; break;
+      case GgmlType::kF16: dot = k_.dot_f16, dot4 = k_.dot4_f16; break;
+      case GgmlType::kBF16: dot = k_.dot_bf16, dot4 = k_.dot4_bf16; break;
       case GgmlType::kQ8_0:
       case GgmlType::kQ4_0:
         dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
+        dot4 = w.type == GgmlType::kQ8_0 ? k_.dot4_q8_0 : nullptr;
         quantize = k_.quantize_q8_0;
         act_row_bytes = K / cpu::kQK8_0 * static_cast<int64_t>(sizeof(cpu::BlockQ8_0));
         break;
       case GgmlType::kQ4_K:
       case GgmlType::kQ6_K:
         dot = w.type == GgmlType::kQ4_K ? k_.dot_q4_k : k_.dot_q6_k;
+        dot4 = w.type == GgmlType::kQ4_K ? k_.dot4_q4_k : nullptr;
         quantize = k_.quantize_q8_k;
         act_row_bytes = K / cpu::kQKK * static_cast<int64_t>(sizeof(cpu::BlockQ8_K));
         break;
@@ -111,10 +114,27 @@ class CpuOps final : public BackendOps {
     float* out = y.f32();
     const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
     const int64_t w_row_bytes = w.row_bytes();
-    pool_.ParallelFor(N, Grain(K * M), [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) {
-        const uint8_t* wrow = wdata + n * w_row_bytes;
-        for (int64_t m = 0; m < M; ++m) out[m * N + n] = dot(K, wrow, act + m * act_row_bytes);
+    // Blocks of kRowBlock weight rows stay in L2 while each group of four
+    // activation rows (in L1) passes over them.
+    constexpr int64_t kRowBlock = 32;
+    pool_.ParallelFor(N, std::max(Grain(K * M), int64_t{8}), [&](int64_t begin, int64_t end) {
+      for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
+        const int64_t n1 = std::min(end, n0 + kRowBlock);
+        int64_t m = 0;
+        if (dot4 != nullptr) {
+          float four[4];
+          for (; m + 4 <= M; m += 4) {
+            for (int64_t n = n0; n < n1; ++n) {
+              dot4(K, wdata + n * w_row_bytes, act + m * act_row_bytes, act_row_bytes, four);
+              for (int64_t j = 0; j < 4; ++j) out[(m + j) * N + n] = four[j];
+            }
+          }
+        }
+        for (; m < M; ++m) {
+          for (int64_t n = n0; n < n1; ++n) {
+            out[m * N + n] = dot(K, wdata + n * w_row_bytes, act + m * act_row_bytes);
+          }
+        }
       }
     });
   }

@@ -15,6 +15,9 @@ enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 // Dot product of one weight row (n elements, in its own type) with one
 // activation row (in the weight type's activation format).
 using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+// Four dot products of one weight row with four activation rows that lie
+// `x_stride` bytes apart (prompt processing: the weight row is loaded once).
+using VecDot4Fn = void (*)(int64_t n, const void* w, const void* x, int64_t x_stride, float* out);
 // Converts n F32 values to an activation format.
 using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
 // y[i] += a * x[i] where x is F32 or F16 (for attention over the V cache).
@@ -30,6 +33,12 @@ struct KernelTable {
   VecDotFn dot_q4_0 = nullptr;
   VecDotFn dot_q4_k = nullptr;
   VecDotFn dot_q6_k = nullptr;
+  // Optional four-row variants; nullptr means "call the dot product 4 times".
+  VecDot4Fn dot4_f32 = nullptr;
+  VecDot4Fn dot4_f16 = nullptr;
+  VecDot4Fn dot4_bf16 = nullptr;
+  VecDot4Fn dot4_q8_0 = nullptr;
+  VecDot4Fn dot4_q4_k = nullptr;
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
   AxpyFn axpy_f32 = nullptr;
