@@ -29,7 +29,8 @@ TEST(ChatTemplate, RendersChatMl) {
 }
 
 TEST(ChatTemplate, RendersLlama3) {
-  auto text = ChatTemplate(ChatTemplateKind::kLlama3).Render(std::vector<ChatMessage>{{"user", " Hi\n"}});
+  auto text =
+      ChatTemplate(ChatTemplateKind::kLlama3).Render(std::vector<ChatMessage>{{"user", " Hi\n"}});
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text,
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
@@ -40,7 +41,8 @@ TEST(ChatTemplate, RendersPlainFallback) {
   auto text = ChatTemplate(ChatTemplateKind::kPlain).Render(kConversation);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "Be brief.\n\nUser: Hi\nAssistant: Hello.\nUser: Story?\nAssistant:");
-  EXPECT_EQ(ChatTemplate(ChatTemplateKind::kPlain).StopStrings(), std::vector<std::string>{"\nUser:"});
+  EXPECT_EQ(ChatTemplate(ChatTemplateKind::kPlain).StopStrings(),
+            std::vector<std::string>{"\nUser:"});
 }
 
 TEST(ChatTemplate, RejectsBadMessages) {

@@ -11,14 +11,14 @@
 namespace sinew::model {
 
 struct GenerationRequest {
-  bool chat = false;                  // messages (chat template) instead of prompt
-  std::string prompt;                 // completions
-  std::vector<int32_t> prompt_tokens; // completions given as token ids (used as is, no BOS)
-  std::vector<ChatMessage> messages;  // chat
-  SamplingParams sampling;            // max_tokens, logprobs (top alternatives) included
-  bool max_tokens_given = false;      // false: max_tokens may shrink to fit the context
-  std::vector<std::string> stop;      // text-level stop strings
-  bool want_logprobs = false;         // report per-token log-probabilities
+  bool chat = false;                   // messages (chat template) instead of prompt
+  std::string prompt;                  // completions
+  std::vector<int32_t> prompt_tokens;  // completions given as token ids (used as is, no BOS)
+  std::vector<ChatMessage> messages;   // chat
+  SamplingParams sampling;             // max_tokens, logprobs (top alternatives) included
+  bool max_tokens_given = false;       // false: max_tokens may shrink to fit the context
+  std::vector<std::string> stop;       // text-level stop strings
+  bool want_logprobs = false;          // report per-token log-probabilities
 };
 
 // A piece of generated text with the tokens generated since the previous piece.

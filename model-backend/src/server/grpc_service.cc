@@ -21,8 +21,8 @@ Status AsClientError(const Status& status) {
 Result<GenerationRequest> FromProto(const sinew::v1::GenerateRequest& request,
                                     const std::string& model_id) {
   if (!request.model().empty() && request.model() != model_id) {
-    return Status::NotFound("model \"" + request.model() + "\" does not exist; this server serves \"" +
-                            model_id + "\"");
+    return Status::NotFound("model \"" + request.model() +
+                            "\" does not exist; this server serves \"" + model_id + "\"");
   }
   GenerationRequest out;
   bool has_prompt = !request.prompt().empty();
@@ -124,7 +124,8 @@ grpc::Status GrpcModelService::Generate(grpc::ServerContext* context,
     promise->set_value(Status::Ok());
   });
   if (!submitted) {
-    return finish(ToGrpcStatus(Status::ResourceExhausted("too many generations are waiting; retry later")));
+    return finish(
+        ToGrpcStatus(Status::ResourceExhausted("too many generations are waiting; retry later")));
   }
   try {
     return finish(ToGrpcStatus(AsClientError(result.get())));

@@ -3,9 +3,9 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <cerrno>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <cerrno>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -125,15 +125,17 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
                        beast::bind_front_handler(&HttpSession::OnRead, self));
     };
     if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
-      auto interim = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-      http::async_write(stream_, *interim,
-                        [self = shared_from_this(), interim, read_body](beast::error_code write_ec, size_t) {
-                          if (write_ec) {
-                            self->Close();
-                            return;
-                          }
-                          read_body();
-                        });
+      auto interim =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(
+          stream_, *interim,
+          [self = shared_from_this(), interim, read_body](beast::error_code write_ec, size_t) {
+            if (write_ec) {
+              self->Close();
+              return;
+            }
+            read_body();
+          });
       return;
     }
     read_body();
@@ -151,11 +153,13 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
       keep_alive_ = false;
       bool too_large = ec == http::error::body_limit || ec == http::error::header_limit ||
                        ec == http::error::buffer_overflow;
-      std::string message = too_large ? "the request is larger than the server accepts (body limit " +
-                                            std::to_string(options_.max_body_bytes) + " bytes)"
-                                      : "malformed HTTP request: " + ec.message();
+      std::string message = too_large
+                                ? "the request is larger than the server accepts (body limit " +
+                                      std::to_string(options_.max_body_bytes) + " bytes)"
+                                : "malformed HTTP request: " + ec.message();
       Send(400, "application/json",
-           ErrorBody(message, "invalid_request_error", too_large ? "request_too_large" : "bad_request"));
+           ErrorBody(message, "invalid_request_error",
+                     too_large ? "request_too_large" : "bad_request"));
       return;
     }
     http::request<http::string_body>& request = parser_->get();
@@ -172,19 +176,23 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
     } catch (const std::exception& error) {  // request boundary: never let it end the I/O thread
       keep_alive_ = false;
       Send(500, "application/json",
-           ErrorBody(std::string("internal error: ") + error.what(), "server_error", "internal_error"));
+           ErrorBody(std::string("internal error: ") + error.what(), "server_error",
+                     "internal_error"));
     }
   }
 
   // While a request is being answered, notices the client closing its side, so that a
   // generation nobody will read is cancelled. Pipelined bytes are left for the next read.
   void WatchForHangUp() {
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return;
-      char byte;
-      ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->closed_.store(true);
-    });
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+          if (ec) return;
+          char byte;
+          ssize_t n =
+              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            self->closed_.store(true);
+        });
   }
 
   void Enqueue(WriteItem item) {
@@ -296,10 +304,11 @@ class HttpServerImpl final : public HttpServer {
 
  private:
   void DoAccept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-      if (!ec) std::make_shared<HttpSession>(std::move(socket), options_, handler_)->Start();
-      if (acceptor_.is_open()) DoAccept();
-    });
+    acceptor_.async_accept(
+        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+          if (!ec) std::make_shared<HttpSession>(std::move(socket), options_, handler_)->Start();
+          if (acceptor_.is_open()) DoAccept();
+        });
   }
 
   const HttpServerOptions options_;

@@ -35,7 +35,8 @@ struct HttpServerOptions {
 
 // Receives every well-formed request. Runs on an I/O thread: it must not block (hand
 // long work to another thread and answer through `stream` later).
-using HttpHandler = std::function<void(HttpRequest request, std::shared_ptr<ResponseStream> stream)>;
+using HttpHandler =
+    std::function<void(HttpRequest request, std::shared_ptr<ResponseStream> stream)>;
 
 class HttpServer {
  public:

@@ -30,16 +30,20 @@ int Run(int argc, char** argv) {
   int read_timeout_s = 30;
   int write_timeout_s = 60;
   app.add_option("--model", model_path, "GGUF model file")->required();
-  app.add_option("--model-id", model_id, "model name in the API (default: file name without .gguf)");
+  app.add_option("--model-id", model_id,
+                 "model name in the API (default: file name without .gguf)");
   app.add_option("--host", http.host, "address for HTTP and gRPC")->capture_default_str();
   app.add_option("--port", http.port, "HTTP port (0: any free port)")->capture_default_str();
   app.add_option("--grpc-port", grpc_port, "gRPC port (0: any free port, -1: no gRPC)")
       ->capture_default_str();
-  app.add_option("--threads", engine.n_threads, "compute threads (0: one per CPU)")->capture_default_str();
+  app.add_option("--threads", engine.n_threads, "compute threads (0: one per CPU)")
+      ->capture_default_str();
   app.add_option("--ctx", engine.n_ctx, "context length (0: the model's, capped at 4096)")
       ->capture_default_str();
-  app.add_option("--max-body-bytes", http.max_body_bytes, "largest request body")->capture_default_str();
-  app.add_option("--read-timeout", read_timeout_s, "seconds to read one request")->capture_default_str();
+  app.add_option("--max-body-bytes", http.max_body_bytes, "largest request body")
+      ->capture_default_str();
+  app.add_option("--read-timeout", read_timeout_s, "seconds to read one request")
+      ->capture_default_str();
   app.add_option("--write-timeout", write_timeout_s, "seconds for one write to a client")
       ->capture_default_str();
   app.add_option("--queue", queue_capacity, "generations waiting or running at most")
@@ -61,19 +65,20 @@ int Run(int argc, char** argv) {
     return 1;
   }
   const ModelInfo& info = (*runner)->info();
-  spdlog::info("loaded {} ({}, {} params, {} layers, ctx {}, {} threads, simd {}), chat template {}",
-               (*runner)->model_id(), info.arch, info.n_params, info.n_layer, info.n_ctx,
-               info.n_threads, info.simd, (*runner)->chat_template().name());
+  spdlog::info(
+      "loaded {} ({}, {} params, {} layers, ctx {}, {} threads, simd {}), chat template {}",
+      (*runner)->model_id(), info.arch, info.n_params, info.n_layer, info.n_ctx, info.n_threads,
+      info.simd, (*runner)->chat_template().name());
 
   Metrics metrics;
   auto queue = std::make_unique<JobQueue>(
       std::max<size_t>(1, queue_capacity),
       [&metrics](size_t depth) { metrics.SetQueueDepth(static_cast<int64_t>(depth)); });
   ApiHandler handler(**runner, metrics, *queue);
-  auto server = HttpServer::Start(http, [&handler](HttpRequest request,
-                                                   std::shared_ptr<ResponseStream> stream) {
-    handler.Handle(std::move(request), std::move(stream));
-  });
+  auto server = HttpServer::Start(
+      http, [&handler](HttpRequest request, std::shared_ptr<ResponseStream> stream) {
+        handler.Handle(std::move(request), std::move(stream));
+      });
   if (!server.ok()) {
     std::fprintf(stderr, "sinew-model: %s\n", server.status().ToString().c_str());
     return 1;
@@ -89,7 +94,8 @@ int Run(int argc, char** argv) {
                              grpc::InsecureServerCredentials(), &selected_port);
     builder.RegisterService(&grpc_service);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
-    builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(http.max_body_bytes, INT32_MAX)));
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<uint64_t>(http.max_body_bytes, INT32_MAX)));
     grpc_server = builder.BuildAndStart();
     if (grpc_server == nullptr || selected_port == 0) {
       std::fprintf(stderr, "sinew-model: cannot listen for gRPC on %s:%d\n", http.host.c_str(),
@@ -104,7 +110,8 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   spdlog::info("signal {}: shutting down", signal_number);
   (*server)->Stop();
-  if (grpc_server) grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (grpc_server)
+    grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   queue.reset();  // joins the worker; jobs still queued are dropped
   return 0;
 }

@@ -68,7 +68,9 @@ std::string Metrics::Render() const {
   for (const auto& [endpoint, histogram] : request_seconds_) {
     histogram.Render("sinew_model_request_duration_seconds", "endpoint=\"" + endpoint + "\"", out);
   }
-  out += "# HELP sinew_model_time_to_first_token_seconds Prompt processing time until the first token.\n";
+  out +=
+      "# HELP sinew_model_time_to_first_token_seconds Prompt processing time until the first "
+      "token.\n";
   out += "# TYPE sinew_model_time_to_first_token_seconds histogram\n";
   first_token_seconds_.Render("sinew_model_time_to_first_token_seconds", "", out);
   out += "# HELP sinew_model_prompt_tokens_total Prompt tokens processed.\n";
@@ -77,7 +79,8 @@ std::string Metrics::Render() const {
   out += "# HELP sinew_model_generated_tokens_total Tokens generated.\n";
   out += "# TYPE sinew_model_generated_tokens_total counter\n";
   out += "sinew_model_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
-  out += "# HELP sinew_model_generation_seconds_total Time spent generating after the first token.\n";
+  out +=
+      "# HELP sinew_model_generation_seconds_total Time spent generating after the first token.\n";
   out += "# TYPE sinew_model_generation_seconds_total counter\n";
   out += "sinew_model_generation_seconds_total " + Number(generation_seconds_) + "\n";
   out += "# HELP sinew_model_queue_depth Generations waiting or running.\n";

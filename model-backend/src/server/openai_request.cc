@@ -38,8 +38,9 @@ Status ReadInteger(const json::object& body, std::string_view field, int64_t low
   if (value->is_int64()) {
     number = value->as_int64();
   } else if (value->is_uint64()) {
-    number = value->as_uint64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
-                                                                   : static_cast<int64_t>(value->as_uint64());
+    number = value->as_uint64() > static_cast<uint64_t>(INT64_MAX)
+                 ? INT64_MAX
+                 : static_cast<int64_t>(value->as_uint64());
   } else if (value->is_double() && std::floor(value->as_double()) == value->as_double() &&
              std::fabs(value->as_double()) < 9e15) {
     number = static_cast<int64_t>(value->as_double());
@@ -77,7 +78,8 @@ Status ReadContent(const json::value& value, size_t index, std::string& out) {
     const json::value* text = object ? object->if_contains("text") : nullptr;
     if (type == nullptr || !type->is_string() || type->as_string() != "text" || text == nullptr ||
         !text->is_string()) {
-      return Status::Unimplemented(field + ": only parts of type \"text\" with a string 'text' are supported");
+      return Status::Unimplemented(
+          field + ": only parts of type \"text\" with a string 'text' are supported");
     }
     out += std::string(text->as_string());
   }
@@ -130,17 +132,20 @@ Status ReadPrompt(const json::object& body, GenerationRequest& out) {
     tokens = &(*tokens)[0].as_array();
   }
   if (tokens != nullptr && !tokens->empty() &&
-      std::all_of(tokens->begin(), tokens->end(), [](const json::value& v) { return v.is_int64(); })) {
+      std::all_of(tokens->begin(), tokens->end(),
+                  [](const json::value& v) { return v.is_int64(); })) {
     for (const json::value& token : *tokens) {
       int64_t id = token.as_int64();
-      if (id < 0 || id > INT32_MAX) return Status::InvalidArgument("'prompt' token id out of range");
+      if (id < 0 || id > INT32_MAX)
+        return Status::InvalidArgument("'prompt' token id out of range");
       out.prompt_tokens.push_back(static_cast<int32_t>(id));
     }
     return Status::Ok();
   }
   if (prompt->is_array()) {
     return Status::Unimplemented(
-        "'prompt' must be a string, a one-string array or an array of token ids (batches are not supported)");
+        "'prompt' must be a string, a one-string array or an array of token ids (batches are not "
+        "supported)");
   }
   return WrongType("prompt", "a string");
 }
@@ -154,7 +159,8 @@ Status ReadStop(const json::object& body, int32_t max_stops, std::vector<std::st
   }
   if (!stop->is_array()) return WrongType("stop", "a string or an array of strings");
   if (stop->as_array().size() > static_cast<size_t>(max_stops)) {
-    return Status::InvalidArgument("'stop' may hold at most " + std::to_string(max_stops) + " strings");
+    return Status::InvalidArgument("'stop' may hold at most " + std::to_string(max_stops) +
+                                   " strings");
   }
   for (const json::value& item : stop->as_array()) {
     if (!item.is_string()) return WrongType("stop", "a string or an array of strings");
@@ -225,7 +231,8 @@ Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
   }
   SINEW_RETURN_IF_ERROR(ReadStop(*body, limits.max_stop_strings, generation.stop));
   SINEW_RETURN_IF_ERROR(ReadBool(*body, "stream", request.stream));
-  if (const json::value* options = body->if_contains("stream_options"); options && !options->is_null()) {
+  if (const json::value* options = body->if_contains("stream_options");
+      options && !options->is_null()) {
     if (!options->is_object()) return WrongType("stream_options", "an object");
     SINEW_RETURN_IF_ERROR(ReadBool(options->as_object(), "include_usage", request.include_usage));
   }

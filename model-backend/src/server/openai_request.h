@@ -18,7 +18,7 @@ struct OpenAiRequest {
 };
 
 struct ParseLimits {
-  std::string model_id;        // requests naming another model are rejected
+  std::string model_id;  // requests naming another model are rejected
   int32_t max_stop_strings = 4;
   int32_t max_top_logprobs = 20;
   // Default max_tokens when absent (completions; chat defaults to the context).

@@ -23,8 +23,8 @@ class ServerErrorsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     std::string error;
     // A small context and body limit and a short read timeout, to reach those limits.
-    server_ = ServerProcess::Start({"--ctx", "64", "--max-body-bytes", "65536", "--read-timeout", "1"},
-                                   &error)
+    server_ = ServerProcess::Start(
+                  {"--ctx", "64", "--max-body-bytes", "65536", "--read-timeout", "1"}, &error)
                   .release();
     ASSERT_NE(server_, nullptr) << error;
   }
@@ -44,7 +44,8 @@ class ServerErrorsTest : public ::testing::Test {
                                  const std::string& body,
                                  const std::string& content_type = "application/json") {
     testing::HttpResult result = HttpCall(server_->http_port(), method, path, body, content_type);
-    EXPECT_EQ(result.status, status) << body.substr(0, 200) << " -> " << result.body << result.error;
+    EXPECT_EQ(result.status, status)
+        << body.substr(0, 200) << " -> " << result.body << result.error;
     EXPECT_EQ(result.content_type, "application/json");
     boost::system::error_code ec;
     json::value parsed = json::parse(result.body, ec);
@@ -81,10 +82,10 @@ TEST_F(ServerErrorsTest, UnknownModel) {
 
 TEST_F(ServerErrorsTest, InvalidParameters) {
   for (const char* body : {R"({"prompt":"x","temperature":5})", R"({"prompt":"x","top_p":-1})",
-                           R"({"prompt":"x","max_tokens":0})", R"({"prompt":"x","max_tokens":"ten"})",
-                           R"({"prompt":"x","top_k":1.5})", R"({"prompt":"x","stream":1})",
-                           R"({"prompt":"x","stop":[1]})", R"({"prompt":"x","logprobs":99})",
-                           R"({"temperature":0})"}) {
+                           R"({"prompt":"x","max_tokens":0})",
+                           R"({"prompt":"x","max_tokens":"ten"})", R"({"prompt":"x","top_k":1.5})",
+                           R"({"prompt":"x","stream":1})", R"({"prompt":"x","stop":[1]})",
+                           R"({"prompt":"x","logprobs":99})", R"({"temperature":0})"}) {
     EXPECT_EQ(ExpectError(400, "POST", "/v1/completions", body), "invalid_parameter") << body;
   }
   EXPECT_EQ(ExpectError(400, "POST", "/v1/chat/completions", R"({"messages":"hi"})"),
@@ -151,9 +152,10 @@ TEST_F(ServerErrorsTest, ClientLeavingMidStream) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   const std::string body = R"({"prompt":"Once","stream":true,"temperature":0.8})";
-  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                              "application/json\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   char buffer[64];
   EXPECT_GT(recv(fd, buffer, sizeof(buffer), 0), 0);
@@ -178,10 +180,18 @@ TEST_F(ServerErrorsTest, MutatedBodiesGetAnAnswerOrAnError) {
     for (int edit = 0; edit < edits && !body.empty(); ++edit) {
       size_t pos = rng() % body.size();
       switch (rng() % 4) {
-        case 0: body[pos] = alphabet[rng() % alphabet.size()]; break;
-        case 1: body.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-        case 2: body.erase(pos, 1 + rng() % 8); break;
-        default: body.resize(pos); break;
+        case 0:
+          body[pos] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 2:
+          body.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          body.resize(pos);
+          break;
       }
     }
     testing::HttpResult result = HttpCall(server_->http_port(), "POST",
@@ -190,7 +200,8 @@ TEST_F(ServerErrorsTest, MutatedBodiesGetAnAnswerOrAnError) {
     boost::system::error_code ec;
     json::value parsed = json::parse(result.body, ec);
     ASSERT_FALSE(ec) << body << " -> " << result.body;
-    EXPECT_TRUE(parsed.as_object().contains(result.status == 200 ? "choices" : "error")) << result.body;
+    EXPECT_TRUE(parsed.as_object().contains(result.status == 200 ? "choices" : "error"))
+        << result.body;
   }
 }
 
@@ -206,7 +217,8 @@ TEST_F(ServerErrorsTest, GarbageOnTheWire) {
   ASSERT_EQ(send(fd, garbage.data(), garbage.size(), 0), static_cast<ssize_t>(garbage.size()));
   std::string reply;
   char buffer[1024];
-  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) reply.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;)
+    reply.append(buffer, static_cast<size_t>(n));
   close(fd);
   EXPECT_TRUE(reply.starts_with("HTTP/1.1 400")) << reply;
   EXPECT_NE(reply.find("\"bad_request\""), std::string::npos) << reply;

@@ -60,10 +60,11 @@ TEST_F(ServerGrpcTest, GreedyStreamMatchesTheReference) {
     tokens += message.token_ids_size();
     EXPECT_EQ(message.logprobs_size(), message.token_ids_size());
   }
-  EXPECT_EQ(text,
-            ", there was a little girl named Lily. She loved to play outside in the park. One "
-            "day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily's "
-            "mom said");
+  EXPECT_EQ(
+      text,
+      ", there was a little girl named Lily. She loved to play outside in the park. One "
+      "day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily's "
+      "mom said");
   EXPECT_EQ(tokens, 64);
   EXPECT_EQ(messages.back().finish_reason(), "length");
   EXPECT_EQ(messages.back().usage().completion_tokens(), 64u);

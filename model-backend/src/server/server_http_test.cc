@@ -119,14 +119,15 @@ TEST_F(ServerHttpTest, PromptAsTokenIdsGivesTheSameText) {
   EXPECT_EQ(model.status, 200);
   EXPECT_EQ(json::parse(model.body).at("id"), "stories260K");
   EXPECT_EQ(HttpCall(server_->http_port(), "GET", "/v1/models/other").status, 404);
-  EXPECT_EQ(HttpCall(server_->http_port(), "POST", "/v1/completions", R"({"prompt":[1,99999]})").status,
-            400);
+  EXPECT_EQ(
+      HttpCall(server_->http_port(), "POST", "/v1/completions", R"({"prompt":[1,99999]})").status,
+      400);
 }
 
 TEST_F(ServerHttpTest, StreamedCompletionIsTheSameText) {
-  std::vector<json::object> chunks = PostStream(
-      "/v1/completions",
-      R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0,"stream":true,
+  std::vector<json::object> chunks =
+      PostStream("/v1/completions",
+                 R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0,"stream":true,
           "stream_options":{"include_usage":true}})");
   ASSERT_GE(chunks.size(), 3u);
   std::string text;
@@ -159,7 +160,8 @@ TEST_F(ServerHttpTest, ChatStreamingAndNotAgree) {
   auto prompt = tokenizer->Encode("Stories.\n\nUser: Tell me one\nAssistant:");
   EXPECT_EQ(whole.at("usage").at("prompt_tokens").as_int64(), static_cast<int64_t>(prompt.size()));
 
-  std::vector<json::object> chunks = PostStream("/v1/chat/completions", request + R"(,"stream":true})");
+  std::vector<json::object> chunks =
+      PostStream("/v1/chat/completions", request + R"(,"stream":true})");
   ASSERT_GE(chunks.size(), 2u);
   EXPECT_EQ(chunks.front().at("choices").as_array()[0].at("delta").at("role"), "assistant");
   std::string streamed;
@@ -192,7 +194,8 @@ TEST_F(ServerHttpTest, MaxTokensAndSeeds) {
   json::object second = PostJson("/v1/completions", request);
   EXPECT_EQ(first.at("usage").at("completion_tokens"), 12);
   EXPECT_EQ(first.at("choices").as_array()[0].at("finish_reason"), "length");
-  EXPECT_EQ(first.at("choices").as_array()[0].at("text"), second.at("choices").as_array()[0].at("text"))
+  EXPECT_EQ(first.at("choices").as_array()[0].at("text"),
+            second.at("choices").as_array()[0].at("text"))
       << "same seed, same text";
 }
 
@@ -211,7 +214,8 @@ TEST_F(ServerHttpTest, LogprobsDescribeEveryToken) {
     const json::object& top = logprobs.at("top_logprobs").as_array()[index].as_object();
     EXPECT_EQ(top.size(), 2u);
     // Greedy picks the most likely token: no alternative beats it.
-    for (const auto& alternative : top) EXPECT_LE(alternative.value().to_number<double>(), logprob + 1e-6);
+    for (const auto& alternative : top)
+      EXPECT_LE(alternative.value().to_number<double>(), logprob + 1e-6);
   }
   EXPECT_EQ(joined, choice.at("text").as_string());
 
@@ -236,13 +240,16 @@ TEST_F(ServerHttpTest, MetricsCountRequestsAndTokens) {
     return std::make_pair(std::stoll(metrics.body.substr(pos + key.size())), metrics.body);
   };
   auto [before, ignored] = tokens_counted();
-  json::object body = PostJson("/v1/completions", R"({"prompt":"A dog","max_tokens":5,"temperature":0})");
+  json::object body =
+      PostJson("/v1/completions", R"({"prompt":"A dog","max_tokens":5,"temperature":0})");
   auto [after, text] = tokens_counted();
   EXPECT_EQ(after - before, body.at("usage").at("completion_tokens").as_int64());
   EXPECT_NE(text.find("sinew_model_requests_total{endpoint=\"/v1/completions\",code=\"200\"}"),
             std::string::npos);
-  EXPECT_NE(text.find("sinew_model_request_duration_seconds_bucket{endpoint=\"/v1/completions\",le=\"+Inf\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "sinew_model_request_duration_seconds_bucket{endpoint=\"/v1/completions\",le=\"+Inf\"}"),
+      std::string::npos);
   EXPECT_NE(text.find("sinew_model_time_to_first_token_seconds_count"), std::string::npos);
 }
 
@@ -255,13 +262,14 @@ TEST_F(ServerHttpTest, ConcurrentClientsAllGetTheirAnswer) {
     clients.emplace_back([&, index] {
       auto result = HttpCall(server_->http_port(), "POST", "/v1/completions",
                              R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0,
-                                 "stream":)" + std::string(index % 2 ? "true" : "false") + "}");
+                                 "stream":)" +
+                                 std::string(index % 2 ? "true" : "false") + "}");
       statuses[index] = result.status;
       if (index % 2) {
         for (const std::string& event : SseData(result.body)) {
           if (event == "[DONE]") continue;
-          texts[index] += std::string(
-              json::parse(event).at("choices").as_array()[0].at("text").as_string());
+          texts[index] +=
+              std::string(json::parse(event).at("choices").as_array()[0].at("text").as_string());
         }
       } else if (result.status == 200) {
         texts[index] = json::parse(result.body).at("choices").as_array()[0].at("text").as_string();
@@ -296,9 +304,10 @@ TEST_F(ServerHttpTest, HangingUpCancelsTheGeneration) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   const std::string body = R"({"prompt":"Once upon a time","max_tokens":2000,"temperature":0})";
-  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                              "application/json\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   close(fd);
 

@@ -32,8 +32,8 @@ TEST(ServerStartup, TruncatedAndGarbageModels) {
   std::ifstream in(testing::StoriesPath(), std::ios::binary);
   std::stringstream whole;
   whole << in.rdbuf();
-  for (const std::string& bytes : {whole.str().substr(0, 4096), std::string("GGUF\x03garbage"),
-                                   std::string(100, 'x')}) {
+  for (const std::string& bytes :
+       {whole.str().substr(0, 4096), std::string("GGUF\x03garbage"), std::string(100, 'x')}) {
     std::string path = TempFileWith(bytes);
     std::string output;
     EXPECT_EQ(RunServerToExit({"--model", path, "--port", "0", "--grpc-port", "-1"}, &output), 1)
@@ -48,8 +48,8 @@ TEST(ServerStartup, BadFlags) {
   EXPECT_NE(RunServerToExit({"--port", "0"}, &output), 0) << "--model is required";
   EXPECT_NE(output.find("--model"), std::string::npos) << output;
   output.clear();
-  EXPECT_EQ(RunServerToExit({"--model", testing::StoriesPath(), "--host", "not-an-ip", "--port", "0"},
-                            &output),
+  EXPECT_EQ(RunServerToExit(
+                {"--model", testing::StoriesPath(), "--host", "not-an-ip", "--port", "0"}, &output),
             1);
   EXPECT_NE(output.find("not-an-ip"), std::string::npos) << output;
 }

@@ -53,8 +53,8 @@ std::string Sha256OfFile(const std::string& path) {
 std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& extra_args,
                                                     std::string* error) {
   std::string binary = EnvOr("SINEW_BIN_DIR", "build/bin") + "/sinew-model";
-  std::vector<std::string> args = {binary, "--model", StoriesPath(), "--port", "0",
-                                   "--grpc-port", "0", "--threads", "1"};
+  std::vector<std::string> args = {binary,        "--model", StoriesPath(), "--port", "0",
+                                   "--grpc-port", "0",       "--threads",   "1"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) {
@@ -164,7 +164,8 @@ HttpResult HttpCall(uint16_t port, const std::string& method, const std::string&
   if (method == "POST") {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    if (!content_type.empty()) headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
+    if (!content_type.empty())
+      headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   }
   CURLcode code = curl_easy_perform(curl);

@@ -84,8 +84,7 @@ void TokenizerImpl::EncodeBpeWord(std::string_view word, std::vector<int32_t>& o
     queue.pop();
     Symbol& left = symbols[bigram.left];
     Symbol& right = symbols[bigram.right];
-    if (left.length == 0 || right.length == 0 ||
-        left.length + right.length != bigram.text.size() ||
+    if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.text.size() ||
         word.substr(left.offset, left.length + right.length) != bigram.text) {
       continue;  // stale
     }

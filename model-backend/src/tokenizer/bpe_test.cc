@@ -73,7 +73,9 @@ namespace {
 
 TEST(Spm, MalformedByteTokenDecodesAsText) {
   Vocab vocab;
-  vocab.tokens = {"<unk>", "<0xZZ>", "<0x41>", "\xE2\x96\x81" "a"};
+  vocab.tokens = {"<unk>", "<0xZZ>", "<0x41>",
+                  "\xE2\x96\x81"
+                  "a"};
   vocab.types = {TokenType::kUnknown, TokenType::kByte, TokenType::kByte, TokenType::kNormal};
   vocab.scores = {0, 0, 0, 1};
   vocab.unk_id = 0;

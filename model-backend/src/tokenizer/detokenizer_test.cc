@@ -12,7 +12,8 @@ namespace {
 
 std::unique_ptr<Tokenizer> LoadStories() {
   const char* source = std::getenv("SINEW_SOURCE_DIR");
-  auto file = GgufFile::Open(std::string(source ? source : ".") + "/../shared/models/stories260K.gguf");
+  auto file =
+      GgufFile::Open(std::string(source ? source : ".") + "/../shared/models/stories260K.gguf");
   if (!file.ok()) return nullptr;
   auto tokenizer = Tokenizer::FromGguf(**file);
   return tokenizer.ok() ? std::move(tokenizer).value() : nullptr;

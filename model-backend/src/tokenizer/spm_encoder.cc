@@ -73,8 +73,8 @@ void TokenizerImpl::EncodeSpm(std::string_view raw, std::vector<int32_t>& out) c
   std::unordered_map<std::string, std::pair<int, int>> rev_merge;
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    std::string joined = text.substr(symbols[left].offset,
-                                     symbols[left].length + symbols[right].length);
+    std::string joined =
+        text.substr(symbols[left].offset, symbols[left].length + symbols[right].length);
     int32_t id = Find(joined);
     if (id < 0) return;
     queue.push({left, right, ScoreOf(id), joined.size()});

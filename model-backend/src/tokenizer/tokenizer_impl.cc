@@ -42,8 +42,9 @@ Status Validate(const Vocab& vocab) {
   if (n == 0) return Status::InvalidArgument("vocabulary has no tokens");
   if (n > (1u << 24)) return Status::InvalidArgument("vocabulary has too many tokens");
   if (!vocab.scores.empty() && vocab.scores.size() != n) {
-    return Status::InvalidArgument("tokenizer.ggml.scores has " + std::to_string(vocab.scores.size()) +
-                                   " entries for " + std::to_string(n) + " tokens");
+    return Status::InvalidArgument("tokenizer.ggml.scores has " +
+                                   std::to_string(vocab.scores.size()) + " entries for " +
+                                   std::to_string(n) + " tokens");
   }
   if (!vocab.types.empty() && vocab.types.size() != n) {
     return Status::InvalidArgument("tokenizer.ggml.token_type has " +

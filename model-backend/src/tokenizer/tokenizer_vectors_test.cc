@@ -62,8 +62,8 @@ TEST_P(VocabVectors, EveryLineMatches) {
   ASSERT_GT(texts.size(), 40u);
   for (size_t index = 0; index < texts.size(); ++index) {
     std::vector<int32_t> ids = tokenizer->Encode(texts[index], {.add_special = false});
-    EXPECT_EQ(ids, expected[index]) << GetParam() << " line " << index << ": \"" << texts[index]
-                                    << "\"";
+    EXPECT_EQ(ids, expected[index])
+        << GetParam() << " line " << index << ": \"" << texts[index] << "\"";
     // Decoding gives the text back (these vocabularies cover every input byte).
     EXPECT_EQ(tokenizer->Decode(ids), texts[index]) << GetParam() << " line " << index;
   }
@@ -80,9 +80,8 @@ TEST(Stories260K, VocabRoundTrips) {
   EXPECT_EQ(tokenizer->vocab().bos_id, 1);
   EXPECT_EQ(tokenizer->vocab().eos_id, 2);
   EXPECT_TRUE(tokenizer->IsEndOfGeneration(2));
-  for (std::string text :
-       {"Once upon a time", "Lily's mom said, \"Let's go to the park!\"", "  two  spaces\n\tand ä ü 🦙",
-        "x"}) {
+  for (std::string text : {"Once upon a time", "Lily's mom said, \"Let's go to the park!\"",
+                           "  two  spaces\n\tand ä ü 🦙", "x"}) {
     std::vector<int32_t> ids = tokenizer->Encode(text);
     ASSERT_FALSE(ids.empty());
     EXPECT_EQ(ids.front(), 1) << "BOS first";

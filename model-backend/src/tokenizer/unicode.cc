@@ -25,7 +25,8 @@ struct ByteMap {
     for (int byte = 0; byte < 256; ++byte) {
       bool printable = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) ||
                        (byte >= 0xAE && byte <= 0xFF);
-      to_printable[byte] = printable ? static_cast<char32_t>(byte) : static_cast<char32_t>(256 + next++);
+      to_printable[byte] =
+          printable ? static_cast<char32_t>(byte) : static_cast<char32_t>(256 + next++);
     }
   }
 };

@@ -38,7 +38,10 @@ TEST(Unicode, CompletePrefixAndSanitize) {
   EXPECT_EQ(CompleteUtf8Prefix("ab\xE2\x82\xAC"), 5u);
   EXPECT_EQ(CompleteUtf8Prefix("\xF0\x9F\xA6"), 0u);
   EXPECT_EQ(CompleteUtf8Prefix("\x80\x80\x80\x80"), 4u);
-  EXPECT_EQ(SanitizeUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(SanitizeUtf8("a\xFF"
+                         "b"),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(Unicode, ByteLevelMappingIsABijection) {
@@ -47,7 +50,9 @@ TEST(Unicode, ByteLevelMappingIsABijection) {
     EXPECT_EQ(PrintableToByte(cp), byte);
   }
   EXPECT_EQ(ByteToPrintable(' '), 0x120u);  // "Ġ"
-  EXPECT_EQ(ByteLevelEncode(" a"), "\xC4\xA0" "a");
+  EXPECT_EQ(ByteLevelEncode(" a"),
+            "\xC4\xA0"
+            "a");
   EXPECT_EQ(PrintableToByte(U'Ā' + 200), -1);
 }
 

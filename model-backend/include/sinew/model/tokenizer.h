@@ -34,7 +34,7 @@ enum class TokenType : int32_t {
 };
 
 enum class VocabModel {
-  kSentencePiece,  // "llama"
+  kSentencePiece,     // "llama"
   kBytePairEncoding,  // "gpt2"
 };
 
@@ -44,10 +44,10 @@ struct Vocab {
   // `tokenizer.ggml.pre` (BPE only). Default: "default" (the GPT-2 split).
   std::string pre_tokenizer = "default";
   std::vector<std::string> tokens;
-  std::vector<float> scores;      // empty or one per token
-  std::vector<TokenType> types;   // empty (all normal) or one per token
+  std::vector<float> scores;        // empty or one per token
+  std::vector<TokenType> types;     // empty (all normal) or one per token
   std::vector<std::string> merges;  // BPE only: "left right", highest priority first
-  int32_t bos_id = -1;  // -1: none
+  int32_t bos_id = -1;              // -1: none
   int32_t eos_id = -1;
   int32_t eot_id = -1;  // end of turn (e.g. <|eot_id|>, <|im_end|>), -1: none
   int32_t unk_id = -1;
