@@ -3,6 +3,11 @@
 #include <algorithm>
 
 namespace sinew::model::cpu {
+namespace {
+// Spin iterations (each a sched_yield, so an oversubscribed machine still makes
+// progress) before sleeping.
+constexpr int kSpinIterations = 200;
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this] { WorkerLoop(); });
@@ -11,7 +16,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -28,16 +33,22 @@ void ThreadPool::RunChunks() {
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+    for (int spin = 0; spin < kSpinIterations; ++spin) {
+      if (generation_.load(std::memory_order_acquire) != seen || stop_.load()) break;
+      std::this_thread::yield();
     }
+    if (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stop_.load() || generation_.load(std::memory_order_acquire) != seen;
+      });
+    }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunChunks();
-    {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--active_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -51,20 +62,23 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     return;
   }
   // About four chunks per thread balances load without much claiming traffic.
-  const int64_t chunk = std::max(grain, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
+  chunk_ = std::max(grain, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
+  fn_ = &fn;
+  n_ = n;
+  next_.store(0, std::memory_order_relaxed);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // publishes the fields above
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    next_.store(0, std::memory_order_relaxed);
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
   }
   wake_.notify_all();
   RunChunks();
+  for (int spin = 0; spin < kSpinIterations; ++spin) {
+    if (active_.load(std::memory_order_acquire) == 0) return;
+    std::this_thread::yield();
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return active_ == 0; });
+  done_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
 }
 
 }  // namespace sinew::model::cpu

@@ -1,7 +1,9 @@
 // ThreadPool: a fixed set of worker threads that run one parallel loop at a time.
 //
 // ParallelFor splits [0, n) into chunks that the workers and the calling thread
-// claim; it returns when every chunk is done. Workers sleep between loops.
+// claim; it returns when every chunk is done. Between loops workers spin for a
+// short while (a token's forward pass issues a loop every few microseconds),
+// then sleep on a condition variable.
 //
 // Thread-safety: ParallelFor must not be called concurrently or re-entrantly;
 // the owner (the CPU backend) runs one op at a time.
@@ -37,13 +39,12 @@ class ThreadPool {
   const int n_threads_;
   std::vector<std::thread> workers_;
 
-  std::mutex mutex_;
+  std::mutex mutex_;  // pairs with the condition variables only
   std::condition_variable wake_;
   std::condition_variable done_;
-  // Protected by mutex_.
-  uint64_t generation_ = 0;
-  int active_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped to start a loop
+  std::atomic<int> active_{0};           // workers still in the current loop
+  std::atomic<bool> stop_{false};
 
   // The current loop (set before generation_ is bumped).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
