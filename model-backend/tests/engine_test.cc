@@ -163,6 +163,23 @@ TEST(EngineSmallContextTest, StopsWhenTheContextIsFull) {
   EXPECT_EQ((*engine)->Generate(long_prompt, p, nullptr).status().code(), StatusCode::kOutOfRange);
 }
 
+// The largest context allowed reserves a 1.3 GB cache for stories260K but touches
+// only the positions in use.
+TEST(EngineSmallContextTest, LargestContextLoadsLazily) {
+  EngineOptions options;
+  options.n_ctx = EngineOptions::kMaxContext;
+  options.n_threads = 1;
+  auto engine = Engine::Load(testutil::Stories260KPath(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->info().n_ctx, EngineOptions::kMaxContext);
+  SamplingParams p;
+  p.greedy = true;
+  p.max_tokens = 4;
+  auto r = (*engine)->Generate({1, 403, 407, 261, 378}, p, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tokens.size(), 4u);
+}
+
 TEST(EngineStopTokenTest, StopsAtEndOfGeneration) {
   const std::string path = TempPath("eos");
   testing::RandomModelSpec spec;
@@ -242,6 +259,10 @@ TEST(EngineLoadTest, RejectsBadFilesAndOptions) {
             StatusCode::kNotFound);
   EngineOptions bad;
   bad.simd = "mmx";
+  EXPECT_EQ(Engine::Load(testutil::Stories260KPath(), bad).status().code(),
+            StatusCode::kInvalidArgument);
+  bad = EngineOptions{};
+  bad.n_ctx = EngineOptions::kMaxContext + 1;
   EXPECT_EQ(Engine::Load(testutil::Stories260KPath(), bad).status().code(),
             StatusCode::kInvalidArgument);
   bad = EngineOptions{};

@@ -85,7 +85,10 @@ class EngineImpl final : public Engine {
 };
 
 Status EngineImpl::Init(const std::string& path, const EngineOptions& options) {
-  if (options.n_ctx < 0) return Status::InvalidArgument("n_ctx must be >= 0");
+  if (options.n_ctx < 0 || options.n_ctx > EngineOptions::kMaxContext) {
+    return Status::InvalidArgument("n_ctx must be in [0, " +
+                                   std::to_string(EngineOptions::kMaxContext) + "]");
+  }
   if (options.n_batch < 1 || options.n_batch > 8192) {
     return Status::InvalidArgument("n_batch must be in [1, 8192]");
   }

@@ -31,8 +31,9 @@ namespace sinew::model {
 struct EngineOptions {
   // Compute threads; 0 means one per online CPU. Default: 0
   int32_t n_threads = 0;
-  // Context length (KV cache positions); 0 means the model's trained length
-  // capped at kDefaultMaxContext. Default: 0
+  // Context length (KV cache positions), at most kMaxContext; 0 means the
+  // model's trained length capped at kDefaultMaxContext. The KV cache memory is
+  // reserved up front but only touched as positions fill. Default: 0
   int32_t n_ctx = 0;
   // Prompt tokens per forward pass. Default: 256
   int32_t n_batch = 256;
@@ -43,6 +44,7 @@ struct EngineOptions {
   std::string simd = "auto";
 
   static constexpr int32_t kDefaultMaxContext = 4096;
+  static constexpr int32_t kMaxContext = 1 << 20;
 };
 
 struct ModelInfo {

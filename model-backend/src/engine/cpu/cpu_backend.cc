@@ -1,5 +1,7 @@
 // The CPU backend: host buffers (owned or wrapping mapped weights) and ops that
 // run the kernel table on a thread pool.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -17,11 +19,15 @@ namespace {
 
 using cpu::KernelTable;
 
+enum class Ownership { kBorrowed, kMalloc, kMmap };
+
 class HostBuffer final : public BackendBuffer {
  public:
-  HostBuffer(void* data, size_t size, bool owned) : data_(data), size_(size), owned_(owned) {}
+  HostBuffer(void* data, size_t size, Ownership owned, size_t mapped = 0)
+      : data_(data), size_(size), owned_(owned), mapped_(mapped) {}
   ~HostBuffer() override {
-    if (owned_) std::free(data_);
+    if (owned_ == Ownership::kMalloc) std::free(data_);
+    if (owned_ == Ownership::kMmap) munmap(data_, mapped_);
   }
   void* data() override { return data_; }
   size_t size() const override { return size_; }
@@ -39,23 +45,38 @@ class HostBuffer final : public BackendBuffer {
  private:
   void* data_;
   size_t size_;
-  bool owned_;
+  Ownership owned_;
+  size_t mapped_;
 };
+
+// Buffers from this size on come from anonymous mappings: zero pages that the
+// kernel provides lazily, so a large KV cache costs memory only as it fills.
+constexpr size_t kMmapThreshold = size_t{1} << 20;
 
 class HostMemory final : public BackendMemory {
  public:
   Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override {
     const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    if (rounded >= kMmapThreshold) {
+      void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+                     MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) {
+        return Status::ResourceExhausted("cannot map " + std::to_string(bytes) + " bytes");
+      }
+      return std::unique_ptr<BackendBuffer>(
+          std::make_unique<HostBuffer>(p, bytes, Ownership::kMmap, rounded));
+    }
     void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
       return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes");
     }
     std::memset(p, 0, rounded);
-    return std::unique_ptr<BackendBuffer>(std::make_unique<HostBuffer>(p, bytes, true));
+    return std::unique_ptr<BackendBuffer>(
+        std::make_unique<HostBuffer>(p, bytes, Ownership::kMalloc));
   }
   Result<std::unique_ptr<BackendBuffer>> WrapHost(const void* data, size_t bytes) override {
     return std::unique_ptr<BackendBuffer>(
-        std::make_unique<HostBuffer>(const_cast<void*>(data), bytes, false));
+        std::make_unique<HostBuffer>(const_cast<void*>(data), bytes, Ownership::kBorrowed));
   }
 };
 
