@@ -51,6 +51,11 @@ std::string LeaseOwnerOf(const std::string& message) {
 ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
   auto task = ParseTaskRequest(r.body, *deps_.config);
   if (!task.ok()) return FromStatus(task.status());
+  // Secrets never reach the log, not even when a user pastes one into a task.
+  task->prompt = deps_.vault->Redact(task->prompt);
+  task->title = deps_.vault->Redact(task->title);
+  task->system = deps_.vault->Redact(task->system);
+  for (auto& [k, v] : task->metadata) v = deps_.vault->Redact(v);
   v1::CreateSessionRequest req;
   req.set_tenant(tenant);
   req.set_title(task->title.empty() ? task->prompt.substr(0, 80) : task->title);
