@@ -1,0 +1,213 @@
+// bench_sandbox: provision-to-ready latency (cold and from the warm pool) next to a bare
+// `runc run` of /bin/true on the same machine in the same run, and the Execute round
+// trip of `echo` next to a local fork/exec of the same command. Prints ratios.
+//
+//   bench_sandbox [--iterations N] [--exec-iterations M] [--image-root DIR]
+// Needs root, runc and the default image (sandbox-agent/image/build-image.sh).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "sandboxd/oci_spec.h"
+#include "sandboxd/process.h"
+#include "sinew/sandbox/provisioner_client.h"
+#include "sinew/sandbox/sandbox_client.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+extern "C" char** environ;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct Stats {
+  double p50 = 0, p99 = 0;
+};
+
+Stats Percentiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
+  return {at(0.50), at(0.99)};
+}
+
+class Daemon {
+ public:
+  Daemon(const std::string& bin_dir, const std::string& image_root, int port, int warm) : port_(port) {
+    state_ = "/run/sinew-bench-" + std::to_string(getpid()) + "-" + std::to_string(port);
+    std::vector<std::string> args = {bin_dir + "/sinew-sandboxd", "--listen", "127.0.0.1:" + std::to_string(port),
+                                     "--state-dir", state_, "--cgroup-parent", "sinew-bench-" + std::to_string(port),
+                                     "--image-root", image_root, "--warm-pool-size", std::to_string(warm)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
+      throw std::runtime_error("cannot start " + args[0]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto c = sinew::sandbox::ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port));
+    client_ = std::move(*c);
+    for (int i = 0; i < 300 && !client_->Health().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ~Daemon() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    std::error_code ec;
+    fs::remove_all(state_, ec);
+    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) rmdir((h.path() / ("sinew-bench-" + std::to_string(port_))).c_str());
+  }
+  sinew::sandbox::ProvisionerClient& client() { return *client_; }
+
+ private:
+  int port_;
+  std::string state_;
+  pid_t pid_ = -1;
+  std::unique_ptr<sinew::sandbox::ProvisionerClient> client_;
+};
+
+// The daemon's default shape, which has a warm pool from the start.
+sinew::v1::Resources Shape() { return sinew::v1::Resources(); }
+
+std::vector<double> BareRunc(const std::string& rootfs, int n) {
+  std::string dir = "/run/sinew-bench-bare-" + std::to_string(getpid());
+  fs::create_directories(dir + "/bundle");
+  std::ofstream(dir + "/bundle/config.json") << sinew::sandbox::BuildBareOciConfig(rootfs, {"/bin/true"});
+  std::vector<double> times;
+  for (int i = 0; i < n; ++i) {
+    std::string id = "bench-bare-" + std::to_string(getpid()) + "-" + std::to_string(i);
+    auto start = Clock::now();
+    auto r = sinew::sandbox::RunProcess({"runc", "--root", dir + "/runc", "run", "--bundle", dir + "/bundle", id},
+                                        std::chrono::seconds(30));
+    times.push_back(Ms(Clock::now() - start));
+    if (!r.ok() || r->exit_code != 0) {
+      std::cerr << "bare runc failed: " << (r.ok() ? r->output : r.status().ToString()) << "\n";
+      break;
+    }
+  }
+  fs::remove_all(dir);
+  return times;
+}
+
+std::vector<double> ProvisionLoop(Daemon& d, int n, bool wait_warm) {
+  std::vector<double> times;
+  for (int i = 0; i < n; ++i) {
+    if (wait_warm) {
+      for (int k = 0; k < 400; ++k) {
+        auto h = d.client().Health();
+        if (h.ok() && h->warm() >= 1) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    auto start = Clock::now();
+    auto box = d.client().Provision(Shape());
+    double ms = Ms(Clock::now() - start);
+    if (!box.ok()) {
+      std::cerr << "provision failed: " << box.status().ToString() << "\n";
+      break;
+    }
+    if (box->from_warm_pool() != wait_warm) std::cerr << "note: from_warm_pool=" << box->from_warm_pool() << "\n";
+    times.push_back(ms);
+    (void)d.client().Destroy(box->id());
+  }
+  return times;
+}
+
+double LocalEcho() {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  const char* argv[] = {"bash", "-c", "echo hi", nullptr};
+  auto start = Clock::now();
+  pid_t pid;
+  posix_spawn(&pid, "/bin/bash", &fa, nullptr, const_cast<char* const*>(argv), environ);
+  close(fds[1]);
+  char buf[64];
+  while (read(fds[0], buf, sizeof(buf)) > 0) {
+  }
+  waitpid(pid, nullptr, 0);
+  double ms = Ms(Clock::now() - start);
+  close(fds[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_sandbox: sandbox start and Execute latency against bare runc and fork/exec"};
+  int n = 30, m = 200;
+  std::string image_root = "/var/lib/sinew/images";
+  std::string bin_dir;
+  app.add_option("--iterations", n, "provisions per measurement")->capture_default_str();
+  app.add_option("--exec-iterations", m, "Execute calls")->capture_default_str();
+  app.add_option("--image-root", image_root, "image directory")->capture_default_str();
+  app.add_option("--bin-dir", bin_dir, "where sinew-sandboxd is (default: next to this binary)");
+  CLI11_PARSE(app, argc, argv);
+  if (bin_dir.empty()) bin_dir = fs::read_symlink("/proc/self/exe").parent_path().string();
+  std::string rootfs = image_root + "/default/rootfs";
+  if (geteuid() != 0 || !fs::exists(image_root + "/default/READY")) {
+    std::cerr << "bench_sandbox: needs root and the default image (sandbox-agent/image/build-image.sh)\n";
+    return 2;
+  }
+  int port = 30000 + getpid() % 5000;
+
+  auto bare = Percentiles(BareRunc(rootfs, n));
+  Stats cold, warm;
+  {
+    Daemon d(bin_dir, image_root, port, 0);
+    cold = Percentiles(ProvisionLoop(d, n, false));
+  }
+  std::vector<double> exec_times, local_times;
+  {
+    Daemon d(bin_dir, image_root, port + 1, 1);
+    warm = Percentiles(ProvisionLoop(d, n, true));
+    auto box = d.client().Provision(Shape());
+    if (!box.ok()) {
+      std::cerr << box.status().ToString() << "\n";
+      return 1;
+    }
+    auto tools = sinew::sandbox::SandboxClient::Connect(box->endpoint());
+    if (!tools.ok()) return 1;
+    for (int i = 0; i < 10; ++i) (void)(*tools)->Execute("bash", R"({"command":"echo hi"})");
+    for (int i = 0; i < m; ++i) {
+      auto start = Clock::now();
+      auto r = (*tools)->Execute("bash", R"({"command":"echo hi"})");
+      exec_times.push_back(Ms(Clock::now() - start));
+      if (!r.ok() || r->output() != "hi\n") {
+        std::cerr << "execute failed\n";
+        return 1;
+      }
+    }
+    for (int i = 0; i < 10; ++i) LocalEcho();
+    for (int i = 0; i < m; ++i) local_times.push_back(LocalEcho());
+    (void)d.client().Destroy(box->id());
+  }
+  auto exec = Percentiles(exec_times);
+  auto local = Percentiles(local_times);
+
+  std::printf("bench_sandbox: %d provisions each, %d Execute calls, %u CPUs\n", n, m, std::thread::hardware_concurrency());
+  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "bare runc run /bin/true", bare.p50, bare.p99);
+  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "Provision cold (agent ready)", cold.p50, cold.p99);
+  std::printf("  %-38s p50 %8.2f ms  p99 %8.2f ms\n", "Provision from warm pool", warm.p50, warm.p99);
+  std::printf("  %-38s p50 %8.3f ms  p99 %8.3f ms\n", "Execute bash `echo hi` round trip", exec.p50, exec.p99);
+  std::printf("  %-38s p50 %8.3f ms  p99 %8.3f ms\n", "local fork/exec bash -c 'echo hi'", local.p50, local.p99);
+  std::printf("ratios (p50):\n");
+  std::printf("  cold / bare runc       %6.2fx  (target <= 1.5x)\n", cold.p50 / bare.p50);
+  std::printf("  warm / cold            %6.3fx  (target < 0.1x)\n", warm.p50 / cold.p50);
+  std::printf("  Execute / fork-exec    %6.2fx\n", exec.p50 / local.p50);
+  return 0;
+}

@@ -1,0 +1,54 @@
+// ProvisionerClient: asks sinew-sandboxd (the Provisioner service of
+// proto/sandbox.proto, default 127.0.0.1:7702) for sandboxes and learns how they ended.
+//
+// Typical use:
+//   auto prov = ProvisionerClient::Connect("127.0.0.1:7702");
+//   auto box = (*prov)->Provision(resources);             // SandboxInfo with endpoint
+//   auto tools = SandboxClient::Connect(box->endpoint());
+//   ... (*tools)->Execute("bash", R"({"command":"ls"})") ...
+//   (*prov)->Destroy(box->id());
+//
+// Errors are the daemon's gRPC status mapped to sinew::Status (see sinew/grpc_status.h):
+// kInvalidArgument for bad resources, kFailedPrecondition for a missing image (the
+// message says how to build it), kNotFound for an unknown id, kUnavailable when the
+// daemon does not answer.
+//
+// Thread-safety: all methods may be called concurrently from several threads.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sinew/proto/sandbox.pb.h"
+#include "sinew/status.h"
+
+namespace sinew::sandbox {
+
+inline constexpr std::string_view kDefaultProvisionerAddress = "127.0.0.1:7702";
+
+class ProvisionerClient {
+ public:
+  virtual ~ProvisionerClient() = default;
+
+  // Creates a client for the daemon at `address` (host:port). Does not wait for the
+  // daemon; the first call fails with kUnavailable if it is down.
+  // `call_timeout` bounds each call. Default: 2 minutes
+  [[nodiscard]] static Result<std::unique_ptr<ProvisionerClient>> Connect(
+      std::string address = std::string(kDefaultProvisionerAddress),
+      std::chrono::milliseconds call_timeout = std::chrono::minutes(2));
+
+  // A ready sandbox of this shape. `label` is free text shown by List (e.g. a session id).
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
+                                                          std::string_view label = {}) = 0;
+  // Kills and removes it; returns its final info (outcome DESTROYED unless it had ended).
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Destroy(std::string_view id) = 0;
+  // Current info; for an ended sandbox, `outcome` says how it ended.
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Get(std::string_view id) = 0;
+  [[nodiscard]] virtual Result<std::vector<v1::SandboxInfo>> List(bool include_ended = false) = 0;
+  [[nodiscard]] virtual Result<v1::ProvisionerHealthResponse> Health() = 0;
+};
+
+}  // namespace sinew::sandbox

@@ -1,0 +1,184 @@
+// read_file, write_file and edit_file.
+#include <sstream>
+
+#include "agent/file_util.h"
+#include "agent/output_limiter.h"
+#include "agent/tool_input.h"
+#include "agent/tools.h"
+
+namespace sinew::sandbox {
+namespace {
+
+constexpr int64_t kDefaultLineLimit = 2000;
+constexpr size_t kMaxLineChars = 2000;
+
+class ReadFileTool final : public Tool {
+ public:
+  explicit ReadFileTool(ToolConfig config) : config_(std::move(config)) {}
+  std::string_view name() const override { return "read_file"; }
+  bool idempotent() const override { return true; }
+  std::string description() const override {
+    return "Reads a text file and returns its lines numbered from 1 (`offset`: first line, "
+           "default 1; `limit`: number of lines, default 2000). Relative paths are below the "
+           "workspace. Idempotent: it changes nothing.";
+  }
+  std::string input_schema_json() const override {
+    return R"({"type":"object","properties":{"path":{"type":"string"},)"
+           R"("offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}},)"
+           R"("required":["path"],"additionalProperties":false})";
+  }
+  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+    auto input = ToolInput::Make(json, {"path", "offset", "limit"});
+    if (!input.ok()) return ErrorResult(input.status().message());
+    auto raw = input->RequiredString("path");
+    if (!raw.ok()) return ErrorResult(raw.status().message());
+    auto offset = input->OptionalInt("offset", 1, INT64_MAX / 2);
+    if (!offset.ok()) return ErrorResult(offset.status().message());
+    auto limit = input->OptionalInt("limit", 1, 1000000);
+    if (!limit.ok()) return ErrorResult(limit.status().message());
+    auto path = ResolvePath(config_, *raw, false);
+    if (!path.ok()) return ErrorResult(path.status().message());
+    auto content = ReadWholeFile(*path);
+    if (!content.ok()) return ErrorResult(content.status().message());
+    if (LooksBinary(*content)) {
+      return ErrorResult(path->string() + " looks binary (it holds NUL bytes); inspect it with "
+                         "bash, e.g. `xxd " + path->string() + " | head`");
+    }
+    if (content->empty()) return OkResult("(empty file)");
+    int64_t first = offset->value_or(1);
+    int64_t count = limit->value_or(kDefaultLineLimit);
+    OutputLimiter out(config_.max_output_bytes);
+    std::istringstream in(*content);
+    std::string line;
+    int64_t line_no = 0;
+    int64_t shown = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (line_no < first) continue;
+      if (shown == count) {
+        out.Append("[... more lines follow; read on with offset " + std::to_string(line_no) + "]\n");
+        break;
+      }
+      if (line.size() > kMaxLineChars) line = line.substr(0, kMaxLineChars) + " [line cut]";
+      std::string num = std::to_string(line_no);
+      out.Append(std::string(num.size() < 6 ? 6 - num.size() : 0, ' ') + num + "\t" + line + "\n");
+      ++shown;
+    }
+    if (shown == 0) {
+      return ErrorResult("offset " + std::to_string(first) + " is past the end: " + path->string() +
+                         " has " + std::to_string(line_no) + " lines");
+    }
+    return OkResult(out.Finish(), out.truncated());
+  }
+
+ private:
+  ToolConfig config_;
+};
+
+class WriteFileTool final : public Tool {
+ public:
+  explicit WriteFileTool(ToolConfig config) : config_(std::move(config)) {}
+  std::string_view name() const override { return "write_file"; }
+  bool idempotent() const override { return true; }
+  std::string description() const override {
+    return "Writes `content` to a file below the workspace, creating parent directories and "
+           "replacing any previous content. Idempotent: writing the same content twice gives "
+           "the same file.";
+  }
+  std::string input_schema_json() const override {
+    return R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},)"
+           R"("required":["path","content"],"additionalProperties":false})";
+  }
+  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+    auto input = ToolInput::Make(json, {"path", "content"});
+    if (!input.ok()) return ErrorResult(input.status().message());
+    auto raw = input->RequiredString("path");
+    if (!raw.ok()) return ErrorResult(raw.status().message());
+    auto content = input->RequiredString("content");
+    if (!content.ok()) return ErrorResult(content.status().message());
+    auto path = ResolvePath(config_, *raw, true);
+    if (!path.ok()) return ErrorResult(path.status().message());
+    Status s = WriteWholeFile(*path, *content);
+    if (!s.ok()) return ErrorResult(s.message());
+    return OkResult("wrote " + std::to_string(content->size()) + " bytes to " + path->string());
+  }
+
+ private:
+  ToolConfig config_;
+};
+
+class EditFileTool final : public Tool {
+ public:
+  explicit EditFileTool(ToolConfig config) : config_(std::move(config)) {}
+  std::string_view name() const override { return "edit_file"; }
+  bool idempotent() const override { return false; }
+  std::string description() const override {
+    return "Replaces the exact string `old_string` by `new_string` in a file below the "
+           "workspace. `old_string` must occur exactly once unless `replace_all` is true. "
+           "Not idempotent: once applied, the old string is gone.";
+  }
+  std::string input_schema_json() const override {
+    return R"({"type":"object","properties":{"path":{"type":"string"},)"
+           R"("old_string":{"type":"string","minLength":1},"new_string":{"type":"string"},)"
+           R"("replace_all":{"type":"boolean"}},)"
+           R"("required":["path","old_string","new_string"],"additionalProperties":false})";
+  }
+  v1::ExecuteResult Run(const boost::json::object& json, const ChunkSink&) const override {
+    auto input = ToolInput::Make(json, {"path", "old_string", "new_string", "replace_all"});
+    if (!input.ok()) return ErrorResult(input.status().message());
+    auto raw = input->RequiredString("path");
+    if (!raw.ok()) return ErrorResult(raw.status().message());
+    auto old_s = input->RequiredString("old_string");
+    if (!old_s.ok()) return ErrorResult(old_s.status().message());
+    auto new_s = input->RequiredString("new_string");
+    if (!new_s.ok()) return ErrorResult(new_s.status().message());
+    auto all = input->OptionalBool("replace_all");
+    if (!all.ok()) return ErrorResult(all.status().message());
+    if (old_s->empty()) return ErrorResult("field 'old_string' is empty; use write_file to create a file");
+    if (*old_s == *new_s) return ErrorResult("old_string and new_string are the same; nothing to do");
+    auto path = ResolvePath(config_, *raw, true);
+    if (!path.ok()) return ErrorResult(path.status().message());
+    auto content = ReadWholeFile(*path);
+    if (!content.ok()) return ErrorResult(content.status().message());
+    size_t count = 0;
+    for (size_t pos = content->find(*old_s); pos != std::string::npos;
+         pos = content->find(*old_s, pos + old_s->size())) {
+      ++count;
+    }
+    if (count == 0) {
+      return ErrorResult("old_string was not found in " + path->string() +
+                         "; read the file to see its current text (whitespace and indentation "
+                         "must match exactly)");
+    }
+    if (count > 1 && !all->value_or(false)) {
+      return ErrorResult("old_string occurs " + std::to_string(count) + " times in " +
+                         path->string() + "; include more surrounding text to make it unique, or "
+                         "set replace_all to true");
+    }
+    std::string updated;
+    updated.reserve(content->size());
+    size_t from = 0;
+    for (size_t pos = content->find(*old_s); pos != std::string::npos;
+         pos = content->find(*old_s, from)) {
+      updated.append(*content, from, pos - from);
+      updated += *new_s;
+      from = pos + old_s->size();
+    }
+    updated.append(*content, from, std::string::npos);
+    Status s = WriteWholeFile(*path, updated);
+    if (!s.ok()) return ErrorResult(s.message());
+    return OkResult("replaced " + std::to_string(count) + " occurrence" + (count == 1 ? "" : "s") +
+                    " in " + path->string());
+  }
+
+ private:
+  ToolConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> MakeReadFileTool(const ToolConfig& c) { return std::make_unique<ReadFileTool>(c); }
+std::unique_ptr<Tool> MakeWriteFileTool(const ToolConfig& c) { return std::make_unique<WriteFileTool>(c); }
+std::unique_ptr<Tool> MakeEditFileTool(const ToolConfig& c) { return std::make_unique<EditFileTool>(c); }
+
+}  // namespace sinew::sandbox

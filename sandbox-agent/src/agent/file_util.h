@@ -1,0 +1,21 @@
+// Small file helpers shared by the file and search tools.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "sinew/status.h"
+
+namespace sinew::sandbox {
+
+// Largest file read_file, edit_file and grep will load. Default: 32 MiB
+inline constexpr uintmax_t kMaxFileBytes = 32u << 20;
+
+// Reads a whole regular file, with errors worded for the model.
+[[nodiscard]] Result<std::string> ReadWholeFile(const std::filesystem::path& path);
+// Writes `content` to `path` (creating parent directories), replacing it atomically.
+[[nodiscard]] Status WriteWholeFile(const std::filesystem::path& path, const std::string& content);
+// True if the first 8 KiB hold a NUL byte.
+bool LooksBinary(const std::string& content);
+
+}  // namespace sinew::sandbox

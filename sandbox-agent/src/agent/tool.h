@@ -1,0 +1,50 @@
+// Tool: one thing the model can call inside a sandbox (bash, read_file, ...), and the
+// configuration all tools share.
+//
+// Thread-safety: Run may be called concurrently; tools keep no per-call state.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "sinew/proto/sandbox.pb.h"
+
+namespace sinew::sandbox {
+
+struct ToolConfig {
+  // Relative paths resolve against it; write_file and edit_file stay below it.
+  // Default: /workspace
+  std::filesystem::path workspace = "/workspace";
+  // Cap of the output a tool returns; head and tail are kept. Default: 30000
+  size_t max_output_bytes = 30000;
+  // bash timeout when the input names none, and the largest one accepted.
+  // Default: 120 and 3600 seconds
+  int default_timeout_s = 120;
+  int max_timeout_s = 3600;
+};
+
+// Receives streamed output: (is_stderr, bytes).
+using ChunkSink = std::function<void(bool is_stderr, std::string_view bytes)>;
+
+class Tool {
+ public:
+  virtual ~Tool() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string description() const = 0;
+  virtual std::string input_schema_json() const = 0;
+  virtual bool idempotent() const = 0;
+  // Runs the tool on an already-parsed JSON object. Expected failures come back as a
+  // result with is_error set; `sink` (may be empty) receives output as it is produced.
+  virtual v1::ExecuteResult Run(const boost::json::object& input, const ChunkSink& sink) const = 0;
+};
+
+// An is_error result whose output is `message`.
+v1::ExecuteResult ErrorResult(std::string message);
+// A successful result with `output`.
+v1::ExecuteResult OkResult(std::string output, bool truncated = false);
+
+}  // namespace sinew::sandbox

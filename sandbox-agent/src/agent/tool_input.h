@@ -1,0 +1,45 @@
+// ToolInput: typed, validated access to a tool's JSON input, with errors worded for the
+// model ("missing required field 'path' (string)").
+//
+// Thread-safety: none; one per call. Holds a reference to the object it reads.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agent/tool.h"
+#include "sinew/status.h"
+
+namespace sinew::sandbox {
+
+class ToolInput {
+ public:
+  // Fails with the name of the first field of `input` that is not in `allowed`.
+  [[nodiscard]] static Result<ToolInput> Make(const boost::json::object& input,
+                                              std::initializer_list<std::string_view> allowed);
+
+  [[nodiscard]] Result<std::string> RequiredString(std::string_view field) const;
+  [[nodiscard]] Result<std::optional<std::string>> OptionalString(std::string_view field) const;
+  // Accepts integers only (no fractions, no strings), within [min, max].
+  [[nodiscard]] Result<std::optional<int64_t>> OptionalInt(std::string_view field, int64_t min,
+                                                          int64_t max) const;
+  [[nodiscard]] Result<std::optional<bool>> OptionalBool(std::string_view field) const;
+
+ private:
+  explicit ToolInput(const boost::json::object& input) : input_(&input) {}
+  const boost::json::object* input_;
+};
+
+// Resolves a path from a tool input: relative paths are taken below the workspace.
+// With `inside_workspace`, a path that leaves the workspace (lexically or through a
+// symbolic link) is refused with an error that says so.
+[[nodiscard]] Result<std::filesystem::path> ResolvePath(const ToolConfig& config,
+                                                        std::string_view raw,
+                                                        bool inside_workspace);
+
+}  // namespace sinew::sandbox

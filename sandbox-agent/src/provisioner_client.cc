@@ -1,0 +1,76 @@
+// gRPC implementation of ProvisionerClient.
+#include "sinew/sandbox/provisioner_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "sinew/grpc_status.h"
+#include "sinew/proto/sandbox.grpc.pb.h"
+
+namespace sinew::sandbox {
+namespace {
+
+class GrpcProvisionerClient final : public ProvisionerClient {
+ public:
+  GrpcProvisionerClient(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
+      : stub_(v1::Provisioner::NewStub(channel)), timeout_(timeout) {}
+
+  Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
+                                    std::string_view label) override {
+    v1::ProvisionRequest req;
+    *req.mutable_resources() = resources;
+    req.set_label(std::string(label));
+    return Call("Provision", req, &v1::Provisioner::Stub::Provision);
+  }
+
+  Result<v1::SandboxInfo> Destroy(std::string_view id) override {
+    v1::DestroyRequest req;
+    req.set_id(std::string(id));
+    return Call("Destroy", req, &v1::Provisioner::Stub::Destroy);
+  }
+
+  Result<v1::SandboxInfo> Get(std::string_view id) override {
+    v1::GetSandboxRequest req;
+    req.set_id(std::string(id));
+    return Call("Get", req, &v1::Provisioner::Stub::Get);
+  }
+
+  Result<std::vector<v1::SandboxInfo>> List(bool include_ended) override {
+    v1::ListSandboxesRequest req;
+    req.set_include_ended(include_ended);
+    SINEW_ASSIGN_OR_RETURN(v1::ListSandboxesResponse resp,
+                           Call("List", req, &v1::Provisioner::Stub::List));
+    return std::vector<v1::SandboxInfo>(resp.sandboxes().begin(), resp.sandboxes().end());
+  }
+
+  Result<v1::ProvisionerHealthResponse> Health() override {
+    return Call("Health", v1::ProvisionerHealthRequest(), &v1::Provisioner::Stub::Health);
+  }
+
+ private:
+  template <typename Req, typename Resp>
+  Result<Resp> Call(std::string_view what, const Req& req,
+                    grpc::Status (v1::Provisioner::Stub::*method)(grpc::ClientContext*, const Req&,
+                                                                  Resp*)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    Resp resp;
+    grpc::Status s = (stub_.get()->*method)(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s).WithContext("provisioner " + std::string(what));
+    return resp;
+  }
+
+  // Constant after construction.
+  std::unique_ptr<v1::Provisioner::Stub> stub_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ProvisionerClient>> ProvisionerClient::Connect(
+    std::string address, std::chrono::milliseconds call_timeout) {
+  if (address.empty()) return Status::InvalidArgument("provisioner address is empty");
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  return std::unique_ptr<ProvisionerClient>(new GrpcProvisionerClient(channel, call_timeout));
+}
+
+}  // namespace sinew::sandbox

@@ -1,0 +1,49 @@
+// ProvisionerConfig: everything sinew-sandboxd is told by its flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sinew/proto/sandbox.pb.h"
+
+namespace sinew::sandbox {
+
+struct ProvisionerConfig {
+  // Runtime state: runc's root, one directory per sandbox (bundle, socket, log) and the
+  // agent's files. Everything below it belongs to this daemon and is reaped on start.
+  // Default: /run/sinew
+  std::string state_dir = "/run/sinew";
+  // Images: <image_root>/<name>/rootfs, ready when <image_root>/<name>/READY exists.
+  // Default: /var/lib/sinew/images
+  std::string image_root = "/var/lib/sinew/images";
+  // The agent binary that runs as each sandbox's init. Default: next to sinew-sandboxd
+  std::string agent_binary;
+  // The runc binary. Default: runc (from PATH)
+  std::string runc = "runc";
+  // Parent cgroup of all sandboxes (a name below each hierarchy's root). Default: sinew
+  std::string cgroup_parent = "sinew";
+  // Ready sandboxes kept per resource shape (the default shape and each shape asked
+  // for, up to max_warm_shapes). Default: 2
+  uint32_t warm_pool_size = 2;
+  uint32_t max_warm_shapes = 4;
+  // Sandboxes at once, warm ones included. Default: 64
+  uint32_t max_sandboxes = 64;
+  // Output cap of each tool call inside the sandboxes. Default: 30000
+  uint32_t max_output_bytes = 30000;
+  // Resources used where a request leaves a field at zero (see proto/sandbox.proto).
+  v1::Resources defaults = DefaultResources();
+
+  static v1::Resources DefaultResources() {
+    v1::Resources r;
+    r.set_cpu_millicores(1000);
+    r.set_memory_limit_bytes(1ull << 30);
+    r.set_pids_limit(256);
+    r.set_workspace_bytes(256ull << 20);
+    r.set_lifetime_seconds(3600);
+    r.set_network("none");
+    r.set_image("default");
+    return r;
+  }
+};
+
+}  // namespace sinew::sandbox

@@ -1,0 +1,194 @@
+#include "sandboxd/host_setup.h"
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sandboxd/process.h"
+
+namespace sinew::sandbox {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
+
+bool IsCgroupV2() { return fs::exists(std::string(kCgroupRoot) + "/cgroup.controllers"); }
+
+// Each v1 hierarchy root: /sys/fs/cgroup/<name> that is a mount of type cgroup.
+std::vector<std::string> V1Hierarchies() {
+  std::vector<std::string> roots;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string f, mount_point;
+    for (int k = 0; k < 5 && ss >> f; ++k) {
+      if (k == 4) mount_point = f;
+    }
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream rest(line.substr(dash + 3));
+    std::string fstype;
+    rest >> fstype;
+    if (fstype == "cgroup" && mount_point.rfind(std::string(kCgroupRoot) + "/", 0) == 0) {
+      roots.push_back(mount_point);
+    }
+  }
+  return roots;
+}
+
+uint64_t ReadKey(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string k;
+  uint64_t v = 0;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(agent_binary, ec)) {
+    return Status::FailedPrecondition("agent binary not found at " + agent_binary +
+                                      " (build sinew-sandbox-agent or pass --agent-binary)");
+  }
+  SINEW_ASSIGN_OR_RETURN(auto ldd, RunProcess({"ldd", agent_binary}, std::chrono::seconds(30)));
+  bool is_static = ldd.output.find("not a dynamic executable") != std::string::npos ||
+                   ldd.output.find("statically linked") != std::string::npos;
+  if (ldd.exit_code != 0 && !is_static) {
+    return Status::FailedPrecondition("ldd " + agent_binary + " failed: " + ldd.output);
+  }
+  fs::remove_all(dest_dir, ec);
+  fs::create_directories(fs::path(dest_dir) / "lib", ec);
+  if (ec) return Status::IOError("cannot create " + dest_dir + ": " + ec.message());
+  if (is_static) ldd.output.clear();
+  std::istringstream in(ldd.output);
+  std::string line;
+  bool have_loader = false;
+  while (std::getline(in, line)) {
+    // "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
+    std::istringstream ss(line);
+    std::string first, arrow, target;
+    ss >> first >> arrow >> target;
+    std::string source, name;
+    if (arrow == "=>" && !target.empty() && target[0] == '/') {
+      source = target, name = first;
+    } else if (!first.empty() && first[0] == '/') {
+      source = first, name = "ld.so";
+      have_loader = true;
+    } else {
+      continue;  // linux-vdso and the like
+    }
+    fs::path to = name == "ld.so" ? fs::path(dest_dir) / name : fs::path(dest_dir) / "lib" / name;
+    fs::copy_file(source, to, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::IOError("cannot copy " + source + ": " + ec.message());
+  }
+  if (!have_loader && !is_static) return Status::FailedPrecondition("ldd named no dynamic loader for " + agent_binary);
+  fs::copy_file(agent_binary, fs::path(dest_dir) / "sinew-sandbox-agent", fs::copy_options::overwrite_existing, ec);
+  if (ec) return Status::IOError("cannot copy " + agent_binary + ": " + ec.message());
+  fs::permissions(dest_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec, ec);
+  return is_static;
+}
+
+std::vector<std::string> CgroupDirs(const std::string& parent, const std::string& name) {
+  if (IsCgroupV2()) return {std::string(kCgroupRoot) + "/" + parent + "/" + name};
+  std::vector<std::string> dirs;
+  for (const auto& root : V1Hierarchies()) dirs.push_back(root + "/" + parent + "/" + name);
+  return dirs;
+}
+
+uint64_t OomKills(const std::string& parent, const std::string& name) {
+  std::string base = std::string(kCgroupRoot) + (IsCgroupV2() ? "" : "/memory") + "/" + parent + "/" + name;
+  if (IsCgroupV2()) return ReadKey(base + "/memory.events", "oom_kill");
+  return ReadKey(base + "/memory.oom_control", "oom_kill");
+}
+
+bool HasMemorySwapAccounting() {
+  return fs::exists(std::string(kCgroupRoot) + "/memory/memory.memsw.limit_in_bytes");
+}
+
+std::vector<std::string> ListCgroups(const std::string& parent) {
+  std::set<std::string> names;
+  std::vector<std::string> roots = IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
+  for (const auto& root : roots) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root + "/" + parent, ec)) {
+      if (e.is_directory(ec)) names.insert(e.path().filename().string());
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+Status RemoveCgroups(const std::string& parent, const std::string& name) {
+  std::string failed;
+  for (const auto& dir : CgroupDirs(parent, name)) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) continue;
+    // Children first (runc may have made none, but a sandbox could have in v2).
+    std::vector<fs::path> sub;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->is_directory(ec)) sub.push_back(it->path());
+    }
+    for (auto r = sub.rbegin(); r != sub.rend(); ++r) rmdir(r->c_str());
+    if (rmdir(dir.c_str()) != 0 && errno != ENOENT) failed += " " + dir;
+  }
+  if (!failed.empty()) return Status::IOError("cannot remove cgroups (processes still in them?):" + failed);
+  return Status::Ok();
+}
+
+void KillProcessesMentioning(const std::string& needle) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    if (pid == getpid()) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(needle) != std::string::npos) kill(pid, SIGKILL);
+  }
+}
+
+void KillCgroupProcesses(const std::string& parent, const std::string& name) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    bool any = false;
+    for (const auto& dir : CgroupDirs(parent, name)) {
+      std::ifstream in(dir + "/cgroup.procs");
+      pid_t pid;
+      while (in >> pid) {
+        kill(pid, SIGKILL);
+        any = true;
+      }
+    }
+    if (!any) return;
+    usleep(20000);
+  }
+}
+
+std::vector<std::string> MountsBelow(const std::string& dir) {
+  std::vector<std::string> found;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string f, mount_point;
+    for (int k = 0; k < 5 && ss >> f; ++k) {
+      if (k == 4) mount_point = f;
+    }
+    if (mount_point == dir || mount_point.rfind(dir + "/", 0) == 0) found.push_back(mount_point);
+  }
+  return found;
+}
+
+}  // namespace sinew::sandbox

@@ -1,0 +1,41 @@
+// Host-side helpers of the provisioner: the agent's files for bind-mounting into
+// containers, cgroup inspection and removal, and leftover reaping.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sinew/status.h"
+
+namespace sinew::sandbox {
+
+// Copies `agent_binary` into `dest_dir`, which containers bind-mount read-only. The
+// agent is normally linked statically (true is returned). A dynamically linked agent
+// (false) gets every shared library `ldd` lists copied into lib/ and the dynamic loader
+// as ld.so, so that it runs in any image whatever its libc: the container then starts
+// it as `ld.so --library-path lib sinew-sandbox-agent`.
+[[nodiscard]] Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string& dest_dir);
+
+// The cgroup directories of sandbox `name` below `parent`: one per v1 hierarchy, or the
+// one v2 directory.
+std::vector<std::string> CgroupDirs(const std::string& parent, const std::string& name);
+// Number of processes the kernel OOM-killed in that cgroup (memory.oom_control's
+// oom_kill on v1, memory.events' oom_kill on v2); 0 if unknown.
+uint64_t OomKills(const std::string& parent, const std::string& name);
+// True when cgroup v1's memory.memsw.* files exist (swap can be capped).
+bool HasMemorySwapAccounting();
+// Names of the sandbox cgroups below `parent` in any hierarchy.
+std::vector<std::string> ListCgroups(const std::string& parent);
+// Removes the cgroup directories of `name` (they must hold no process).
+[[nodiscard]] Status RemoveCgroups(const std::string& parent, const std::string& name);
+// SIGKILLs every process whose /proc/<pid>/cmdline (NUL-separated) contains `needle`.
+void KillProcessesMentioning(const std::string& needle);
+// SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
+void KillCgroupProcesses(const std::string& parent, const std::string& name);
+// Mount points (from /proc/self/mountinfo) at or below `dir`.
+std::vector<std::string> MountsBelow(const std::string& dir);
+
+}  // namespace sinew::sandbox

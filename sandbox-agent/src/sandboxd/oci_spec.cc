@@ -1,0 +1,151 @@
+#include "sandboxd/oci_spec.h"
+
+#include <boost/json.hpp>
+
+#include "sandboxd/seccomp_profile.h"
+
+namespace sinew::sandbox {
+namespace {
+
+namespace json = boost::json;
+
+json::object Mount(std::string_view dest, std::string_view type, std::string_view source,
+                   std::initializer_list<std::string_view> options) {
+  json::array opts;
+  for (auto o : options) opts.emplace_back(o);
+  return {{"destination", dest}, {"type", type}, {"source", source}, {"options", opts}};
+}
+
+json::array BaseMounts() {
+  return {
+      Mount("/proc", "proc", "proc", {"nosuid", "noexec", "nodev"}),
+      Mount("/dev", "tmpfs", "tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k"}),
+      Mount("/dev/pts", "devpts", "devpts",
+            {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}),
+      Mount("/dev/shm", "tmpfs", "shm", {"nosuid", "noexec", "nodev", "mode=1777", "size=67108864"}),
+      Mount("/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}),
+      Mount("/sys", "sysfs", "sysfs", {"nosuid", "noexec", "nodev", "ro"}),
+      Mount("/sys/fs/cgroup", "cgroup", "cgroup", {"nosuid", "noexec", "nodev", "relatime", "ro"}),
+  };
+}
+
+json::array Strings(std::initializer_list<std::string_view> items) {
+  json::array a;
+  for (auto s : items) a.emplace_back(s);
+  return a;
+}
+
+json::array MaskedPaths() {
+  return Strings({"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                  "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+                  "/sys/firmware", "/sys/devices/virtual/powercap"});
+}
+
+json::array ReadonlyPaths() {
+  return Strings({"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"});
+}
+
+json::array Namespaces() {
+  json::array ns;
+  for (auto t : {"pid", "network", "ipc", "uts", "mount", "cgroup"}) ns.push_back(json::object{{"type", t}});
+  return ns;
+}
+
+json::object NoCapabilities() {
+  return {{"bounding", json::array()}, {"effective", json::array()}, {"inheritable", json::array()},
+          {"permitted", json::array()}, {"ambient", json::array()}};
+}
+
+}  // namespace
+
+std::string BuildOciConfig(const OciParams& p) {
+  const v1::Resources& r = p.resources;
+  std::string agent = std::string(kAgentMountPoint);
+  json::array args;
+  if (!p.agent_static) args = {agent + "/ld.so", "--library-path", agent + "/lib"};
+  for (std::string a : {agent + "/sinew-sandbox-agent",
+                      std::string("--socket"),
+                      std::string(kRunMountPoint) + "/agent.sock",
+                      std::string("--workspace"),
+                      std::string(kWorkspace),
+                      std::string("--max-output-bytes"),
+                      std::to_string(p.max_output_bytes)}) {
+    args.emplace_back(a);
+  }
+  json::object process = {
+      {"terminal", false},
+      {"user", {{"uid", kSandboxUid}, {"gid", kSandboxGid}}},
+      {"args", args},
+      {"env", Strings({"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                       "HOME=/workspace", "LANG=C.UTF-8", "TERM=dumb"})},
+      {"cwd", kWorkspace},
+      {"capabilities", NoCapabilities()},
+      {"rlimits", json::array{json::object{{"type", "RLIMIT_NOFILE"}, {"hard", 4096}, {"soft", 4096}},
+                              json::object{{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}}}},
+      {"noNewPrivileges", true},
+  };
+  json::array mounts = BaseMounts();
+  mounts.push_back(Mount(kWorkspace, "tmpfs", "tmpfs",
+                         {"nosuid", "nodev", "mode=755", "uid=1000", "gid=1000"}));
+  // Options that carry numbers are appended separately.
+  mounts.back().at("options").as_array().emplace_back("size=" + std::to_string(r.workspace_bytes()));
+  mounts.push_back(Mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777", "size=67108864"}));
+  mounts.push_back(Mount(kAgentMountPoint, "bind", p.agent_dir, {"rbind", "ro", "nosuid", "nodev"}));
+  mounts.push_back(Mount(kRunMountPoint, "bind", p.run_dir, {"rbind", "rw", "nosuid", "nodev", "noexec"}));
+
+  int64_t period = 100000;
+  int64_t quota = static_cast<int64_t>(r.cpu_millicores()) * period / 1000;
+  json::object memory = {{"limit", static_cast<int64_t>(r.memory_limit_bytes())},
+                         {"reservation", static_cast<int64_t>(r.memory_guaranteed_bytes())}};
+  if (p.memory_swap_accounting) memory["swap"] = static_cast<int64_t>(r.memory_limit_bytes());
+  json::object resources = {
+      {"devices", json::array{json::object{{"allow", false}, {"access", "rwm"}}}},
+      {"memory", memory},
+      {"cpu", {{"quota", quota},
+               {"period", period},
+               {"shares", std::max<int64_t>(2, static_cast<int64_t>(r.cpu_millicores()) * 1024 / 1000)}}},
+      {"pids", {{"limit", static_cast<int64_t>(r.pids_limit())}}},
+  };
+  json::object linux_section = {
+      {"resources", resources},
+      {"cgroupsPath", p.cgroups_path},
+      {"namespaces", Namespaces()},
+      {"maskedPaths", MaskedPaths()},
+      {"readonlyPaths", ReadonlyPaths()},
+      {"seccomp", SeccompProfile()},
+  };
+  json::object config = {
+      {"ociVersion", "1.0.2"},
+      {"process", process},
+      {"root", {{"path", p.rootfs}, {"readonly", true}}},
+      {"hostname", "sandbox"},
+      {"mounts", mounts},
+      {"linux", linux_section},
+  };
+  return json::serialize(config);
+}
+
+std::string BuildBareOciConfig(const std::string& rootfs, const std::vector<std::string>& args) {
+  json::array jargs;
+  for (const auto& a : args) jargs.emplace_back(a);
+  json::object process = {{"terminal", false},
+                          {"user", {{"uid", 0}, {"gid", 0}}},
+                          {"args", jargs},
+                          {"env", Strings({"PATH=/usr/bin:/bin"})},
+                          {"cwd", "/"},
+                          {"noNewPrivileges", true}};
+  json::object linux_section = {
+      {"namespaces", Namespaces()},
+      {"resources", {{"devices", json::array{json::object{{"allow", false}, {"access", "rwm"}}}}}},
+      {"maskedPaths", MaskedPaths()},
+      {"readonlyPaths", ReadonlyPaths()}};
+  json::object config = {{"ociVersion", "1.0.2"},
+                         {"process", process},
+                         {"root", {{"path", rootfs}, {"readonly", true}}},
+                         {"hostname", "bare"},
+                         {"mounts", BaseMounts()},
+                         {"linux", linux_section}};
+  return json::serialize(config);
+}
+
+}  // namespace sinew::sandbox

@@ -1,0 +1,39 @@
+// SandboxManager: the provisioner's logic. Hands out sandboxes (from warm pools per
+// resource shape when it can), watches them for exit, OOM kills and lifetime, reports
+// how each ended, and removes everything of a sandbox once it ended.
+//
+// Ownership: owns its ContainerRunner, its threads and all sandboxes; the destructor
+// destroys every sandbox it still holds.
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandboxd/config.h"
+#include "sinew/status.h"
+
+namespace sinew::sandbox {
+
+class SandboxManager {
+ public:
+  virtual ~SandboxManager() = default;
+
+  // Prepares the state directory, reaps what a crashed previous instance left (those
+  // sandboxes are then reported as LOST by Get), and starts the monitor and the pool.
+  [[nodiscard]] static Result<std::unique_ptr<SandboxManager>> Create(const ProvisionerConfig& config);
+
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
+                                                          const std::string& label) = 0;
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Destroy(const std::string& id) = 0;
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Get(const std::string& id) = 0;
+  virtual std::vector<v1::SandboxInfo> List(bool include_ended) = 0;
+  virtual v1::ProvisionerHealthResponse Health() = 0;
+};
+
+// Fills zero fields from `defaults` and checks ranges; kInvalidArgument says which field.
+[[nodiscard]] Result<v1::Resources> NormalizeResources(const v1::Resources& requested,
+                                                       const v1::Resources& defaults);
+
+}  // namespace sinew::sandbox

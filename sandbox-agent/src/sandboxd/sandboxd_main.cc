@@ -1,0 +1,83 @@
+// sinew-sandboxd: the provisioner daemon. See docs/sandbox.md for flags and behaviour.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "sandboxd/provisioner_service.h"
+#include "sandboxd/sandbox_manager.h"
+
+int main(int argc, char** argv) {
+  sinew::sandbox::ProvisionerConfig config;
+  std::string listen = "127.0.0.1:7702";
+  CLI::App app{"sinew-sandboxd: provisions runc sandboxes that serve tools"};
+  app.add_option("--listen", listen, "gRPC address (loopback)")->capture_default_str();
+  app.add_option("--state-dir", config.state_dir, "runtime state; reaped on start")->capture_default_str();
+  app.add_option("--image-root", config.image_root, "image directory")->capture_default_str();
+  app.add_option("--agent-binary", config.agent_binary, "sinew-sandbox-agent (default: next to this binary)");
+  app.add_option("--runc", config.runc, "runc binary")->capture_default_str();
+  app.add_option("--cgroup-parent", config.cgroup_parent, "parent cgroup name")->capture_default_str();
+  app.add_option("--warm-pool-size", config.warm_pool_size, "ready sandboxes per shape (0: none)")->capture_default_str();
+  app.add_option("--max-warm-shapes", config.max_warm_shapes, "shapes with warm pools")->capture_default_str();
+  app.add_option("--max-sandboxes", config.max_sandboxes, "sandboxes at once")->check(CLI::Range(1u, 4096u))->capture_default_str();
+  app.add_option("--max-output-bytes", config.max_output_bytes, "tool output cap inside sandboxes")
+      ->check(CLI::Range(64u, 16u << 20))->capture_default_str();
+  uint64_t mem = config.defaults.memory_limit_bytes(), ws = config.defaults.workspace_bytes();
+  uint32_t cpu = config.defaults.cpu_millicores(), pids = config.defaults.pids_limit(),
+           life = config.defaults.lifetime_seconds();
+  app.add_option("--default-memory-bytes", mem, "default hard memory limit")->capture_default_str();
+  app.add_option("--default-workspace-bytes", ws, "default workspace size")->capture_default_str();
+  app.add_option("--default-cpu-millicores", cpu, "default CPU")->capture_default_str();
+  app.add_option("--default-pids", pids, "default pids limit")->capture_default_str();
+  app.add_option("--default-lifetime-seconds", life, "default lifetime")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  config.defaults.set_memory_limit_bytes(mem);
+  config.defaults.set_workspace_bytes(ws);
+  config.defaults.set_cpu_millicores(cpu);
+  config.defaults.set_pids_limit(pids);
+  config.defaults.set_lifetime_seconds(life);
+  if (config.agent_binary.empty()) {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    config.agent_binary = (self.parent_path() / "sinew-sandbox-agent").string();
+  }
+  if (geteuid() != 0) {
+    std::cerr << "sinew-sandboxd: must run as root (runc, cgroups)\n";
+    return 2;
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto manager = sinew::sandbox::SandboxManager::Create(config);
+  if (!manager.ok()) {
+    std::cerr << "sinew-sandboxd: " << manager.status().ToString() << "\n";
+    return 1;
+  }
+  sinew::sandbox::ProvisionerService service(**manager);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::cerr << "sinew-sandboxd: cannot listen on " << listen << "\n";
+    return 1;
+  }
+  std::cout << "sinew-sandboxd: listening on port " << port << std::endl;
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  });
+  server->Wait();
+  stopper.join();
+  manager->reset();  // destroys every sandbox
+  return 0;
+}

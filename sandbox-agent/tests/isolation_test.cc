@@ -1,0 +1,191 @@
+// The isolation suite: each case runs a program inside a real sandbox that must fail to
+// cross a wall, and the limits (pids, memory, workspace size) must hold while the host
+// stays healthy.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "sandboxd_process.h"
+
+namespace sinew::sandbox::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class IsolationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_.Start({"--warm-pool-size", "0"});
+    Boot(SmallResources());
+  }
+  void Boot(const v1::Resources& r) {
+    auto box = daemon_.client().Provision(r);
+    ASSERT_TRUE(box.ok()) << box.status().ToString();
+    box_ = *box;
+    auto tools = SandboxClient::Connect(box_.endpoint());
+    ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+    tools_ = std::move(*tools);
+  }
+  // Runs a python3 snippet in the sandbox; returns its output.
+  std::string Python(const std::string& code) {
+    std::string quoted;
+    for (char c : code) quoted += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+    return Bash(*tools_, "python3 -c '" + quoted + "' 2>&1").output();
+  }
+  std::string CgroupFile(const std::string& controller, const std::string& file) {
+    std::ifstream in("/sys/fs/cgroup/" + controller + "/" + daemon_.cgroup_parent() + "/" + box_.id() + "/" + file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+  void ExpectHostHealthy() {
+    auto h = daemon_.client().Health();
+    ASSERT_TRUE(h.ok());
+    EXPECT_TRUE(h->ok());
+    EXPECT_EQ(system("true"), 0);  // the host can still fork
+  }
+  v1::SandboxInfo WaitEnded() {
+    for (int i = 0; i < 1200; ++i) {
+      auto info = daemon_.client().Get(box_.id());
+      if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) return *info;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "sandbox did not end";
+    return {};
+  }
+
+  SandboxdProcess daemon_;
+  v1::SandboxInfo box_;
+  std::unique_ptr<SandboxClient> tools_;
+};
+
+TEST_F(IsolationTest, CannotReadHostFilesOutsideTheImage) {
+  std::string secret = "/tmp/sinew-host-secret-" + std::to_string(getpid());
+  std::ofstream(secret) << "host secret";
+  auto r = Bash(*tools_, "cat " + secret + "; ls /work /root/.ssh /run/sinew 2>&1; cat /etc/shadow");
+  std::filesystem::remove(secret);
+  EXPECT_TRUE(r.is_error());
+  EXPECT_THAT(r.output(), Not(HasSubstr("host secret")));
+  EXPECT_THAT(r.output(), HasSubstr("No such file or directory"));
+  EXPECT_THAT(r.output(), HasSubstr("/etc/shadow: Permission denied"));
+}
+
+TEST_F(IsolationTest, CannotSeeHostProcesses) {
+  auto r = Bash(*tools_, "ps -eo pid,comm --no-headers");
+  EXPECT_THAT(r.output(), Not(HasSubstr("sinew-sandboxd")));
+  EXPECT_THAT(r.output(), Not(HasSubstr("isolation_test")));
+  // Only the agent (PID 1), bash and ps live in the sandbox's pid namespace.
+  auto count = Bash(*tools_, "ls /proc | grep -c '^[0-9]*$'");
+  EXPECT_LE(std::stoi(count.output()), 4) << r.output();
+  EXPECT_EQ(Bash(*tools_, "tr '\\0' ' ' < /proc/1/cmdline").output().rfind("/.sinew/agent/", 0), 0u);
+}
+
+TEST_F(IsolationTest, CannotReachTheNetwork) {
+  // Only loopback exists, and the host's loopback (where sinew-sandboxd listens) is not
+  // this one.
+  EXPECT_EQ(Python("import socket; print(sorted(n for _, n in socket.if_nameindex()))"), "['lo']\n");
+  auto out = Python("import socket\ntry:\n socket.create_connection(('127.0.0.1', " + std::to_string(daemon_.port()) +
+                    "), 2); print('connected')\nexcept OSError as e: print('refused', e.errno)");
+  EXPECT_THAT(out, HasSubstr("refused"));
+  EXPECT_THAT(out, Not(HasSubstr("connected")));
+  // No route to anywhere else: connect fails at once without sending a packet.
+  auto unreachable = Python("import socket,errno\ns=socket.socket()\ntry:\n s.connect(('192.0.2.1', 80)); print('connected')\nexcept OSError as e: print(errno.errorcode[e.errno])");
+  EXPECT_EQ(unreachable, "ENETUNREACH\n");
+}
+
+TEST_F(IsolationTest, CannotWriteTheRootFileSystem) {
+  auto r = Bash(*tools_, "touch /etc/evil; touch /usr/bin/evil; echo x > /evil");
+  EXPECT_TRUE(r.is_error());
+  EXPECT_THAT(r.output(), HasSubstr("Read-only file system"));
+  EXPECT_FALSE(std::filesystem::exists("/var/lib/sinew/images/default/rootfs/etc/evil"));
+  // The workspace and /tmp are writable.
+  EXPECT_FALSE(Bash(*tools_, "touch /workspace/ok /tmp/ok").is_error());
+}
+
+TEST_F(IsolationTest, HasNoCapabilitiesAndCannotGainThem) {
+  auto caps = Bash(*tools_, "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status");
+  EXPECT_THAT(caps.output(), HasSubstr("CapEff:\t0000000000000000"));
+  EXPECT_THAT(caps.output(), HasSubstr("CapPrm:\t0000000000000000"));
+  EXPECT_THAT(caps.output(), HasSubstr("CapBnd:\t0000000000000000"));
+  EXPECT_THAT(caps.output(), HasSubstr("NoNewPrivs:\t1"));
+  EXPECT_EQ(Python("import os\ntry:\n os.setuid(0); print('root')\nexcept OSError as e: print('denied', e.errno)"), "denied 1\n");
+  // A user namespace would hand out capabilities: refused by seccomp.
+  auto userns = Bash(*tools_, "unshare -Ur id 2>&1; python3 -c 'import os; os.unshare(0x10000000)' 2>&1");
+  EXPECT_THAT(userns.output(), HasSubstr("Operation not permitted"));
+  EXPECT_THAT(userns.output(), Not(HasSubstr("uid=0")));
+}
+
+TEST_F(IsolationTest, CannotMount) {
+  auto r = Python("import ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\nos.makedirs('/workspace/m',exist_ok=True)\n"
+                  "rc=libc.mount(b'none',b'/workspace/m',b'tmpfs',0,None)\nprint(rc, ctypes.get_errno())");
+  EXPECT_EQ(r, "-1 1\n");  // EPERM
+  EXPECT_THAT(Bash(*tools_, "mount -t tmpfs none /workspace/m 2>&1").output(), Not(HasSubstr("mounted")));
+  EXPECT_EQ(Bash(*tools_, "grep -c ' /workspace/m ' /proc/self/mountinfo || true").output(), "0\n");
+}
+
+TEST_F(IsolationTest, CannotPtrace) {
+  auto r = Python("import ctypes,os,time\nlibc=ctypes.CDLL(None,use_errno=True)\npid=os.fork()\n"
+                  "if pid==0:\n time.sleep(5); os._exit(0)\n"
+                  "rc=libc.ptrace(16,pid,0,0)\nprint(rc, ctypes.get_errno())\nos.kill(pid,9)");  // PTRACE_ATTACH
+  EXPECT_EQ(r, "-1 1\n");
+  EXPECT_EQ(Python("import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\nprint(libc.ptrace(0,0,0,0), ctypes.get_errno())"),
+            "-1 1\n");  // PTRACE_TRACEME
+}
+
+TEST_F(IsolationTest, CannotEscapeItsCgroup) {
+  auto r = Bash(*tools_, "cat /proc/self/cgroup | head -3; for f in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do "
+                          "[ -e $f ] && (echo $$ > $f) 2>&1; done; mkdir /sys/fs/cgroup/memory/escape 2>&1");
+  EXPECT_THAT(r.output(), HasSubstr("Read-only file system"));
+  EXPECT_THAT(r.output(), Not(HasSubstr(daemon_.cgroup_parent())));  // cgroup namespace hides the host path
+  // The sandbox's processes are all still in its own cgroup on the host.
+  std::string tasks = CgroupFile("pids", "cgroup.procs");
+  EXPECT_FALSE(tasks.empty());
+  EXPECT_EQ(CgroupFile("pids", "pids.max"), "128\n");
+}
+
+TEST_F(IsolationTest, ForkBombStaysWithinThePidsLimit) {
+  auto r = Bash(*tools_, "bomb() { bomb | bomb & }; bomb; sleep 3", 5);
+  std::string events = CgroupFile("pids", "pids.events");  // "max N": forks refused at the limit
+  EXPECT_THAT(events, HasSubstr("max "));
+  EXPECT_NE(events, "max 0\n") << events;
+  EXPECT_LE(std::stoi(CgroupFile("pids", "pids.current")), 128);
+  ExpectHostHealthy();
+  auto ended = daemon_.client().Destroy(box_.id());
+  ASSERT_TRUE(ended.ok());
+  EXPECT_TRUE(daemon_.Cgroups().empty());
+  EXPECT_TRUE(daemon_.RuncContainers().empty());
+}
+
+TEST_F(IsolationTest, MemoryHogIsKilledAndReportedAsOom) {
+  auto r = tools_->Execute("bash", R"({"command":"python3 -c 'a = bytearray(1024 * 1024 * 1024); print(len(a))'"})");
+  // Either the call fails because the sandbox is ended, or it returns the kill first.
+  if (r.ok()) {
+    EXPECT_THAT(r->output(), Not(HasSubstr("1073741824")));
+  }
+  auto info = WaitEnded();
+  EXPECT_EQ(info.outcome(), v1::SANDBOX_OUTCOME_OOM) << info.outcome_detail();
+  EXPECT_GE(info.oom_kills(), 1u);
+  EXPECT_THAT(info.outcome_detail(), HasSubstr("memory limit of 268435456"));
+  ExpectHostHealthy();
+  EXPECT_TRUE(daemon_.Cgroups().empty());
+}
+
+TEST_F(IsolationTest, DiskFillStopsAtTheWorkspaceCap) {
+  auto r = Bash(*tools_, "dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1 | head -1; du -m /workspace/fill | cut -f1; df -m /workspace | tail -1");
+  EXPECT_THAT(r.output(), HasSubstr("No space left on device"));
+  auto w = tools_->Execute("write_file", R"({"path":"more.txt","content":"xxxxxxxxxxxxxxxxxxxxxxxxxx"})");
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(w->is_error());
+  EXPECT_THAT(w->output(), HasSubstr("workspace is full"));
+  auto du = Bash(*tools_, "du -m /workspace/fill | cut -f1");
+  EXPECT_LE(std::stoi(du.output()), 64);
+  ExpectHostHealthy();
+  EXPECT_FALSE(Bash(*tools_, "rm /workspace/fill && echo ok").is_error());
+}
+
+}  // namespace
+}  // namespace sinew::sandbox::testing

@@ -1,0 +1,61 @@
+// SandboxdProcess: runs a real sinew-sandboxd for a test, with its own state directory,
+// cgroup parent and loopback port, so that tests can run side by side. The image comes
+// from the ctest fixture (build-image.sh). Test helper, not a double.
+//
+// Thread-safety: not thread-safe; one per test.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinew/sandbox/provisioner_client.h"
+#include "sinew/sandbox/sandbox_client.h"
+
+namespace sinew::sandbox::testing {
+
+class SandboxdProcess {
+ public:
+  // Unique names for this test process; the daemon is not started yet.
+  SandboxdProcess();
+  ~SandboxdProcess();  // SIGTERM, wait, then removes the state directory
+
+  // Starts the daemon (extra flags appended) and waits until it answers Health.
+  void Start(const std::vector<std::string>& extra_flags = {});
+  void Kill(int signal);  // sends `signal` and reaps the daemon
+  ProvisionerClient& client() { return *client_; }
+
+  const std::string& state_dir() const { return state_dir_; }
+  const std::string& cgroup_parent() const { return cgroup_parent_; }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // Host-side views used to check that nothing leaked.
+  std::vector<std::string> RuncContainers() const;          // ids from `runc list`
+  std::vector<std::string> Cgroups() const;                 // sandbox cgroups below the parent
+  std::vector<std::string> SandboxDirs() const;             // state_dir/sandboxes/*
+  std::vector<std::string> Mounts() const;                  // mount points below state_dir
+
+  static std::string BinDir();
+
+ private:
+  std::string state_dir_;
+  std::string cgroup_parent_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::unique_ptr<ProvisionerClient> client_;
+};
+
+// Runs `command` with bash in the sandbox and returns the result (fails the test on a
+// transport error).
+v1::ExecuteResult Bash(SandboxClient& client, const std::string& command, int timeout_s = 60);
+
+// True while process `pid` exists and is not a zombie.
+bool ProcessAlive(pid_t pid);
+
+// Small resources for tests. Default: 256 MiB memory, 64 MiB workspace, 128 pids
+v1::Resources SmallResources();
+
+}  // namespace sinew::sandbox::testing

@@ -1,0 +1,184 @@
+// The provisioner with real runc containers: provision, tools through the agent,
+// destroy and cleanup, warm pool, outcomes, bad requests.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "sandboxd_process.h"
+
+namespace sinew::sandbox::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::SandboxInfo WaitEnded(ProvisionerClient& prov, const std::string& id) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto info = prov.Get(id);
+    if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) return *info;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "sandbox " << id << " did not end";
+  return {};
+}
+
+TEST(SandboxdTest, ProvisionRunToolsDestroyLeavesNothing) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  auto box = d.client().Provision(SmallResources(), "session-1");
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  EXPECT_EQ(box->state(), v1::SANDBOX_STATE_READY);
+  EXPECT_FALSE(box->from_warm_pool());
+  EXPECT_EQ(box->label(), "session-1");
+  EXPECT_EQ(box->resources().memory_limit_bytes(), 256ull << 20);
+  EXPECT_EQ(box->resources().network(), "none");
+  EXPECT_EQ(box->resources().image(), "default");
+  auto tools = SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+
+  auto specs = (*tools)->ListTools();
+  ASSERT_TRUE(specs.ok());
+  EXPECT_EQ(specs->size(), 6u);
+
+  auto who = Bash(**tools, "id -u; id -g; hostname; pwd; python3 -c 'print(6*7)'; git --version | cut -d' ' -f1");
+  EXPECT_FALSE(who.is_error()) << who.output();
+  EXPECT_EQ(who.output(), "1000\n1000\nsandbox\n/workspace\n42\ngit\n");
+
+  auto w = (*tools)->Execute("write_file", R"({"path":"src/main.py","content":"print('hi')\n"})");
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->is_error()) << w->output();
+  auto run = Bash(**tools, "python3 src/main.py");
+  EXPECT_EQ(run.output(), "hi\n");
+  auto r = (*tools)->Execute("read_file", R"({"path":"/workspace/src/main.py"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output(), "     1\tprint('hi')\n");
+
+  std::string streamed;
+  auto s = (*tools)->ExecuteStream("bash", R"({"command":"echo a; echo b >&2"})",
+                                   [&](bool err, std::string_view b) { streamed += (err ? "E" : "O") + std::string(b); });
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(streamed, "Oa\nEb\n");
+
+  auto listed = d.client().List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id(), box->id());
+
+  auto ended = d.client().Destroy(box->id());
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_EQ(ended->outcome(), v1::SANDBOX_OUTCOME_DESTROYED);
+  EXPECT_EQ(ended->state(), v1::SANDBOX_STATE_ENDED);
+  auto again = d.client().Destroy(box->id());  // idempotent
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome(), v1::SANDBOX_OUTCOME_DESTROYED);
+  auto got = d.client().Get(box->id());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->outcome(), v1::SANDBOX_OUTCOME_DESTROYED);
+
+  EXPECT_TRUE(d.RuncContainers().empty());
+  EXPECT_TRUE(d.Cgroups().empty());
+  EXPECT_TRUE(d.SandboxDirs().empty());
+  EXPECT_TRUE(d.Mounts().empty());
+  auto after = (*tools)->Execute("bash", R"({"command":"true"})");
+  EXPECT_FALSE(after.ok());
+}
+
+TEST(SandboxdTest, WarmPoolHandsOverAndRefills) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "1"});
+  auto wait_warm = [&](uint32_t n) {
+    for (int i = 0; i < 600; ++i) {
+      auto h = d.client().Health();
+      if (h.ok() && h->warm() >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_warm(1));
+  auto box = d.client().Provision(v1::Resources());  // the default shape is pooled from the start
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  EXPECT_TRUE(box->from_warm_pool());
+  auto tools = SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(tools.ok());
+  EXPECT_EQ(Bash(**tools, "echo warm").output(), "warm\n");
+  EXPECT_TRUE(wait_warm(1));
+  // A new shape is cold the first time, then pooled.
+  auto small = d.client().Provision(SmallResources());
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small->from_warm_pool());
+  EXPECT_TRUE(wait_warm(2));
+  auto small2 = d.client().Provision(SmallResources());
+  ASSERT_TRUE(small2.ok());
+  EXPECT_TRUE(small2->from_warm_pool());
+  auto health = d.client().Health();
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->running(), 3u);
+}
+
+TEST(SandboxdTest, BadRequestsGetSpecificErrors) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  v1::Resources r = SmallResources();
+  r.set_memory_guaranteed_bytes(r.memory_limit_bytes() + 1);
+  auto bad = d.client().Provision(r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("memory_guaranteed_bytes"));
+
+  r = SmallResources();
+  r.set_network("host");
+  bad = d.client().Provision(r);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("network 'host' is not supported"));
+
+  r = SmallResources();
+  r.set_image("no-such-image");
+  bad = d.client().Provision(r);
+  EXPECT_EQ(bad.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(), HasSubstr("build-image.sh no-such-image"));
+
+  r = SmallResources();
+  r.set_image("../etc");
+  EXPECT_EQ(d.client().Provision(r).status().code(), StatusCode::kInvalidArgument);
+  r = SmallResources();
+  r.set_pids_limit(1);
+  EXPECT_EQ(d.client().Provision(r).status().code(), StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(d.client().Destroy("sb-nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(d.client().Get("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(d.client().Health()->ok());
+}
+
+TEST(SandboxdTest, LifetimeLimitEndsTheSandbox) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  v1::Resources r = SmallResources();
+  r.set_lifetime_seconds(1);
+  auto box = d.client().Provision(r);
+  ASSERT_TRUE(box.ok());
+  auto info = WaitEnded(d.client(), box->id());
+  EXPECT_EQ(info.outcome(), v1::SANDBOX_OUTCOME_LIFETIME) << info.outcome_detail();
+  EXPECT_THAT(info.outcome_detail(), HasSubstr("lifetime"));
+  EXPECT_TRUE(d.RuncContainers().empty());
+  EXPECT_TRUE(d.Cgroups().empty());
+}
+
+TEST(SandboxdTest, AgentExitIsReportedAsExited) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  auto box = d.client().Provision(SmallResources());
+  ASSERT_TRUE(box.ok());
+  auto tools = SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(tools.ok());
+  // The agent is PID 1 in the sandbox; SIGTERM makes it shut down cleanly.
+  (void)(*tools)->Execute("bash", R"({"command":"kill -TERM 1"})");
+  auto info = WaitEnded(d.client(), box->id());
+  EXPECT_EQ(info.outcome(), v1::SANDBOX_OUTCOME_EXITED) << info.outcome_detail();
+  EXPECT_EQ(info.exit_code(), 0);
+}
+
+}  // namespace
+}  // namespace sinew::sandbox::testing

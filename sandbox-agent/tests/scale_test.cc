@@ -1,0 +1,122 @@
+// Many sandboxes at once, and a provisioner crash: SIGKILL it with sandboxes running,
+// restart it, and check that nothing leaked and new sandboxes work.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <set>
+#include <fstream>
+#include <thread>
+
+#include "sandboxd_process.h"
+
+namespace sinew::sandbox::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kConcurrent = 20;
+
+TEST(ScaleTest, TwentySandboxesAtOnceAllCleanedUp) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  std::vector<std::string> ids(kConcurrent);
+  std::vector<std::string> failures(kConcurrent);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kConcurrent; ++k) {
+    threads.emplace_back([&, k] {
+      v1::Resources r = SmallResources();
+      r.set_memory_limit_bytes(128ull << 20);
+      r.set_cpu_millicores(200);
+      auto box = d.client().Provision(r, "worker-" + std::to_string(k));
+      if (!box.ok()) {
+        failures[k] = box.status().ToString();
+        return;
+      }
+      ids[k] = box->id();
+      auto tools = SandboxClient::Connect(box->endpoint());
+      if (!tools.ok()) {
+        failures[k] = tools.status().ToString();
+        return;
+      }
+      std::string content = "worker " + std::to_string(k);
+      auto w = (*tools)->Execute("write_file", R"({"path":"me.txt","content":")" + content + "\"}");
+      auto b = (*tools)->Execute("bash", R"({"command":"cat me.txt; echo; ls /workspace | wc -l; sleep 1"})");
+      if (!w.ok() || !b.ok() || b->output() != content + "\n1\n") {
+        failures[k] = "unexpected output: " + (b.ok() ? b->output() : b.status().ToString());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kConcurrent; ++k) EXPECT_EQ(failures[k], "") << "sandbox " << k;
+  auto listed = d.client().List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), static_cast<size_t>(kConcurrent));
+  EXPECT_EQ(d.RuncContainers().size(), static_cast<size_t>(kConcurrent));
+  std::set<std::string> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kConcurrent));
+
+  threads.clear();
+  for (const auto& id : ids) {
+    threads.emplace_back([&, id] {
+      auto ended = d.client().Destroy(id);
+      EXPECT_TRUE(ended.ok()) << ended.status().ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(d.RuncContainers().empty());
+  EXPECT_TRUE(d.Cgroups().empty());
+  EXPECT_TRUE(d.SandboxDirs().empty());
+  EXPECT_TRUE(d.Mounts().empty());
+  EXPECT_TRUE(d.client().List()->empty());
+}
+
+TEST(ScaleTest, ProvisionerKilledAndRestartedLeaksNothing) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "1"});
+  std::vector<v1::SandboxInfo> boxes;
+  std::vector<pid_t> init_pids;
+  for (int k = 0; k < 3; ++k) {
+    auto box = d.client().Provision(SmallResources());
+    ASSERT_TRUE(box.ok()) << box.status().ToString();
+    auto tools = SandboxClient::Connect(box->endpoint());
+    ASSERT_TRUE(tools.ok());
+    // A busy sandbox: a background process besides the agent.
+    EXPECT_FALSE(Bash(**tools, "nohup sleep 600 > /dev/null 2>&1 &").is_error());
+    boxes.push_back(*box);
+  }
+  for (const auto& id : d.RuncContainers()) {
+    std::ifstream in(d.state_dir() + "/sandboxes/" + id + "/pid");
+    pid_t pid = -1;
+    in >> pid;
+    init_pids.push_back(pid);
+  }
+  ASSERT_GE(init_pids.size(), 3u);  // 3 handed out, plus the warm ones
+  d.Kill(SIGKILL);
+  for (pid_t pid : init_pids) EXPECT_TRUE(ProcessAlive(pid)) << "sandboxes outlive the crash until reaped";
+
+  d.Start({"--warm-pool-size", "0"});
+  for (pid_t pid : init_pids) EXPECT_FALSE(ProcessAlive(pid)) << pid;
+  EXPECT_TRUE(d.RuncContainers().empty());
+  EXPECT_TRUE(d.Cgroups().empty());
+  EXPECT_TRUE(d.SandboxDirs().empty());
+  EXPECT_TRUE(d.Mounts().empty());
+  for (const auto& box : boxes) {
+    auto info = d.client().Get(box.id());
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->outcome(), v1::SANDBOX_OUTCOME_LOST);
+    EXPECT_THAT(info->outcome_detail(), HasSubstr("restarted"));
+  }
+  auto fresh = d.client().Provision(SmallResources());
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  auto tools = SandboxClient::Connect(fresh->endpoint());
+  ASSERT_TRUE(tools.ok());
+  EXPECT_EQ(Bash(**tools, "echo alive").output(), "alive\n");
+  ASSERT_TRUE(d.client().Destroy(fresh->id()).ok());
+  EXPECT_TRUE(d.RuncContainers().empty());
+  EXPECT_TRUE(d.Cgroups().empty());
+}
+
+}  // namespace
+}  // namespace sinew::sandbox::testing

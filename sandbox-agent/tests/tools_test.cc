@@ -1,0 +1,229 @@
+// In-process tests of the agent's tools: each tool, its limits and its error paths.
+// Runs on the host in a temporary workspace (the container adds confinement, not logic).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/output_limiter.h"
+#include "agent/tools.h"
+
+namespace sinew::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sinew-tools-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    config_.workspace = root_ / "ws";
+    fs::create_directories(config_.workspace);
+    config_.max_output_bytes = 1000;
+    registry_ = std::make_unique<ToolRegistry>(config_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  v1::ExecuteResult Run(std::string_view tool, std::string_view json) {
+    return registry_->Execute(tool, json);
+  }
+  void WriteFile(const fs::path& rel, const std::string& content) {
+    fs::create_directories((config_.workspace / rel).parent_path());
+    std::ofstream(config_.workspace / rel) << content;
+  }
+  std::string ReadFile(const fs::path& rel) {
+    std::ifstream in(config_.workspace / rel);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path root_;
+  ToolConfig config_;
+  std::unique_ptr<ToolRegistry> registry_;
+};
+
+TEST_F(ToolsTest, ListsSixToolsWithSchemasAndIdempotence) {
+  auto specs = registry_->Specs();
+  ASSERT_EQ(specs.size(), 6u);
+  std::map<std::string, bool> idem;
+  for (const auto& s : specs) {
+    idem[s.name()] = s.idempotent();
+    EXPECT_FALSE(s.description().empty());
+    boost::system::error_code ec;
+    auto schema = boost::json::parse(s.input_schema_json(), ec);
+    EXPECT_FALSE(ec) << s.name();
+    EXPECT_TRUE(schema.is_object());
+    EXPECT_NE(s.description().find("dempotent"), std::string::npos) << s.name();
+  }
+  EXPECT_FALSE(idem.at("bash"));
+  EXPECT_TRUE(idem.at("read_file"));
+  EXPECT_TRUE(idem.at("write_file"));
+  EXPECT_FALSE(idem.at("edit_file"));
+  EXPECT_TRUE(idem.at("list_files"));
+  EXPECT_TRUE(idem.at("grep"));
+}
+
+TEST_F(ToolsTest, BashRunsInWorkspaceAndReportsExitCode) {
+  auto r = Run("bash", R"({"command":"pwd; echo err >&2; exit 3"})");
+  EXPECT_TRUE(r.is_error());
+  EXPECT_EQ(r.exit_code(), 3);
+  EXPECT_NE(r.output().find(config_.workspace.string()), std::string::npos) << r.output();
+  EXPECT_NE(r.output().find("err"), std::string::npos);
+  EXPECT_NE(r.output().find("[exit code 3]"), std::string::npos);
+  auto ok = Run("bash", R"({"command":"echo hi","cwd":"."})");
+  EXPECT_FALSE(ok.is_error());
+  EXPECT_EQ(ok.output(), "hi\n");
+}
+
+TEST_F(ToolsTest, BashTimeoutKillsTheWholeProcessGroup) {
+  auto r = Run("bash", R"({"command":"sleep 31.7 & sleep 31.7; echo never","timeout":1})");
+  EXPECT_TRUE(r.is_error());
+  EXPECT_TRUE(r.timed_out());
+  EXPECT_EQ(r.signal(), SIGKILL);
+  EXPECT_NE(r.output().find("timed out after 1 s"), std::string::npos) << r.output();
+  EXPECT_LT(r.duration_ms(), 10000);
+  // The background sleep was in the group and is gone too.
+  auto ps = Run("bash", R"({"command":"pgrep -f 'sleep 3[1].7' || echo none"})");
+  EXPECT_NE(ps.output().find("none"), std::string::npos) << ps.output();
+}
+
+TEST_F(ToolsTest, BashReportsSignals) {
+  auto r = Run("bash", R"({"command":"kill -TERM $$"})");
+  EXPECT_TRUE(r.is_error());
+  EXPECT_EQ(r.signal(), SIGTERM);
+  EXPECT_EQ(r.exit_code(), -1);
+}
+
+TEST_F(ToolsTest, BashOutputIsCappedKeepingHeadAndTail) {
+  auto r = Run("bash", R"({"command":"echo HEAD; seq 1 100000; echo TAIL"})");
+  EXPECT_TRUE(r.truncated());
+  EXPECT_EQ(r.output().rfind("HEAD", 0), 0u);
+  EXPECT_NE(r.output().find("TAIL"), std::string::npos);
+  EXPECT_NE(r.output().find("bytes truncated"), std::string::npos);
+  EXPECT_LT(r.output().size(), 1200u);
+}
+
+TEST_F(ToolsTest, BashStreamsChunks) {
+  std::string streamed;
+  auto r = registry_->Execute("bash", R"({"command":"echo one; sleep 0.2; echo two >&2"})",
+                              [&](bool is_stderr, std::string_view b) {
+                                streamed += (is_stderr ? "E:" : "O:") + std::string(b);
+                              });
+  EXPECT_FALSE(r.is_error());
+  EXPECT_EQ(streamed, "O:one\nE:two\n");
+}
+
+TEST_F(ToolsTest, BashInvalidUtf8IsReplaced) {
+  auto r = Run("bash", R"({"command":"printf 'a\\xffb'"})");
+  EXPECT_EQ(r.output(), "a\xEF\xBF\xBD" "b");
+}
+
+TEST_F(ToolsTest, BashInputErrors) {
+  EXPECT_NE(Run("bash", "{}").output().find("missing required field 'command'"), std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":1})").output().find("must be a string, got integer"), std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","timeout":"5"})").output().find("must be an integer"), std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","timeout":0})").output().find("between 1 and"), std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","cwd":"nope"})").output().find("not an existing directory"), std::string::npos);
+  EXPECT_NE(Run("bash", R"({"command":"x","colour":1})").output().find("unknown field 'colour'"), std::string::npos);
+  EXPECT_NE(Run("bash", "{not json").output().find("not valid JSON"), std::string::npos);
+  EXPECT_NE(Run("bash", "[1,2]").output().find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(Run("nosuch", "{}").output().find("unknown tool 'nosuch'; available tools: bash"), std::string::npos);
+  EXPECT_TRUE(Run("nosuch", "{}").is_error());
+}
+
+TEST_F(ToolsTest, ReadFileNumbersLinesWithOffsetAndLimit) {
+  WriteFile("a.txt", "one\ntwo\nthree\nfour\n");
+  auto r = Run("read_file", R"({"path":"a.txt","offset":2,"limit":2})");
+  EXPECT_FALSE(r.is_error()) << r.output();
+  EXPECT_EQ(r.output(), "     2\ttwo\n     3\tthree\n[... more lines follow; read on with offset 4]\n");
+  EXPECT_NE(Run("read_file", R"({"path":"a.txt","offset":9})").output().find("past the end"), std::string::npos);
+  EXPECT_NE(Run("read_file", R"({"path":"missing"})").output().find("file not found"), std::string::npos);
+  EXPECT_NE(Run("read_file", R"({"path":"."})").output().find("is a directory"), std::string::npos);
+  WriteFile("bin", std::string("a\0b", 3));
+  EXPECT_NE(Run("read_file", R"({"path":"bin"})").output().find("looks binary"), std::string::npos);
+  EXPECT_EQ(Run("read_file", R"({"path":"a.txt","limit":-1})").is_error(), true);
+}
+
+TEST_F(ToolsTest, WriteFileCreatesDirsAndStaysInWorkspace) {
+  auto r = Run("write_file", R"({"path":"d/e/f.txt","content":"hello"})");
+  EXPECT_FALSE(r.is_error()) << r.output();
+  EXPECT_EQ(ReadFile("d/e/f.txt"), "hello");
+  auto out = Run("write_file", R"({"path":"../escape.txt","content":"x"})");
+  EXPECT_TRUE(out.is_error());
+  EXPECT_NE(out.output().find("outside the workspace"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root_ / "escape.txt"));
+  EXPECT_TRUE(Run("write_file", R"({"path":"/etc/passwd-x","content":"x"})").is_error());
+  // A symbolic link that points out of the workspace does not let a write through.
+  fs::create_directory_symlink(root_, config_.workspace / "link");
+  auto via_link = Run("write_file", R"({"path":"link/escape.txt","content":"x"})");
+  EXPECT_TRUE(via_link.is_error());
+  EXPECT_FALSE(fs::exists(root_ / "escape.txt"));
+  EXPECT_NE(Run("write_file", R"({"path":"x"})").output().find("missing required field 'content'"), std::string::npos);
+}
+
+TEST_F(ToolsTest, EditFileReplacesExactlyOnceOrAll) {
+  WriteFile("c.py", "a = 1\nb = 1\n");
+  auto amb = Run("edit_file", R"({"path":"c.py","old_string":" = 1","new_string":" = 2"})");
+  EXPECT_TRUE(amb.is_error());
+  EXPECT_NE(amb.output().find("occurs 2 times"), std::string::npos);
+  EXPECT_EQ(ReadFile("c.py"), "a = 1\nb = 1\n");
+  auto one = Run("edit_file", R"({"path":"c.py","old_string":"a = 1","new_string":"a = 5"})");
+  EXPECT_FALSE(one.is_error()) << one.output();
+  EXPECT_EQ(ReadFile("c.py"), "a = 5\nb = 1\n");
+  auto absent = Run("edit_file", R"({"path":"c.py","old_string":"zzz","new_string":"y"})");
+  EXPECT_NE(absent.output().find("was not found"), std::string::npos);
+  auto all = Run("edit_file", R"({"path":"c.py","old_string":" = ","new_string":"=","replace_all":true})");
+  EXPECT_FALSE(all.is_error());
+  EXPECT_EQ(ReadFile("c.py"), "a=5\nb=1\n");
+  EXPECT_TRUE(Run("edit_file", R"({"path":"c.py","old_string":"","new_string":"y"})").is_error());
+  EXPECT_TRUE(Run("edit_file", R"({"path":"/etc/hosts","old_string":"a","new_string":"b"})").is_error());
+}
+
+TEST_F(ToolsTest, ListFilesGlobs) {
+  WriteFile("src/a.py", "");
+  WriteFile("src/sub/b.py", "");
+  WriteFile("README.md", "");
+  WriteFile(".git/config", "");
+  EXPECT_EQ(Run("list_files", R"({"pattern":"*.py"})").output(), "src/a.py\nsrc/sub/b.py\n");
+  EXPECT_EQ(Run("list_files", R"({"pattern":"src/*.py"})").output(), "src/a.py\n");
+  EXPECT_EQ(Run("list_files", R"({"pattern":"**/b.py"})").output(), "src/sub/b.py\n");
+  EXPECT_EQ(Run("list_files", R"({"pattern":"*","path":"src"})").output(), "a.py\nsub/\nsub/b.py\n");
+  auto lim = Run("list_files", R"({"pattern":"**","limit":2})");
+  EXPECT_TRUE(lim.truncated());
+  EXPECT_NE(lim.output().find("more; narrow the pattern"), std::string::npos);
+  EXPECT_NE(Run("list_files", R"({"pattern":"*","path":"nope"})").output().find("path not found"), std::string::npos);
+}
+
+TEST_F(ToolsTest, GrepFindsMatchesWithLimitAndRejectsBadRegex) {
+  WriteFile("x.txt", "alpha\nBeta\ngamma beta\n");
+  WriteFile("y.md", "beta\n");
+  EXPECT_EQ(Run("grep", R"({"pattern":"beta","glob":"*.txt"})").output(), "x.txt:3: gamma beta\n");
+  EXPECT_EQ(Run("grep", R"({"pattern":"^beta$","ignore_case":true,"glob":"*.txt"})").output(), "x.txt:2: Beta\n");
+  auto lim = Run("grep", R"({"pattern":"a","limit":1})");
+  EXPECT_TRUE(lim.truncated());
+  auto bad = Run("grep", R"({"pattern":"(unclosed"})");
+  EXPECT_TRUE(bad.is_error());
+  EXPECT_NE(bad.output().find("invalid regular expression"), std::string::npos);
+  EXPECT_FALSE(Run("grep", R"({"pattern":"zzz"})").is_error());
+}
+
+TEST(OutputLimiterTest, KeepsHeadAndTail) {
+  OutputLimiter lim(10);
+  lim.Append("0123456789abcdef");
+  EXPECT_TRUE(lim.truncated());
+  auto out = lim.Finish();
+  EXPECT_EQ(out.rfind("01234", 0), 0u);
+  EXPECT_EQ(out.substr(out.size() - 5), "bcdef");
+  EXPECT_NE(out.find("6 bytes truncated"), std::string::npos);
+}
+
+TEST(OutputLimiterTest, SanitizeUtf8) {
+  EXPECT_EQ(SanitizeUtf8("h\xC3\xA9llo"), "h\xC3\xA9llo");
+  EXPECT_EQ(SanitizeUtf8("\xC3"), "\xEF\xBF\xBD");
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+}  // namespace
+}  // namespace sinew::sandbox
