@@ -62,15 +62,10 @@ ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& te
   for (const auto& [k, v] : task->metadata) (*req.mutable_metadata())[k] = v;
   req.set_task_json(TaskToJson(*task));
   req.set_initial_status(v1::SESSION_STATUS_QUEUED);
+  // One write: the task (prompt included) is event 1; the driver writes the prompt's
+  // user_message together with its first model_request.
   auto meta = deps_.store->CreateSession(req);
   if (!meta.ok()) return FromStatus(meta.status());
-  v1::AppendRequest append;
-  append.set_session_id(meta->id());
-  append.set_expected_next_seq(2);
-  append.mutable_events()->Add()->mutable_user_message()->set_text(task->prompt);
-  auto appended = deps_.store->Append(append);
-  if (!appended.ok()) return FromStatus(appended.status());
-  meta->set_next_seq(3);
   deps_.metrics->Add("sinew_harness_sessions_created_total", "");
   control_->Wake(meta->id());
   return SessionResponse(201, *meta);

@@ -26,7 +26,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
       "kind,base_url,model,api_key_secret,script,context_tokens,max_output_tokens,"
-      "timeout_seconds,max_retries,backoff_ms",
+      "timeout_seconds,max_retries,backoff_ms,tools",
       where));
   SINEW_RETURN_IF_ERROR(ReadString(o, "kind", where, &m->kind));
   SINEW_RETURN_IF_ERROR(ReadString(o, "base_url", where, &m->base_url));
@@ -39,6 +39,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "timeout_seconds", where, &m->timeout_seconds));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_retries", where, &m->max_retries));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "backoff_ms", where, &m->backoff_ms));
+  SINEW_RETURN_IF_ERROR(ReadBool(o, "tools", where, &m->tools));
   if (m->kind != "openai" && m->kind != "anthropic" && m->kind != "scripted") {
     return Status::InvalidArgument(where + ".kind must be \"openai\", \"anthropic\" or \"scripted\"");
   }

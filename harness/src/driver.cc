@@ -4,6 +4,7 @@
 #include <google/protobuf/reflection.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -142,6 +143,7 @@ void SessionDriver::Run() {
   }
   if (!fenced_) (void)deps_.store->ReleaseLease(id_, deps_.owner, epoch_);
   epoch_ = 0;
+  pending_.clear();
   log_.clear();
   log_.shrink_to_fit();
 }
@@ -171,6 +173,16 @@ Status SessionDriver::LoadLog() {
 
 Status SessionDriver::Append(std::vector<v1::Event> events) {
   if (fenced_) return Status::Aborted("lease lost");
+  if (!pending_.empty()) {
+    events.insert(events.begin(), pending_.begin(), pending_.end());
+    pending_.clear();
+  }
+  v1::SessionStatus current = state_.status;
+  for (auto& ev : events) {
+    if (!ev.has_status_change()) continue;
+    ev.mutable_status_change()->set_from(current);
+    current = ev.status_change().to();
+  }
   v1::AppendRequest req;
   req.set_session_id(id_);
   req.set_expected_next_seq(next_seq_);
@@ -208,10 +220,6 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
   next_seq_ = resp->last_seq() + 1;
   deps_.metrics->Add("sinew_harness_events_appended_total", "", static_cast<double>(events.size()));
   return Status::Ok();
-}
-
-Status SessionDriver::SetStatus(v1::SessionStatus to, const std::string& reason) {
-  return AppendOne(StatusEvent(state_.status, to, reason));
 }
 
 Status SessionDriver::ReleaseSandbox(const std::string& reason) {
@@ -278,6 +286,23 @@ Result<bool> SessionDriver::DrainInbox() {
 Status SessionDriver::Drive() {
   SINEW_RETURN_IF_ERROR(LoadLog());
   SINEW_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
+  if (state_.status == v1::SESSION_STATUS_RUNNING) {
+    // Another harness (or an earlier life of this one) was driving it: say who resumes.
+    v1::Event resumed;
+    auto* a = resumed.mutable_annotation();
+    a->set_author("harness");
+    a->set_text("resumed by " + deps_.owner + " at lease epoch " + std::to_string(epoch_.load()));
+    (*a->mutable_labels())["kind"] = "resume";
+    (*a->mutable_labels())["owner"] = deps_.owner;
+    SINEW_RETURN_IF_ERROR(AppendOne(std::move(resumed)));
+  }
+  if (state_.last_user < 0 && !task_.prompt.empty()) {
+    // The harness that created the session died before writing the task's message.
+    v1::Event task;
+    task.mutable_user_message()->set_text(task_.prompt);
+    pending_.push_back(std::move(task));
+    state_.last_user = static_cast<int>(log_.size());  // where it will land
+  }
   while (true) {
     if (deps_.stopping->load()) return Status::Ok();
     if (fenced_) return Status::Aborted("lease lost");
@@ -287,8 +312,10 @@ Status SessionDriver::Drive() {
     if (IsTerminal(state_.status) && state_.last_user <= state_.last_status_change) {
       return Status::Ok();
     }
-    if (state_.status != v1::SESSION_STATUS_RUNNING) {
-      SINEW_RETURN_IF_ERROR(SetStatus(v1::SESSION_STATUS_RUNNING, "driven by " + deps_.owner));
+    const bool running_pending = std::any_of(pending_.begin(), pending_.end(),
+                                             [](const v1::Event& e) { return e.has_status_change(); });
+    if (state_.status != v1::SESSION_STATUS_RUNNING && !running_pending) {
+      pending_.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_RUNNING, "driven by " + deps_.owner));
     }
     SINEW_RETURN_IF_ERROR(RunPendingTools());
     if (CancelRequested()) continue;

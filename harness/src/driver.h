@@ -38,7 +38,6 @@ class SessionDriver {
   [[nodiscard]] Status LoadLog();
   [[nodiscard]] Status Append(std::vector<v1::Event> events);
   [[nodiscard]] Status AppendOne(v1::Event event) { return Append({std::move(event)}); }
-  [[nodiscard]] Status SetStatus(v1::SessionStatus to, const std::string& reason);
   // Appends an error event (when code is set), releases the sandbox, writes the status.
   [[nodiscard]] Status Finish(v1::SessionStatus to, const std::string& reason,
                               const std::string& error_code = "");
@@ -67,6 +66,10 @@ class SessionDriver {
 
   // Used by the Run() thread only.
   std::vector<v1::Event> log_;
+  // Events that need no write of their own (the task's message, the status change to
+  // running): they go out with the next append, ahead of its events, so that the path
+  // from wake to the first model call costs one write.
+  std::vector<v1::Event> pending_;
   LogState state_;
   TaskSpec task_;
   uint64_t next_seq_ = 0;

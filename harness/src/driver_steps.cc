@@ -125,6 +125,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
 
 std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
   std::vector<ToolDefinition> out;
+  if (!deps_.config->models.at(task_.model).tools) return out;
   for (auto& d : ToolDefinitions(task_.tools)) {
     const ToolInfo* info = FindTool(d.name);
     if (info != nullptr && info->needs_sandbox && !deps_.sandboxes->configured()) continue;

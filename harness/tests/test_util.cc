@@ -5,6 +5,11 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <fstream>
+#include <filesystem>
+#include <csignal>
+#include <unistd.h>
+
+#include "sinew/sandbox/provisioner_client.h"
 
 #include "curl_http.h"
 #include "sse_parser.h"
@@ -24,12 +29,45 @@ StoreProcess::StoreProcess(const std::string& db_dir) {
   if (line) address = line->substr(line->rfind(' ') + 1);
 }
 
-HarnessProcess::HarnessProcess(const std::string& config_path, const std::string& config_json) {
+HarnessProcess::HarnessProcess(const std::string& config_path, const std::string& config_json,
+                               const std::vector<std::string>& extra_env) {
   WriteFile(config_path, config_json);
   proc = std::make_unique<testing::Subprocess>(
-      std::vector<std::string>{testing::BinaryPath("sinew-harness"), "--config", config_path});
+      std::vector<std::string>{testing::BinaryPath("sinew-harness"), "--config", config_path}, extra_env);
   auto line = proc->WaitForLine("listening on", std::chrono::seconds(30));
   if (line) address = line->substr(line->rfind(' ') + 1);
+}
+
+SandboxdProcess::SandboxdProcess() {
+  const std::string tag = std::to_string(::getpid());
+  state_dir = "/run/sinew-harness-test-" + tag;
+  cgroup_parent_ = "sinew-harness-test-" + tag;
+  const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir, "--cgroup-parent",
+      cgroup_parent_, "--warm-pool-size", "0"});
+  auto client = sandbox::ProvisionerClient::Connect(addr, std::chrono::seconds(10));
+  if (!client.ok()) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    if ((*client)->Health().ok()) {
+      address = addr;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+SandboxdProcess::~SandboxdProcess() {
+  proc_->Signal(SIGTERM);
+  proc_->Wait();
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir, ec);
+  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::filesystem::path p = h.path() / cgroup_parent_;
+    if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
+  }
+  ::rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());
 }
 
 std::string WriteFile(const std::string& path, const std::string& content) {

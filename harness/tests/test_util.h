@@ -27,7 +27,8 @@ struct StoreProcess {
 
 struct HarnessProcess {
   // Writes `config_json` to `config_path` and starts sinew-harness with it.
-  HarnessProcess(const std::string& config_path, const std::string& config_json);
+  HarnessProcess(const std::string& config_path, const std::string& config_json,
+                 const std::vector<std::string>& extra_env = {});
   std::unique_ptr<testing::Subprocess> proc;
   std::string address;  // "127.0.0.1:PORT"; empty when it failed to start
   std::string url() const { return "http://" + address; }
@@ -93,5 +94,19 @@ class TestHttpServer {
 };
 
 std::string WriteFile(const std::string& path, const std::string& content);
+
+// A real sinew-sandboxd for a test, with its own state directory, cgroup parent and
+// loopback port. Needs root, runc and the default image (ctest fixture sandbox_image).
+class SandboxdProcess {
+ public:
+  SandboxdProcess();
+  ~SandboxdProcess();
+  std::string address;  // empty when it did not start
+  std::string state_dir;
+
+ private:
+  std::unique_ptr<testing::Subprocess> proc_;
+  std::string cgroup_parent_;
+};
 
 }  // namespace sinew::harness::test

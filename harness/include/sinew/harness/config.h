@@ -36,6 +36,9 @@ struct ModelEndpointConfig {
   // Default: 4 retries, 200 ms
   uint32_t max_retries = 4;
   uint32_t backoff_ms = 200;
+  // Whether the model takes tool definitions (a server that refuses "tools", like a
+  // small completion model, gets none and simply answers). Default: true
+  bool tools = true;
 };
 
 // A host the proxy tool `http_request` may reach, with an optional credential injected.
