@@ -4,6 +4,9 @@
 
 namespace sinew::harness {
 
+// The sandbox tools mirror sinew-sandbox-agent's ListTools (names, schemas, idempotency);
+// harness_sandbox_test checks them against a real sandbox. They are known here because
+// the model needs them before the first tool call, when no sandbox exists yet.
 const std::vector<ToolInfo>& ToolCatalog() {
   static const std::vector<ToolInfo> kTools = {
       {"bash",
@@ -11,7 +14,8 @@ const std::vector<ToolInfo>& ToolCatalog() {
        "status. Not idempotent: it may change the sandbox.",
        R"({"type":"object","properties":{"command":{"type":"string","description":"bash command line"},)"
        R"("timeout":{"type":"integer","minimum":1,"description":"seconds"},)"
-       R"("cwd":{"type":"string"}},"required":["command"],"additionalProperties":false})",
+       R"("cwd":{"type":"string","description":"working directory, relative to the workspace or absolute"}},)"
+       R"("required":["command"],"additionalProperties":false})",
        false, true},
       {"read_file", "Reads a text file of the sandbox (optionally a range of lines). Idempotent.",
        R"({"type":"object","properties":{"path":{"type":"string"},)"
@@ -30,13 +34,18 @@ const std::vector<ToolInfo>& ToolCatalog() {
        R"("replace_all":{"type":"boolean"}},)"
        R"("required":["path","old_string","new_string"],"additionalProperties":false})",
        false, true},
-      {"list_files", "Lists files under a sandbox directory. Idempotent.",
-       R"({"type":"object","properties":{"path":{"type":"string"},"depth":{"type":"integer","minimum":1}},)"
-       R"("additionalProperties":true})",
+      {"list_files",
+       "Lists files and directories below `path` (default: the workspace) whose path relative "
+       "to it matches the glob `pattern` (`*`, `?`, `[...]`, `**`). Idempotent.",
+       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
+       R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})",
        true, true},
-      {"grep", "Searches sandbox files for a regular expression. Idempotent.",
-       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},)"
-       R"("required":["pattern"],"additionalProperties":true})",
+      {"grep",
+       "Searches text files below `path` for lines matching the extended regular expression "
+       "`pattern` (optional `glob`, `ignore_case`, `limit`). Idempotent.",
+       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
+       R"("glob":{"type":"string"},"ignore_case":{"type":"boolean"},)"
+       R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})",
        true, true},
       {"http_request",
        "Makes an HTTP request from the harness to an allowed host; credentials for that host "

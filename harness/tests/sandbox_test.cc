@@ -7,7 +7,9 @@
 #include <algorithm>
 
 #include "sinew/sandbox/provisioner_client.h"
+#include "sinew/sandbox/sandbox_client.h"
 #include "test_util.h"
+#include "tools.h"
 
 namespace sinew::harness::test {
 namespace {
@@ -52,7 +54,7 @@ TEST_F(SandboxTest, AMultiStepTaskWritesFilesRunsCommandsReadsResultsAndFinishes
       "content": "import sys\nprint(sum(int(x) for x in sys.argv[1:]))\n"}}]},
     {"text": "Running it.", "tool_calls": [{"name": "bash", "input": {"command": "python3 sum.py 19 23 > out.txt && echo ran"}}]},
     {"text": "Reading the result.", "tool_calls": [{"name": "read_file", "input": {"path": "out.txt"}},
-                                                  {"name": "list_files", "input": {"path": "."}}]},
+                                                  {"name": "list_files", "input": {"pattern": "*.py"}}]},
     {"text": "The sum is 42."}]})");
   HarnessProcess harness(dir_.Sub("h.json"), Config(script));
   ASSERT_FALSE(harness.address.empty());
@@ -85,6 +87,28 @@ TEST_F(SandboxTest, AMultiStepTaskWritesFilesRunsCommandsReadsResultsAndFinishes
   auto running = (*prov)->List(false);
   ASSERT_TRUE(running.ok());
   EXPECT_TRUE(running->empty());
+}
+
+TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {
+  auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
+  ASSERT_TRUE(prov.ok());
+  auto box = (*prov)->Provision(v1::Resources(), "catalog-check");
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  auto client = sandbox::SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(client.ok());
+  auto specs = (*client)->ListTools();
+  ASSERT_TRUE(specs.ok());
+  size_t sandbox_tools = 0;
+  for (const auto& t : ToolCatalog()) sandbox_tools += t.needs_sandbox ? 1 : 0;
+  EXPECT_EQ(specs->size(), sandbox_tools);
+  for (const auto& spec : *specs) {
+    const ToolInfo* mine = FindTool(spec.name());
+    ASSERT_NE(mine, nullptr) << spec.name();
+    EXPECT_TRUE(mine->needs_sandbox);
+    EXPECT_EQ(mine->idempotent, spec.idempotent()) << spec.name();
+    EXPECT_EQ(json::parse(mine->input_schema_json), json::parse(spec.input_schema_json())) << spec.name();
+  }
+  EXPECT_TRUE((*prov)->Destroy(box->id()).ok());
 }
 
 TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
