@@ -89,15 +89,23 @@ int Run(int argc, char** argv) {
     return r;
   });
 
-  test::StoreProcess store(dir.Sub("db"));
-  if (store.address.empty()) return 1;
+  // Each phase gets a fresh store, so that no phase inherits another's sessions.
+  int store_count = 0;
+  auto new_store = [&](const std::string& durability) {
+    const std::string db = dir.Sub("db" + std::to_string(store_count++));
+    auto p = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--durability", durability});
+    auto line = p->WaitForLine("listening on", std::chrono::seconds(30));
+    std::string address = line ? line->substr(line->rfind(' ') + 1) : "";
+    return std::make_pair(std::move(p), address);
+  };
   test::WriteFile(dir.Sub("fast.json"), R"({"loop": true, "responses": [{"text": "done"}]})");
   test::WriteFile(dir.Sub("concurrent.json"), R"({"responses": [
     {"text": "step one", "delay_ms": 1000, "tool_calls": [{"name": "http_request", "input": {"url": ")" + target.url() + R"(/a"}}]},
     {"text": "step two", "delay_ms": 1000, "tool_calls": [{"name": "http_request", "input": {"url": ")" + target.url() + R"(/b"}}]},
     {"text": "finished", "delay_ms": 1000}]})");
-  auto config = [&](int workers) {
-    return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store.address + R"("},
+  auto config = [&](int workers, const std::string& store_address) {
+    return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_address + R"("},
       "api_keys": {"bench": "bench"}, "default_model": "fast", "workers": )" + std::to_string(workers) + R"(,
       "models": {"served": {"kind": "openai", "base_url": ")" + model.url() + R"(", "max_retries": 0},
                  "fast": {"kind": "scripted", "script": ")" + dir.Sub("fast.json") + R"("},
@@ -125,9 +133,12 @@ int Run(int argc, char** argv) {
     if (!reply.ok()) return std::fprintf(stderr, "model: %s\n", reply.status().ToString().c_str()), 1;
     alone.push_back(Ms(Clock::duration(first_token_ns.load()) - start.time_since_epoch()));
   }
-  {
-    test::HarnessProcess harness(dir.Sub("h1.json"), config(64));
+  const double ttft_alone = Median(alone);
+  for (const std::string durability : {"sync", "async"}) {
+    auto store = new_store(durability);
+    test::HarnessProcess harness(dir.Sub("h1.json"), config(64, store.second));
     if (harness.address.empty()) return 1;
+    through.clear();
     for (int i = 0; i < samples; ++i) {
       first_token_ns = 0;
       const auto start = Clock::now();
@@ -138,15 +149,17 @@ int Run(int argc, char** argv) {
       const std::string id(r.json.at("session").at("id").as_string());
       test::WaitForStatus(harness.url(), "bench", id, "completed,failed");
     }
+    const double ttft_through = Median(through);
+    std::printf("time to first token, median of %d (store durability %s): model alone %.2f ms, "
+                "POST /v1/sessions -> first token %.2f ms, ratio %.3f (target <= 1.1), overhead %.2f ms\n",
+                samples, durability.c_str(), ttft_alone, ttft_through, ttft_through / ttft_alone,
+                ttft_through - ttft_alone);
   }
-  const double ttft_alone = Median(alone), ttft_through = Median(through);
-  std::printf("time to first token, median of %d: model alone %.2f ms, POST /v1/sessions -> first token %.2f ms, "
-              "ratio %.3f (target <= 1.1)\n",
-              samples, ttft_alone, ttft_through, ttft_through / ttft_alone);
 
   // 2. Sessions submitted per second, with wrk.
   {
-    test::HarnessProcess harness(dir.Sub("h2.json"), config(64));
+    auto store = new_store("sync");
+    test::HarnessProcess harness(dir.Sub("h2.json"), config(64, store.second));
     if (harness.address.empty()) return 1;
     test::WriteFile(dir.Sub("post.lua"),
                     "wrk.method = \"POST\"\n"
@@ -171,7 +184,8 @@ int Run(int argc, char** argv) {
 
   // 3. Concurrent sessions in one harness process.
   {
-    test::HarnessProcess harness(dir.Sub("h3.json"), config(sessions));
+    auto store = new_store("sync");
+    test::HarnessProcess harness(dir.Sub("h3.json"), config(sessions, store.second));
     if (harness.address.empty()) return 1;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const long base_kb = RssKb(harness.proc->pid());
@@ -200,16 +214,17 @@ int Run(int argc, char** argv) {
     sampler.join();
     for (const auto& id : ids) {
       auto r = Api("GET", harness.url() + "/v1/sessions/" + id, "bench");
-      if (r.status == 200) events += r.json.at("session").at("next_seq").as_uint64() - 1;
+      if (r.status == 200) events += r.json.at("session").at("next_seq").to_number<uint64_t>() - 1;
     }
     std::printf("%d concurrent sessions in one harness (3 turns, 2 proxy tool calls, 1 s per model call): "
                 "submitted in %.1f s, %d completed in %.1f s\n",
                 sessions, submit_s, completed, wall_s);
     std::printf("  memory: RSS %.1f MiB idle -> %.1f MiB peak, %.1f KiB per session\n", base_kb / 1024.0,
                 peak_kb.load() / 1024.0, static_cast<double>(peak_kb.load() - base_kb) / std::max(1, sessions));
-    std::printf("  events: %llu written, %.0f events/s (floor set by the 3 s of model time per session: %.0f/s)\n",
-                static_cast<unsigned long long>(events), events / wall_s,
-                static_cast<double>(events) / (submit_s + 3.0));
+    std::printf("  events: %llu written in %.1f s: %.0f events/s (the ideal, if only the 3 s of model time "
+                "per session counted: %.0f/s; ratio %.2f)\n",
+                static_cast<unsigned long long>(events), wall_s, events / wall_s,
+                static_cast<double>(events) / (submit_s + 3.0), (events / wall_s) / (events / (submit_s + 3.0)));
   }
   return 0;
 }
@@ -219,5 +234,6 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
   return sinew::harness::bench::Run(argc, argv);
 }

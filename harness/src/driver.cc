@@ -165,9 +165,7 @@ Status SessionDriver::LoadLog() {
   if (log_.empty() || !log_.front().has_session_created()) {
     return Status::Corruption("session " + id_ + " does not start with session_created");
   }
-  state_ = ReadLogState(log_);
-  SINEW_ASSIGN_OR_RETURN(v1::Session meta, deps_.store->GetSession(id_));
-  state_.status = meta.status();
+  state_ = ReadLogState(log_);  // the status too: every change of it is an event
   return Status::Ok();
 }
 
