@@ -1,0 +1,129 @@
+// sinew-model-bench: prompt-processing and generation tokens/s of the engine,
+// llama-bench style (pp: one batch of P prompt tokens; tg: N tokens generated
+// one at a time from a one-token context), and the writer of the random-weight
+// benchmark models.
+//
+//   sinew-model-bench --write-random DIR         writes bench-{F16,Q8_0,Q4_K}.gguf (~125M params)
+//   sinew-model-bench -m A.gguf [-m B.gguf] [-t 1,2] [-p 128] [-n 32] [-r 3]
+//
+// Prints one line per (model, threads, test) as tab-separated values:
+//   model  type  params  threads  test  tokens_per_second
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "random_model.h"
+#include "sinew/model/engine.h"
+
+namespace {
+
+using sinew::model::Engine;
+using sinew::model::EngineOptions;
+using sinew::model::GenerationResult;
+using sinew::model::GgmlType;
+using sinew::model::SamplingParams;
+
+int WriteRandomModels(const std::string& dir) {
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    sinew::model::testing::RandomModelSpec spec;
+    spec.arch = "llama";
+    spec.n_vocab = 32000;
+    spec.n_embd = 768;
+    spec.n_layer = 12;
+    spec.n_head = 12;
+    spec.n_head_kv = 4;
+    spec.n_ff = 2048;
+    spec.n_ctx = 2048;
+    spec.weight_type = type;
+    // Embeddings in Q8_0 for the quantized models (rows are looked up, not multiplied).
+    spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
+    spec.seed = 42;
+    const std::string path = dir + "/bench-" + std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
+    const auto start = std::chrono::steady_clock::now();
+    auto status = sinew::model::testing::WriteRandomModel(spec, path);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "wrote %s (%.1fM params) in %.1f s\n", path.c_str(),
+                 static_cast<double>(sinew::model::testing::RandomModelParams(spec)) / 1e6,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Sinew model engine benchmark"};
+  std::string write_dir;
+  std::vector<std::string> models;
+  std::vector<int> threads = {1, 2};
+  int n_prompt = 128, n_gen = 32, reps = 3;
+  std::string simd = "auto";
+  app.add_option("--write-random", write_dir, "write the random-weight benchmark models to DIR");
+  app.add_option("-m,--model", models, "GGUF model(s) to benchmark");
+  app.add_option("-t,--threads", threads, "thread counts")->delimiter(',');
+  app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(1, 4096));
+  app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test)")->check(CLI::Range(1, 4096));
+  app.add_option("-r,--repetitions", reps, "repetitions (the best is reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--simd", simd, "auto, avx512, avx2 or scalar");
+  CLI11_PARSE(app, argc, argv);
+  if (!write_dir.empty()) return WriteRandomModels(write_dir);
+  if (models.empty()) {
+    std::fprintf(stderr, "nothing to do: give --write-random DIR or -m MODEL\n");
+    return 2;
+  }
+  std::printf("model\ttype\tparams\tthreads\ttest\ttokens_per_second\n");
+  for (const std::string& path : models) {
+    for (int t : threads) {
+      EngineOptions options;
+      options.n_threads = t;
+      options.simd = simd;
+      options.n_batch = n_prompt;
+      options.n_ctx = std::max(n_prompt, n_gen) + 8;
+      auto engine = Engine::Load(path, options);
+      if (!engine.ok()) {
+        std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+        return 1;
+      }
+      const auto& info = (*engine)->info();
+      std::mt19937 rng(1);
+      std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+      for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(info.n_vocab));
+      SamplingParams pp;
+      pp.greedy = true;
+      pp.max_tokens = 1;
+      SamplingParams tg;
+      tg.greedy = true;
+      tg.max_tokens = n_gen + 1;
+      tg.stop_at_eos = false;
+      double best_pp = 0, best_tg = 0;
+      for (int r = 0; r <= reps; ++r) {  // r == 0 warms up
+        auto a = (*engine)->Generate(prompt, pp, nullptr);
+        auto b = (*engine)->Generate({prompt[0]}, tg, nullptr);
+        if (!a.ok() || !b.ok()) {
+          std::fprintf(stderr, "generation failed\n");
+          return 1;
+        }
+        if (r == 0) continue;
+        best_pp = std::max(best_pp, n_prompt / (a->timings.prompt_ms / 1000.0));
+        best_tg = std::max(best_tg, (b->timings.generated_tokens - 1) /
+                                        (b->timings.generation_ms / 1000.0));
+      }
+      const std::string name = path.substr(path.find_last_of('/') + 1);
+      std::printf("%s\t%s\t%lld\t%d\tpp%d\t%.2f\n", name.c_str(), info.weight_type.c_str(),
+                  static_cast<long long>(info.n_params), t, n_prompt, best_pp);
+      std::printf("%s\t%s\t%lld\t%d\ttg%d\t%.2f\n", name.c_str(), info.weight_type.c_str(),
+                  static_cast<long long>(info.n_params), t, n_gen, best_tg);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,123 @@
+// Engine: a loaded GGUF model that generates tokens.
+//
+// Load() maps the GGUF file, checks the architecture (llama, qwen2, qwen3) and
+// every tensor's shape and type, and places the weights on a backend (the CPU
+// backend uses the mapping in place). The KV cache is a separate object owned
+// by the engine; the model's forward pass takes a batch of tokens of one
+// sequence, so that a paged cache and continuous batching can take its place.
+//
+// Tokens in, tokens out: text belongs to the tokenizer (sinew/model/tokenizer.h).
+// Generate() does not add BOS; the caller prepends info().bos_id when it
+// wants one (info().add_bos says what the model's vocabulary asks for).
+//
+// Thread-safety: info() and gguf() may be called from any thread. Generate()
+// and Evaluate() run one at a time per Engine (a second concurrent call waits
+// for the first); the server serialises requests on one engine anyway.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sinew/model/gguf.h"
+#include "sinew/model/sampling.h"
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+struct EngineOptions {
+  // Compute threads; 0 means one per online CPU. Default: 0
+  int32_t n_threads = 0;
+  // Context length (KV cache positions), at most kMaxContext; 0 means the
+  // model's trained length capped at kDefaultMaxContext. The KV cache memory is
+  // reserved up front but only touched as positions fill. Default: 0
+  int32_t n_ctx = 0;
+  // Prompt tokens per forward pass. Default: 256
+  int32_t n_batch = 256;
+  // Store the KV cache as F16 (half the memory) instead of F32. Default: false
+  bool kv_f16 = false;
+  // SIMD level of the CPU backend: "auto", "avx512", "avx2" or "scalar".
+  // "auto" picks the best the CPU supports. Default: "auto"
+  std::string simd = "auto";
+
+  static constexpr int32_t kDefaultMaxContext = 4096;
+  static constexpr int32_t kMaxContext = 1 << 20;
+};
+
+struct ModelInfo {
+  std::string arch;  // "llama", "qwen2", "qwen3"
+  std::string name;  // general.name, may be empty
+  int32_t n_ctx_train = 0;
+  int32_t n_ctx = 0;  // the engine's context length
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int64_t n_params = 0;
+  int32_t bos_id = -1;  // -1: the vocabulary has none
+  int32_t eos_id = -1;
+  std::vector<int32_t> eog_ids;  // every token that ends a generation (eos, eot, ...)
+  bool add_bos = false;          // tokenizer.ggml.add_bos_token (default true for llama/SPM)
+  std::string weight_type;       // type of most weight bytes, e.g. "Q4_K"
+  std::string simd;              // SIMD level in use
+  int32_t n_threads = 0;
+};
+
+enum class FinishReason {
+  kStopToken,    // an end-of-generation token was produced (it is included in tokens)
+  kMaxTokens,    // params.max_tokens reached
+  kCallback,     // on_token returned false (the token it saw is included)
+  kContextFull,  // no room left in the context
+};
+std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", "callback", "context_full"
+
+struct GenerationTimings {
+  int32_t prompt_tokens = 0;
+  int32_t generated_tokens = 0;
+  double prompt_ms = 0;      // prompt processing (time to first token, sampling included)
+  double generation_ms = 0;  // the remaining tokens
+};
+
+struct GenerationResult {
+  std::vector<GeneratedToken> tokens;
+  FinishReason finish_reason = FinishReason::kMaxTokens;
+  GenerationTimings timings;
+};
+
+class Engine {
+ public:
+  // Errors: those of GgufFile::Open; Unimplemented for an unsupported
+  // architecture or tensor type; Corruption for a missing tensor or a shape
+  // that disagrees with the metadata; InvalidArgument for bad options.
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> Load(const std::string& gguf_path,
+                                                            const EngineOptions& options);
+  virtual ~Engine() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  // The underlying file (metadata for the tokenizer and chat template).
+  virtual const GgufFile& gguf() const = 0;
+
+  // Generates up to params.max_tokens tokens after `prompt_tokens`, calling
+  // on_token (may be empty) for each one as soon as it is sampled; returning
+  // false stops the generation. Each call starts from an empty context.
+  // Errors: InvalidArgument for an empty prompt, a token id outside the
+  // vocabulary, or bad params; OutOfRange if the prompt does not fit in the
+  // context (prompt length + 1 > n_ctx).
+  [[nodiscard]] virtual Result<GenerationResult> Generate(
+      const std::vector<int32_t>& prompt_tokens, const SamplingParams& params,
+      const std::function<bool(const GeneratedToken&)>& on_token) = 0;
+
+  // Runs the model over `tokens` from an empty context and returns the logits
+  // (n_vocab floats per position, all positions if all_logits, else the last).
+  // Same errors as Generate().
+  [[nodiscard]] virtual Result<std::vector<float>> Evaluate(const std::vector<int32_t>& tokens,
+                                                            bool all_logits) = 0;
+};
+
+}  // namespace sinew::model

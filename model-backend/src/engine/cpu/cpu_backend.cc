@@ -1,0 +1,351 @@
+// The CPU backend: host buffers (owned or wrapping mapped weights) and ops that
+// run the kernel table on a thread pool.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/quants.h"
+#include "cpu/thread_pool.h"
+#include "sinew/model/backend.h"
+
+namespace sinew::model {
+namespace {
+
+using cpu::KernelTable;
+
+enum class Ownership { kBorrowed, kMalloc, kMmap };
+
+class HostBuffer final : public BackendBuffer {
+ public:
+  HostBuffer(void* data, size_t size, Ownership owned, size_t mapped = 0)
+      : data_(data), size_(size), owned_(owned), mapped_(mapped) {}
+  ~HostBuffer() override {
+    if (owned_ == Ownership::kMalloc) std::free(data_);
+    if (owned_ == Ownership::kMmap) munmap(data_, mapped_);
+  }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+  Status Write(size_t offset, const void* src, size_t n) override {
+    if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer write out of range");
+    std::memcpy(static_cast<uint8_t*>(data_) + offset, src, n);
+    return Status::Ok();
+  }
+  Status Read(size_t offset, void* dst, size_t n) const override {
+    if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer read out of range");
+    std::memcpy(dst, static_cast<const uint8_t*>(data_) + offset, n);
+    return Status::Ok();
+  }
+
+ private:
+  void* data_;
+  size_t size_;
+  Ownership owned_;
+  size_t mapped_;
+};
+
+// Buffers from this size on come from anonymous mappings: zero pages that the
+// kernel provides lazily, so a large KV cache costs memory only as it fills.
+constexpr size_t kMmapThreshold = size_t{1} << 20;
+
+class HostMemory final : public BackendMemory {
+ public:
+  Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override {
+    const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    if (rounded >= kMmapThreshold) {
+      void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+                     MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) {
+        return Status::ResourceExhausted("cannot map " + std::to_string(bytes) + " bytes");
+      }
+      return std::unique_ptr<BackendBuffer>(
+          std::make_unique<HostBuffer>(p, bytes, Ownership::kMmap, rounded));
+    }
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) {
+      return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    std::memset(p, 0, rounded);
+    return std::unique_ptr<BackendBuffer>(
+        std::make_unique<HostBuffer>(p, bytes, Ownership::kMalloc));
+  }
+  Result<std::unique_ptr<BackendBuffer>> WrapHost(const void* data, size_t bytes) override {
+    return std::unique_ptr<BackendBuffer>(
+        std::make_unique<HostBuffer>(const_cast<void*>(data), bytes, Ownership::kBorrowed));
+  }
+};
+
+// Rows of work per chunk so that a chunk holds at least ~16K multiply-adds.
+int64_t Grain(int64_t work_per_item) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_item));
+}
+
+class CpuOps final : public BackendOps {
+ public:
+  CpuOps(const KernelTable& kernels, int n_threads) : k_(kernels), pool_(n_threads) {}
+
+  void GetRows(const Tensor& table, const int32_t* ids, int64_t n_ids, Tensor& out) override {
+    for (int64_t i = 0; i < n_ids; ++i) {
+      cpu::DequantizeRow(static_cast<uint32_t>(table.type), table.row(ids[i]),
+                         out.f32() + i * out.ne[0], table.ne[0]);
+    }
+  }
+
+  void MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
+    const int64_t K = w.ne[0];
+    const int64_t N = w.rows();
+    const int64_t M = x.rows();
+    cpu::VecDotFn dot = nullptr;
+    cpu::VecDot4Fn dot4 = nullptr;
+    cpu::QuantizeActFn quantize = nullptr;
+    int64_t act_row_bytes = K * 4;
+    switch (w.type) {
+      case GgmlType::kF32: dot = k_.dot_f32, dot4 = k_.dot4_f32; break;
+      case GgmlType::kF16: dot = k_.dot_f16, dot4 = k_.dot4_f16; break;
+      case GgmlType::kBF16: dot = k_.dot_bf16, dot4 = k_.dot4_bf16; break;
+      case GgmlType::kQ8_0:
+      case GgmlType::kQ4_0:
+        dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
+        dot4 = w.type == GgmlType::kQ8_0 ? k_.dot4_q8_0 : nullptr;
+        quantize = k_.quantize_q8_0;
+        act_row_bytes = K / cpu::kQK8_0 * static_cast<int64_t>(sizeof(cpu::BlockQ8_0));
+        break;
+      case GgmlType::kQ4_K:
+      case GgmlType::kQ6_K:
+        dot = w.type == GgmlType::kQ4_K ? k_.dot_q4_k : k_.dot_q6_k;
+        dot4 = w.type == GgmlType::kQ4_K ? k_.dot4_q4_k : nullptr;
+        quantize = k_.quantize_q8_k;
+        act_row_bytes = K / cpu::kQKK * static_cast<int64_t>(sizeof(cpu::BlockQ8_K));
+        break;
+    }
+    const uint8_t* act = static_cast<const uint8_t*>(x.data);
+    if (quantize != nullptr) {
+      scratch_.resize(static_cast<size_t>(act_row_bytes * M));
+      uint8_t* dst = scratch_.data();
+      pool_.ParallelFor(M, Grain(K), [&](int64_t begin, int64_t end) {
+        for (int64_t m = begin; m < end; ++m) quantize(x.f32() + m * K, dst + m * act_row_bytes, K);
+      });
+      act = dst;
+    }
+    float* out = y.f32();
+    const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
+    const int64_t w_row_bytes = w.row_bytes();
+    // Blocks of kRowBlock weight rows stay in L2 while each group of four
+    // activation rows (in L1) passes over them.
+    constexpr int64_t kRowBlock = 32;
+    pool_.ParallelFor(N, std::max(Grain(K * M), int64_t{8}), [&](int64_t begin, int64_t end) {
+      for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
+        const int64_t n1 = std::min(end, n0 + kRowBlock);
+        int64_t m = 0;
+        if (dot4 != nullptr) {
+          float four[4];
+          for (; m + 4 <= M; m += 4) {
+            for (int64_t n = n0; n < n1; ++n) {
+              dot4(K, wdata + n * w_row_bytes, act + m * act_row_bytes, act_row_bytes, four);
+              for (int64_t j = 0; j < 4; ++j) out[(m + j) * N + n] = four[j];
+            }
+          }
+        }
+        for (; m < M; ++m) {
+          for (int64_t n = n0; n < n1; ++n) {
+            out[m * N + n] = dot(K, wdata + n * w_row_bytes, act + m * act_row_bytes);
+          }
+        }
+      }
+    });
+  }
+
+  void AddBias(Tensor& y, const Tensor& bias) override {
+    const int64_t N = y.ne[0];
+    for (int64_t r = 0; r < y.rows(); ++r) {
+      float* row = y.f32() + r * N;
+      for (int64_t n = 0; n < N; ++n) row[n] += bias.f32()[n];
+    }
+  }
+
+  void Add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    const int64_t n = a.elements();
+    for (int64_t i = 0; i < n; ++i) out.f32()[i] = a.f32()[i] + b.f32()[i];
+  }
+
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    const int64_t n = x.ne[0];
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float* in = x.f32() + r * n;
+      float* o = out.f32() + r * n;
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(in[i] * in[i]);
+      const float mean = static_cast<float>(sum / static_cast<double>(n));
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      for (int64_t i = 0; i < n; ++i) o[i] = (in[i] * scale) * weight.f32()[i];
+    }
+  }
+
+  void Rope(Tensor& x, const int32_t* positions, const RopeParams& p) override {
+    const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tokens = x.ne[2];
+    const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+    std::vector<float> cos_cache(static_cast<size_t>(p.n_rot / 2)), sin_cache(cos_cache.size());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float theta = static_cast<float>(positions[t]) * p.freq_scale;
+      for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+        const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+        cos_cache[static_cast<size_t>(i)] = std::cos(theta / ff);
+        sin_cache[static_cast<size_t>(i)] = std::sin(theta / ff);
+        theta *= theta_scale;
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* v = x.f32() + (t * n_heads + h) * head_dim;
+        for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+          const int32_t a = p.style == RopeStyle::kNormal ? 2 * i : i;
+          const int32_t b = p.style == RopeStyle::kNormal ? 2 * i + 1 : i + p.n_rot / 2;
+          const float c = cos_cache[static_cast<size_t>(i)], s = sin_cache[static_cast<size_t>(i)];
+          const float x0 = v[a], x1 = v[b];
+          v[a] = x0 * c - x1 * s;
+          v[b] = x0 * s + x1 * c;
+        }
+      }
+    }
+  }
+
+  void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    const int64_t n = gate.elements();
+    const float* g = gate.f32();
+    const float* u = up.f32();
+    float* o = out.f32();
+    pool_.ParallelFor(n, 8192, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    });
+  }
+
+  void CopyRows(const Tensor& src, Tensor& dst, int64_t first_row) override {
+    const int64_t n = src.ne[0];
+    for (int64_t r = 0; r < src.rows(); ++r) {
+      const float* in = src.f32() + r * n;
+      if (dst.type == GgmlType::kF32) {
+        std::memcpy(dst.row(first_row + r), in, static_cast<size_t>(n) * 4);
+      } else {
+        uint16_t* o = reinterpret_cast<uint16_t*>(dst.row(first_row + r));
+        for (int64_t i = 0; i < n; ++i) o[i] = cpu::F32ToF16(in[i]);
+      }
+    }
+  }
+
+  void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int32_t n_head_kv,
+                 const int32_t* positions, float scale, Tensor& out) override {
+    const int64_t head_dim = q.ne[0], n_head = q.ne[1], n_tokens = q.ne[2];
+    const int64_t group = n_head / n_head_kv;
+    const bool f16 = k.type == GgmlType::kF16;
+    const int64_t elem = f16 ? 2 : 4;
+    const cpu::VecDotFn dot = f16 ? k_.dot_f16 : k_.dot_f32;
+    const cpu::AxpyFn axpy = f16 ? k_.axpy_f16 : k_.axpy_f32;
+    const int64_t k_stride = k.row_bytes(), v_stride = v.row_bytes();
+    int64_t max_keys = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) max_keys = std::max<int64_t>(max_keys, positions[t] + 1);
+    pool_.ParallelFor(n_tokens * n_head, Grain(max_keys * head_dim * 2), [&](int64_t begin,
+                                                                             int64_t end) {
+      thread_local std::vector<float> scores;
+      scores.resize(static_cast<size_t>(max_keys));
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t t = item / n_head, h = item % n_head;
+        const int64_t kvh = h / group;
+        const int64_t n_keys = positions[t] + 1;
+        const float* qv = q.f32() + (t * n_head + h) * head_dim;
+        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + kvh * head_dim * elem;
+        const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + kvh * head_dim * elem;
+        // Small F32 heads (e.g. 8 wide): plain loops beat a kernel call per key.
+        const bool inline_f32 = !f16 && head_dim <= 16;
+        float max_score = -INFINITY;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          float s;
+          if (inline_f32) {
+            const float* kr = reinterpret_cast<const float*>(kbase + j * k_stride);
+            s = 0;
+            for (int64_t d = 0; d < head_dim; ++d) s += kr[d] * qv[d];
+          } else {
+            s = dot(head_dim, kbase + j * k_stride, qv);
+          }
+          s *= scale;
+          scores[static_cast<size_t>(j)] = s;
+          max_score = std::max(max_score, s);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const float e = std::exp(scores[static_cast<size_t>(j)] - max_score);
+          scores[static_cast<size_t>(j)] = e;
+          sum += e;
+        }
+        float* o = out.f32() + (t * n_head + h) * head_dim;
+        std::fill(o, o + head_dim, 0.0f);
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const float p = scores[static_cast<size_t>(j)];
+          if (inline_f32) {
+            const float* vr = reinterpret_cast<const float*>(vbase + j * v_stride);
+            for (int64_t d = 0; d < head_dim; ++d) o[d] += p * vr[d];
+          } else {
+            axpy(head_dim, p, vbase + j * v_stride, o);
+          }
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
+      }
+    });
+  }
+
+ private:
+  const KernelTable k_;
+  cpu::ThreadPool pool_;
+  std::vector<uint8_t> scratch_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const KernelTable& kernels, int n_threads)
+      : name_(std::string("cpu-") + kernels.name), ops_(kernels, n_threads) {}
+  std::string_view name() const override { return name_; }
+  BackendMemory& memory() override { return memory_; }
+  BackendOps& ops() override { return ops_; }
+
+ private:
+  std::string name_;
+  HostMemory memory_;
+  CpuOps ops_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOptions& options) {
+  cpu::SimdLevel level;
+  if (options.simd == "auto") {
+    level = cpu::CpuHasAvx512() ? cpu::SimdLevel::kAvx512
+            : cpu::CpuHasAvx2() ? cpu::SimdLevel::kAvx2
+                                : cpu::SimdLevel::kScalar;
+  } else if (options.simd == "avx512") {
+    if (!cpu::CpuHasAvx512()) {
+      return Status::Unimplemented("this CPU lacks AVX-512 (F, BW, VL, VNNI)");
+    }
+    level = cpu::SimdLevel::kAvx512;
+  } else if (options.simd == "avx2") {
+    if (!cpu::CpuHasAvx2()) return Status::Unimplemented("this CPU lacks AVX2/FMA/F16C");
+    level = cpu::SimdLevel::kAvx2;
+  } else if (options.simd == "scalar") {
+    level = cpu::SimdLevel::kScalar;
+  } else {
+    return Status::InvalidArgument("unknown SIMD level '" + options.simd +
+                                   "' (expected auto, avx512, avx2 or scalar)");
+  }
+  if (options.n_threads < 0 || options.n_threads > 1024) {
+    return Status::InvalidArgument("n_threads must be 0..1024, got " +
+                                   std::to_string(options.n_threads));
+  }
+  int n_threads = options.n_threads;
+  if (n_threads == 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::unique_ptr<Backend>(
+      std::make_unique<CpuBackend>(cpu::MakeKernelTable(level), n_threads));
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,59 @@
+// The CPU kernel table: one function pointer per inner loop, filled by the
+// scalar, AVX2 and AVX-512 translation units and chosen once at run time.
+//
+// Activation formats: F32/F16/BF16 weights take F32 activations; Q8_0 and
+// Q4_0 weights take activations quantized to Q8_0 blocks; Q4_K and Q6_K
+// weights take activations quantized to Q8_K blocks.
+#pragma once
+
+#include <cstdint>
+
+namespace sinew::model::cpu {
+
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// Dot product of one weight row (n elements, in its own type) with one
+// activation row (in the weight type's activation format).
+using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+// Four dot products of one weight row with four activation rows that lie
+// `x_stride` bytes apart (prompt processing: the weight row is loaded once).
+using VecDot4Fn = void (*)(int64_t n, const void* w, const void* x, int64_t x_stride, float* out);
+// Converts n F32 values to an activation format.
+using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
+// y[i] += a * x[i] where x is F32 or F16 (for attention over the V cache).
+using AxpyFn = void (*)(int64_t n, float a, const void* x, float* y);
+
+struct KernelTable {
+  SimdLevel level = SimdLevel::kScalar;
+  const char* name = "scalar";
+  VecDotFn dot_f32 = nullptr;
+  VecDotFn dot_f16 = nullptr;  // F16 weights, F32 activations
+  VecDotFn dot_bf16 = nullptr;
+  VecDotFn dot_q8_0 = nullptr;
+  VecDotFn dot_q4_0 = nullptr;
+  VecDotFn dot_q4_k = nullptr;
+  VecDotFn dot_q6_k = nullptr;
+  // Optional four-row variants; nullptr means "call the dot product 4 times".
+  VecDot4Fn dot4_f32 = nullptr;
+  VecDot4Fn dot4_f16 = nullptr;
+  VecDot4Fn dot4_bf16 = nullptr;
+  VecDot4Fn dot4_q8_0 = nullptr;
+  VecDot4Fn dot4_q4_k = nullptr;
+  QuantizeActFn quantize_q8_0 = nullptr;
+  QuantizeActFn quantize_q8_k = nullptr;
+  AxpyFn axpy_f32 = nullptr;
+  AxpyFn axpy_f16 = nullptr;
+};
+
+// Each fills the entries it accelerates and leaves the others as they are.
+void FillScalarKernels(KernelTable* table);
+void FillAvx2Kernels(KernelTable* table);
+void FillAvx512Kernels(KernelTable* table);
+
+bool CpuHasAvx2();
+bool CpuHasAvx512();
+
+// The table for `level`: scalar entries overlaid by AVX2, then AVX-512 ones.
+KernelTable MakeKernelTable(SimdLevel level);
+
+}  // namespace sinew::model::cpu

@@ -1,0 +1,273 @@
+#include "model.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "cpu/quants.h"
+
+namespace sinew::model {
+namespace {
+
+Status Bad(const std::string& msg) { return Status::Corruption("model: " + msg); }
+
+Result<int32_t> IntKey(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
+                       std::optional<int64_t> fallback = std::nullopt) {
+  if (!f.HasKey(key)) {
+    if (fallback) return static_cast<int32_t>(*fallback);
+    return Bad("missing metadata key '" + key + "'");
+  }
+  auto v = f.GetInt(key);
+  if (!v.ok()) return Bad(v.status().message());
+  if (*v < lo || *v > hi) {
+    return Bad("metadata '" + key + "' = " + std::to_string(*v) + " is outside [" +
+               std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int32_t>(*v);
+}
+
+Tensor View(float* base, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
+  return Tensor::F32(base, ne0, ne1, ne2);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend& backend) {
+  std::unique_ptr<Model> model(new Model(backend));
+  SINEW_RETURN_IF_ERROR(model->LoadHParams(file));
+  SINEW_RETURN_IF_ERROR(model->LoadWeights(file));
+  return model;
+}
+
+Status Model::LoadHParams(const GgufFile& f) {
+  auto arch = f.GetString("general.architecture");
+  if (!arch.ok()) return Bad(arch.status().message());
+  hp_.arch = std::string(*arch);
+  if (hp_.arch != "llama" && hp_.arch != "qwen2" && hp_.arch != "qwen3") {
+    return Status::Unimplemented("model: architecture '" + hp_.arch +
+                                 "' is not supported (llama, qwen2, qwen3)");
+  }
+  const std::string p = hp_.arch + ".";
+  SINEW_ASSIGN_OR_RETURN(hp_.n_embd, IntKey(f, p + "embedding_length", 1, 1 << 16));
+  SINEW_ASSIGN_OR_RETURN(hp_.n_layer, IntKey(f, p + "block_count", 1, 1024));
+  SINEW_ASSIGN_OR_RETURN(hp_.n_ff, IntKey(f, p + "feed_forward_length", 1, 1 << 20));
+  SINEW_ASSIGN_OR_RETURN(hp_.n_head, IntKey(f, p + "attention.head_count", 1, 1024));
+  SINEW_ASSIGN_OR_RETURN(hp_.n_head_kv,
+                         IntKey(f, p + "attention.head_count_kv", 1, hp_.n_head, hp_.n_head));
+  if (hp_.n_head % hp_.n_head_kv != 0) {
+    return Bad("head_count " + std::to_string(hp_.n_head) + " is not a multiple of head_count_kv " +
+               std::to_string(hp_.n_head_kv));
+  }
+  SINEW_ASSIGN_OR_RETURN(hp_.n_ctx_train, IntKey(f, p + "context_length", 1, 1 << 24, 2048));
+  SINEW_ASSIGN_OR_RETURN(hp_.head_dim, IntKey(f, p + "attention.key_length", 1, 4096,
+                                              hp_.n_embd / hp_.n_head));
+  SINEW_ASSIGN_OR_RETURN(int32_t v_dim, IntKey(f, p + "attention.value_length", 1, 4096,
+                                               hp_.head_dim));
+  if (v_dim != hp_.head_dim) {
+    return Status::Unimplemented("model: value_length != key_length is not supported");
+  }
+  if (hp_.head_dim < 2 || hp_.head_dim % 2 != 0) return Bad("head size must be even");
+  auto eps = f.GetFloatOr(p + "attention.layer_norm_rms_epsilon", 1e-5);
+  if (!eps.ok() || !(*eps > 0 && *eps < 1)) return Bad("invalid layer_norm_rms_epsilon");
+  hp_.rms_eps = static_cast<float>(*eps);
+
+  hp_.rope.style = hp_.arch == "llama" ? RopeStyle::kNormal : RopeStyle::kNeox;
+  SINEW_ASSIGN_OR_RETURN(hp_.rope.n_rot,
+                         IntKey(f, p + "rope.dimension_count", 2, hp_.head_dim, hp_.head_dim));
+  if (hp_.rope.n_rot % 2 != 0) return Bad("rope.dimension_count must be even");
+  auto base = f.GetFloatOr(p + "rope.freq_base", 10000.0);
+  if (!base.ok() || !(*base > 1)) return Bad("invalid rope.freq_base");
+  hp_.rope.freq_base = static_cast<float>(*base);
+  auto scaling = f.GetStringOr(p + "rope.scaling.type", "none");
+  if (!scaling.ok()) return Bad(scaling.status().message());
+  if (*scaling == "linear") {
+    auto factor = f.GetFloatOr(p + "rope.scaling.factor", 1.0);
+    if (!factor.ok() || !(*factor >= 1)) return Bad("invalid rope.scaling.factor");
+    hp_.rope.freq_scale = static_cast<float>(1.0 / *factor);
+  } else if (*scaling != "none") {
+    return Status::Unimplemented("model: rope scaling '" + std::string(*scaling) +
+                                 "' is not supported (none, linear)");
+  }
+  return Status::Ok();
+}
+
+Result<Tensor> Model::Weight(const GgufFile& f, const std::string& name,
+                             std::vector<int64_t> shape, bool required) {
+  const GgufTensorInfo* info = f.FindTensor(name);
+  if (info == nullptr) {
+    if (!required) return Tensor{};
+    return Bad("missing tensor '" + name + "'");
+  }
+  if (info->shape != shape) {
+    std::string want, got;
+    for (int64_t d : shape) want += std::to_string(d) + " ";
+    for (int64_t d : info->shape) got += std::to_string(d) + " ";
+    return Bad("tensor '" + name + "' has shape [ " + got + "], expected [ " + want + "]");
+  }
+  auto buf = backend_.memory().WrapHost(info->data, info->size_bytes);
+  if (!buf.ok()) {
+    SINEW_ASSIGN_OR_RETURN(buf, backend_.memory().Allocate(info->size_bytes));
+    SINEW_RETURN_IF_ERROR((*buf)->Write(0, info->data, info->size_bytes));
+  }
+  Tensor t;
+  t.type = info->type;
+  for (size_t d = 0; d < shape.size(); ++d) t.ne[d] = shape[d];
+  t.data = (*buf)->data();
+  buffers_.push_back(std::move(buf).value());
+  n_params_ += info->n_elements;
+  return t;
+}
+
+Result<Tensor> Model::F32Vector(const GgufFile& f, const std::string& name, int64_t n,
+                                bool required) {
+  const GgufTensorInfo* info = f.FindTensor(name);
+  if (info == nullptr) {
+    if (!required) return Tensor{};
+    return Bad("missing tensor '" + name + "'");
+  }
+  if (info->shape.size() != 1 || info->shape[0] != n) {
+    return Bad("tensor '" + name + "' must be a vector of " + std::to_string(n));
+  }
+  std::vector<float> values(static_cast<size_t>(n));
+  cpu::DequantizeRow(static_cast<uint32_t>(info->type), info->data, values.data(), n);
+  SINEW_ASSIGN_OR_RETURN(auto buf, backend_.memory().Allocate(static_cast<size_t>(n) * 4));
+  SINEW_RETURN_IF_ERROR(buf->Write(0, values.data(), values.size() * 4));
+  Tensor t = Tensor::F32(static_cast<float*>(buf->data()), n);
+  buffers_.push_back(std::move(buf));
+  n_params_ += n;
+  return t;
+}
+
+Status Model::LoadWeights(const GgufFile& f) {
+  const GgufTensorInfo* emb = f.FindTensor("token_embd.weight");
+  if (emb == nullptr || emb->shape.size() != 2) return Bad("missing or malformed token_embd.weight");
+  if (emb->shape[1] < 1 || emb->shape[1] > (1 << 24)) return Bad("vocabulary size out of range");
+  hp_.n_vocab = static_cast<int32_t>(emb->shape[1]);
+  const int64_t E = hp_.n_embd, V = hp_.n_vocab, F = hp_.n_ff;
+  const int64_t QD = int64_t{hp_.n_head} * hp_.head_dim, KD = int64_t{hp_.n_head_kv} * hp_.head_dim;
+  SINEW_ASSIGN_OR_RETURN(tok_embd_, Weight(f, "token_embd.weight", {E, V}));
+  SINEW_ASSIGN_OR_RETURN(output_norm_, F32Vector(f, "output_norm.weight", E));
+  SINEW_ASSIGN_OR_RETURN(output_, Weight(f, "output.weight", {E, V}, /*required=*/false));
+  if (output_.data == nullptr) output_ = tok_embd_;  // tied embeddings
+  if (const GgufTensorInfo* rf = f.FindTensor("rope_freqs.weight"); rf != nullptr) {
+    if (rf->shape.size() != 1 || rf->shape[0] != hp_.rope.n_rot / 2 || rf->type != GgmlType::kF32) {
+      return Bad("rope_freqs.weight must be F32 [n_rot/2]");
+    }
+    rope_freqs_.resize(static_cast<size_t>(rf->shape[0]));
+    std::memcpy(rope_freqs_.data(), rf->data, rope_freqs_.size() * 4);
+    hp_.rope.freq_factors = rope_freqs_.data();
+  }
+  std::map<GgmlType, int64_t> bytes_by_type;
+  layers_.resize(static_cast<size_t>(hp_.n_layer));
+  for (int32_t l = 0; l < hp_.n_layer; ++l) {
+    LayerWeights& w = layers_[static_cast<size_t>(l)];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    SINEW_ASSIGN_OR_RETURN(w.attn_norm, F32Vector(f, b + "attn_norm.weight", E));
+    SINEW_ASSIGN_OR_RETURN(w.wq, Weight(f, b + "attn_q.weight", {E, QD}));
+    SINEW_ASSIGN_OR_RETURN(w.wk, Weight(f, b + "attn_k.weight", {E, KD}));
+    SINEW_ASSIGN_OR_RETURN(w.wv, Weight(f, b + "attn_v.weight", {E, KD}));
+    SINEW_ASSIGN_OR_RETURN(w.wo, Weight(f, b + "attn_output.weight", {QD, E}));
+    SINEW_ASSIGN_OR_RETURN(w.bq, F32Vector(f, b + "attn_q.bias", QD, false));
+    SINEW_ASSIGN_OR_RETURN(w.bk, F32Vector(f, b + "attn_k.bias", KD, false));
+    SINEW_ASSIGN_OR_RETURN(w.bv, F32Vector(f, b + "attn_v.bias", KD, false));
+    SINEW_ASSIGN_OR_RETURN(w.q_norm, F32Vector(f, b + "attn_q_norm.weight", hp_.head_dim, false));
+    SINEW_ASSIGN_OR_RETURN(w.k_norm, F32Vector(f, b + "attn_k_norm.weight", hp_.head_dim, false));
+    SINEW_ASSIGN_OR_RETURN(w.ffn_norm, F32Vector(f, b + "ffn_norm.weight", E));
+    SINEW_ASSIGN_OR_RETURN(w.w_gate, Weight(f, b + "ffn_gate.weight", {E, F}));
+    SINEW_ASSIGN_OR_RETURN(w.w_up, Weight(f, b + "ffn_up.weight", {E, F}));
+    SINEW_ASSIGN_OR_RETURN(w.w_down, Weight(f, b + "ffn_down.weight", {F, E}));
+    for (const Tensor* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      bytes_by_type[t->type] += t->bytes();
+    }
+  }
+  int64_t best = -1;
+  for (const auto& [type, bytes] : bytes_by_type) {
+    if (bytes > best) {
+      best = bytes;
+      main_type_ = type;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Model::EnsureScratch(int64_t n) {
+  if (n <= scratch_tokens_) return Status::Ok();
+  const int64_t E = hp_.n_embd, QD = int64_t{hp_.n_head} * hp_.head_dim;
+  const int64_t KD = int64_t{hp_.n_head_kv} * hp_.head_dim;
+  const int64_t sizes[] = {E * n, E * n, QD * n, KD * n, KD * n, QD * n, hp_.n_ff * n,
+                           hp_.n_ff * n, int64_t{hp_.n_vocab} * n};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += (s + 15) / 16 * 16;
+  scratch_.reset();
+  SINEW_ASSIGN_OR_RETURN(scratch_, backend_.memory().Allocate(static_cast<size_t>(total) * 4));
+  float* base = static_cast<float*>(scratch_->data());
+  float** slots[] = {&x_, &h_, &q_, &k_, &v_, &attn_, &gate_, &up_, &logits_};
+  for (size_t i = 0; i < std::size(slots); ++i) {
+    *slots[i] = base;
+    base += (sizes[i] + 15) / 16 * 16;
+  }
+  scratch_tokens_ = n;
+  return Status::Ok();
+}
+
+Status Model::Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& cache,
+                      bool all_logits, float* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0 || pos0 < 0 || pos0 + n > cache.n_ctx()) {
+    return Status::OutOfRange("forward: positions exceed the context");
+  }
+  SINEW_RETURN_IF_ERROR(EnsureScratch(n));
+  BackendOps& ops = backend_.ops();
+  const int64_t E = hp_.n_embd, HD = hp_.head_dim, F = hp_.n_ff;
+  const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
+  positions_.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
+
+  Tensor x = View(x_, E, n), h = View(h_, E, n);
+  ops.GetRows(tok_embd_, tokens.data(), n, x);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  for (int32_t l = 0; l < hp_.n_layer; ++l) {
+    const LayerWeights& w = layers_[static_cast<size_t>(l)];
+    ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h);
+    Tensor q = View(q_, QD, n), k = View(k_, KD, n), v = View(v_, KD, n);
+    ops.MatMul(w.wq, h, q);
+    ops.MatMul(w.wk, h, k);
+    ops.MatMul(w.wv, h, v);
+    if (w.bq.data != nullptr) ops.AddBias(q, w.bq);
+    if (w.bk.data != nullptr) ops.AddBias(k, w.bk);
+    if (w.bv.data != nullptr) ops.AddBias(v, w.bv);
+    Tensor qh = View(q_, HD, hp_.n_head, n), kh = View(k_, HD, hp_.n_head_kv, n);
+    if (w.q_norm.data != nullptr) ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh);
+    if (w.k_norm.data != nullptr) ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh);
+    ops.Rope(qh, positions_.data(), hp_.rope);
+    ops.Rope(kh, positions_.data(), hp_.rope);
+    Tensor kc = cache.k(l), vc = cache.v(l);
+    ops.CopyRows(k, kc, pos0);
+    ops.CopyRows(v, vc, pos0);
+    kc.ne[1] = pos0 + n;
+    vc.ne[1] = pos0 + n;
+    Tensor attn = View(attn_, HD, hp_.n_head, n);
+    ops.Attention(qh, kc, vc, hp_.n_head_kv, positions_.data(), scale, attn);
+    Tensor attn2 = View(attn_, QD, n), o = View(h_, E, n);
+    ops.MatMul(w.wo, attn2, o);
+    ops.Add(x, o, x);
+    ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h);
+    Tensor gate = View(gate_, F, n), up = View(up_, F, n);
+    ops.MatMul(w.w_gate, h, gate);
+    ops.MatMul(w.w_up, h, up);
+    ops.SwiGlu(gate, up, gate);
+    ops.MatMul(w.w_down, gate, o);
+    ops.Add(x, o, x);
+  }
+  const int64_t n_out = all_logits ? n : 1;
+  Tensor xo = View(x_ + (n - n_out) * E, E, n_out), ho = View(h_, E, n_out);
+  ops.RmsNorm(xo, output_norm_, hp_.rms_eps, ho);
+  Tensor out = View(logits_, hp_.n_vocab, n_out);
+  ops.MatMul(output_, ho, out);
+  const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(logits_) -
+                                            static_cast<uint8_t*>(scratch_->data()));
+  return scratch_->Read(offset, logits, static_cast<size_t>(n_out * hp_.n_vocab) * 4);
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,97 @@
+// Model: the weights and forward pass of a decoder-only transformer (llama,
+// qwen2, qwen3) on a backend.
+//
+// Forward() runs a batch of consecutive tokens of one sequence against a
+// KvCache; a batch of tokens from many sequences (continuous batching) is the
+// next extension and needs only a different attention call and cache.
+//
+// Ownership: the Model keeps pointers into the GgufFile (mapped weights), which
+// must outlive it, and owns the backend buffers it allocates.
+// Thread-safety: Forward() is not reentrant (it uses scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv_cache.h"
+#include "sinew/model/backend.h"
+#include "sinew/model/gguf.h"
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+struct HParams {
+  std::string arch;
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int32_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  RopeParams rope;
+};
+
+struct LayerWeights {
+  Tensor attn_norm, wq, wk, wv, wo;
+  Tensor bq, bk, bv;          // biases (qwen2); data == nullptr if absent
+  Tensor q_norm, k_norm;      // per-head RMSNorm (qwen3); data == nullptr if absent
+  Tensor ffn_norm, w_gate, w_up, w_down;
+};
+
+class Model {
+ public:
+  // Errors: Unimplemented (architecture, rope scaling), Corruption (missing
+  // tensor, wrong shape, metadata out of range).
+  [[nodiscard]] static Result<std::unique_ptr<Model>> Load(const GgufFile& file, Backend& backend);
+
+  const HParams& hparams() const { return hp_; }
+  int64_t n_params() const { return n_params_; }
+  GgmlType main_weight_type() const { return main_type_; }
+
+  // Runs tokens at positions pos0.. against `cache`, writing n_vocab logits for
+  // every token (all_logits) or for the last one into `logits`.
+  // REQUIRES: tokens non-empty and in range, pos0 + size <= cache.n_ctx().
+  [[nodiscard]] Status Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& cache,
+                               bool all_logits, float* logits);
+
+ private:
+  explicit Model(Backend& backend) : backend_(backend) {}
+  Status LoadHParams(const GgufFile& file);
+  Status LoadWeights(const GgufFile& file);
+  Result<Tensor> Weight(const GgufFile& file, const std::string& name,
+                        std::vector<int64_t> shape, bool required = true);
+  Result<Tensor> F32Vector(const GgufFile& file, const std::string& name, int64_t n,
+                           bool required = true);
+  Status EnsureScratch(int64_t n_tokens);
+
+  Backend& backend_;
+  HParams hp_;
+  int64_t n_params_ = 0;
+  GgmlType main_type_ = GgmlType::kF32;
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  Tensor tok_embd_, output_norm_, output_;
+  std::vector<float> rope_freqs_;
+  std::vector<LayerWeights> layers_;
+
+  // Scratch activations for up to scratch_tokens_ tokens.
+  int64_t scratch_tokens_ = 0;
+  std::unique_ptr<BackendBuffer> scratch_;
+  float* x_ = nullptr;
+  float* h_ = nullptr;
+  float* q_ = nullptr;
+  float* k_ = nullptr;
+  float* v_ = nullptr;
+  float* attn_ = nullptr;
+  float* gate_ = nullptr;
+  float* up_ = nullptr;
+  float* logits_ = nullptr;
+  std::vector<int32_t> positions_;
+};
+
+}  // namespace sinew::model

@@ -1,0 +1,134 @@
+#include "sinew/model/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <unordered_set>
+
+namespace sinew::model {
+
+Status SamplingParams::Validate() const {
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (!std::isfinite(temperature) || temperature < 0 || temperature > 100) {
+    return bad("temperature must be in [0, 100]");
+  }
+  if (top_k < 0) return bad("top_k must be >= 0");
+  if (!(top_p > 0 && top_p <= 1)) return bad("top_p must be in (0, 1]");
+  if (!(min_p >= 0 && min_p <= 1)) return bad("min_p must be in [0, 1]");
+  if (!(repetition_penalty > 0 && repetition_penalty <= 100)) {
+    return bad("repetition_penalty must be in (0, 100]");
+  }
+  if (repetition_last_n < -1) return bad("repetition_last_n must be >= -1");
+  if (max_tokens < 1) return bad("max_tokens must be >= 1");
+  if (logprobs < 0 || logprobs > 20) return bad("logprobs must be in [0, 20]");
+  return Status::Ok();
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
+                        GeneratedToken* out) {
+  const int32_t n_vocab = static_cast<int32_t>(logits.size());
+  // Model log-probabilities, before any transform.
+  float max_logit = -INFINITY;
+  for (float l : logits) max_logit = std::max(max_logit, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
+  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  logsoftmax_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) logsoftmax_[i] = logits[i] - log_z;
+
+  if (params_.repetition_penalty != 1.0f && !history.empty()) {
+    size_t first = 0;
+    if (params_.repetition_last_n >= 0 &&
+        history.size() > static_cast<size_t>(params_.repetition_last_n)) {
+      first = history.size() - static_cast<size_t>(params_.repetition_last_n);
+    }
+    std::unordered_set<int32_t> seen(history.begin() + static_cast<std::ptrdiff_t>(first),
+                                     history.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = logits[static_cast<size_t>(id)];
+      l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    }
+  }
+
+  int32_t chosen = 0;
+  if (params_.greedy || params_.temperature <= 0) {
+    chosen = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  } else {
+    candidates_.clear();
+    candidates_.reserve(logits.size());
+    for (int32_t i = 0; i < n_vocab; ++i) candidates_.emplace_back(logits[static_cast<size_t>(i)], i);
+    auto by_logit = [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    size_t keep = candidates_.size();
+    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+      keep = static_cast<size_t>(params_.top_k);
+      std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
+                        candidates_.end(), by_logit);
+      candidates_.resize(keep);
+    } else {
+      std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    }
+    // Softmax with temperature; candidates are sorted, the first is the largest.
+    const float top = candidates_[0].first;
+    double total = 0;
+    for (auto& c : candidates_) {
+      c.first = static_cast<float>(std::exp((c.first - top) / params_.temperature));
+      total += c.first;
+    }
+    for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
+    if (params_.top_p < 1.0f) {
+      double cum = 0;
+      size_t n = 0;
+      while (n < candidates_.size()) {
+        cum += candidates_[n].first;
+        ++n;
+        if (cum >= params_.top_p) break;
+      }
+      candidates_.resize(std::max<size_t>(1, n));
+    }
+    if (params_.min_p > 0.0f) {
+      const float threshold = params_.min_p * candidates_[0].first;
+      size_t n = 1;
+      while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
+      candidates_.resize(n);
+    }
+    double mass = 0;
+    for (const auto& c : candidates_) mass += c.first;
+    // Uniform in [0, 1) from 53 random bits: identical on every platform.
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * mass;
+    double acc = 0;
+    chosen = candidates_.back().second;
+    for (const auto& c : candidates_) {
+      acc += c.first;
+      if (u < acc) {
+        chosen = c.second;
+        break;
+      }
+    }
+  }
+
+  out->id = chosen;
+  out->logprob = logsoftmax_[static_cast<size_t>(chosen)];
+  out->top_logprobs.clear();
+  if (params_.logprobs > 0) {
+    candidates_.clear();
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      candidates_.emplace_back(logsoftmax_[static_cast<size_t>(i)], i);
+    }
+    const size_t n = std::min<size_t>(static_cast<size_t>(params_.logprobs), candidates_.size());
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(n),
+                      candidates_.end(), [](const auto& a, const auto& b) {
+                        return a.first > b.first || (a.first == b.first && a.second < b.second);
+                      });
+    for (size_t i = 0; i < n; ++i) {
+      out->top_logprobs.push_back(TokenLogprob{candidates_[i].second, candidates_[i].first});
+    }
+  }
+  return chosen;
+}
+
+}  // namespace sinew::model

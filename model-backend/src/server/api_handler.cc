@@ -1,0 +1,236 @@
+#include "api_handler.h"
+
+#include <boost/json.hpp>
+#include <chrono>
+
+#include "openai_request.h"
+#include "openai_response.h"
+
+namespace sinew::model {
+namespace json = boost::json;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Recorded (never sent) for a generation cancelled because its client hung up.
+constexpr int kClientClosedRequest = 499;
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool IsJsonContentType(std::string_view content_type) {
+  std::string lower = Lower(content_type);
+  std::string_view media = std::string_view(lower).substr(0, lower.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  return media == "application/json";
+}
+
+}  // namespace
+
+ApiError ApiErrorFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      return {400, "invalid_request_error", "invalid_parameter"};
+    case StatusCode::kNotFound:
+      return {400, "invalid_request_error", "model_not_found"};
+    case StatusCode::kOutOfRange:
+      return {400, "invalid_request_error", "context_length_exceeded"};
+    case StatusCode::kUnimplemented:
+      return {400, "invalid_request_error", "unsupported_parameter"};
+    case StatusCode::kResourceExhausted:
+      return {503, "server_error", "server_busy"};
+    default:
+      return {500, "server_error", "internal_error"};
+  }
+}
+
+ApiHandler::ApiHandler(ModelRunner& runner, Metrics& metrics, JobQueue& queue)
+    : runner_(runner), metrics_(metrics), queue_(queue), started_at_(UnixSeconds()) {}
+
+std::string ApiHandler::ModelsBody() const {
+  const ModelInfo& info = runner_.info();
+  json::object meta;
+  meta["arch"] = info.arch;
+  meta["n_ctx"] = info.n_ctx;
+  meta["n_ctx_train"] = info.n_ctx_train;
+  meta["n_vocab"] = info.n_vocab;
+  meta["n_params"] = info.n_params;
+  meta["weight_type"] = info.weight_type;
+  meta["chat_template"] = runner_.chat_template().name();
+  json::object model;
+  model["id"] = runner_.model_id();
+  model["object"] = "model";
+  model["created"] = started_at_;
+  model["owned_by"] = "sinew";
+  model["meta"] = std::move(meta);
+  json::object body;
+  body["object"] = "list";
+  body["data"] = json::array{std::move(model)};
+  return json::serialize(body);
+}
+
+void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> stream) {
+  Clock::time_point start = Clock::now();
+  std::string path = request.target.substr(0, request.target.find('?'));
+  auto reply = [&](const std::string& endpoint, int status, std::string content_type,
+                   std::string body) {
+    metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+    stream->Send(status, std::move(content_type), std::move(body));
+  };
+  bool is_get = request.method == "GET";
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (request.method != "POST") {
+      reply(path, 405, "application/json",
+            ErrorBody("use POST for " + path, "invalid_request_error", "method_not_allowed"));
+      return;
+    }
+    HandleGeneration(path, path == "/v1/chat/completions", std::move(request), std::move(stream));
+    return;
+  }
+  if (path.starts_with("/v1/models/") && is_get) {
+    std::string id = path.substr(std::string("/v1/models/").size());
+    if (id != runner_.model_id()) {
+      reply("/v1/models", 404, "application/json",
+            ErrorBody("model \"" + id + "\" does not exist", "invalid_request_error",
+                      "model_not_found"));
+      return;
+    }
+    json::value models = json::parse(ModelsBody());
+    reply("/v1/models", 200, "application/json", json::serialize(models.at("data").at(0)));
+    return;
+  }
+  if (path == "/health" || path == "/metrics" || path == "/v1/models") {
+    if (!is_get) {
+      reply(path, 405, "application/json",
+            ErrorBody("use GET for " + path, "invalid_request_error", "method_not_allowed"));
+      return;
+    }
+    if (path == "/health") {
+      json::object body;
+      body["status"] = "ok";
+      body["model"] = runner_.model_id();
+      reply(path, 200, "application/json", json::serialize(body));
+    } else if (path == "/metrics") {
+      metrics_.RecordRequest(path, 200, SecondsSince(start));
+      stream->Send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.Render());
+    } else {
+      reply(path, 200, "application/json", ModelsBody());
+    }
+    return;
+  }
+  reply("other", 404, "application/json",
+        ErrorBody("no route for " + request.method + " " + path, "invalid_request_error",
+                  "not_found"));
+}
+
+void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRequest request,
+                                  std::shared_ptr<ResponseStream> stream) {
+  Clock::time_point start = Clock::now();
+  auto fail = [&](int status, std::string_view message, std::string_view type,
+                  std::string_view code) {
+    metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+    stream->Send(status, "application/json", ErrorBody(message, type, code));
+  };
+  if (!IsJsonContentType(request.content_type)) {
+    fail(400, "Content-Type must be application/json (got \"" + request.content_type + "\")",
+         "invalid_request_error", "unsupported_media_type");
+    return;
+  }
+  boost::system::error_code ec;
+  json::parse_options options;
+  options.max_depth = 64;
+  json::value body = json::parse(request.body, ec, json::storage_ptr(), options);
+  if (ec) {
+    fail(400, "malformed JSON body: " + ec.message(), "invalid_request_error", "invalid_json");
+    return;
+  }
+  ParseLimits limits;
+  limits.model_id = runner_.model_id();
+  limits.default_max_tokens = chat ? runner_.info().n_ctx : 16;
+  Result<OpenAiRequest> parsed = ParseOpenAiRequest(body, chat, limits);
+  if (!parsed.ok()) {
+    ApiError error = ApiErrorFor(parsed.status());
+    fail(error.http_status, parsed.status().message(), error.type, error.code);
+    return;
+  }
+  auto shared_request = std::make_shared<OpenAiRequest>(std::move(parsed).value());
+  std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_at_) + "-" +
+                   std::to_string(next_id_.fetch_add(1));
+  auto job = [this, endpoint, start, stream, shared_request, id] {
+    const OpenAiRequest& openai = *shared_request;
+    OpenAiResponder responder(openai, runner_.tokenizer(), runner_.model_id(), id, UnixSeconds());
+    bool started = false;
+    auto sink = [&](TextChunk&& chunk) -> bool {
+      if (!openai.stream) {
+        responder.Accumulate(chunk);
+        return stream->ClientConnected();
+      }
+      if (!started) {
+        started = true;
+        if (!stream->StartEvents()) return false;
+        std::string first = responder.StreamStart();
+        if (!first.empty() && !stream->SendEvent(std::move(first))) return false;
+      }
+      std::string event = responder.StreamChunk(chunk);
+      return event.empty() || stream->SendEvent(std::move(event));
+    };
+    Result<GenerationOutcome> outcome = Status::Internal("not run");
+    try {
+      outcome = runner_.Run(openai.generation, sink);
+    } catch (const std::exception& error) {  // request boundary: answer instead of dying
+      outcome = Status::Internal(std::string("generation failed: ") + error.what());
+    }
+    if (!outcome.ok()) {
+      ApiError error = ApiErrorFor(outcome.status());
+      metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
+      if (!started) {
+        stream->Send(error.http_status, "application/json",
+                     ErrorBody(outcome.status().message(), error.type, error.code));
+      } else {
+        stream->SendEvent("data: " + ErrorBody(outcome.status().message(), error.type, error.code) +
+                          "\n\n");
+        stream->EndEvents();
+      }
+      return;
+    }
+    metrics_.RecordGeneration(outcome->prompt_tokens, outcome->completion_tokens,
+                              outcome->prompt_ms / 1000.0, outcome->generation_ms / 1000.0);
+    if (outcome->finish_reason == "cancelled") {
+      metrics_.RecordRequest(endpoint, kClientClosedRequest, SecondsSince(start));
+      return;  // nobody is listening
+    }
+    // Recorded before the answer leaves, so a client that reads /metrics next sees it.
+    metrics_.RecordRequest(endpoint, 200, SecondsSince(start));
+    if (openai.stream) {
+      if (!started) {
+        started = true;
+        stream->StartEvents();
+        std::string first = responder.StreamStart();
+        if (!first.empty()) stream->SendEvent(std::move(first));
+      }
+      stream->SendEvent(responder.StreamEnd(*outcome));
+      stream->EndEvents();
+    } else {
+      stream->Send(200, "application/json", responder.Body(*outcome));
+    }
+  };
+  if (!queue_.TrySubmit(std::move(job))) {
+    fail(503, "the server is busy: too many generations are waiting; retry later", "server_error",
+         "server_busy");
+  }
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,128 @@
+// sinew-model: serves one GGUF model over an OpenAI-compatible HTTP API and gRPC.
+//   sinew-model --model FILE.gguf [--host 127.0.0.1] [--port 8081] [--grpc-port 7703]
+// Prints "http listening on HOST:PORT" and "grpc listening on HOST:PORT" on stdout once
+// ready (port 0 picks a free port). Stops on SIGINT/SIGTERM.
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "api_handler.h"
+#include "grpc_service.h"
+#include "http_server.h"
+#include "job_queue.h"
+#include "metrics.h"
+#include "model_runner.h"
+
+namespace {
+
+int Run(int argc, char** argv) {
+  using namespace sinew::model;
+  CLI::App app{"sinew-model: the Sinew model server (OpenAI-compatible HTTP + gRPC Generate)"};
+  std::string model_path;
+  std::string model_id;
+  HttpServerOptions http;
+  int grpc_port = 7703;
+  EngineOptions engine;
+  size_t queue_capacity = 64;
+  int read_timeout_s = 30;
+  int write_timeout_s = 60;
+  app.add_option("--model", model_path, "GGUF model file")->required();
+  app.add_option("--model-id", model_id,
+                 "model name in the API (default: file name without .gguf)");
+  app.add_option("--host", http.host, "address for HTTP and gRPC")->capture_default_str();
+  app.add_option("--port", http.port, "HTTP port (0: any free port)")->capture_default_str();
+  app.add_option("--grpc-port", grpc_port, "gRPC port (0: any free port, -1: no gRPC)")
+      ->capture_default_str();
+  app.add_option("--threads", engine.n_threads, "compute threads (0: one per CPU)")
+      ->capture_default_str();
+  app.add_option("--ctx", engine.n_ctx, "context length (0: the model's, capped at 4096)")
+      ->capture_default_str();
+  app.add_option("--max-body-bytes", http.max_body_bytes, "largest request body")
+      ->capture_default_str();
+  app.add_option("--read-timeout", read_timeout_s, "seconds to read one request")
+      ->capture_default_str();
+  app.add_option("--write-timeout", write_timeout_s, "seconds for one write to a client")
+      ->capture_default_str();
+  app.add_option("--queue", queue_capacity, "generations waiting or running at most")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  http.read_timeout = std::chrono::seconds(std::max(1, read_timeout_s));
+  http.write_timeout = std::chrono::seconds(std::max(1, write_timeout_s));
+
+  // Block the stop signals in every thread; the main thread waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto runner = ModelRunner::Load(model_path, engine, model_id);
+  if (!runner.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", runner.status().ToString().c_str());
+    return 1;
+  }
+  const ModelInfo& info = (*runner)->info();
+  spdlog::info(
+      "loaded {} ({}, {} params, {} layers, ctx {}, {} threads, simd {}), chat template {}",
+      (*runner)->model_id(), info.arch, info.n_params, info.n_layer, info.n_ctx, info.n_threads,
+      info.simd, (*runner)->chat_template().name());
+
+  Metrics metrics;
+  auto queue = std::make_unique<JobQueue>(
+      std::max<size_t>(1, queue_capacity),
+      [&metrics](size_t depth) { metrics.SetQueueDepth(static_cast<int64_t>(depth)); });
+  ApiHandler handler(**runner, metrics, *queue);
+  auto server = HttpServer::Start(
+      http, [&handler](HttpRequest request, std::shared_ptr<ResponseStream> stream) {
+        handler.Handle(std::move(request), std::move(stream));
+      });
+  if (!server.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("http listening on %s:%u\n", http.host.c_str(), (*server)->port());
+
+  GrpcModelService grpc_service(**runner, metrics, *queue);
+  std::unique_ptr<grpc::Server> grpc_server;
+  if (grpc_port >= 0) {
+    grpc::ServerBuilder builder;
+    int selected_port = 0;
+    builder.AddListeningPort(http.host + ":" + std::to_string(grpc_port),
+                             grpc::InsecureServerCredentials(), &selected_port);
+    builder.RegisterService(&grpc_service);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<uint64_t>(http.max_body_bytes, INT32_MAX)));
+    grpc_server = builder.BuildAndStart();
+    if (grpc_server == nullptr || selected_port == 0) {
+      std::fprintf(stderr, "sinew-model: cannot listen for gRPC on %s:%d\n", http.host.c_str(),
+                   grpc_port);
+      return 1;
+    }
+    std::printf("grpc listening on %s:%d\n", http.host.c_str(), selected_port);
+  }
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: shutting down", signal_number);
+  (*server)->Stop();
+  if (grpc_server)
+    grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  queue.reset();  // joins the worker; jobs still queued are dropped
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "sinew-model: fatal: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,92 @@
+#include "metrics.h"
+
+#include <cstdio>
+
+namespace sinew::model {
+namespace {
+
+std::string Number(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", value);
+  return buffer;
+}
+
+}  // namespace
+
+void Metrics::Histogram::Observe(double value) {
+  for (size_t index = 0; index < kBuckets.size(); ++index) {
+    if (value <= kBuckets[index]) ++counts[index];
+  }
+  ++count;
+  sum += value;
+}
+
+void Metrics::Histogram::Render(const std::string& name, const std::string& labels,
+                                std::string& out) const {
+  std::string prefix = labels.empty() ? "" : labels + ",";
+  for (size_t index = 0; index < kBuckets.size(); ++index) {
+    out += name + "_bucket{" + prefix + "le=\"" + Number(kBuckets[index]) + "\"} " +
+           std::to_string(counts[index]) + "\n";
+  }
+  out += name + "_bucket{" + prefix + "le=\"+Inf\"} " + std::to_string(count) + "\n";
+  std::string braces = labels.empty() ? "" : "{" + labels + "}";
+  out += name + "_sum" + braces + " " + Number(sum) + "\n";
+  out += name + "_count" + braces + " " + std::to_string(count) + "\n";
+}
+
+void Metrics::RecordRequest(const std::string& endpoint, int status, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++requests_[{endpoint, status}];
+  request_seconds_[endpoint].Observe(seconds);
+}
+
+void Metrics::RecordGeneration(int64_t prompt_tokens, int64_t generated_tokens,
+                               double time_to_first_token_s, double generation_s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prompt_tokens_ += static_cast<uint64_t>(prompt_tokens);
+  generated_tokens_ += static_cast<uint64_t>(generated_tokens);
+  first_token_seconds_.Observe(time_to_first_token_s);
+  generation_seconds_ += generation_s;
+}
+
+void Metrics::SetQueueDepth(int64_t depth) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_depth_ = depth;
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  out += "# HELP sinew_model_requests_total Finished requests by endpoint and status code.\n";
+  out += "# TYPE sinew_model_requests_total counter\n";
+  for (const auto& [key, count] : requests_) {
+    out += "sinew_model_requests_total{endpoint=\"" + key.first + "\",code=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(count) + "\n";
+  }
+  out += "# HELP sinew_model_request_duration_seconds Request latency by endpoint.\n";
+  out += "# TYPE sinew_model_request_duration_seconds histogram\n";
+  for (const auto& [endpoint, histogram] : request_seconds_) {
+    histogram.Render("sinew_model_request_duration_seconds", "endpoint=\"" + endpoint + "\"", out);
+  }
+  out +=
+      "# HELP sinew_model_time_to_first_token_seconds Prompt processing time until the first "
+      "token.\n";
+  out += "# TYPE sinew_model_time_to_first_token_seconds histogram\n";
+  first_token_seconds_.Render("sinew_model_time_to_first_token_seconds", "", out);
+  out += "# HELP sinew_model_prompt_tokens_total Prompt tokens processed.\n";
+  out += "# TYPE sinew_model_prompt_tokens_total counter\n";
+  out += "sinew_model_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  out += "# HELP sinew_model_generated_tokens_total Tokens generated.\n";
+  out += "# TYPE sinew_model_generated_tokens_total counter\n";
+  out += "sinew_model_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
+  out +=
+      "# HELP sinew_model_generation_seconds_total Time spent generating after the first token.\n";
+  out += "# TYPE sinew_model_generation_seconds_total counter\n";
+  out += "sinew_model_generation_seconds_total " + Number(generation_seconds_) + "\n";
+  out += "# HELP sinew_model_queue_depth Generations waiting or running.\n";
+  out += "# TYPE sinew_model_queue_depth gauge\n";
+  out += "sinew_model_queue_depth " + std::to_string(queue_depth_) + "\n";
+  return out;
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,124 @@
+#include "model_runner.h"
+
+#include "stop_matcher.h"
+
+namespace sinew::model {
+
+ModelRunner::ModelRunner(std::unique_ptr<Engine> engine, std::unique_ptr<Tokenizer> tokenizer,
+                         ChatTemplate chat_template, std::string model_id)
+    : engine_(std::move(engine)),
+      tokenizer_(std::move(tokenizer)),
+      template_(chat_template),
+      model_id_(std::move(model_id)) {}
+
+Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_path,
+                                                       const EngineOptions& options,
+                                                       std::string model_id) {
+  SINEW_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(gguf_path, options));
+  Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(engine->gguf());
+  if (!tokenizer.ok()) return tokenizer.status().WithContext("tokenizer of " + gguf_path);
+  if ((*tokenizer)->size() > engine->info().n_vocab) {
+    return Status::InvalidArgument("the vocabulary has " + std::to_string((*tokenizer)->size()) +
+                                   " tokens but the model only " +
+                                   std::to_string(engine->info().n_vocab));
+  }
+  Result<std::string_view> source = engine->gguf().GetStringOr("tokenizer.chat_template", "");
+  if (!source.ok()) return source.status().WithContext("tokenizer.chat_template");
+  ChatTemplate chat_template = ChatTemplate::Detect(*source);
+  if (model_id.empty()) {
+    size_t slash = gguf_path.find_last_of('/');
+    model_id = slash == std::string::npos ? gguf_path : gguf_path.substr(slash + 1);
+    if (model_id.size() > 5 && model_id.ends_with(".gguf")) model_id.resize(model_id.size() - 5);
+  }
+  return std::unique_ptr<ModelRunner>(new ModelRunner(
+      std::move(engine), std::move(tokenizer).value(), chat_template, std::move(model_id)));
+}
+
+Result<std::vector<int32_t>> ModelRunner::PromptTokens(const GenerationRequest& request) const {
+  if (!request.chat && !request.prompt_tokens.empty()) {
+    for (int32_t id : request.prompt_tokens) {
+      if (id >= info().n_vocab) {
+        return Status::InvalidArgument("prompt token id " + std::to_string(id) +
+                                       " is outside the vocabulary of " +
+                                       std::to_string(info().n_vocab));
+      }
+    }
+    return request.prompt_tokens;
+  }
+  std::string text = request.prompt;
+  if (request.chat) {
+    SINEW_ASSIGN_OR_RETURN(text, template_.Render(request.messages));
+  }
+  std::vector<int32_t> tokens =
+      tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
+  if (tokens.empty()) return Status::InvalidArgument("the prompt is empty");
+  return tokens;
+}
+
+Result<GenerationOutcome> ModelRunner::Run(const GenerationRequest& request,
+                                           const ChunkSink& sink) {
+  SINEW_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptTokens(request));
+  const int64_t n_ctx = info().n_ctx;
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt + 1 > n_ctx) {
+    return Status::OutOfRange("the prompt has " + std::to_string(n_prompt) +
+                              " tokens but the context holds " + std::to_string(n_ctx) +
+                              " (including at least one generated token)");
+  }
+  SamplingParams params = request.sampling;
+  if (params.max_tokens > n_ctx - n_prompt) {
+    if (request.max_tokens_given) {
+      return Status::OutOfRange("the prompt has " + std::to_string(n_prompt) +
+                                " tokens and max_tokens is " + std::to_string(params.max_tokens) +
+                                ", more than the context of " + std::to_string(n_ctx) + " tokens");
+    }
+    params.max_tokens = static_cast<int32_t>(n_ctx - n_prompt);
+  }
+  std::vector<std::string> stops = request.stop;
+  if (request.chat) {
+    for (std::string& stop : template_.StopStrings()) stops.push_back(std::move(stop));
+  }
+  StopMatcher matcher(std::move(stops));
+  StreamingDetokenizer detokenizer(*tokenizer_, /*at_start=*/false);
+  TextChunk pending;
+  bool cancelled = false;
+
+  auto emit = [&](std::string text) {
+    pending.text = std::move(text);
+    bool keep_going = sink(std::move(pending));
+    pending = TextChunk{};
+    if (!keep_going) cancelled = true;
+    return keep_going;
+  };
+  auto on_token = [&](const GeneratedToken& token) -> bool {
+    pending.tokens.push_back(token);
+    std::string text = matcher.Push(detokenizer.Push(token.id));
+    if (!text.empty() && !emit(std::move(text))) return false;
+    return !matcher.stopped();
+  };
+  Result<GenerationResult> result = engine_->Generate(prompt, params, on_token);
+  if (!result.ok()) return result.status();
+
+  if (!cancelled) {
+    std::string tail;
+    if (!matcher.stopped()) tail = matcher.Push(detokenizer.Flush());
+    if (!matcher.stopped()) tail += matcher.Flush();
+    if (!tail.empty() || !pending.tokens.empty()) emit(std::move(tail));
+  }
+  GenerationOutcome outcome;
+  if (cancelled) {
+    outcome.finish_reason = "cancelled";
+  } else if (matcher.stopped() || result->finish_reason == FinishReason::kStopToken ||
+             result->finish_reason == FinishReason::kCallback) {
+    outcome.finish_reason = "stop";
+  } else {
+    outcome.finish_reason = "length";
+  }
+  outcome.prompt_tokens = static_cast<int32_t>(n_prompt);
+  outcome.completion_tokens = static_cast<int32_t>(result->tokens.size());
+  outcome.prompt_ms = result->timings.prompt_ms;
+  outcome.generation_ms = result->timings.generation_ms;
+  return outcome;
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,56 @@
+// ModelRunner: text in, text out over the Engine. Renders chat prompts, tokenizes (BOS
+// when the vocabulary asks for it), checks the context, runs the engine, turns tokens
+// into UTF-8-safe text chunks and applies text-level stop strings.
+//
+// Ownership: owns the Engine and the Tokenizer. Thread-safety: Run() may be called from
+// several threads; generations run one at a time (the engine serialises them).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "generation_request.h"
+#include "sinew/model/chat_template.h"
+#include "sinew/model/engine.h"
+#include "sinew/model/tokenizer.h"
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+class ModelRunner {
+ public:
+  // Receives each chunk as soon as it is final; returning false cancels the generation.
+  using ChunkSink = std::function<bool(TextChunk&&)>;
+
+  // Loads the engine and the tokenizer from `gguf_path`. `model_id` names the model in
+  // the API (default: the file name without .gguf).
+  [[nodiscard]] static Result<std::unique_ptr<ModelRunner>> Load(const std::string& gguf_path,
+                                                                 const EngineOptions& options,
+                                                                 std::string model_id);
+
+  const std::string& model_id() const { return model_id_; }
+  const ModelInfo& info() const { return engine_->info(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ChatTemplate& chat_template() const { return template_; }
+
+  // Errors (nothing is generated): InvalidArgument for bad messages or parameters,
+  // OutOfRange when the prompt (plus max_tokens when given) does not fit the context.
+  [[nodiscard]] Result<GenerationOutcome> Run(const GenerationRequest& request,
+                                              const ChunkSink& sink);
+
+  // The prompt tokens `request` would be given (BOS included when the vocabulary has it).
+  [[nodiscard]] Result<std::vector<int32_t>> PromptTokens(const GenerationRequest& request) const;
+
+ private:
+  ModelRunner(std::unique_ptr<Engine> engine, std::unique_ptr<Tokenizer> tokenizer,
+              ChatTemplate chat_template, std::string model_id);
+
+  // Constant after construction.
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ChatTemplate template_;
+  std::string model_id_;
+};
+
+}  // namespace sinew::model

@@ -1,0 +1,263 @@
+#include "openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sinew::model {
+namespace json = boost::json;
+namespace {
+
+Status WrongType(std::string_view field, std::string_view expected) {
+  return Status::InvalidArgument("'" + std::string(field) + "' must be " + std::string(expected));
+}
+
+// Reads an optional number field into `out`; checks [low, high].
+Status ReadNumber(const json::object& body, std::string_view field, double low, double high,
+                  double& out, bool& present) {
+  present = false;
+  const json::value* value = body.if_contains(field);
+  if (value == nullptr || value->is_null()) return Status::Ok();
+  if (!value->is_number()) return WrongType(field, "a number");
+  double number = value->to_number<double>();
+  if (!std::isfinite(number) || number < low || number > high) {
+    return Status::InvalidArgument("'" + std::string(field) + "' must be between " +
+                                   json::serialize(json::value(low)) + " and " +
+                                   json::serialize(json::value(high)));
+  }
+  out = number;
+  present = true;
+  return Status::Ok();
+}
+
+Status ReadInteger(const json::object& body, std::string_view field, int64_t low, int64_t high,
+                   int64_t& out, bool& present) {
+  present = false;
+  const json::value* value = body.if_contains(field);
+  if (value == nullptr || value->is_null()) return Status::Ok();
+  int64_t number = 0;
+  if (value->is_int64()) {
+    number = value->as_int64();
+  } else if (value->is_uint64()) {
+    number = value->as_uint64() > static_cast<uint64_t>(INT64_MAX)
+                 ? INT64_MAX
+                 : static_cast<int64_t>(value->as_uint64());
+  } else if (value->is_double() && std::floor(value->as_double()) == value->as_double() &&
+             std::fabs(value->as_double()) < 9e15) {
+    number = static_cast<int64_t>(value->as_double());
+  } else {
+    return WrongType(field, "an integer");
+  }
+  if (number < low || number > high) {
+    return Status::InvalidArgument("'" + std::string(field) + "' must be between " +
+                                   std::to_string(low) + " and " + std::to_string(high));
+  }
+  out = number;
+  present = true;
+  return Status::Ok();
+}
+
+Status ReadBool(const json::object& body, std::string_view field, bool& out) {
+  const json::value* value = body.if_contains(field);
+  if (value == nullptr || value->is_null()) return Status::Ok();
+  if (!value->is_bool()) return WrongType(field, "a boolean");
+  out = value->as_bool();
+  return Status::Ok();
+}
+
+// A message content: a string or an array of {"type":"text","text":...} parts.
+Status ReadContent(const json::value& value, size_t index, std::string& out) {
+  std::string field = "messages[" + std::to_string(index) + "].content";
+  if (value.is_string()) {
+    out = std::string(value.as_string());
+    return Status::Ok();
+  }
+  if (!value.is_array()) return WrongType(field, "a string or an array of text parts");
+  for (const json::value& part : value.as_array()) {
+    const json::object* object = part.if_object();
+    const json::value* type = object ? object->if_contains("type") : nullptr;
+    const json::value* text = object ? object->if_contains("text") : nullptr;
+    if (type == nullptr || !type->is_string() || type->as_string() != "text" || text == nullptr ||
+        !text->is_string()) {
+      return Status::Unimplemented(
+          field + ": only parts of type \"text\" with a string 'text' are supported");
+    }
+    out += std::string(text->as_string());
+  }
+  return Status::Ok();
+}
+
+Status ReadMessages(const json::object& body, GenerationRequest& out) {
+  const json::value* messages = body.if_contains("messages");
+  if (messages == nullptr) return Status::InvalidArgument("'messages' is required");
+  if (!messages->is_array()) return WrongType("messages", "an array");
+  if (messages->as_array().empty()) return Status::InvalidArgument("'messages' must not be empty");
+  size_t index = 0;
+  for (const json::value& item : messages->as_array()) {
+    std::string prefix = "messages[" + std::to_string(index) + "]";
+    const json::object* object = item.if_object();
+    if (object == nullptr) return WrongType(prefix, "an object");
+    const json::value* role = object->if_contains("role");
+    if (role == nullptr || !role->is_string()) return WrongType(prefix + ".role", "a string");
+    ChatMessage message;
+    message.role = std::string(role->as_string());
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+        message.role != "developer") {
+      return Status::InvalidArgument(prefix + ".role \"" + message.role +
+                                     "\" must be system, user or assistant");
+    }
+    if (message.role == "developer") message.role = "system";
+    const json::value* content = object->if_contains("content");
+    if (content == nullptr) return Status::InvalidArgument(prefix + ".content is required");
+    SINEW_RETURN_IF_ERROR(ReadContent(*content, index, message.content));
+    out.messages.push_back(std::move(message));
+    ++index;
+  }
+  return Status::Ok();
+}
+
+Status ReadPrompt(const json::object& body, GenerationRequest& out) {
+  const json::value* prompt = body.if_contains("prompt");
+  if (prompt == nullptr) return Status::InvalidArgument("'prompt' is required");
+  if (prompt->is_string()) {
+    out.prompt = std::string(prompt->as_string());
+    return Status::Ok();
+  }
+  if (prompt->is_array() && prompt->as_array().size() == 1 && prompt->as_array()[0].is_string()) {
+    out.prompt = std::string(prompt->as_array()[0].as_string());
+    return Status::Ok();
+  }
+  // Token ids: [1, 2, 3] or [[1, 2, 3]] (BOS is not added to given tokens).
+  const json::array* tokens = prompt->if_array();
+  if (tokens != nullptr && tokens->size() == 1 && (*tokens)[0].is_array()) {
+    tokens = &(*tokens)[0].as_array();
+  }
+  if (tokens != nullptr && !tokens->empty() &&
+      std::all_of(tokens->begin(), tokens->end(),
+                  [](const json::value& v) { return v.is_int64(); })) {
+    for (const json::value& token : *tokens) {
+      int64_t id = token.as_int64();
+      if (id < 0 || id > INT32_MAX)
+        return Status::InvalidArgument("'prompt' token id out of range");
+      out.prompt_tokens.push_back(static_cast<int32_t>(id));
+    }
+    return Status::Ok();
+  }
+  if (prompt->is_array()) {
+    return Status::Unimplemented(
+        "'prompt' must be a string, a one-string array or an array of token ids (batches are not "
+        "supported)");
+  }
+  return WrongType("prompt", "a string");
+}
+
+Status ReadStop(const json::object& body, int32_t max_stops, std::vector<std::string>& out) {
+  const json::value* stop = body.if_contains("stop");
+  if (stop == nullptr || stop->is_null()) return Status::Ok();
+  if (stop->is_string()) {
+    if (!stop->as_string().empty()) out.emplace_back(stop->as_string());
+    return Status::Ok();
+  }
+  if (!stop->is_array()) return WrongType("stop", "a string or an array of strings");
+  if (stop->as_array().size() > static_cast<size_t>(max_stops)) {
+    return Status::InvalidArgument("'stop' may hold at most " + std::to_string(max_stops) +
+                                   " strings");
+  }
+  for (const json::value& item : stop->as_array()) {
+    if (!item.is_string()) return WrongType("stop", "a string or an array of strings");
+    if (!item.as_string().empty()) out.emplace_back(item.as_string());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
+                                         const ParseLimits& limits) {
+  const json::object* body = value.if_object();
+  if (body == nullptr) return Status::InvalidArgument("the request body must be a JSON object");
+  OpenAiRequest request;
+  GenerationRequest& generation = request.generation;
+  generation.chat = chat;
+
+  if (const json::value* model = body->if_contains("model"); model && !model->is_null()) {
+    if (!model->is_string()) return WrongType("model", "a string");
+    if (model->as_string() != limits.model_id) {
+      return Status::NotFound("model \"" + std::string(model->as_string()) +
+                              "\" does not exist; this server serves \"" + limits.model_id + "\"");
+    }
+  }
+  SINEW_RETURN_IF_ERROR(chat ? ReadMessages(*body, generation) : ReadPrompt(*body, generation));
+
+  bool present = false;
+  int64_t integer = 0;
+  double number = 0;
+  SamplingParams& sampling = generation.sampling;
+  sampling.max_tokens = limits.default_max_tokens;
+  for (std::string_view field : {"max_tokens", "max_completion_tokens"}) {
+    SINEW_RETURN_IF_ERROR(ReadInteger(*body, field, 1, 1 << 20, integer, present));
+    if (present) {
+      sampling.max_tokens = static_cast<int32_t>(integer);
+      generation.max_tokens_given = true;
+    }
+  }
+  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "temperature", 0.0, 2.0, number, present));
+  if (present) sampling.temperature = static_cast<float>(number);
+  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "top_p", 0.0, 1.0, number, present));
+  if (present) {
+    if (number <= 0.0) return Status::InvalidArgument("'top_p' must be greater than 0");
+    sampling.top_p = static_cast<float>(number);
+  }
+  SINEW_RETURN_IF_ERROR(ReadInteger(*body, "top_k", 0, 1 << 20, integer, present));
+  if (present) sampling.top_k = static_cast<int32_t>(integer);
+  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "min_p", 0.0, 1.0, number, present));
+  if (present) sampling.min_p = static_cast<float>(number);
+  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "repetition_penalty", 0.01, 10.0, number, present));
+  if (present) sampling.repetition_penalty = static_cast<float>(number);
+  SINEW_RETURN_IF_ERROR(ReadInteger(*body, "seed", INT64_MIN, INT64_MAX, integer, present));
+  if (present) sampling.seed = static_cast<uint64_t>(integer);
+  for (std::string_view field : {"frequency_penalty", "presence_penalty"}) {
+    SINEW_RETURN_IF_ERROR(ReadNumber(*body, field, -2.0, 2.0, number, present));
+    if (present && number != 0.0) {
+      return Status::Unimplemented("'" + std::string(field) +
+                                   "' is not supported by this engine; use 'repetition_penalty'");
+    }
+  }
+  SINEW_RETURN_IF_ERROR(ReadInteger(*body, "n", 1, 1, integer, present));
+  for (std::string_view field : {"tools", "functions", "response_format", "suffix"}) {
+    const json::value* unsupported = body->if_contains(field);
+    if (unsupported != nullptr && !unsupported->is_null()) {
+      return Status::Unimplemented("'" + std::string(field) + "' is not supported yet");
+    }
+  }
+  SINEW_RETURN_IF_ERROR(ReadStop(*body, limits.max_stop_strings, generation.stop));
+  SINEW_RETURN_IF_ERROR(ReadBool(*body, "stream", request.stream));
+  if (const json::value* options = body->if_contains("stream_options");
+      options && !options->is_null()) {
+    if (!options->is_object()) return WrongType("stream_options", "an object");
+    SINEW_RETURN_IF_ERROR(ReadBool(options->as_object(), "include_usage", request.include_usage));
+  }
+
+  // logprobs: chat -> boolean plus top_logprobs; completions -> integer (alternatives).
+  if (chat) {
+    SINEW_RETURN_IF_ERROR(ReadBool(*body, "logprobs", generation.want_logprobs));
+    SINEW_RETURN_IF_ERROR(
+        ReadInteger(*body, "top_logprobs", 0, limits.max_top_logprobs, integer, present));
+    if (present) {
+      if (!generation.want_logprobs) {
+        return Status::InvalidArgument("'top_logprobs' requires 'logprobs': true");
+      }
+      request.top_logprobs = static_cast<int32_t>(integer);
+    }
+  } else {
+    SINEW_RETURN_IF_ERROR(ReadInteger(*body, "logprobs", 0, 5, integer, present));
+    if (present) {
+      generation.want_logprobs = true;
+      request.top_logprobs = static_cast<int32_t>(integer);
+    }
+  }
+  sampling.logprobs = request.top_logprobs;
+  if (Status valid = sampling.Validate(); !valid.ok()) return valid;
+  return request;
+}
+
+}  // namespace sinew::model

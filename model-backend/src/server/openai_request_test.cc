@@ -1,0 +1,93 @@
+#include "openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace sinew::model {
+namespace {
+
+Result<OpenAiRequest> Parse(std::string_view body, bool chat = false) {
+  ParseLimits limits;
+  limits.model_id = "stories260K";
+  return ParseOpenAiRequest(boost::json::parse(body), chat, limits);
+}
+
+StatusCode CodeOf(std::string_view body, bool chat = false) {
+  return Parse(body, chat).status().code();
+}
+
+TEST(OpenAiRequest, MapsSamplingParameters) {
+  auto request = Parse(R"({"model":"stories260K","prompt":"Once","max_tokens":64,"temperature":0,
+      "top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"repetition_penalty":1.1,"stop":["x","y"],
+      "stream":true,"stream_options":{"include_usage":true},"logprobs":2,"user":"ignored"})");
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  const GenerationRequest& generation = request->generation;
+  EXPECT_EQ(generation.prompt, "Once");
+  EXPECT_EQ(generation.sampling.max_tokens, 64);
+  EXPECT_TRUE(generation.max_tokens_given);
+  EXPECT_EQ(generation.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(generation.sampling.top_p, 0.9f);
+  EXPECT_EQ(generation.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(generation.sampling.min_p, 0.05f);
+  EXPECT_EQ(generation.sampling.seed, 7u);
+  EXPECT_FLOAT_EQ(generation.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(generation.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(request->stream);
+  EXPECT_TRUE(request->include_usage);
+  EXPECT_TRUE(generation.want_logprobs);
+  EXPECT_EQ(generation.sampling.logprobs, 2);
+}
+
+TEST(OpenAiRequest, DefaultsAndChat) {
+  auto completion = Parse(R"({"prompt":["one"]})");
+  ASSERT_TRUE(completion.ok());
+  EXPECT_EQ(completion->generation.sampling.max_tokens, 16);
+  EXPECT_FALSE(completion->generation.max_tokens_given);
+  auto chat = Parse(R"({"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],
+                        "logprobs":true,"top_logprobs":3})",
+                    true);
+  ASSERT_TRUE(chat.ok()) << chat.status().ToString();
+  ASSERT_EQ(chat->generation.messages.size(), 1u);
+  EXPECT_EQ(chat->generation.messages[0].content, "Hi");
+  EXPECT_EQ(chat->top_logprobs, 3);
+}
+
+TEST(OpenAiRequest, PromptAsTokenIds) {
+  auto flat = Parse(R"({"prompt":[1,403,9]})");
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  EXPECT_EQ(flat->generation.prompt_tokens, (std::vector<int32_t>{1, 403, 9}));
+  auto nested = Parse(R"({"prompt":[[1,2]]})");
+  ASSERT_TRUE(nested.ok());
+  EXPECT_EQ(nested->generation.prompt_tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(CodeOf(R"({"prompt":[1,-2]})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":[1,"a"]})"), StatusCode::kUnimplemented);
+  EXPECT_EQ(CodeOf(R"({"prompt":["a","b"]})"), StatusCode::kUnimplemented);
+}
+
+TEST(OpenAiRequest, RejectsBadInput) {
+  EXPECT_EQ(CodeOf("[1,2]"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"model":"gpt-4","prompt":"x"})"), StatusCode::kNotFound);
+  EXPECT_EQ(CodeOf(R"({"max_tokens":5})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":5})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","max_tokens":0})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","max_tokens":"many"})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","temperature":3})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","top_p":0})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","top_k":-1})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","stop":["a","b","c","d","e"]})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","stream":"yes"})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","n":2})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","frequency_penalty":0.5})"), StatusCode::kUnimplemented);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","logprobs":9})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"messages":[]})", true), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"messages":[{"role":"robot","content":"x"}]})", true),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"messages":[{"role":"user"}]})", true), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", true),
+            StatusCode::kInvalidArgument);
+  auto named = Parse(R"({"prompt":"x","temperature":"hot"})");
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("temperature"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sinew::model

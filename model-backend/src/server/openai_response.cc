@@ -1,0 +1,186 @@
+#include "openai_response.h"
+
+#include "sinew/model/unicode.h"
+
+namespace sinew::model {
+namespace json = boost::json;
+namespace {
+
+std::string Event(const json::value& value) { return "data: " + json::serialize(value) + "\n\n"; }
+
+json::array Bytes(std::string_view piece) {
+  json::array bytes;
+  for (char byte : piece) bytes.emplace_back(static_cast<int>(static_cast<uint8_t>(byte)));
+  return bytes;
+}
+
+}  // namespace
+
+std::string ErrorBody(std::string_view message, std::string_view type, std::string_view code) {
+  json::object error;
+  error["message"] = unicode::SanitizeUtf8(message);
+  error["type"] = type;
+  error["code"] = code;
+  json::object body;
+  body["error"] = std::move(error);
+  return json::serialize(body);
+}
+
+OpenAiResponder::OpenAiResponder(const OpenAiRequest& request, const Tokenizer& tokenizer,
+                                 std::string model_id, std::string id, int64_t created)
+    : request_(request),
+      tokenizer_(tokenizer),
+      model_id_(std::move(model_id)),
+      id_(std::move(id)),
+      created_(created) {}
+
+json::object OpenAiResponder::Envelope(bool chunk) const {
+  json::object out;
+  out["id"] = id_;
+  if (request_.generation.chat) {
+    out["object"] = chunk ? "chat.completion.chunk" : "chat.completion";
+  } else {
+    out["object"] = "text_completion";
+  }
+  out["created"] = created_;
+  out["model"] = model_id_;
+  return out;
+}
+
+json::object OpenAiResponder::Usage(const GenerationOutcome& outcome) {
+  json::object usage;
+  usage["prompt_tokens"] = outcome.prompt_tokens;
+  usage["completion_tokens"] = outcome.completion_tokens;
+  usage["total_tokens"] = outcome.prompt_tokens + outcome.completion_tokens;
+  return usage;
+}
+
+json::value OpenAiResponder::Logprobs(const std::vector<GeneratedToken>& tokens,
+                                      size_t text_offset) const {
+  if (!request_.generation.want_logprobs) return nullptr;
+  if (request_.generation.chat) {
+    json::array content;
+    for (const GeneratedToken& token : tokens) {
+      std::string piece = tokenizer_.TokenPiece(token.id);
+      json::object entry;
+      entry["token"] = unicode::SanitizeUtf8(piece);
+      entry["logprob"] = token.logprob;
+      entry["bytes"] = Bytes(piece);
+      json::array top;
+      for (const TokenLogprob& alternative : token.top_logprobs) {
+        std::string alt_piece = tokenizer_.TokenPiece(alternative.id);
+        json::object item;
+        item["token"] = unicode::SanitizeUtf8(alt_piece);
+        item["logprob"] = alternative.logprob;
+        item["bytes"] = Bytes(alt_piece);
+        top.push_back(std::move(item));
+      }
+      entry["top_logprobs"] = std::move(top);
+      content.push_back(std::move(entry));
+    }
+    json::object out;
+    out["content"] = std::move(content);
+    return out;
+  }
+  json::array token_strings, token_logprobs, top_logprobs, offsets;
+  for (const GeneratedToken& token : tokens) {
+    std::string piece = tokenizer_.TokenPiece(token.id);
+    token_strings.emplace_back(unicode::SanitizeUtf8(piece));
+    token_logprobs.emplace_back(token.logprob);
+    json::object top;
+    for (const TokenLogprob& alternative : token.top_logprobs) {
+      top[unicode::SanitizeUtf8(tokenizer_.TokenPiece(alternative.id))] = alternative.logprob;
+    }
+    top_logprobs.push_back(std::move(top));
+    offsets.emplace_back(text_offset);
+    text_offset += piece.size();
+  }
+  json::object out;
+  out["tokens"] = std::move(token_strings);
+  out["token_logprobs"] = std::move(token_logprobs);
+  out["top_logprobs"] = std::move(top_logprobs);
+  out["text_offset"] = std::move(offsets);
+  return out;
+}
+
+std::string OpenAiResponder::StreamStart() const {
+  if (!request_.generation.chat) return {};
+  json::object delta;
+  delta["role"] = "assistant";
+  delta["content"] = "";
+  json::object choice;
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = nullptr;
+  json::object out = Envelope(true);
+  out["choices"] = json::array{std::move(choice)};
+  return Event(out);
+}
+
+std::string OpenAiResponder::StreamChunk(const TextChunk& chunk) const {
+  if (chunk.text.empty() && !request_.generation.want_logprobs) return {};
+  json::object choice;
+  choice["index"] = 0;
+  if (request_.generation.chat) {
+    json::object delta;
+    delta["content"] = chunk.text;
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = chunk.text;
+  }
+  choice["logprobs"] = Logprobs(chunk.tokens, 0);
+  choice["finish_reason"] = nullptr;
+  json::object out = Envelope(true);
+  out["choices"] = json::array{std::move(choice)};
+  return Event(out);
+}
+
+std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) const {
+  json::object choice;
+  choice["index"] = 0;
+  if (request_.generation.chat) {
+    choice["delta"] = json::object{};
+  } else {
+    choice["text"] = "";
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = outcome.finish_reason;
+  json::object out = Envelope(true);
+  out["choices"] = json::array{std::move(choice)};
+  std::string events = Event(out);
+  if (request_.include_usage) {
+    json::object usage_chunk = Envelope(true);
+    usage_chunk["choices"] = json::array{};
+    usage_chunk["usage"] = Usage(outcome);
+    events += Event(usage_chunk);
+  }
+  events += "data: [DONE]\n\n";
+  return events;
+}
+
+void OpenAiResponder::Accumulate(const TextChunk& chunk) {
+  text_ += chunk.text;
+  tokens_.insert(tokens_.end(), chunk.tokens.begin(), chunk.tokens.end());
+}
+
+std::string OpenAiResponder::Body(const GenerationOutcome& outcome) const {
+  json::object choice;
+  choice["index"] = 0;
+  if (request_.generation.chat) {
+    json::object message;
+    message["role"] = "assistant";
+    message["content"] = text_;
+    choice["message"] = std::move(message);
+  } else {
+    choice["text"] = text_;
+  }
+  choice["logprobs"] = Logprobs(tokens_, 0);
+  choice["finish_reason"] = outcome.finish_reason;
+  json::object out = Envelope(false);
+  out["choices"] = json::array{std::move(choice)};
+  out["usage"] = Usage(outcome);
+  return json::serialize(out);
+}
+
+}  // namespace sinew::model

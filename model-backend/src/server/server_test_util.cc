@@ -1,0 +1,198 @@
+#include "server_test_util.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace sinew::model::testing {
+namespace {
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value ? value : fallback;
+}
+
+size_t CollectBody(char* data, size_t size, size_t count, void* user) {
+  auto* result = static_cast<HttpResult*>(user);
+  result->body.append(data, size * count);
+  ++result->body_callbacks;
+  return size * count;
+}
+
+}  // namespace
+
+std::string StoriesPath() {
+  return EnvOr("SINEW_SOURCE_DIR", ".") + "/../shared/models/stories260K.gguf";
+}
+
+std::string Sha256OfFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int index = 0; index < length; ++index) {
+    char pair[3];
+    std::snprintf(pair, sizeof(pair), "%02x", digest[index]);
+    hex += pair;
+  }
+  return hex;
+}
+
+std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& extra_args,
+                                                    std::string* error) {
+  std::string binary = EnvOr("SINEW_BIN_DIR", "build/bin") + "/sinew-model";
+  std::vector<std::string> args = {binary,        "--model", StoriesPath(), "--port", "0",
+                                   "--grpc-port", "0",       "--threads",   "1"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) {
+    *error = "pipe failed";
+    return nullptr;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  auto process = std::unique_ptr<ServerProcess>(new ServerProcess());
+  process->pid_ = pid;
+  std::string output;
+  while (process->http_port_ == 0 || process->grpc_port_ == 0) {
+    pollfd fd{pipe_fds[0], POLLIN, 0};
+    if (poll(&fd, 1, 120000) <= 0) break;
+    char buffer[512];
+    ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    output.append(buffer, static_cast<size_t>(n));
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);) {
+      size_t colon = line.rfind(':');
+      if (colon == std::string::npos) continue;
+      int port = std::atoi(line.c_str() + colon + 1);
+      if (line.starts_with("http listening on ")) process->http_port_ = static_cast<uint16_t>(port);
+      if (line.starts_with("grpc listening on ")) process->grpc_port_ = static_cast<uint16_t>(port);
+    }
+  }
+  close(pipe_fds[0]);
+  if (process->http_port_ == 0 || process->grpc_port_ == 0) {
+    *error = "sinew-model did not start; its output: " + output;
+    return nullptr;
+  }
+  return process;
+}
+
+int RunServerToExit(const std::vector<std::string>& args, std::string* output) {
+  std::string binary = EnvOr("SINEW_BIN_DIR", "build/bin") + "/sinew-model";
+  std::vector<std::string> argv_strings = {binary};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  for (;;) {
+    pollfd fd{pipe_fds[0], POLLIN, 0};
+    if (poll(&fd, 1, 120000) <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    char buffer[512];
+    ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    output->append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+}
+
+bool ServerProcess::Alive() {
+  int status = 0;
+  return waitpid(pid_, &status, WNOHANG) == 0;
+}
+
+HttpResult HttpCall(uint16_t port, const std::string& method, const std::string& path,
+                    const std::string& body, const std::string& content_type) {
+  HttpResult result;
+  CURL* curl = curl_easy_init();
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, CollectBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &result);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
+  curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+  curl_slist* headers = nullptr;
+  if (method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    if (!content_type.empty())
+      headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  }
+  CURLcode code = curl_easy_perform(curl);
+  if (code != CURLE_OK) {
+    result.error = curl_easy_strerror(code);
+  } else {
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &result.status);
+    char* type = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
+    if (type != nullptr) result.content_type = type;
+  }
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  return result;
+}
+
+std::vector<std::string> SseData(const std::string& body) {
+  std::vector<std::string> events;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) end = body.size();
+    std::string event = body.substr(pos, end - pos);
+    if (event.starts_with("data: ")) events.push_back(event.substr(6));
+    pos = end + 2;
+  }
+  return events;
+}
+
+}  // namespace sinew::model::testing

@@ -1,0 +1,131 @@
+#include "random_model.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "sinew/model/gguf_writer.h"
+
+namespace sinew::model::testing {
+namespace {
+
+GgmlType Fit(GgmlType want, int64_t row) {
+  if (row % GgmlBlockSize(want) == 0) return want;
+  if (row % 32 == 0) return GgmlType::kQ8_0;
+  return GgmlType::kF32;
+}
+
+class Filler {
+ public:
+  explicit Filler(uint64_t seed) : rng_(seed) {}
+  // Uniform in [center - spread, center + spread].
+  std::vector<float> Values(int64_t n, float center, float spread) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) {
+      const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+      x = center + spread * static_cast<float>(2 * u - 1);
+    }
+    return v;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+}  // namespace
+
+int64_t RandomModelParams(const RandomModelSpec& s) {
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int64_t qd = hd * s.n_head, kd = hd * s.n_head_kv;
+  int64_t per_layer = 2 * s.n_embd + s.n_embd * (qd + 2 * kd) + qd * s.n_embd +
+                      3 * int64_t{s.n_embd} * s.n_ff;
+  if (s.arch == "qwen2") per_layer += qd + 2 * kd;
+  if (s.arch == "qwen3") per_layer += 2 * hd;
+  int64_t total = int64_t{s.n_layer} * per_layer + int64_t{s.n_vocab} * s.n_embd + s.n_embd;
+  if (!s.tied_output) total += int64_t{s.n_vocab} * s.n_embd;
+  return total;
+}
+
+Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
+  GgufWriter w;
+  const std::string a = s.arch;
+  const int32_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  w.SetString("general.architecture", a);
+  w.SetString("general.name", "random-" + a);
+  w.SetUint32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w.SetUint32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.SetUint32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  w.SetUint32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.SetUint32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.SetUint32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.SetFloat32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  w.SetFloat32(a + ".rope.freq_base", s.rope_base);
+  if (s.head_dim > 0) {
+    w.SetUint32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w.SetUint32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  }
+  if (s.rope_dims > 0) w.SetUint32(a + ".rope.dimension_count", static_cast<uint32_t>(s.rope_dims));
+  if (s.rope_linear_factor > 0) {
+    w.SetString(a + ".rope.scaling.type", "linear");
+    w.SetFloat32(a + ".rope.scaling.factor", s.rope_linear_factor);
+  }
+  // A placeholder vocabulary so tools that read tokenizer metadata find one.
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int32_t i = 0; i < s.n_vocab; ++i) {
+    tokens.push_back(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : "t" + std::to_string(i));
+    scores.push_back(-static_cast<float>(i));
+    types.push_back(i < 3 ? (i == 0 ? 2 : 3) : 1);
+  }
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetStringArray("tokenizer.ggml.tokens", tokens);
+  w.SetFloat32Array("tokenizer.ggml.scores", scores);
+  w.SetInt32Array("tokenizer.ggml.token_type", types);
+  w.SetUint32("tokenizer.ggml.bos_token_id", 1);
+  w.SetUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos_id));
+
+  Filler fill(s.seed);
+  auto matrix = [&](const std::string& name, int64_t k, int64_t n, GgmlType type) {
+    const GgmlType t = Fit(type, k);
+    // Scaled so that activations keep roughly unit size through the layers.
+    const auto v = fill.Values(k * n, 0.0f, 1.7f / std::sqrt(static_cast<float>(k)));
+    w.AddTensor(name, t, {k, n}, EncodeTensorData(t, v.data(), k * n));
+  };
+  auto vec = [&](const std::string& name, int64_t n, float center, float spread) {
+    const auto v = fill.Values(n, center, spread);
+    w.AddTensor(name, GgmlType::kF32, {n}, EncodeTensorData(GgmlType::kF32, v.data(), n));
+  };
+  const int64_t E = s.n_embd, qd = int64_t{hd} * s.n_head, kd = int64_t{hd} * s.n_head_kv;
+  {
+    const GgmlType t = Fit(s.embd_type, E);
+    const auto v = fill.Values(E * s.n_vocab, 0.0f, 1.0f);
+    w.AddTensor("token_embd.weight", t, {E, s.n_vocab}, EncodeTensorData(t, v.data(), E * s.n_vocab));
+  }
+  vec("output_norm.weight", E, 1.0f, 0.2f);
+  if (!s.tied_output) matrix("output.weight", E, s.n_vocab, s.weight_type);
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    vec(b + "attn_norm.weight", E, 1.0f, 0.2f);
+    matrix(b + "attn_q.weight", E, qd, s.weight_type);
+    matrix(b + "attn_k.weight", E, kd, s.weight_type);
+    matrix(b + "attn_v.weight", E, kd, s.weight_type);
+    matrix(b + "attn_output.weight", qd, E, s.weight_type);
+    if (a == "qwen2") {
+      vec(b + "attn_q.bias", qd, 0.0f, 0.5f);
+      vec(b + "attn_k.bias", kd, 0.0f, 0.5f);
+      vec(b + "attn_v.bias", kd, 0.0f, 0.5f);
+    }
+    if (a == "qwen3") {
+      vec(b + "attn_q_norm.weight", hd, 1.0f, 0.3f);
+      vec(b + "attn_k_norm.weight", hd, 1.0f, 0.3f);
+    }
+    vec(b + "ffn_norm.weight", E, 1.0f, 0.2f);
+    matrix(b + "ffn_gate.weight", E, s.n_ff, s.weight_type);
+    matrix(b + "ffn_up.weight", E, s.n_ff, s.weight_type);
+    matrix(b + "ffn_down.weight", s.n_ff, E, s.weight_type);
+  }
+  return w.WriteFile(path);
+}
+
+}  // namespace sinew::model::testing

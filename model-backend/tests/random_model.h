@@ -1,0 +1,44 @@
+// Writes GGUF models with random weights in the engine's architectures, shapes
+// and tensor types, for the reference tests and the benchmarks.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sinew/model/gguf.h"
+#include "sinew/status.h"
+
+namespace sinew::model::testing {
+
+struct RandomModelSpec {
+  std::string arch = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (q/k norms)
+  int32_t n_vocab = 320;
+  int32_t n_embd = 256;
+  int32_t n_layer = 2;
+  int32_t n_head = 8;
+  int32_t n_head_kv = 4;
+  int32_t head_dim = 0;  // 0: n_embd / n_head
+  int32_t n_ff = 512;
+  int32_t n_ctx = 256;
+  // Type of the linear layers and the output matrix. Rows whose length is not a
+  // multiple of its block size fall back to Q8_0, then F32.
+  GgmlType weight_type = GgmlType::kF32;
+  // Type of token_embd.weight. Default: F32
+  GgmlType embd_type = GgmlType::kF32;
+  bool tied_output = false;   // no output.weight; the embedding is reused
+  float rope_base = 10000.0f;
+  float rope_linear_factor = 0.0f;  // > 0: rope.scaling.type = linear
+  int32_t rope_dims = 0;            // 0: head_dim
+  int32_t eos_id = 2;  // tokenizer.ggml.eos_token_id
+  uint64_t seed = 1;
+};
+
+// Total parameter count of the model `spec` describes.
+int64_t RandomModelParams(const RandomModelSpec& spec);
+
+// Writes the model to `path`. IOError if it cannot be written.
+[[nodiscard]] Status WriteRandomModel(const RandomModelSpec& spec, const std::string& path);
+
+}  // namespace sinew::model::testing
