@@ -229,13 +229,19 @@ void ApiHandler::Stream(const ApiRequest& r, const std::function<void(const ApiR
   ok.content_type = "text/event-stream";
   start(ok);
   v1::Event ev;
+  int idle_seconds = 0;
   while (!deps_.stopping->load()) {
-    auto got = (*watcher)->Next(&ev, std::chrono::seconds(15));
+    // Wait in one-second slices so that a stopping harness is noticed promptly.
+    auto got = (*watcher)->Next(&ev, std::chrono::seconds(1));
     if (!got.ok()) return;
     if (!*got) {
-      if (!write(": keepalive\n\n")) return;
+      if (++idle_seconds >= 15) {
+        idle_seconds = 0;
+        if (!write(": keepalive\n\n")) return;
+      }
       continue;
     }
+    idle_seconds = 0;
     const std::string chunk = "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() +
                               "\ndata: " + EventToJson(ev) + "\n\n";
     if (!write(chunk)) return;

@@ -26,6 +26,8 @@ class SessionDriver {
   void RequestCancel(std::string reason);
   void PostMessage(std::string text);
   void RequestWake();
+  // Abandons an in-flight model call (the harness is stopping); writes nothing.
+  void Interrupt() { abort_ = true; }
   // True (and clears the wake flag) when input arrived that Run() has not seen yet.
   bool TakeWork();
   // Renews the lease if this driver holds one; on loss, stops the driver's work.

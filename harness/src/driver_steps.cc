@@ -97,6 +97,9 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
   std::vector<v1::Event> after;
   if (!info->needs_sandbox) {
     outcome = deps_.proxy->Execute(spec.name(), spec.input_json(), &abort_);
+    // Cut short by a stop: leave the call pending; the next wake decides (idempotent or
+    // interrupted), exactly as after a crash.
+    if (deps_.stopping->load() || fenced_) return Status::Ok();
   } else {
     auto r = deps_.sandboxes->Execute(state_.sandbox_endpoint, spec.name(), spec.input_json());
     if (r.ok()) {

@@ -138,7 +138,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) return;
       stopping_ = true;
-      for (auto& [id, driver] : drivers_) driver->RequestWake();
+      for (auto& [id, driver] : drivers_) driver->Interrupt();
     }
     work_cv_.notify_all();
     bg_cv_.notify_all();
