@@ -153,7 +153,16 @@ Status SessionDriver::CallModel() {
   for (const auto& t : call.tools) tools_tokens += (t.description.size() + t.input_schema_json.size()) / 4 + 8;
   const uint64_t reserve = std::min<uint64_t>(call.max_output_tokens, mc.context_tokens / 2) + tools_tokens;
   const uint64_t budget = mc.context_tokens > reserve + 64 ? mc.context_tokens - reserve : 64;
-  ContextView view = BuildContext(log_, budget);
+  // Events still pending (the task's message on a first wake) are part of the view.
+  std::vector<v1::Event> with_pending;
+  if (!pending_.empty()) {
+    with_pending = log_;
+    for (const auto& ev : pending_) {
+      with_pending.push_back(ev);
+      with_pending.back().set_seq(next_seq_ + with_pending.size() - log_.size() - 1);
+    }
+  }
+  ContextView view = BuildContext(pending_.empty() ? log_ : with_pending, budget);
   if (view.new_summary) SINEW_RETURN_IF_ERROR(AppendOne(std::move(*view.new_summary)));
   call.messages = std::move(view.messages);
 

@@ -54,7 +54,8 @@ class ApiFixture : public ::testing::Test {
                  "slow": {"kind": "scripted", "script": ")" + d + R"(/slow.json"},
                  "stuck": {"kind": "scripted", "script": ")" + d + R"(/stuck.json"},
                  "loop": {"kind": "scripted", "script": ")" + d + R"(/loop.json"},
-                 "secret": {"kind": "scripted", "script": ")" + d + R"(/secret.json"}},
+                 "secret": {"kind": "scripted", "script": ")" + d + R"(/secret.json"},
+                 "served": {"kind": "openai", "base_url": ")" + target_->url() + R"(/llm", "max_retries": 0}},
       "secrets": {"target_token": {"value": ")" + kSecret + R"("}},
       "http_request": {"allow": [{"host": "127.0.0.1:)" + std::to_string(target_->port()) + R"(", "secret": "target_token"}]},
       "max_request_bytes": 65536, "read_timeout_seconds": 2, "lease_ttl_ms": 2000, "scan_interval_ms": 500})";

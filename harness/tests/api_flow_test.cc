@@ -54,6 +54,24 @@ TEST_F(ApiFlowTest, ATaskRunsInTheBackgroundAndItsLogIsWrittenAhead) {
   for (const auto& x : done.json.at("sessions").as_array()) EXPECT_EQ(x.at("status").as_string(), "completed");
 }
 
+TEST_F(ApiFlowTest, TheModelSeesTheTaskAndTheSystemPromptFromTheFirstCall) {
+  const std::string id = Submit(R"({"prompt": "count the stars", "system": "you are terse", "model": "served"})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed,failed"), "completed");
+  bool seen = false;
+  for (const auto& r : target_->requests()) {
+    if (r.target != "/llm/chat/completions") continue;
+    seen = true;
+    auto body = json::parse(r.body).as_object();
+    const auto& messages = body.at("messages").as_array();
+    ASSERT_EQ(messages.size(), 2u) << r.body;
+    EXPECT_EQ(messages[0].at("content").as_string(), "you are terse");
+    EXPECT_EQ(messages[1].at("role").as_string(), "user");
+    EXPECT_EQ(messages[1].at("content").as_string(), "count the stars");
+    EXPECT_FALSE(body.at("tools").as_array().empty());
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST_F(ApiFlowTest, StreamReconnectWithLastEventIdLosesAndRepeatsNothing) {
   const std::string id = Submit(R"({"prompt": "slow work", "model": "slow"})");
   ASSERT_FALSE(id.empty());
