@@ -104,10 +104,11 @@ int Run(int argc, char** argv) {
     {"text": "step one", "delay_ms": 1000, "tool_calls": [{"name": "http_request", "input": {"url": ")" + target.url() + R"(/a"}}]},
     {"text": "step two", "delay_ms": 1000, "tool_calls": [{"name": "http_request", "input": {"url": ")" + target.url() + R"(/b"}}]},
     {"text": "finished", "delay_ms": 1000}]})");
+  std::string extra_models;  // the in-house model, when built (phase 1b)
   auto config = [&](int workers, const std::string& store_address) {
     return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_address + R"("},
       "api_keys": {"bench": "bench"}, "default_model": "fast", "workers": )" + std::to_string(workers) + R"(,
-      "models": {"served": {"kind": "openai", "base_url": ")" + model.url() + R"(", "max_retries": 0},
+      "models": {)" + extra_models + R"("served": {"kind": "openai", "base_url": ")" + model.url() + R"(", "max_retries": 0},
                  "fast": {"kind": "scripted", "script": ")" + dir.Sub("fast.json") + R"("},
                  "concurrent": {"kind": "scripted", "script": ")" + dir.Sub("concurrent.json") + R"("}},
       "http_request": {"allow": [{"host": "127.0.0.1:)" + std::to_string(target.port()) + R"("}]},
@@ -154,6 +155,74 @@ int Run(int argc, char** argv) {
                 "POST /v1/sessions -> first token %.2f ms, ratio %.3f (target <= 1.1), overhead %.2f ms\n",
                 samples, durability.c_str(), ttft_alone, ttft_through, ttft_through / ttft_alone,
                 ttft_through - ttft_alone);
+  }
+
+  // 1b. The same against the in-house model (sinew-model over stories260K), when built.
+  // Its first token is timed from the log: the model_request event's store timestamp
+  // plus the response's time_to_first_token_ms (millisecond resolution).
+  const char* source = std::getenv("SINEW_SOURCE_DIR");
+  const std::string gguf = std::getenv("SINEW_MODEL_FILE") != nullptr
+                               ? std::getenv("SINEW_MODEL_FILE")
+                               : std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+  const std::string model_bin = testing::BinaryPath("sinew-model");
+  if (access(model_bin.c_str(), X_OK) == 0 && access(gguf.c_str(), R_OK) == 0) {
+    testing::Subprocess served({model_bin, "--model", gguf, "--port", "0", "--grpc-port", "-1"});
+    auto line = served.WaitForLine("http listening on", std::chrono::seconds(60));
+    if (line) {
+      const std::string url = "http://" + line->substr(line->rfind(' ') + 1) + "/v1";
+      ModelEndpointConfig real;
+      real.kind = "openai";
+      real.base_url = url;
+      real.model = "stories260K";
+      real.tools = false;
+      auto real_client = MakeModelClient(real, "");
+      std::vector<double> real_alone, real_through;
+      for (int i = 0; i < samples; ++i) {
+        ModelCall call;
+        call.model = "stories260K";
+        call.max_output_tokens = 16;
+        ChatMessage m;
+        m.text = "Once upon a time";
+        call.messages = {m};
+        const auto start = Clock::now();
+        Clock::time_point first{};
+        auto reply = (*real_client)->Complete(call, [&](std::string_view) {
+          if (first == Clock::time_point{}) first = Clock::now();
+        });
+        if (reply.ok() && first != Clock::time_point{}) real_alone.push_back(Ms(first - start));
+      }
+      extra_models = R"("real": {"kind": "openai", "base_url": ")" + url +
+                     R"(", "model": "stories260K", "tools": false, "context_tokens": 256, "max_output_tokens": 16},)";
+      auto store = new_store("sync");
+      test::HarnessProcess harness(dir.Sub("h1b.json"), config(64, store.second));
+      for (int i = 0; i < samples && !harness.address.empty(); ++i) {
+        const double t0 = std::chrono::duration<double, std::milli>(
+                              std::chrono::system_clock::now().time_since_epoch()).count();
+        auto r = Api("POST", harness.url() + "/v1/sessions", "bench", R"({"prompt": "Once upon a time", "model": "real"})");
+        if (r.status != 201) break;
+        const std::string id(r.json.at("session").at("id").as_string());
+        test::WaitForStatus(harness.url(), "bench", id, "completed,failed");
+        double request_ms = 0, ttft = -1;
+        for (const auto& e : test::AllEvents(harness.url(), "bench", id)) {
+          if (e.contains("model_request")) request_ms = std::stod(std::string(e.at("timestamp_unix_ms").as_string()));
+          if (e.contains("model_response") && e.at("model_response").as_object().contains("time_to_first_token_ms")) {
+            ttft = std::stod(std::string(e.at("model_response").at("time_to_first_token_ms").as_string()));
+          } else if (e.contains("model_response")) {
+            ttft = 0;
+          }
+        }
+        if (ttft >= 0) real_through.push_back(request_ms + ttft - t0);
+      }
+      extra_models.clear();
+      if (!real_alone.empty() && !real_through.empty()) {
+        std::printf("time to first token with sinew-model (stories260K), median of %d: model alone %.2f ms, "
+                    "POST -> first token %.1f ms (+-1 ms: from log timestamps), ratio %.2f, overhead %.1f ms\n",
+                    samples, Median(real_alone), Median(real_through), Median(real_through) / Median(real_alone),
+                    Median(real_through) - Median(real_alone));
+      }
+    }
+  } else {
+    std::printf("sinew-model or %s not found: the in-house model comparison is skipped\n", gguf.c_str());
   }
 
   // 2. Sessions submitted per second, with wrk.
