@@ -114,7 +114,7 @@ TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {
 TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   const std::string script = WriteFile(dir_.Sub("dies.json"), R"({"responses": [
     {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo hi > f && cat f"}}]},
-    {"text": "", "delay_ms": 2500, "tool_calls": [{"name": "bash", "input": {"command": "cat f"}}]},
+    {"text": "", "delay_ms": 6000, "tool_calls": [{"name": "bash", "input": {"command": "cat f"}}]},
     {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "ls f; echo fresh"}}]},
     {"text": "done"}]})");
   HarnessProcess harness(dir_.Sub("h.json"), Config(script));
@@ -122,7 +122,7 @@ TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "survive"})");
   ASSERT_EQ(r.status, 201);
   const std::string id(r.json.at("session").at("id").as_string());
-  // While the model "thinks" about turn 1, the sandbox dies under the session.
+  // While the model "thinks" about turn 1 (6 s), the sandbox dies under the session.
   std::string box;
   for (int i = 0; i < 600 && box.empty(); ++i) {
     for (const auto& p : Of(AllEvents(harness.url(), kKey, id), "sandbox_provisioned")) {
@@ -142,7 +142,8 @@ TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   auto results = Of(events, "tool_result");
   ASSERT_EQ(results.size(), 3u);
   EXPECT_TRUE(results[1].at("is_error").as_bool());
-  EXPECT_NE(std::string(results[1].at("output").as_string()).find("the sandbox was lost"), std::string::npos);
+  EXPECT_NE(std::string(results[1].at("output").as_string()).find("the sandbox was lost"), std::string::npos)
+      << json::serialize(results[1]);
   // A fresh sandbox, without the old files.
   auto boxes = Of(events, "sandbox_provisioned");
   ASSERT_EQ(boxes.size(), 2u);
