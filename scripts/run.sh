@@ -1,27 +1,146 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults: builds Sinew, starts the session store on a fresh
-# data directory, writes a session's events through the client and reads them back live.
+# The main job: brings the whole platform up on this machine on embedded defaults and
+# submits a first task whose events stream to the terminal.
+#
+#   sinew-store     the session log (RocksDB) on 127.0.0.1, a fresh data directory
+#   sinew-sandboxd  runc sandboxes (needs root; the image is built on first use)
+#   sinew-model     the in-house model over ../shared/models/stories260K.gguf, when built
+#   sinew-harness   the REST API and agent loop on 127.0.0.1:8080 (SINEW_HARNESS_PORT)
+#
+# Then it submits the first task to the default model and streams its events, and a
+# second task to the scripted demo model (a stand-in for a tool-using model, named as
+# such) that writes a program in a sandbox, runs it and reads the result.
+#
+# Env: SINEW_BUILD_DIR (build), SINEW_MODEL_FILE (GGUF for sinew-model),
+#      SINEW_MODEL_URL + SINEW_MODEL_KIND (openai|anthropic) + SINEW_MODEL_NAME +
+#      SINEW_MODEL_API_KEY: use that endpoint instead of sinew-model,
+#      SINEW_PROMPT (the first task), SINEW_KEEP=1 (leave everything running; Ctrl-C ends).
+# Everything listens on loopback only. Works on a fresh machine after ./scripts/install-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 ./scripts/build.sh
-BIN=${SINEW_BUILD_DIR:-build}/bin
+BIN=$ROOT/${SINEW_BUILD_DIR:-build}/bin
 DATA=$(mktemp -d /tmp/sinew-run-XXXXXX)
-trap 'kill $STORE_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DATA"' EXIT
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$DATA"
+}
+trap cleanup EXIT
+wait_line() {  # wait_line FILE PATTERN: waits up to 60 s for PATTERN in FILE
+  for _ in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "run.sh: timed out waiting for '$2' in $1:" >&2; cat "$1" >&2; return 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-"$BIN/sinew-store" --db "$DATA/store" --listen 127.0.0.1:0 >"$DATA/store.out" &
-STORE_PID=$!
-for _ in $(seq 100); do grep -q "listening on" "$DATA/store.out" 2>/dev/null && break; sleep 0.1; done
-ADDR=$(awk '/listening on/ {print $NF}' "$DATA/store.out")
-export SINEW_STORE=$ADDR
-echo "== sinew-store is serving $DATA/store on $ADDR"
+# 1. The session store.
+"$BIN/sinew-store" --db "$DATA/store" --listen 127.0.0.1:0 >"$DATA/store.out" 2>&1 &
+PIDS+=($!)
+wait_line "$DATA/store.out" "listening on"
+STORE=$(awk '/listening on/ {print $NF}' "$DATA/store.out")
+echo "== sinew-store      $STORE  ($DATA/store)"
 
-ID=$("$BIN/sinew-storectl" create --tenant demo --title "first session")
-echo "== created session $ID; following its events:"
-"$BIN/sinew-storectl" watch "$ID" --for 2 &
-WATCH_PID=$!
-sleep 0.3
-"$BIN/sinew-storectl" append "$ID" --text "Summarise the README" >/dev/null
-"$BIN/sinew-storectl" append "$ID" --kind note --text "written by scripts/run.sh" >/dev/null
-wait $WATCH_PID
-echo "== read back:"
-"$BIN/sinew-storectl" events "$ID"
+# 2. The sandboxes: root and runc are needed; the image is built once (debootstrap).
+SANDBOXD=""
+if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
+  ./sandbox-agent/image/build-image.sh default
+  SBPORT=$(free_port)
+  "$BIN/sinew-sandboxd" --listen "127.0.0.1:$SBPORT" --state-dir "$DATA/sandboxd" \
+    --cgroup-parent "sinew-run-$$" >"$DATA/sandboxd.out" 2>&1 &
+  PIDS+=($!)
+  wait_line "$DATA/sandboxd.out" "listening"
+  SANDBOXD="127.0.0.1:$SBPORT"
+  echo "== sinew-sandboxd   $SANDBOXD"
+else
+  echo "== sinew-sandboxd   skipped (needs root and runc): sandbox tools are off"
+fi
+
+# 3. A model: the in-house engine, or the endpoint given in the environment.
+MODEL_FILE=${SINEW_MODEL_FILE:-$ROOT/../shared/models/stories260K.gguf}
+MODELS=""
+DEFAULT=demo-scripted
+if [ -n "${SINEW_MODEL_URL:-}" ]; then
+  MODELS="\"remote\": {\"kind\": \"${SINEW_MODEL_KIND:-openai}\", \"base_url\": \"$SINEW_MODEL_URL\",
+    \"model\": \"${SINEW_MODEL_NAME:-default}\", \"api_key_secret\": \"model_key\"},"
+  DEFAULT=remote
+  echo "== model            ${SINEW_MODEL_KIND:-openai} endpoint $SINEW_MODEL_URL"
+elif [ -x "$BIN/sinew-model" ] && [ -f "$MODEL_FILE" ]; then
+  "$BIN/sinew-model" --model "$MODEL_FILE" --host 127.0.0.1 --port 0 --grpc-port -1 >"$DATA/model.out" 2>&1 &
+  PIDS+=($!)
+  wait_line "$DATA/model.out" "http listening on"
+  MODEL_ADDR=$(awk '/http listening on/ {print $NF}' "$DATA/model.out")
+  MODEL_ID=$(basename "$MODEL_FILE" .gguf)
+  # A tiny completion model: no tools, a small context.
+  MODELS="\"local\": {\"kind\": \"openai\", \"base_url\": \"http://$MODEL_ADDR/v1\", \"model\": \"$MODEL_ID\",
+    \"tools\": false, \"context_tokens\": 256, \"max_output_tokens\": 96},"
+  DEFAULT=local
+  echo "== sinew-model      http://$MODEL_ADDR  ($MODEL_FILE)"
+else
+  echo "== model            sinew-model not built; the scripted demo model answers instead"
+fi
+
+# 4. The harness.
+cat >"$DATA/demo-script.json" <<'JSON'
+{"responses": [
+  {"text": "I will write a small program in the sandbox.", "tool_calls": [{"name": "write_file",
+    "input": {"path": "fib.py", "content": "a, b = 0, 1\nfor _ in range(20):\n    a, b = b, a + b\nprint(a)\n"}}]},
+  {"text": "Now I run it.", "tool_calls": [{"name": "bash", "input": {"command": "python3 fib.py | tee result.txt"}}]},
+  {"text": "And read the result back.", "tool_calls": [{"name": "read_file", "input": {"path": "result.txt"}}]},
+  {"text": "The 20th Fibonacci number is 6765."}]}
+JSON
+HPORT=${SINEW_HARNESS_PORT:-8080}
+cat >"$DATA/harness.json" <<JSON
+{"listen": "127.0.0.1:$HPORT",
+ "store": {"address": "$STORE"},
+ $( [ -n "$SANDBOXD" ] && echo "\"sandboxd\": {\"address\": \"$SANDBOXD\"}," )
+ "api_keys": {"sk-sinew-demo": "demo"},
+ "default_model": "$DEFAULT",
+ "models": {$MODELS
+   "demo-scripted": {"kind": "scripted", "script": "$DATA/demo-script.json"}},
+ "secrets": {"model_key": {"value": "${SINEW_MODEL_API_KEY:-none}"}}}
+JSON
+"$BIN/sinew-harness" --config "$DATA/harness.json" >"$DATA/harness.out" 2>&1 &
+PIDS+=($!)
+wait_line "$DATA/harness.out" "listening on"
+API=http://$(awk '/listening on/ {print $NF}' "$DATA/harness.out")
+KEY=sk-sinew-demo
+echo "== sinew-harness    $API  (API key $KEY)"
+
+# 5. Tasks, with their events streamed as they happen.
+show_events() {  # show_events SESSION_ID: streams the session's events until it ends
+  curl -sN -H "Authorization: Bearer $KEY" "$API/v1/sessions/$1/events/stream" | python3 -u -c '
+import json, sys
+for line in sys.stdin:
+    if not line.startswith("data: "): continue
+    e = json.loads(line[6:]); t = e["type"]; p = e.get(t, {})
+    if t == "user_message": s = p.get("text", "")
+    elif t == "model_response": s = repr(p.get("text", "")) + "".join(" -> %s %s" % (c["name"], c["input_json"]) for c in p.get("tool_calls", []))
+    elif t == "tool_result": s = ("error: " if p.get("is_error") else "") + p.get("output", "").strip()
+    elif t == "status_change": s = "%s -> %s (%s)" % (p.get("from", "").replace("SESSION_STATUS_", "").lower(), p.get("to", "").replace("SESSION_STATUS_", "").lower(), p.get("reason", ""))
+    elif t == "sandbox_provisioned": s = "%s in %s ms" % (p.get("sandbox_id"), p.get("provision_ms", 0))
+    elif t == "model_request": s = "model %s, turn %s" % (p.get("model"), p.get("turn", 0))
+    else: s = json.dumps(p)[:120]
+    print("  %3s %-20s %s" % (e["seq"], t, s[:300]))
+'
+}
+submit() {  # submit JSON: prints the new session id
+  curl -sf -X POST -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" -d "$1" \
+    "$API/v1/sessions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session"]["id"])'
+}
+PROMPT=${SINEW_PROMPT:-Once upon a time, a little robot}
+ID=$(submit "{\"prompt\": \"$PROMPT\", \"title\": \"first task\"}")
+echo "== first task $ID (model $DEFAULT):"
+show_events "$ID"
+if [ -n "$SANDBOXD" ]; then
+  ID2=$(submit '{"prompt": "Compute the 20th Fibonacci number with a program.", "model": "demo-scripted"}')
+  echo "== second task $ID2 (scripted demo model, sandbox tools):"
+  show_events "$ID2"
+fi
+echo "== metrics:"
+curl -s "$API/metrics" | grep -E '^sinew_harness_(sessions\{|model_calls_total|tool_calls_total|sandbox_provisions_total)' || true
+if [ "${SINEW_KEEP:-0}" = 1 ]; then
+  echo "== all running; try: curl -H 'Authorization: Bearer $KEY' $API/v1/sessions   (Ctrl-C ends)"
+  wait
+fi

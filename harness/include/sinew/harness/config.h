@@ -1,0 +1,99 @@
+// HarnessConfig: everything a sinew-harness process needs, read from one JSON file
+// (docs/harness.md lists every field). The harness keeps no other state.
+//
+// Thread-safety: a HarnessConfig is a plain value; share it read-only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sinew/status.h"
+
+namespace sinew::harness {
+
+// One model the harness can call, by the name a task gives in "model".
+struct ModelEndpointConfig {
+  // "openai" (Chat Completions), "anthropic" (Messages) or "scripted" (replays a file).
+  std::string kind = "scripted";
+  // Base URL, e.g. "http://127.0.0.1:8081/v1" (".../chat/completions" or ".../messages"
+  // is appended). Unused for "scripted".
+  std::string base_url;
+  // The model name sent on the wire. Default: the config key.
+  std::string model;
+  // Name of a vault secret holding the API key, or "" for none.
+  std::string api_key_secret;
+  // "scripted" only: the JSON file of responses to replay.
+  std::string script;
+  // The model's context size in tokens; the prompt view is windowed to fit. Default: 8192
+  uint32_t context_tokens = 8192;
+  // Default max output tokens per call. Default: 1024
+  uint32_t max_output_tokens = 1024;
+  // Whole-call timeout. Default: 300 s
+  uint32_t timeout_seconds = 300;
+  // Retries on 429/5xx/transport errors, with exponential backoff from backoff_ms.
+  // Default: 4 retries, 200 ms
+  uint32_t max_retries = 4;
+  uint32_t backoff_ms = 200;
+  // Whether the model takes tool definitions (a server that refuses "tools", like a
+  // small completion model, gets none and simply answers). Default: true
+  bool tools = true;
+};
+
+// A host the proxy tool `http_request` may reach, with an optional credential injected.
+struct HttpAllowEntry {
+  std::string host;          // "host" or "host:port", compared exactly (lower case)
+  std::string secret;        // vault secret to inject, "" for none
+  std::string header = "Authorization";
+  std::string prefix = "Bearer ";
+};
+
+struct LimitsConfig {
+  uint32_t max_turns = 50;              // Default: 50
+  uint64_t max_output_tokens = 200000;  // Default: 200000 (sum over the session)
+  uint32_t max_wall_seconds = 3600;     // Default: 3600
+};
+
+struct HarnessConfig {
+  // REST address. Default: 127.0.0.1:8080 (port 0: any free port)
+  std::string listen = "127.0.0.1:8080";
+  // The address other harnesses use to forward requests for sessions this one drives.
+  // Default: "http://" + the bound listen address.
+  std::string advertise_url;
+  // Remote store (sinew-store) address, or an embedded store directory (exactly one).
+  std::string store_address;
+  std::string store_dir;
+  // sinew-sandboxd address; "" disables sandbox tools.
+  std::string sandboxd_address;
+  // Bearer API key -> tenant.
+  std::map<std::string, std::string> api_keys;
+  std::map<std::string, ModelEndpointConfig> models;
+  std::string default_model;
+  // Secret name -> value (resolved from "value" or "env" at load time).
+  std::map<std::string, std::string> secrets;
+  std::vector<HttpAllowEntry> http_allow;
+  LimitsConfig limits;
+  // Lease time-to-live; renewed every third of it. Default: 10000 ms
+  uint32_t lease_ttl_ms = 10000;
+  // How often the harness looks for queued/running sessions nobody drives. Default: 2000 ms
+  uint32_t scan_interval_ms = 2000;
+  // Sessions driven at once (worker threads); more wait in a queue. Default: 64
+  uint32_t workers = 64;
+  // Largest request body. Default: 1 MiB
+  uint64_t max_request_bytes = 1u << 20;
+  // Read timeout on every connection (headers and body). Default: 30 s
+  uint32_t read_timeout_seconds = 30;
+  // Open connections at most; more are answered 503. Default: 2048
+  uint32_t max_connections = 2048;
+  // Durability of an embedded store: "sync" or "async". Default: "sync"
+  std::string store_durability = "sync";
+};
+
+// Parses a config document. Errors name the offending field (kInvalidArgument) or the
+// missing environment variable of a secret (kNotFound).
+[[nodiscard]] Result<HarnessConfig> ParseConfig(const std::string& json_text);
+// Reads and parses a file.
+[[nodiscard]] Result<HarnessConfig> LoadConfig(const std::string& path);
+
+}  // namespace sinew::harness

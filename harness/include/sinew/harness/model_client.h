@@ -1,0 +1,87 @@
+// ModelClient: one call to a language model with a prompt view, tools and streaming.
+//
+// Implementations: OpenAI-compatible Chat Completions and Anthropic Messages over HTTP
+// (libcurl, streaming, retries with backoff on 429/5xx, timeouts), and a scripted model
+// that replays a file of responses (for tests and demos; it is named as such everywhere).
+//
+// Thread-safety: Complete() may be called from many threads at once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sinew/harness/config.h"
+#include "sinew/status.h"
+
+namespace sinew::harness {
+
+struct ToolDefinition {
+  std::string name;
+  std::string description;
+  std::string input_schema_json;  // a JSON Schema object
+};
+
+struct ModelToolCall {
+  std::string id;
+  std::string name;
+  std::string input_json;  // a JSON object
+};
+
+struct ChatMessage {
+  enum class Role { kUser, kAssistant, kTool };
+  Role role = Role::kUser;
+  std::string text;
+  std::vector<ModelToolCall> tool_calls;  // kAssistant only
+  std::string tool_call_id;               // kTool only
+  bool is_error = false;                  // kTool only
+};
+
+struct ModelCall {
+  std::string model;  // the wire name
+  std::string system;
+  std::vector<ChatMessage> messages;
+  std::vector<ToolDefinition> tools;
+  uint32_t max_output_tokens = 1024;
+  // How many model responses the session holds before this call (the scripted model
+  // replays response number `turn`).
+  uint32_t turn = 0;
+  // The session this call is for (logging; the scripted model's {{session_id}} template).
+  std::string session_id;
+  // Set by another thread to abandon the call (cancellation); may be null.
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+struct ModelReply {
+  std::string text;
+  std::vector<ModelToolCall> tool_calls;
+  std::string stop_reason;  // "end_turn", "tool_use", "max_tokens", ...
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;
+  int64_t time_to_first_token_ms = -1;  // -1: nothing streamed
+  uint32_t attempts = 1;
+};
+
+// Called with each streamed piece of text as it arrives (on the calling thread).
+using TokenCallback = std::function<void(std::string_view delta)>;
+
+class ModelClient {
+ public:
+  virtual ~ModelClient() = default;
+  // Runs one call. Errors: kUnavailable (retries exhausted on 429/5xx/transport),
+  // kDeadlineExceeded (timeout), kInvalidArgument (the server refused the request: 4xx),
+  // kCancelled, kCorruption (a reply that does not parse).
+  [[nodiscard]] virtual Result<ModelReply> Complete(const ModelCall& call,
+                                                    const TokenCallback& on_token) = 0;
+};
+
+// `api_key` is the resolved secret ("" for none).
+[[nodiscard]] Result<std::unique_ptr<ModelClient>> MakeModelClient(
+    const ModelEndpointConfig& config, const std::string& api_key);
+
+}  // namespace sinew::harness

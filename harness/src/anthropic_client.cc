@@ -1,0 +1,220 @@
+// Anthropic Messages API (POST {base_url}/messages, stream: true, tool_use blocks).
+#include <boost/json.hpp>
+#include <chrono>
+#include <map>
+
+#include "model_clients.h"
+#include "sse_parser.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+json::value ParsedOrEmptyObject(const std::string& text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return json::object();
+  return v;
+}
+
+uint64_t UintOf(const json::object& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) return 0;
+  if (it->value().is_uint64()) return it->value().as_uint64();
+  if (it->value().is_int64() && it->value().as_int64() > 0) return static_cast<uint64_t>(it->value().as_int64());
+  return 0;
+}
+
+std::string StringOf(const json::object& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->value().is_string()) return "";
+  return std::string(it->value().as_string());
+}
+
+class AnthropicClient final : public ModelClient {
+ public:
+  AnthropicClient(ModelEndpointConfig config, std::string api_key)
+      : config_(std::move(config)), api_key_(std::move(api_key)) {}
+
+  Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
+    const std::string body = json::serialize(RequestBody(call));
+    return RunWithRetries(config_, call, [&](ModelReply* reply) -> Result<HttpResponse> {
+      return Attempt(call, body, on_token, reply);
+    });
+  }
+
+ private:
+  // Messages must alternate user/assistant: tool results ride in user messages, and
+  // consecutive same-role messages are merged into one with several blocks.
+  json::object RequestBody(const ModelCall& call) const {
+    json::array messages;
+    std::string last_role;
+    for (const auto& m : call.messages) {
+      std::string role = m.role == ChatMessage::Role::kAssistant ? "assistant" : "user";
+      json::array blocks;
+      if (m.role == ChatMessage::Role::kTool) {
+        blocks.push_back(json::object{{"type", "tool_result"},
+                                      {"tool_use_id", m.tool_call_id},
+                                      {"content", m.text},
+                                      {"is_error", m.is_error}});
+      } else {
+        if (!m.text.empty()) blocks.push_back(json::object{{"type", "text"}, {"text", m.text}});
+        for (const auto& tc : m.tool_calls) {
+          blocks.push_back(json::object{{"type", "tool_use"},
+                                        {"id", tc.id},
+                                        {"name", tc.name},
+                                        {"input", ParsedOrEmptyObject(tc.input_json)}});
+        }
+        if (blocks.empty()) blocks.push_back(json::object{{"type", "text"}, {"text", "(empty)"}});
+      }
+      if (role == last_role && !messages.empty()) {
+        auto& content = messages.back().as_object()["content"].as_array();
+        for (auto& b : blocks) content.push_back(std::move(b));
+      } else {
+        messages.push_back(json::object{{"role", role}, {"content", std::move(blocks)}});
+      }
+      last_role = role;
+    }
+    json::object body{{"model", call.model},
+                      {"max_tokens", call.max_output_tokens},
+                      {"messages", std::move(messages)},
+                      {"stream", true}};
+    if (!call.system.empty()) body["system"] = call.system;
+    if (!call.tools.empty()) {
+      json::array tools;
+      for (const auto& t : call.tools) {
+        tools.push_back(json::object{{"name", t.name},
+                                     {"description", t.description},
+                                     {"input_schema", ParsedOrEmptyObject(t.input_schema_json)}});
+      }
+      body["tools"] = std::move(tools);
+    }
+    return body;
+  }
+
+  Result<HttpResponse> Attempt(const ModelCall& call, const std::string& body,
+                               const TokenCallback& on_token, ModelReply* reply) {
+    HttpRequest req;
+    req.method = "POST";
+    req.url = config_.base_url + "/messages";
+    req.headers = {"Content-Type: application/json", "Accept: text/event-stream",
+                   "anthropic-version: 2023-06-01"};
+    if (!api_key_.empty()) req.headers.push_back("x-api-key: " + api_key_);
+    req.body = body;
+    req.timeout_ms = config_.timeout_seconds * 1000;
+    req.cancelled = call.cancelled;
+    const auto start = std::chrono::steady_clock::now();
+    std::map<uint64_t, ModelToolCall> tool_blocks;
+    std::string error_body;
+    Status stream_error;
+    auto mark_first = [&] {
+      if (reply->time_to_first_token_ms < 0) {
+        reply->time_to_first_token_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - start)
+                                            .count();
+      }
+    };
+    SseParser parser([&](const std::string& event, const std::string& data) {
+      boost::system::error_code ec;
+      json::value v = json::parse(data, ec);
+      if (ec || !v.is_object()) {
+        stream_error = Status::Corruption("model stream sent data that is not JSON: " + data.substr(0, 200));
+        return false;
+      }
+      const auto& o = v.as_object();
+      const std::string type = StringOf(o, "type").empty() ? event : StringOf(o, "type");
+      if (type == "message_start") {
+        if (auto m = o.find("message"); m != o.end() && m->value().is_object()) {
+          if (auto u = m->value().as_object().find("usage");
+              u != m->value().as_object().end() && u->value().is_object()) {
+            reply->prompt_tokens = UintOf(u->value().as_object(), "input_tokens");
+            reply->cached_prompt_tokens = UintOf(u->value().as_object(), "cache_read_input_tokens");
+          }
+        }
+      } else if (type == "content_block_start") {
+        auto cb = o.find("content_block");
+        if (cb != o.end() && cb->value().is_object() &&
+            StringOf(cb->value().as_object(), "type") == "tool_use") {
+          mark_first();
+          ModelToolCall& tc = tool_blocks[UintOf(o, "index")];
+          tc.id = StringOf(cb->value().as_object(), "id");
+          tc.name = StringOf(cb->value().as_object(), "name");
+        }
+      } else if (type == "content_block_delta") {
+        auto d = o.find("delta");
+        if (d == o.end() || !d->value().is_object()) return true;
+        const auto& delta = d->value().as_object();
+        const std::string dtype = StringOf(delta, "type");
+        if (dtype == "text_delta") {
+          const std::string text = StringOf(delta, "text");
+          if (!text.empty()) {
+            mark_first();
+            reply->text += text;
+            if (on_token) on_token(text);
+          }
+        } else if (dtype == "input_json_delta") {
+          tool_blocks[UintOf(o, "index")].input_json += StringOf(delta, "partial_json");
+        }
+      } else if (type == "message_delta") {
+        if (auto d = o.find("delta"); d != o.end() && d->value().is_object()) {
+          const std::string stop = StringOf(d->value().as_object(), "stop_reason");
+          if (!stop.empty()) reply->stop_reason = stop;
+        }
+        if (auto u = o.find("usage"); u != o.end() && u->value().is_object()) {
+          reply->completion_tokens = UintOf(u->value().as_object(), "output_tokens");
+        }
+      } else if (type == "error") {
+        std::string message = data;
+        if (auto e = o.find("error"); e != o.end() && e->value().is_object()) {
+          message = StringOf(e->value().as_object(), "type") + ": " +
+                    StringOf(e->value().as_object(), "message");
+        }
+        stream_error = Status::Unavailable("model stream reported an error: " + message);
+        return false;
+      }
+      return true;
+    });
+    auto response = PerformHttp(req, [&](std::string_view chunk) {
+      if (error_body.size() < 4096) error_body.append(chunk.substr(0, 4096 - error_body.size()));
+      return parser.Feed(chunk);
+    });
+    if (!response.ok()) {
+      if (!stream_error.ok()) {
+        if (stream_error.code() == StatusCode::kUnavailable) {
+          HttpResponse overloaded;  // an in-stream error (e.g. overloaded_error) is retried
+          overloaded.status = 529;
+          overloaded.body = stream_error.message();
+          return overloaded;
+        }
+        return stream_error;
+      }
+      return response;
+    }
+    if (response->status < 200 || response->status >= 300) {
+      response->body = error_body;
+      return response;
+    }
+    parser.Feed("\n\n");
+    if (!stream_error.ok()) return stream_error;
+    for (auto& [index, tc] : tool_blocks) {
+      if (tc.input_json.empty()) tc.input_json = "{}";
+      if (tc.id.empty()) tc.id = "toolu_" + std::to_string(call.turn) + "_" + std::to_string(index);
+      reply->tool_calls.push_back(std::move(tc));
+    }
+    if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
+    return response;
+  }
+
+  const ModelEndpointConfig config_;
+  const std::string api_key_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelClient> NewAnthropicClient(const ModelEndpointConfig& config,
+                                                std::string api_key) {
+  return std::make_unique<AnthropicClient>(config, std::move(api_key));
+}
+
+}  // namespace sinew::harness

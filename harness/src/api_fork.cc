@@ -1,0 +1,176 @@
+// ApiHandler: fork and import (sessions made from other sessions' events).
+#include <google/protobuf/util/json_util.h>
+
+#include <sstream>
+
+#include "api_handler.h"
+#include "json_util.h"
+#include "session_log.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+ApiResponse Created(const v1::Session& s) {
+  ApiResponse r;
+  r.status = 201;
+  r.body = json::serialize(json::object{{"session", SessionToJson(s)}});
+  return r;
+}
+
+// Appends `events` (each with its seq set, or 0) in batches of at most 1000.
+Status AppendAll(store::SessionStore* store, const std::string& id, uint64_t next_seq,
+                 std::vector<v1::Event>& events) {
+  for (size_t start = 0; start < events.size(); start += 1000) {
+    v1::AppendRequest req;
+    req.set_session_id(id);
+    req.set_expected_next_seq(next_seq);
+    const size_t end = std::min(events.size(), start + 1000);
+    for (size_t i = start; i < end; ++i) *req.add_events() = events[i];
+    SINEW_ASSIGN_OR_RETURN(v1::AppendResponse resp, store->Append(req));
+    next_seq = resp.last_seq() + 1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const std::string& tenant) {
+  auto meta = OwnedSession(id, tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  auto body = ParseObject(r.body, "request body");
+  if (!body.ok()) return FromStatus(body.status());
+  Status s = RejectUnknownKeys(*body, "at_seq,model,message", "body");
+  uint64_t at_seq = 0;
+  std::string model, message;
+  if (s.ok()) s = ReadUint(*body, "at_seq", "body", UINT64_MAX / 2, &at_seq);
+  if (s.ok()) s = ReadString(*body, "model", "body", &model);
+  if (s.ok()) s = ReadString(*body, "message", "body", &message);
+  if (!s.ok()) return FromStatus(s);
+  if (at_seq < 1 || at_seq >= meta->next_seq()) {
+    return Error(400, "invalid_argument", "body.at_seq is required and must be in [1, " +
+                                              std::to_string(meta->next_seq() - 1) + "]");
+  }
+  if (!model.empty() && !deps_.config->models.count(model)) {
+    return Error(400, "invalid_argument", "body.model '" + model + "' is not configured");
+  }
+  std::vector<v1::Event> events;
+  uint64_t from = 1;
+  while (from <= at_seq) {
+    v1::GetEventsRequest req;
+    req.set_session_id(id);
+    req.set_from_seq(from);
+    req.set_to_seq(at_seq);
+    auto resp = deps_.store->GetEvents(req);
+    if (!resp.ok()) return FromStatus(resp.status());
+    if (resp->events_size() == 0) break;
+    for (auto& ev : *resp->mutable_events()) events.push_back(std::move(ev));
+    from = events.back().seq() + 1;
+  }
+  if (events.empty() || !events.front().has_session_created()) {
+    return Error(500, "internal", "session " + id + " does not start with session_created");
+  }
+  const v1::SessionCreated& created = events.front().session_created();
+  std::string task_json = created.task_json();
+  if (!model.empty()) {
+    auto task = ParseObject(task_json, "task_json");
+    if (task.ok()) {
+      (*task)["model"] = model;
+      task_json = json::serialize(*task);
+    }
+  }
+  v1::CreateSessionRequest req;
+  req.set_tenant(tenant);
+  req.set_title(created.title());
+  *req.mutable_metadata() = created.metadata();
+  req.set_task_json(task_json);
+  req.set_forked_from_session(id);
+  req.set_forked_at_seq(at_seq);
+  auto fork = deps_.store->CreateSession(req);
+  if (!fork.ok()) return FromStatus(fork.status());
+  std::vector<v1::Event> copies;
+  for (size_t i = 1; i < events.size(); ++i) {
+    v1::Event ev = events[i];
+    ev.clear_seq();
+    ev.clear_session_id();
+    copies.push_back(std::move(ev));
+  }
+  v1::Event queued;
+  queued.mutable_status_change()->set_from(v1::SESSION_STATUS_UNSPECIFIED);
+  queued.mutable_status_change()->set_to(v1::SESSION_STATUS_QUEUED);
+  queued.mutable_status_change()->set_reason("forked from " + id + " at seq " + std::to_string(at_seq));
+  copies.push_back(std::move(queued));
+  if (!message.empty()) {
+    v1::Event ev;
+    ev.mutable_user_message()->set_text(deps_.vault->Redact(message));
+    copies.push_back(std::move(ev));
+  }
+  Status appended = AppendAll(deps_.store, fork->id(), 2, copies);
+  if (!appended.ok()) return FromStatus(appended);
+  auto after = deps_.store->GetSession(fork->id());
+  if (!after.ok()) return FromStatus(after.status());
+  control_->Wake(fork->id());
+  return Created(*after);
+}
+
+ApiResponse ApiHandler::Import(const ApiRequest& r, const std::string& tenant) {
+  std::vector<v1::Event> events;
+  std::istringstream in(r.body);
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    v1::Event ev;
+    auto parsed = google::protobuf::util::JsonStringToMessage(line, &ev);
+    if (!parsed.ok()) {
+      return Error(400, "invalid_argument", "line " + std::to_string(line_no) +
+                                                " is not an Event JSON: " + std::string(parsed.message()));
+    }
+    events.push_back(std::move(ev));
+  }
+  if (events.empty()) return Error(400, "invalid_argument", "the body holds no events");
+  if (!events.front().has_session_created() || events.front().seq() != 1) {
+    return Error(400, "invalid_argument", "event 1 must be a session_created event with seq 1");
+  }
+  const std::string id = events.front().session_id();
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].seq() != i + 1) {
+      return Error(400, "invalid_argument", "line " + std::to_string(i + 1) + " has seq " +
+                                                std::to_string(events[i].seq()) + "; seqs must run 1, 2, 3, ...");
+    }
+    if (events[i].session_id() != id) {
+      return Error(400, "invalid_argument", "line " + std::to_string(i + 1) + " belongs to another session");
+    }
+  }
+  const v1::SessionCreated& created = events.front().session_created();
+  if (created.tenant() != tenant) {
+    return Error(400, "invalid_argument", "the session belongs to tenant '" + created.tenant() +
+                                              "'; import it with an API key of that tenant");
+  }
+  v1::CreateSessionRequest req;
+  req.set_tenant(created.tenant());
+  req.set_title(created.title());
+  *req.mutable_metadata() = created.metadata();
+  req.set_task_json(created.task_json());
+  req.set_forked_from_session(created.forked_from_session());
+  req.set_forked_at_seq(created.forked_at_seq());
+  req.set_session_id(id);
+  req.set_created_unix_ms(events.front().timestamp_unix_ms());
+  auto meta = deps_.store->CreateSession(req);
+  if (!meta.ok()) {
+    if (meta.status().code() == StatusCode::kAlreadyExists) {
+      return Error(409, "conflict", "session " + id + " already exists in this store");
+    }
+    return FromStatus(meta.status());
+  }
+  std::vector<v1::Event> rest(events.begin() + 1, events.end());
+  Status appended = AppendAll(deps_.store, id, 2, rest);
+  if (!appended.ok()) return FromStatus(appended);
+  auto after = deps_.store->GetSession(id);
+  if (!after.ok()) return FromStatus(after.status());
+  return Created(*after);
+}
+
+}  // namespace sinew::harness

@@ -1,0 +1,256 @@
+// ApiHandler: routing, authentication, errors, health, metrics and the event stream.
+#include "api_handler.h"
+
+#include <curl/curl.h>
+
+#include <chrono>
+
+#include "json_util.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+bool IsSessionId(std::string_view id) {
+  if (id.size() != 32) return false;
+  for (char c : id) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> SplitPath(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string_view::npos) slash = path.size();
+    if (slash > pos) parts.emplace_back(path.substr(pos, slash - pos));
+    pos = slash + 1;
+  }
+  return parts;
+}
+
+ApiResponse Json(int status, const json::object& body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = json::serialize(body);
+  return r;
+}
+
+}  // namespace
+
+std::string QueryParam(const std::string& query, const std::string& key, bool* present) {
+  if (present != nullptr) *present = false;
+  size_t pos = 0;
+  while (pos <= query.size()) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string::npos) amp = query.size();
+    std::string_view pair(query.data() + pos, amp - pos);
+    size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == key) {
+      if (present != nullptr) *present = true;
+      if (eq == std::string_view::npos) return "";
+      std::string raw(pair.substr(eq + 1));
+      for (auto& c : raw) {
+        if (c == '+') c = ' ';
+      }
+      int length = 0;
+      char* decoded = curl_easy_unescape(nullptr, raw.c_str(), static_cast<int>(raw.size()), &length);
+      if (decoded == nullptr) return raw;
+      std::string out(decoded, static_cast<size_t>(length));
+      curl_free(decoded);
+      return out;
+    }
+    pos = amp + 1;
+  }
+  return "";
+}
+
+ApiResponse ApiHandler::Error(int http_status, const std::string& code, const std::string& message) {
+  return Json(http_status, json::object{{"error", json::object{{"code", code}, {"message", message}}}});
+}
+
+ApiResponse ApiHandler::FromStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return Error(400, "invalid_argument", s.message());
+    case StatusCode::kNotFound:
+    case StatusCode::kPermissionDenied:
+      return Error(404, "not_found", s.message());
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted:
+      return Error(409, "conflict", s.message());
+    case StatusCode::kUnauthenticated:
+      return Error(401, "unauthenticated", s.message());
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kResourceExhausted:
+      return Error(503, "unavailable", s.message());
+    default:
+      return Error(500, "internal", s.message());
+  }
+}
+
+Result<std::string> ApiHandler::Authenticate(const ApiRequest& r) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (r.authorization.empty()) {
+    return Status::Unauthenticated("missing Authorization header; send 'Authorization: Bearer <api key>'");
+  }
+  if (r.authorization.compare(0, kBearer.size(), kBearer) != 0) {
+    return Status::Unauthenticated("Authorization must be 'Bearer <api key>'");
+  }
+  auto it = deps_.config->api_keys.find(r.authorization.substr(kBearer.size()));
+  if (it == deps_.config->api_keys.end()) return Status::Unauthenticated("unknown API key");
+  return it->second;
+}
+
+Result<v1::Session> ApiHandler::OwnedSession(const std::string& id, const std::string& tenant) const {
+  if (!IsSessionId(id)) return Status::NotFound("no session '" + id + "' (ids are 32 lower-case hex digits)");
+  auto meta = deps_.store->GetSession(id);
+  if (!meta.ok()) {
+    if (meta.status().code() == StatusCode::kNotFound) return Status::NotFound("no session " + id);
+    return meta.status();
+  }
+  // Another tenant's session is indistinguishable from a missing one.
+  if (meta->tenant() != tenant) return Status::NotFound("no session " + id);
+  return meta;
+}
+
+bool ApiHandler::IsStream(const ApiRequest& r) {
+  const std::string path = r.target.substr(0, r.target.find('?'));
+  auto parts = SplitPath(path);
+  return r.method == "GET" && parts.size() == 5 && parts[0] == "v1" && parts[1] == "sessions" &&
+         parts[3] == "events" && parts[4] == "stream";
+}
+
+ApiResponse ApiHandler::Handle(const ApiRequest& r) {
+  const size_t q = r.target.find('?');
+  const std::string path = r.target.substr(0, q);
+  const std::string query = q == std::string::npos ? "" : r.target.substr(q + 1);
+  auto parts = SplitPath(path);
+  auto only = [&](const char* method) -> std::optional<ApiResponse> {
+    if (r.method == method) return std::nullopt;
+    return Error(405, "method_not_allowed", r.method + " is not allowed on " + path + "; use " + method);
+  };
+  if (path == "/healthz") {
+    if (auto e = only("GET")) return *e;
+    return Json(200, json::object{{"status", "ok"}});
+  }
+  if (path == "/readyz") {
+    if (auto e = only("GET")) return *e;
+    Status ready = control_->Ready();
+    if (!ready.ok()) return Error(503, "unavailable", ready.message());
+    return Json(200, json::object{{"status", "ready"}});
+  }
+  if (path == "/metrics") {
+    if (auto e = only("GET")) return *e;
+    ApiResponse m;
+    m.content_type = "text/plain; version=0.0.4";
+    m.body = deps_.metrics->Render(control_->SessionsByStatusMetrics());
+    return m;
+  }
+  if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "sessions") {
+    return Error(404, "not_found", "no such endpoint: " + path);
+  }
+  auto tenant = Authenticate(r);
+  if (!tenant.ok()) return FromStatus(tenant.status());
+  const bool has_body = r.method == "POST";
+  auto needs_json = [&]() -> std::optional<ApiResponse> {
+    if (r.content_type.rfind("application/json", 0) != 0) {
+      return Error(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+    }
+    return std::nullopt;
+  };
+  if (parts.size() == 2) {
+    if (r.method == "POST") {
+      if (auto e = needs_json()) return *e;
+      return CreateSession(r, *tenant);
+    }
+    if (auto e = only("GET")) return Error(405, "method_not_allowed", "use GET or POST on /v1/sessions");
+    return ListSessions(query, *tenant);
+  }
+  if (parts.size() == 3 && parts[2] == "import") {
+    if (auto e = only("POST")) return *e;
+    if (r.content_type.rfind("application/x-ndjson", 0) != 0) {
+      return Error(415, "unsupported_media_type", "send the events as Content-Type: application/x-ndjson");
+    }
+    return Import(r, *tenant);
+  }
+  const std::string& id = parts[2];
+  if (parts.size() == 3) {
+    if (auto e = only("GET")) return *e;
+    return GetSession(id, *tenant);
+  }
+  if (parts.size() == 4 && parts[3] == "events") {
+    if (auto e = only("GET")) return *e;
+    return GetEvents(id, query, *tenant);
+  }
+  if (parts.size() == 4 && (parts[3] == "messages" || parts[3] == "cancel" || parts[3] == "fork")) {
+    if (auto e = only("POST")) return *e;
+    if (parts[3] == "cancel") return Cancel(r, id, *tenant);
+    if (auto e = needs_json(); e && has_body) return *e;
+    if (parts[3] == "messages") return PostMessage(r, id, *tenant);
+    return Fork(r, id, *tenant);
+  }
+  if (parts.size() == 5 && parts[3] == "events" && parts[4] == "stream") {
+    return Error(405, "method_not_allowed", "use GET on the event stream");
+  }
+  return Error(404, "not_found", "no such endpoint: " + path);
+}
+
+void ApiHandler::Stream(const ApiRequest& r, const std::function<void(const ApiResponse&)>& start,
+                        const std::function<bool(const std::string&)>& write) {
+  auto tenant = Authenticate(r);
+  if (!tenant.ok()) return start(FromStatus(tenant.status()));
+  const size_t q = r.target.find('?');
+  const std::string query = q == std::string::npos ? "" : r.target.substr(q + 1);
+  const std::string id = SplitPath(r.target.substr(0, q))[2];
+  auto meta = OwnedSession(id, *tenant);
+  if (!meta.ok()) return start(FromStatus(meta.status()));
+  std::string after_text = r.last_event_id;
+  bool has_after = false;
+  std::string from_query = QueryParam(query, "after", &has_after);
+  if (after_text.empty() && has_after) after_text = from_query;
+  uint64_t after = 0;
+  if (!after_text.empty()) {
+    char* end = nullptr;
+    after = std::strtoull(after_text.c_str(), &end, 10);
+    if (end == after_text.c_str() || *end != '\0' || after_text[0] == '-') {
+      return start(Error(400, "invalid_argument", "Last-Event-ID / after must be a sequence number"));
+    }
+  }
+  auto watcher = deps_.store->Watch(id, after + 1);
+  if (!watcher.ok()) return start(FromStatus(watcher.status()));
+  ApiResponse ok;
+  ok.content_type = "text/event-stream";
+  start(ok);
+  v1::Event ev;
+  int idle_seconds = 0;
+  while (!deps_.stopping->load()) {
+    // Wait in one-second slices so that a stopping harness is noticed promptly.
+    auto got = (*watcher)->Next(&ev, std::chrono::seconds(1));
+    if (!got.ok()) return;
+    if (!*got) {
+      if (++idle_seconds >= 15) {
+        idle_seconds = 0;
+        if (!write(": keepalive\n\n")) return;
+      }
+      continue;
+    }
+    idle_seconds = 0;
+    const std::string chunk = "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() +
+                              "\ndata: " + EventToJson(ev) + "\n\n";
+    if (!write(chunk)) return;
+    if (ev.has_status_change() && IsTerminal(ev.status_change().to())) {
+      // The end, unless the session went on after this (a later message woke it).
+      auto now = deps_.store->GetSession(id);
+      if (now.ok() && now->next_seq() == ev.seq() + 1) return;
+    }
+  }
+}
+
+}  // namespace sinew::harness

@@ -1,0 +1,94 @@
+// ApiHandler: the REST API of docs/harness-openapi.yaml as a function from request to
+// response (the event stream aside, which writes as it goes). No I/O of its own apart
+// from the store and, for forwarded requests, the harness that drives a session.
+//
+// Thread-safety: Handle and Stream may be called from many threads at once.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "harness_deps.h"
+
+namespace sinew::harness {
+
+struct ApiRequest {
+  std::string method;
+  std::string target;  // path and query
+  std::string authorization;
+  std::string content_type;
+  std::string last_event_id;
+  bool forwarded = false;  // came from another harness (never forwarded again)
+  std::string body;
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// What the handler needs from the harness process around it.
+class SessionControl {
+ public:
+  virtual ~SessionControl() = default;
+  virtual void Wake(const std::string& session_id) = 0;
+  // Hand input to this process's driver of the session; false when none drives it here.
+  virtual bool DeliverMessage(const std::string& session_id, const std::string& text) = 0;
+  virtual bool DeliverCancel(const std::string& session_id, const std::string& reason) = 0;
+  [[nodiscard]] virtual Status Ready() = 0;
+  virtual std::string SessionsByStatusMetrics() = 0;
+};
+
+class ApiHandler {
+ public:
+  // `deps` is not owned and outlives the handler; its owner field may be set after
+  // construction, before the first request that needs it.
+  ApiHandler(const HarnessDeps* deps, SessionControl* control) : deps_(*deps), control_(control) {}
+
+  ApiResponse Handle(const ApiRequest& request);
+
+  // True when `request` asks for the event stream (GET .../events/stream).
+  static bool IsStream(const ApiRequest& request);
+  // Serves the event stream: calls `start(response)` once: a non-200 response means an
+  // error to send as is; a 200 means "send stream headers". Then `write(chunk)` for each
+  // SSE chunk until the stream ends or write returns false (the client left).
+  void Stream(const ApiRequest& request, const std::function<void(const ApiResponse&)>& start,
+              const std::function<bool(const std::string&)>& write);
+
+  static ApiResponse Error(int http_status, const std::string& code, const std::string& message);
+  static ApiResponse FromStatus(const Status& status);
+
+ private:
+  // Routing helpers (api_handler.cc).
+  Result<std::string> Authenticate(const ApiRequest& request) const;
+  // The session, if it exists and belongs to `tenant` (404 otherwise).
+  Result<v1::Session> OwnedSession(const std::string& id, const std::string& tenant) const;
+
+  // Endpoints (api_sessions.cc).
+  ApiResponse CreateSession(const ApiRequest& r, const std::string& tenant);
+  ApiResponse ListSessions(const std::string& query, const std::string& tenant);
+  ApiResponse GetSession(const std::string& id, const std::string& tenant);
+  ApiResponse GetEvents(const std::string& id, const std::string& query, const std::string& tenant);
+  ApiResponse PostMessage(const ApiRequest& r, const std::string& id, const std::string& tenant);
+  ApiResponse Cancel(const ApiRequest& r, const std::string& id, const std::string& tenant);
+  ApiResponse Fork(const ApiRequest& r, const std::string& id, const std::string& tenant);
+  ApiResponse Import(const ApiRequest& r, const std::string& tenant);
+  // Appends `events` to a session nobody drives here, under a short lease of our own;
+  // when another harness drives it, forwards `r` there. Sets *forwarded then.
+  Result<v1::Session> AppendUndriven(const ApiRequest& r, const std::string& id,
+                                     std::vector<v1::Event> events, bool reject_terminal,
+                                     ApiResponse* forwarded);
+
+  const HarnessDeps& deps_;
+  SessionControl* control_;  // not owned
+};
+
+// Query helpers: the value of `key` in a query string ("" when absent), percent-decoded.
+std::string QueryParam(const std::string& query, const std::string& key, bool* present = nullptr);
+
+}  // namespace sinew::harness

@@ -1,0 +1,232 @@
+// ApiHandler: the /v1/sessions endpoints.
+#include <google/protobuf/util/json_util.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "api_handler.h"
+#include "curl_http.h"
+#include "json_util.h"
+#include "session_log.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+ApiResponse SessionResponse(int status, const v1::Session& s) {
+  ApiResponse r;
+  r.status = status;
+  r.body = json::serialize(json::object{{"session", SessionToJson(s)}});
+  return r;
+}
+
+// Parses a decimal query value; kInvalidArgument names it.
+Result<uint64_t> QueryUint(const std::string& query, const char* key, uint64_t fallback, uint64_t min,
+                           uint64_t max) {
+  bool present = false;
+  std::string text = QueryParam(query, key, &present);
+  if (!present) return fallback;
+  char* end = nullptr;
+  uint64_t v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || v < min || v > max) {
+    return Status::InvalidArgument(std::string("query parameter ") + key + " must be an integer in [" +
+                                   std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return v;
+}
+
+// The lease owner named in the store's "is leased to '<owner>'" refusal.
+std::string LeaseOwnerOf(const std::string& message) {
+  const std::string marker = "leased to '";
+  size_t start = message.find(marker);
+  if (start == std::string::npos) return "";
+  start += marker.size();
+  size_t end = message.find('\'', start);
+  return end == std::string::npos ? "" : message.substr(start, end - start);
+}
+
+}  // namespace
+
+ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
+  auto task = ParseTaskRequest(r.body, *deps_.config);
+  if (!task.ok()) return FromStatus(task.status());
+  // Secrets never reach the log, not even when a user pastes one into a task.
+  task->prompt = deps_.vault->Redact(task->prompt);
+  task->title = deps_.vault->Redact(task->title);
+  task->system = deps_.vault->Redact(task->system);
+  for (auto& [k, v] : task->metadata) v = deps_.vault->Redact(v);
+  v1::CreateSessionRequest req;
+  req.set_tenant(tenant);
+  req.set_title(task->title.empty() ? task->prompt.substr(0, 80) : task->title);
+  for (const auto& [k, v] : task->metadata) (*req.mutable_metadata())[k] = v;
+  req.set_task_json(TaskToJson(*task));
+  req.set_initial_status(v1::SESSION_STATUS_QUEUED);
+  // One write: the task (prompt included) is event 1; the driver writes the prompt's
+  // user_message together with its first model_request.
+  auto meta = deps_.store->CreateSession(req);
+  if (!meta.ok()) return FromStatus(meta.status());
+  deps_.metrics->Add("sinew_harness_sessions_created_total", "");
+  control_->Wake(meta->id());
+  return SessionResponse(201, *meta);
+}
+
+ApiResponse ApiHandler::ListSessions(const std::string& query, const std::string& tenant) {
+  v1::ListSessionsRequest req;
+  req.set_tenant(tenant);
+  bool has_status = false;
+  const std::string status = QueryParam(query, "status", &has_status);
+  if (has_status) {
+    v1::SessionStatus s = StatusFromName(status);
+    if (s == v1::SESSION_STATUS_UNSPECIFIED) {
+      return Error(400, "invalid_argument",
+                   "status must be one of queued, running, waiting_for_input, completed, failed, cancelled");
+    }
+    req.set_status(s);
+  }
+  auto limit = QueryUint(query, "limit", 50, 1, 1000);
+  if (!limit.ok()) return FromStatus(limit.status());
+  req.set_page_size(static_cast<uint32_t>(*limit));
+  req.set_page_token(QueryParam(query, "page_token"));
+  auto resp = deps_.store->ListSessions(req);
+  if (!resp.ok()) return FromStatus(resp.status());
+  json::array sessions;
+  for (const auto& s : resp->sessions()) sessions.push_back(SessionToJson(s));
+  ApiResponse out;
+  out.body = json::serialize(
+      json::object{{"sessions", std::move(sessions)}, {"next_page_token", resp->next_page_token()}});
+  return out;
+}
+
+ApiResponse ApiHandler::GetSession(const std::string& id, const std::string& tenant) {
+  auto meta = OwnedSession(id, tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  return SessionResponse(200, *meta);
+}
+
+ApiResponse ApiHandler::GetEvents(const std::string& id, const std::string& query,
+                                  const std::string& tenant) {
+  auto meta = OwnedSession(id, tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  auto after = QueryUint(query, "after", 0, 0, UINT64_MAX / 2);
+  if (!after.ok()) return FromStatus(after.status());
+  auto limit = QueryUint(query, "limit", 100, 1, 1000);
+  if (!limit.ok()) return FromStatus(limit.status());
+  v1::GetEventsRequest req;
+  req.set_session_id(id);
+  req.set_from_seq(*after + 1);
+  req.set_limit(static_cast<uint32_t>(*limit));
+  Result<v1::GetEventsResponse> resp = v1::GetEventsResponse();
+  if (*after + 1 < meta->next_seq()) {
+    resp = deps_.store->GetEvents(req);
+    if (!resp.ok()) return FromStatus(resp.status());
+  }
+  std::string body = "{\"events\":[";
+  for (int i = 0; i < resp->events_size(); ++i) {
+    if (i > 0) body += ",";
+    body += EventToJson(resp->events(i));
+  }
+  body += "],\"next_seq\":" + std::to_string(resp->events_size() > 0 ? resp->next_seq() : meta->next_seq()) + "}";
+  ApiResponse out;
+  out.body = std::move(body);
+  return out;
+}
+
+Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::string& id,
+                                               std::vector<v1::Event> events, bool reject_terminal,
+                                               ApiResponse* forwarded) {
+  const std::string api_owner = deps_.owner + "/api";
+  const auto ttl = std::chrono::milliseconds(deps_.config->lease_ttl_ms);
+  auto lease = deps_.store->AcquireLease(id, api_owner, ttl);
+  if (!lease.ok()) {
+    const std::string owner = LeaseOwnerOf(lease.status().message());
+    const size_t hash = owner.find('#');
+    if (lease.status().code() != StatusCode::kFailedPrecondition || r.forwarded || hash == std::string::npos ||
+        owner.rfind("http://", 0) != 0) {
+      return lease.status().code() == StatusCode::kFailedPrecondition
+                 ? Status::FailedPrecondition("session " + id + " is being driven by another harness; retry")
+                 : lease.status();
+    }
+    // Another harness drives it: hand the request to that harness.
+    HttpRequest fwd;
+    fwd.method = "POST";
+    fwd.url = owner.substr(0, hash) + r.target;
+    fwd.headers = {"Authorization: " + r.authorization, "Content-Type: " + r.content_type,
+                   "X-Sinew-Forwarded: 1"};
+    fwd.body = r.body;
+    fwd.timeout_ms = 10000;
+    auto resp = PerformHttp(fwd);
+    if (!resp.ok()) return Status::Unavailable("the harness driving session " + id + " did not answer: " +
+                                               resp.status().message());
+    forwarded->status = static_cast<int>(resp->status);
+    forwarded->body = resp->body;
+    return Status::Aborted("forwarded");
+  }
+  auto release = [&] { (void)deps_.store->ReleaseLease(id, api_owner, lease->epoch()); };
+  auto meta = deps_.store->GetSession(id);
+  if (!meta.ok()) {
+    release();
+    return meta.status();
+  }
+  if (reject_terminal && IsTerminal(meta->status())) {
+    release();
+    return Status::FailedPrecondition("session " + id + " is already " + StatusToName(meta->status()));
+  }
+  for (auto& ev : events) {
+    if (ev.has_status_change()) ev.mutable_status_change()->set_from(meta->status());
+  }
+  v1::AppendRequest req;
+  req.set_session_id(id);
+  req.set_expected_next_seq(meta->next_seq());
+  req.set_lease_epoch(lease->epoch());
+  for (auto& ev : events) *req.add_events() = std::move(ev);
+  auto appended = deps_.store->Append(req);
+  release();
+  if (!appended.ok()) return appended.status();
+  return deps_.store->GetSession(id);
+}
+
+ApiResponse ApiHandler::PostMessage(const ApiRequest& r, const std::string& id, const std::string& tenant) {
+  auto meta = OwnedSession(id, tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  auto body = ParseObject(r.body, "request body");
+  if (!body.ok()) return FromStatus(body.status());
+  Status keys = RejectUnknownKeys(*body, "text", "body");
+  if (!keys.ok()) return FromStatus(keys);
+  std::string text;
+  Status read = ReadString(*body, "text", "body", &text);
+  if (!read.ok()) return FromStatus(read);
+  if (text.empty()) return Error(400, "invalid_argument", "body.text is required (a non-empty string)");
+  if (control_->DeliverMessage(id, text)) return SessionResponse(202, *meta);
+  v1::Event ev;
+  ev.mutable_user_message()->set_text(deps_.vault->Redact(text));
+  ApiResponse forwarded;
+  auto after = AppendUndriven(r, id, {ev}, false, &forwarded);
+  if (!after.ok()) {
+    if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
+    return FromStatus(after.status());
+  }
+  control_->Wake(id);
+  return SessionResponse(202, *after);
+}
+
+ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const std::string& tenant) {
+  auto meta = OwnedSession(id, tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  if (IsTerminal(meta->status())) {
+    return Error(409, "conflict", "session " + id + " is already " + StatusToName(meta->status()));
+  }
+  if (control_->DeliverCancel(id, "cancelled by the user")) return SessionResponse(202, *meta);
+  v1::Event ev;
+  ev.mutable_status_change()->set_to(v1::SESSION_STATUS_CANCELLED);
+  ev.mutable_status_change()->set_reason("cancelled by the user");
+  ApiResponse forwarded;
+  auto after = AppendUndriven(r, id, {ev}, true, &forwarded);
+  if (!after.ok()) {
+    if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
+    return FromStatus(after.status());
+  }
+  return SessionResponse(202, *after);
+}
+
+}  // namespace sinew::harness

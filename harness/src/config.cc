@@ -1,0 +1,200 @@
+#include "sinew/harness/config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "json_util.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+const json::object* ChildObject(const json::object& obj, const char* key, Status* error) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return nullptr;
+  if (!it->value().is_object()) {
+    *error = Status::InvalidArgument(std::string("config.") + key + " must be an object");
+    return nullptr;
+  }
+  return &it->value().as_object();
+}
+
+Status ParseModel(const std::string& name, const json::object& o, ModelEndpointConfig* m) {
+  const std::string where = "config.models." + name;
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
+      o,
+      "kind,base_url,model,api_key_secret,script,context_tokens,max_output_tokens,"
+      "timeout_seconds,max_retries,backoff_ms,tools",
+      where));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "kind", where, &m->kind));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "base_url", where, &m->base_url));
+  m->model = name;
+  SINEW_RETURN_IF_ERROR(ReadString(o, "model", where, &m->model));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "api_key_secret", where, &m->api_key_secret));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "script", where, &m->script));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "context_tokens", where, &m->context_tokens));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_output_tokens", where, &m->max_output_tokens));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "timeout_seconds", where, &m->timeout_seconds));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_retries", where, &m->max_retries));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "backoff_ms", where, &m->backoff_ms));
+  SINEW_RETURN_IF_ERROR(ReadBool(o, "tools", where, &m->tools));
+  if (m->kind != "openai" && m->kind != "anthropic" && m->kind != "scripted") {
+    return Status::InvalidArgument(where + ".kind must be \"openai\", \"anthropic\" or \"scripted\"");
+  }
+  if (m->kind == "scripted" && m->script.empty()) {
+    return Status::InvalidArgument(where + ".script is required for a scripted model");
+  }
+  if (m->kind != "scripted" && m->base_url.empty()) {
+    return Status::InvalidArgument(where + ".base_url is required for kind " + m->kind);
+  }
+  if (m->context_tokens < 256) {
+    return Status::InvalidArgument(where + ".context_tokens must be at least 256");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HarnessConfig> ParseConfig(const std::string& json_text) {
+  SINEW_ASSIGN_OR_RETURN(json::object root, ParseObject(json_text, "config"));
+  const std::string where = "config";
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
+      root,
+      "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
+      "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
+      "max_connections",
+      where));
+  HarnessConfig c;
+  SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
+  SINEW_RETURN_IF_ERROR(ReadString(root, "advertise_url", where, &c.advertise_url));
+  SINEW_RETURN_IF_ERROR(ReadString(root, "default_model", where, &c.default_model));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "lease_ttl_ms", where, &c.lease_ttl_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "scan_interval_ms", where, &c.scan_interval_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "workers", where, &c.workers));
+  SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c.max_request_bytes));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c.read_timeout_seconds));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c.max_connections));
+  Status error;
+  if (const json::object* s = ChildObject(root, "store", &error)) {
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,durability", "config.store"));
+    SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.store", &c.store_address));
+    SINEW_RETURN_IF_ERROR(ReadString(*s, "dir", "config.store", &c.store_dir));
+    SINEW_RETURN_IF_ERROR(ReadString(*s, "durability", "config.store", &c.store_durability));
+  }
+  if (const json::object* s = ChildObject(root, "sandboxd", &error)) {
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address", "config.sandboxd"));
+    SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c.sandboxd_address));
+  }
+  if (const json::object* keys = ChildObject(root, "api_keys", &error)) {
+    for (const auto& kv : *keys) {
+      if (!kv.value().is_string() || kv.value().as_string().empty()) {
+        return Status::InvalidArgument("config.api_keys values must be tenant names");
+      }
+      c.api_keys[std::string(kv.key())] = std::string(kv.value().as_string());
+    }
+  }
+  if (const json::object* models = ChildObject(root, "models", &error)) {
+    for (const auto& kv : *models) {
+      if (!kv.value().is_object()) {
+        return Status::InvalidArgument("config.models." + std::string(kv.key()) + " must be an object");
+      }
+      ModelEndpointConfig m;
+      SINEW_RETURN_IF_ERROR(ParseModel(std::string(kv.key()), kv.value().as_object(), &m));
+      c.models[std::string(kv.key())] = m;
+    }
+  }
+  if (const json::object* secrets = ChildObject(root, "secrets", &error)) {
+    for (const auto& kv : *secrets) {
+      std::string name(kv.key());
+      const std::string sw = "config.secrets." + name;
+      if (!kv.value().is_object()) return Status::InvalidArgument(sw + " must be {\"value\"} or {\"env\"}");
+      const auto& so = kv.value().as_object();
+      SINEW_RETURN_IF_ERROR(RejectUnknownKeys(so, "value,env", sw));
+      std::string value, env;
+      SINEW_RETURN_IF_ERROR(ReadString(so, "value", sw, &value));
+      SINEW_RETURN_IF_ERROR(ReadString(so, "env", sw, &env));
+      if (!env.empty()) {
+        const char* v = std::getenv(env.c_str());
+        if (v == nullptr) {
+          return Status::NotFound(sw + " reads environment variable " + env + ", which is not set");
+        }
+        value = v;
+      }
+      if (value.empty()) return Status::InvalidArgument(sw + " is empty");
+      c.secrets[name] = value;
+    }
+  }
+  if (const json::object* http = ChildObject(root, "http_request", &error)) {
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*http, "allow", "config.http_request"));
+    auto it = http->find("allow");
+    if (it != http->end()) {
+      if (!it->value().is_array()) return Status::InvalidArgument("config.http_request.allow must be an array");
+      for (const auto& entry : it->value().as_array()) {
+        if (!entry.is_object()) return Status::InvalidArgument("config.http_request.allow[] must be objects");
+        const auto& eo = entry.as_object();
+        const std::string ew = "config.http_request.allow[]";
+        SINEW_RETURN_IF_ERROR(RejectUnknownKeys(eo, "host,secret,header,prefix", ew));
+        HttpAllowEntry e;
+        SINEW_RETURN_IF_ERROR(ReadString(eo, "host", ew, &e.host));
+        SINEW_RETURN_IF_ERROR(ReadString(eo, "secret", ew, &e.secret));
+        SINEW_RETURN_IF_ERROR(ReadString(eo, "header", ew, &e.header));
+        SINEW_RETURN_IF_ERROR(ReadString(eo, "prefix", ew, &e.prefix));
+        if (e.host.empty()) return Status::InvalidArgument(ew + ".host is required");
+        for (auto& ch : e.host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        c.http_allow.push_back(e);
+      }
+    }
+  }
+  if (const json::object* limits = ChildObject(root, "limits", &error)) {
+    SINEW_RETURN_IF_ERROR(
+        RejectUnknownKeys(*limits, "max_turns,max_output_tokens,max_wall_seconds", "config.limits"));
+    SINEW_RETURN_IF_ERROR(ReadUint32(*limits, "max_turns", "config.limits", &c.limits.max_turns));
+    SINEW_RETURN_IF_ERROR(ReadUint(*limits, "max_output_tokens", "config.limits", UINT64_MAX,
+                                   &c.limits.max_output_tokens));
+    SINEW_RETURN_IF_ERROR(
+        ReadUint32(*limits, "max_wall_seconds", "config.limits", &c.limits.max_wall_seconds));
+  }
+  SINEW_RETURN_IF_ERROR(error);
+  if (c.store_address.empty() == c.store_dir.empty()) {
+    return Status::InvalidArgument("config.store needs exactly one of \"address\" (sinew-store) or \"dir\" (embedded)");
+  }
+  if (c.store_durability != "sync" && c.store_durability != "async") {
+    return Status::InvalidArgument("config.store.durability must be \"sync\" or \"async\"");
+  }
+  if (c.api_keys.empty()) return Status::InvalidArgument("config.api_keys must map at least one key to a tenant");
+  if (c.models.empty()) return Status::InvalidArgument("config.models must name at least one model");
+  if (c.default_model.empty()) c.default_model = c.models.begin()->first;
+  if (!c.models.count(c.default_model)) {
+    return Status::InvalidArgument("config.default_model '" + c.default_model + "' is not in config.models");
+  }
+  for (const auto& [name, m] : c.models) {
+    if (!m.api_key_secret.empty() && !c.secrets.count(m.api_key_secret)) {
+      return Status::InvalidArgument("config.models." + name + ".api_key_secret names unknown secret '" +
+                                     m.api_key_secret + "'");
+    }
+  }
+  for (const auto& e : c.http_allow) {
+    if (!e.secret.empty() && !c.secrets.count(e.secret)) {
+      return Status::InvalidArgument("config.http_request.allow host " + e.host + " names unknown secret '" +
+                                     e.secret + "'");
+    }
+  }
+  if (c.lease_ttl_ms < 300) return Status::InvalidArgument("config.lease_ttl_ms must be at least 300");
+  if (c.workers == 0) return Status::InvalidArgument("config.workers must be at least 1");
+  if (c.read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
+  return c;
+}
+
+Result<HarnessConfig> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto parsed = ParseConfig(ss.str());
+  if (!parsed.ok()) return parsed.status().WithContext(path);
+  return parsed;
+}
+
+}  // namespace sinew::harness

@@ -1,0 +1,378 @@
+#include "driver.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/reflection.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "context_builder.h"
+#include "json_util.h"
+
+namespace sinew::harness {
+namespace {
+
+// Replaces every secret in every string field of `message`, recursively.
+void RedactStrings(google::protobuf::Message* message, const Vault& vault) {
+  const auto* reflection = message->GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(*message, &fields);
+  for (const auto* field : fields) {
+    using FD = google::protobuf::FieldDescriptor;
+    if (field->cpp_type() == FD::CPPTYPE_STRING) {
+      if (field->is_repeated()) {
+        for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
+          std::string v = reflection->GetRepeatedString(*message, field, i);
+          if (vault.Contains(v)) reflection->SetRepeatedString(message, field, i, vault.Redact(v));
+        }
+      } else {
+        std::string v = reflection->GetString(*message, field);
+        if (vault.Contains(v)) reflection->SetString(message, field, vault.Redact(v));
+      }
+    } else if (field->cpp_type() == FD::CPPTYPE_MESSAGE) {
+      if (field->is_repeated()) {
+        for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
+          RedactStrings(reflection->MutableRepeatedMessage(message, field, i), vault);
+        }
+      } else {
+        RedactStrings(reflection->MutableMessage(message, field), vault);
+      }
+    }
+  }
+}
+
+v1::Event StatusEvent(v1::SessionStatus from, v1::SessionStatus to, const std::string& reason) {
+  v1::Event ev;
+  ev.mutable_status_change()->set_from(from);
+  ev.mutable_status_change()->set_to(to);
+  ev.mutable_status_change()->set_reason(reason);
+  return ev;
+}
+
+v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o) {
+  v1::Event ev;
+  auto* r = ev.mutable_tool_result();
+  r->set_call_id(call_id);
+  r->set_output(o.output);
+  r->set_is_error(o.is_error);
+  r->set_exit_status(o.exit_status);
+  r->set_signal(o.signal);
+  r->set_truncated(o.truncated);
+  r->set_duration_ms(o.duration_ms);
+  return ev;
+}
+
+}  // namespace
+
+SessionDriver::SessionDriver(const HarnessDeps& deps, std::string session_id)
+    : deps_(deps), id_(std::move(session_id)) {}
+
+void SessionDriver::RequestCancel(std::string reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancel_requested_ = true;
+  cancel_reason_ = std::move(reason);
+  wake_requested_ = true;
+  abort_ = true;
+}
+
+void SessionDriver::PostMessage(std::string text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  inbox_.push_back(std::move(text));
+  wake_requested_ = true;
+}
+
+void SessionDriver::RequestWake() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wake_requested_ = true;
+}
+
+bool SessionDriver::TakeWork() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool work = wake_requested_ || !inbox_.empty() || cancel_requested_;
+  wake_requested_ = false;
+  return work;
+}
+
+bool SessionDriver::CancelRequested() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cancel_requested_;
+}
+
+void SessionDriver::RenewLease() {
+  const uint64_t epoch = epoch_.load();
+  if (epoch == 0 || fenced_) return;
+  auto lease = deps_.store->RenewLease(id_, deps_.owner, epoch,
+                                       std::chrono::milliseconds(deps_.config->lease_ttl_ms));
+  if (!lease.ok() && lease.status().code() == StatusCode::kAborted) {
+    spdlog::warn("session {}: lease lost ({}); stopping", id_, lease.status().message());
+    fenced_ = true;
+    abort_ = true;
+  }
+}
+
+void SessionDriver::Run() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_requested_ = false;
+  }
+  if (deps_.stopping->load()) return;
+  auto lease = deps_.store->AcquireLease(id_, deps_.owner,
+                                         std::chrono::milliseconds(deps_.config->lease_ttl_ms));
+  if (!lease.ok()) {
+    if (lease.status().code() != StatusCode::kFailedPrecondition) {
+      spdlog::warn("session {}: cannot acquire lease: {}", id_, lease.status().ToString());
+    }
+    return;
+  }
+  epoch_ = lease->epoch();
+  fenced_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abort_ = cancel_requested_;
+  }
+  Status s = Drive();
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kAborted) {
+      spdlog::warn("session {}: fenced out: {}", id_, s.message());
+    } else {
+      spdlog::error("session {}: {}", id_, deps_.vault->Redact(s.ToString()));
+      deps_.metrics->Add("sinew_harness_errors_total", "code=\"" + std::string(StatusCodeName(s.code())) + "\"");
+    }
+  }
+  if (!fenced_) (void)deps_.store->ReleaseLease(id_, deps_.owner, epoch_);
+  epoch_ = 0;
+  pending_.clear();
+  log_.clear();
+  log_.shrink_to_fit();
+}
+
+Status SessionDriver::LoadLog() {
+  log_.clear();
+  uint64_t from = 1;
+  while (true) {
+    v1::GetEventsRequest req;
+    req.set_session_id(id_);
+    req.set_from_seq(from);
+    req.set_limit(1000);
+    SINEW_ASSIGN_OR_RETURN(v1::GetEventsResponse resp, deps_.store->GetEvents(req));
+    for (auto& ev : *resp.mutable_events()) log_.push_back(std::move(ev));
+    next_seq_ = resp.next_seq();
+    if (log_.empty() || log_.back().seq() + 1 >= next_seq_) break;
+    from = log_.back().seq() + 1;
+  }
+  if (log_.empty() || !log_.front().has_session_created()) {
+    return Status::Corruption("session " + id_ + " does not start with session_created");
+  }
+  state_ = ReadLogState(log_);  // the status too: every change of it is an event
+  return Status::Ok();
+}
+
+Status SessionDriver::Append(std::vector<v1::Event> events) {
+  if (fenced_) return Status::Aborted("lease lost");
+  if (!pending_.empty()) {
+    events.insert(events.begin(), pending_.begin(), pending_.end());
+    pending_.clear();
+  }
+  v1::SessionStatus current = state_.status;
+  for (auto& ev : events) {
+    if (!ev.has_status_change()) continue;
+    ev.mutable_status_change()->set_from(current);
+    current = ev.status_change().to();
+  }
+  v1::AppendRequest req;
+  req.set_session_id(id_);
+  req.set_expected_next_seq(next_seq_);
+  req.set_lease_epoch(epoch_);
+  req.set_idempotency_key(deps_.owner + ":" + std::to_string(epoch_.load()) + ":" +
+                          std::to_string(next_seq_));
+  for (auto& ev : events) {
+    RedactStrings(&ev, *deps_.vault);
+    *req.add_events() = ev;
+  }
+  Result<v1::AppendResponse> resp = Status::Unavailable("not tried");
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    resp = deps_.store->Append(req);
+    if (resp.ok()) break;
+    const StatusCode code = resp.status().code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
+  }
+  if (!resp.ok()) {
+    if (resp.status().code() == StatusCode::kAborted) {
+      fenced_ = true;
+      abort_ = true;
+    }
+    return resp.status();
+  }
+  const int64_t now = NowUnixMs();
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].set_seq(resp->first_seq() + i);
+    events[i].set_session_id(id_);
+    events[i].set_timestamp_unix_ms(now);
+    events[i].set_type(store::EventTypeName(events[i]));
+    log_.push_back(std::move(events[i]));
+    ApplyEvent(log_.back(), static_cast<int>(log_.size() - 1), &state_);
+  }
+  next_seq_ = resp->last_seq() + 1;
+  deps_.metrics->Add("sinew_harness_events_appended_total", "", static_cast<double>(events.size()));
+  return Status::Ok();
+}
+
+Status SessionDriver::ReleaseSandbox(const std::string& reason) {
+  if (state_.sandbox_id.empty()) return Status::Ok();
+  const std::string id = state_.sandbox_id;
+  Status destroyed = deps_.sandboxes->Destroy(id, state_.sandbox_endpoint);
+  v1::Event ev;
+  ev.mutable_sandbox_released()->set_sandbox_id(id);
+  ev.mutable_sandbox_released()->set_reason(destroyed.ok() ? reason : reason + " (destroy failed: " +
+                                                                          destroyed.message() + ")");
+  return AppendOne(std::move(ev));
+}
+
+Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
+                             const std::string& error_code) {
+  SINEW_RETURN_IF_ERROR(ReleaseSandbox("session " + StatusToName(to)));
+  std::vector<v1::Event> events;
+  if (!error_code.empty()) {
+    v1::Event ev;
+    ev.mutable_error()->set_code(error_code);
+    ev.mutable_error()->set_message(reason);
+    events.push_back(std::move(ev));
+  }
+  events.push_back(StatusEvent(state_.status, to, reason));
+  deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"" + StatusToName(to) + "\"");
+  if (!error_code.empty()) deps_.metrics->Add("sinew_harness_errors_total", "code=\"" + error_code + "\"");
+  return Append(std::move(events));
+}
+
+Result<bool> SessionDriver::DrainInbox() {
+  std::vector<std::string> messages;
+  bool cancel = false;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    messages.swap(inbox_);
+    cancel = cancel_requested_;
+    reason = cancel_reason_;
+  }
+  if (!messages.empty()) {
+    std::vector<v1::Event> events;
+    for (auto& text : messages) {
+      v1::Event ev;
+      ev.mutable_user_message()->set_text(std::move(text));
+      events.push_back(std::move(ev));
+    }
+    SINEW_RETURN_IF_ERROR(Append(std::move(events)));
+  }
+  if (cancel && IsTerminal(state_.status) && state_.last_user <= state_.last_status_change) {
+    std::lock_guard<std::mutex> lock(mutex_);  // nothing left to cancel
+    cancel_requested_ = false;
+    abort_ = false;
+    return false;
+  }
+  if (cancel) {
+    SINEW_RETURN_IF_ERROR(Finish(v1::SESSION_STATUS_CANCELLED, reason.empty() ? "cancelled" : reason));
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancel_requested_ = false;
+    abort_ = false;
+  }
+  return cancel;
+}
+
+Status SessionDriver::Drive() {
+  SINEW_RETURN_IF_ERROR(LoadLog());
+  SINEW_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
+  if (state_.status == v1::SESSION_STATUS_RUNNING) {
+    // Another harness (or an earlier life of this one) was driving it: say who resumes.
+    v1::Event resumed;
+    auto* a = resumed.mutable_annotation();
+    a->set_author("harness");
+    a->set_text("resumed by " + deps_.owner + " at lease epoch " + std::to_string(epoch_.load()));
+    (*a->mutable_labels())["kind"] = "resume";
+    (*a->mutable_labels())["owner"] = deps_.owner;
+    SINEW_RETURN_IF_ERROR(AppendOne(std::move(resumed)));
+  }
+  if (state_.last_user < 0 && !task_.prompt.empty()) {
+    // The harness that created the session died before writing the task's message.
+    v1::Event task;
+    task.mutable_user_message()->set_text(task_.prompt);
+    pending_.push_back(std::move(task));
+    state_.last_user = static_cast<int>(log_.size());  // where it will land
+  }
+  while (true) {
+    if (deps_.stopping->load()) return Status::Ok();
+    if (fenced_) return Status::Aborted("lease lost");
+    SINEW_ASSIGN_OR_RETURN(bool cancelled, DrainInbox());
+    if (cancelled) return Status::Ok();
+    // A finished session continues only for input that came after it finished.
+    if (IsTerminal(state_.status) && state_.last_user <= state_.last_status_change) {
+      return Status::Ok();
+    }
+    const bool running_pending = std::any_of(pending_.begin(), pending_.end(),
+                                             [](const v1::Event& e) { return e.has_status_change(); });
+    if (state_.status != v1::SESSION_STATUS_RUNNING && !running_pending) {
+      pending_.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_RUNNING, "driven by " + deps_.owner));
+    }
+    SINEW_RETURN_IF_ERROR(RunPendingTools());
+    if (CancelRequested()) continue;
+    if (deps_.stopping->load()) return Status::Ok();
+    bool need_model = state_.last_response < 0 || state_.last_user > state_.last_response;
+    std::string stop_reason;
+    if (!need_model) {
+      const auto& r = log_[state_.last_response].model_response();
+      need_model = r.tool_calls_size() > 0;
+      stop_reason = r.stop_reason();
+    }
+    if (!need_model) {
+      return Finish(v1::SESSION_STATUS_COMPLETED, "the model ended its turn (" + stop_reason + ")");
+    }
+    // Limits, checked before each model call.
+    if (state_.turns >= task_.max_turns) {
+      return Finish(v1::SESSION_STATUS_FAILED,
+                    "limit reached: max_turns " + std::to_string(task_.max_turns), "limit_exceeded");
+    }
+    if (state_.output_tokens >= task_.max_output_tokens) {
+      return Finish(v1::SESSION_STATUS_FAILED,
+                    "limit reached: max_output_tokens " + std::to_string(task_.max_output_tokens),
+                    "limit_exceeded");
+    }
+    const int64_t age_ms = NowUnixMs() - log_.front().timestamp_unix_ms();
+    if (age_ms > static_cast<int64_t>(task_.max_wall_seconds) * 1000) {
+      return Finish(v1::SESSION_STATUS_FAILED,
+                    "limit reached: max_wall_seconds " + std::to_string(task_.max_wall_seconds),
+                    "limit_exceeded");
+    }
+    SINEW_RETURN_IF_ERROR(CallModel());
+  }
+}
+
+Status SessionDriver::RunPendingTools() {
+  if (state_.last_response < 0) return Status::Ok();
+  // Copy: appends may reallocate log_.
+  const v1::ModelResponse response = log_[state_.last_response].model_response();
+  for (const auto& spec : response.tool_calls()) {
+    if (state_.finished.count(spec.call_id())) continue;
+    if (fenced_) return Status::Aborted("lease lost");
+    if (deps_.stopping->load()) return Status::Ok();
+    if (CancelRequested()) {
+      ToolOutcome o;
+      o.is_error = true;
+      o.output = "cancelled before it ran";
+      v1::Event call;
+      call.mutable_tool_call()->set_call_id(spec.call_id());
+      call.mutable_tool_call()->set_tool_name(spec.name());
+      call.mutable_tool_call()->set_input_json(spec.input_json());
+      std::vector<v1::Event> events;
+      if (!state_.started.count(spec.call_id())) events.push_back(std::move(call));
+      events.push_back(ToolResultEvent(spec.call_id(), o));
+      SINEW_RETURN_IF_ERROR(Append(std::move(events)));
+      continue;
+    }
+    SINEW_RETURN_IF_ERROR(ExecuteCall(spec, state_.started.count(spec.call_id()) > 0));
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinew::harness

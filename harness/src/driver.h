@@ -1,0 +1,80 @@
+// SessionDriver: wake(session_id) for one session. Acquires the lease, reads the log,
+// rebuilds the context and continues from the last event, writing each step before its
+// effect (model_request before the call, tool_call before execute, results after).
+//
+// Thread-safety: Run() runs on one worker thread at a time; RequestCancel, PostMessage,
+// RequestWake, TakeWork and RenewLease may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "harness_deps.h"
+#include "session_log.h"
+
+namespace sinew::harness {
+
+class SessionDriver {
+ public:
+  SessionDriver(const HarnessDeps& deps, std::string session_id);
+
+  // One wake: drives the session until it ends, its lease is lost, or the harness stops.
+  void Run();
+
+  void RequestCancel(std::string reason);
+  void PostMessage(std::string text);
+  void RequestWake();
+  // Abandons an in-flight model call (the harness is stopping); writes nothing.
+  void Interrupt() { abort_ = true; }
+  // True (and clears the wake flag) when input arrived that Run() has not seen yet.
+  bool TakeWork();
+  // Renews the lease if this driver holds one; on loss, stops the driver's work.
+  void RenewLease();
+
+  const std::string& id() const { return id_; }
+
+ private:
+  [[nodiscard]] Status Drive();
+  [[nodiscard]] Status LoadLog();
+  [[nodiscard]] Status Append(std::vector<v1::Event> events);
+  [[nodiscard]] Status AppendOne(v1::Event event) { return Append({std::move(event)}); }
+  // Appends an error event (when code is set), releases the sandbox, writes the status.
+  [[nodiscard]] Status Finish(v1::SessionStatus to, const std::string& reason,
+                              const std::string& error_code = "");
+  // Appends queued user messages; returns true when a cancel was requested.
+  [[nodiscard]] Result<bool> DrainInbox();
+  [[nodiscard]] Status RunPendingTools();
+  [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before);
+  [[nodiscard]] Status CallModel();
+  [[nodiscard]] Status ReleaseSandbox(const std::string& reason);
+  bool CancelRequested();
+  // The tools this session offers (the task's list, minus sandbox tools without sandboxd).
+  std::vector<ToolDefinition> ToolDefinitionsFor() const;
+
+  const HarnessDeps deps_;
+  const std::string id_;
+
+  std::mutex mutex_;
+  std::vector<std::string> inbox_;  // guarded by mutex_
+  bool cancel_requested_ = false;   // guarded by mutex_
+  std::string cancel_reason_;       // guarded by mutex_
+  bool wake_requested_ = false;     // guarded by mutex_
+
+  std::atomic<bool> abort_{false};    // aborts in-flight model calls (cancel, stop, fenced)
+  std::atomic<bool> fenced_{false};   // the lease was lost: stop, write nothing more
+  std::atomic<uint64_t> epoch_{0};    // the held lease's epoch, 0 when none
+
+  // Used by the Run() thread only.
+  std::vector<v1::Event> log_;
+  // Events that need no write of their own (the task's message, the status change to
+  // running): they go out with the next append, ahead of its events, so that the path
+  // from wake to the first model call costs one write.
+  std::vector<v1::Event> pending_;
+  LogState state_;
+  TaskSpec task_;
+  uint64_t next_seq_ = 0;
+};
+
+}  // namespace sinew::harness

@@ -1,0 +1,220 @@
+// SessionDriver's two effects: a model call and a tool call, each written ahead.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <chrono>
+
+#include "context_builder.h"
+#include "driver.h"
+#include "json_util.h"
+
+namespace sinew::harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t MsSince(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+v1::Event ResultEvent(const std::string& call_id, const ToolOutcome& o) {
+  v1::Event ev;
+  auto* r = ev.mutable_tool_result();
+  r->set_call_id(call_id);
+  r->set_output(o.output);
+  r->set_is_error(o.is_error);
+  r->set_exit_status(o.exit_status);
+  r->set_signal(o.signal);
+  r->set_truncated(o.truncated);
+  r->set_duration_ms(o.duration_ms);
+  return ev;
+}
+
+}  // namespace
+
+Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before) {
+  v1::Event call;
+  auto* tc = call.mutable_tool_call();
+  tc->set_call_id(spec.call_id());
+  tc->set_tool_name(spec.name());
+  tc->set_input_json(spec.input_json());
+  const ToolInfo* info = FindTool(spec.name());
+  bool allowed = info != nullptr && (task_.tools.empty() || std::find(task_.tools.begin(), task_.tools.end(),
+                                                                      spec.name()) != task_.tools.end());
+  if (allowed && info->needs_sandbox && !deps_.sandboxes->configured()) allowed = false;
+  if (!allowed) {
+    ToolOutcome o;
+    o.is_error = true;
+    std::string names;
+    for (const auto& d : ToolDefinitionsFor()) names += (names.empty() ? "" : ", ") + d.name;
+    o.output = "tool '" + spec.name() + "' is not available in this session; available tools: " + names;
+    std::vector<v1::Event> events;
+    if (!started_before) events.push_back(std::move(call));
+    events.push_back(ResultEvent(spec.call_id(), o));
+    return Append(std::move(events));
+  }
+  const bool idempotent = CallIsIdempotent(*info, spec.input_json());
+  tc->set_idempotent(idempotent);
+  if (started_before && !idempotent) {
+    // It may or may not have taken effect: never run it again behind the model's back.
+    v1::Event ev;
+    auto* r = ev.mutable_tool_result();
+    r->set_call_id(spec.call_id());
+    r->set_interrupted(true);
+    r->set_is_error(true);
+    r->set_output("interrupted: the harness stopped while this call ran; it may or may not have taken effect");
+    deps_.metrics->Add("sinew_harness_tool_calls_interrupted_total", "tool=\"" + spec.name() + "\"");
+    return AppendOne(std::move(ev));
+  }
+  if (info->needs_sandbox && state_.sandbox_id.empty()) {
+    const auto t0 = Clock::now();
+    auto box = deps_.sandboxes->Provision(task_.sandbox_json, id_);
+    deps_.metrics->Add("sinew_harness_sandbox_provisions_total", box.ok() ? "outcome=\"ok\"" : "outcome=\"error\"");
+    deps_.metrics->Observe("sinew_harness_sandbox_provision_seconds", "", MsSince(t0) / 1000.0);
+    if (!box.ok()) {
+      ToolOutcome o;
+      o.is_error = true;
+      o.output = "could not provision a sandbox for this tool: " + box.status().message();
+      std::vector<v1::Event> events;
+      if (!started_before) events.push_back(std::move(call));
+      events.push_back(ResultEvent(spec.call_id(), o));
+      return Append(std::move(events));
+    }
+    v1::Event ev;
+    auto* p = ev.mutable_sandbox_provisioned();
+    p->set_sandbox_id(box->id);
+    p->set_endpoint(box->endpoint);
+    p->set_resources_json(box->resources_json);
+    p->set_provision_ms(box->provision_ms);
+    p->set_from_warm_pool(box->from_warm_pool);
+    SINEW_RETURN_IF_ERROR(AppendOne(std::move(ev)));
+  }
+  if (info->needs_sandbox) tc->set_sandbox_id(state_.sandbox_id);
+  if (!started_before) SINEW_RETURN_IF_ERROR(AppendOne(call));
+  const auto t0 = Clock::now();
+  ToolOutcome outcome;
+  std::vector<v1::Event> after;
+  if (!info->needs_sandbox) {
+    outcome = deps_.proxy->Execute(spec.name(), spec.input_json(), &abort_);
+    // Cut short by a stop: leave the call pending; the next wake decides (idempotent or
+    // interrupted), exactly as after a crash.
+    if (deps_.stopping->load() || fenced_) return Status::Ok();
+  } else {
+    auto r = deps_.sandboxes->Execute(state_.sandbox_endpoint, spec.name(), spec.input_json());
+    if (r.ok()) {
+      outcome = std::move(r).value();
+    } else {
+      auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
+      v1::Event lost;
+      lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
+      lost.mutable_sandbox_lost()->set_outcome(how);
+      lost.mutable_sandbox_lost()->set_detail(detail.empty() ? r.status().message() : detail);
+      after.push_back(std::move(lost));
+      (void)deps_.sandboxes->Destroy(state_.sandbox_id, state_.sandbox_endpoint);
+      deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
+      outcome.is_error = true;
+      outcome.output = "the sandbox was lost (" + how + (detail.empty() ? "" : ": " + detail) +
+                       "); its files are gone. The next tool call gets a fresh sandbox.";
+    }
+  }
+  if (outcome.duration_ms == 0) outcome.duration_ms = MsSince(t0);
+  deps_.metrics->Add("sinew_harness_tool_calls_total",
+                     "tool=\"" + spec.name() + "\",error=\"" + (outcome.is_error ? "true" : "false") + "\"");
+  deps_.metrics->Observe("sinew_harness_tool_seconds", "tool=\"" + spec.name() + "\"", MsSince(t0) / 1000.0);
+  after.push_back(ResultEvent(spec.call_id(), outcome));
+  return Append(std::move(after));
+}
+
+std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
+  std::vector<ToolDefinition> out;
+  if (!deps_.config->models.at(task_.model).tools) return out;
+  for (auto& d : ToolDefinitions(task_.tools)) {
+    const ToolInfo* info = FindTool(d.name);
+    if (info != nullptr && info->needs_sandbox && !deps_.sandboxes->configured()) continue;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Status SessionDriver::CallModel() {
+  const ModelEndpointConfig& mc = deps_.config->models.at(task_.model);
+  const auto& client = deps_.models->at(task_.model);
+  ModelCall call;
+  call.model = mc.model;
+  call.system = task_.system;
+  call.tools = ToolDefinitionsFor();
+  call.turn = state_.turns;
+  call.session_id = id_;
+  call.cancelled = &abort_;
+  const uint64_t left = task_.max_output_tokens - state_.output_tokens;
+  call.max_output_tokens = static_cast<uint32_t>(std::min<uint64_t>(mc.max_output_tokens, left));
+  uint64_t tools_tokens = call.system.size() / 4;
+  for (const auto& t : call.tools) tools_tokens += (t.description.size() + t.input_schema_json.size()) / 4 + 8;
+  const uint64_t reserve = std::min<uint64_t>(call.max_output_tokens, mc.context_tokens / 2) + tools_tokens;
+  const uint64_t budget = mc.context_tokens > reserve + 64 ? mc.context_tokens - reserve : 64;
+  // Events still pending (the task's message on a first wake) are part of the view.
+  std::vector<v1::Event> with_pending;
+  if (!pending_.empty()) {
+    with_pending = log_;
+    for (const auto& ev : pending_) {
+      with_pending.push_back(ev);
+      with_pending.back().set_seq(next_seq_ + with_pending.size() - log_.size() - 1);
+    }
+  }
+  ContextView view = BuildContext(pending_.empty() ? log_ : with_pending, budget);
+  if (view.new_summary) SINEW_RETURN_IF_ERROR(AppendOne(std::move(*view.new_summary)));
+  call.messages = std::move(view.messages);
+
+  v1::Event req;
+  auto* mr = req.mutable_model_request();
+  const std::string request_id = id_.substr(0, 8) + "-" + std::to_string(next_seq_);
+  mr->set_request_id(request_id);
+  mr->set_model(task_.model);
+  mr->set_turn(state_.turns);
+  mr->set_prompt_messages(static_cast<uint32_t>(call.messages.size()));
+  mr->set_params_json(boost::json::serialize(boost::json::object{
+      {"max_tokens", call.max_output_tokens}, {"estimated_prompt_tokens", view.estimated_tokens},
+      {"tools", call.tools.size()}}));
+  SINEW_RETURN_IF_ERROR(AppendOne(std::move(req)));
+
+  const auto t0 = Clock::now();
+  auto reply = client->Complete(call, nullptr);
+  const double seconds = MsSince(t0) / 1000.0;
+  const std::string labels = "model=\"" + task_.model + "\"";
+  deps_.metrics->Observe("sinew_harness_model_seconds", labels, seconds);
+  if (!reply.ok()) {
+    deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"error\"");
+    if (reply.status().code() == StatusCode::kCancelled || fenced_ || deps_.stopping->load()) {
+      return Status::Ok();  // the loop sees the cancel, the stop or the lost lease
+    }
+    return Finish(v1::SESSION_STATUS_FAILED, "model call failed: " + reply.status().ToString(), "model_error");
+  }
+  deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"ok\"");
+  deps_.metrics->Add("sinew_harness_tokens_total", labels + ",kind=\"prompt\"", static_cast<double>(reply->prompt_tokens));
+  deps_.metrics->Add("sinew_harness_tokens_total", labels + ",kind=\"completion\"",
+                     static_cast<double>(reply->completion_tokens));
+  if (reply->time_to_first_token_ms >= 0) {
+    deps_.metrics->Observe("sinew_harness_model_ttft_seconds", labels, reply->time_to_first_token_ms / 1000.0);
+  }
+  v1::Event ev;
+  auto* r = ev.mutable_model_response();
+  r->set_request_id(request_id);
+  r->set_model(task_.model);
+  r->set_text(reply->text);
+  for (const auto& tcall : reply->tool_calls) {
+    auto* spec = r->add_tool_calls();
+    spec->set_call_id(tcall.id);
+    spec->set_name(tcall.name);
+    spec->set_input_json(tcall.input_json);
+  }
+  r->mutable_usage()->set_prompt_tokens(reply->prompt_tokens);
+  r->mutable_usage()->set_completion_tokens(reply->completion_tokens);
+  r->mutable_usage()->set_cached_prompt_tokens(reply->cached_prompt_tokens);
+  r->set_stop_reason(reply->stop_reason);
+  r->set_latency_ms(MsSince(t0));
+  r->set_time_to_first_token_ms(reply->time_to_first_token_ms);
+  return AppendOne(std::move(ev));
+}
+
+}  // namespace sinew::harness

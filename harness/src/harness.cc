@@ -1,0 +1,264 @@
+// HarnessImpl: owns the store connection, the model clients, the tools, the drivers
+// (one per session being driven here), the worker threads, the lease renewer, the
+// scanner that takes over orphaned sessions, and the REST server.
+#include "sinew/harness/harness.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <random>
+#include <thread>
+
+#include "api_handler.h"
+#include "curl_http.h"
+#include "driver.h"
+#include "http_server.h"
+#include "json_util.h"
+
+namespace sinew::harness {
+namespace {
+
+std::string RandomHex(size_t n) {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += digits[gen() % 16];
+  return out;
+}
+
+class HarnessImpl final : public Harness, public SessionControl {
+ public:
+  explicit HarnessImpl(HarnessConfig config) : config_(std::move(config)) {}
+  ~HarnessImpl() override { Stop(); }
+
+  Status Init() {
+    InitCurlOnce();
+    if (!config_.store_dir.empty()) {
+      store::StoreOptions options;
+      options.durability = config_.store_durability == "async" ? store::Durability::kAsync : store::Durability::kSync;
+      SINEW_ASSIGN_OR_RETURN(store_, store::OpenSessionStore(config_.store_dir, options));
+    } else {
+      SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address));
+    }
+    vault_ = Vault::Create(config_.secrets);
+    for (const auto& [name, m] : config_.models) {
+      std::string key;
+      if (!m.api_key_secret.empty()) key = *vault_->Get(m.api_key_secret);
+      auto client = MakeModelClient(m, key);
+      if (!client.ok()) return client.status().WithContext("model " + name);
+      models_[name] = std::move(client).value();
+    }
+    proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
+    sandboxes_ = SandboxBackend::Create(config_.sandboxd_address);
+    deps_ = Deps();
+    handler_ = std::make_unique<ApiHandler>(&deps_, this);
+    SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));
+    if (config_.advertise_url.empty()) config_.advertise_url = "http://" + server_->address();
+    // The owner names where this harness answers, so that others can forward to it.
+    owner_ = config_.advertise_url + "#" + std::to_string(::getpid()) + "-" + RandomHex(8);
+    deps_.owner = owner_;
+    for (uint32_t i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+    background_ = std::thread([this] { BackgroundLoop(); });
+    return Status::Ok();
+  }
+
+  std::string address() const override { return server_->address(); }
+  std::string owner() const override { return owner_; }
+
+  void Wake(const std::string& session_id) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    auto it = drivers_.find(session_id);
+    if (it != drivers_.end()) {
+      it->second->RequestWake();
+      return;
+    }
+    drivers_[session_id] = std::make_shared<SessionDriver>(deps_, session_id);
+    queue_.push_back(session_id);
+    work_cv_.notify_one();
+  }
+
+  bool DeliverMessage(const std::string& session_id, const std::string& text) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = drivers_.find(session_id);
+    if (it == drivers_.end()) return false;
+    it->second->PostMessage(text);
+    return true;
+  }
+
+  bool DeliverCancel(const std::string& session_id, const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = drivers_.find(session_id);
+    if (it == drivers_.end()) return false;
+    it->second->RequestCancel(reason);
+    return true;
+  }
+
+  Status Ready() override {
+    v1::ListSessionsRequest req;
+    req.set_page_size(1);
+    req.set_tenant("-");
+    auto listed = store_->ListSessions(req);
+    if (!listed.ok()) return Status::Unavailable("the session store does not answer: " + listed.status().message());
+    if (!config_.sandboxd_address.empty()) {
+      Status s = sandboxes_->Health();
+      if (!s.ok()) return Status::Unavailable("sinew-sandboxd does not answer: " + s.message());
+    }
+    return Status::Ok();
+  }
+
+  std::string SessionsByStatusMetrics() override {
+    std::string out = "# TYPE sinew_harness_sessions gauge\n";
+    for (int s = v1::SESSION_STATUS_QUEUED; s <= v1::SESSION_STATUS_CANCELLED; ++s) {
+      uint64_t count = 0;
+      v1::ListSessionsRequest req;
+      req.set_status(static_cast<v1::SessionStatus>(s));
+      req.set_page_size(1000);
+      for (int page = 0; page < 100; ++page) {  // counts up to 100k sessions per status
+        auto resp = store_->ListSessions(req);
+        if (!resp.ok()) break;
+        count += static_cast<uint64_t>(resp->sessions_size());
+        if (resp->next_page_token().empty()) break;
+        req.set_page_token(resp->next_page_token());
+      }
+      out += "sinew_harness_sessions{status=\"" + StatusToName(static_cast<v1::SessionStatus>(s)) + "\"} " +
+             std::to_string(count) + "\n";
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    out += "# TYPE sinew_harness_sessions_driven gauge\nsinew_harness_sessions_driven " +
+           std::to_string(drivers_.size()) + "\n";
+    return out;
+  }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+      for (auto& [id, driver] : drivers_) driver->Interrupt();
+    }
+    work_cv_.notify_all();
+    bg_cv_.notify_all();
+    if (server_) server_->Stop();
+    for (auto& t : workers_) t.join();
+    if (background_.joinable()) background_.join();
+  }
+
+ private:
+  HarnessDeps Deps() {
+    HarnessDeps d;
+    d.config = &config_;
+    d.store = store_.get();
+    d.vault = vault_.get();
+    d.models = &models_;
+    d.proxy = proxy_.get();
+    d.sandboxes = sandboxes_.get();
+    d.metrics = &metrics_;
+    d.owner = owner_;
+    d.stopping = &stopping_;
+    return d;
+  }
+
+  void WorkerLoop() {
+    while (true) {
+      std::shared_ptr<SessionDriver> driver;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        const std::string id = queue_.front();
+        queue_.pop_front();
+        driver = drivers_.at(id);
+      }
+      while (true) {
+        driver->Run();
+        std::lock_guard<std::mutex> lock(mutex_);
+        // Input that arrived while it ran gets another wake; otherwise it is done here.
+        if (!stopping_ && driver->TakeWork()) continue;
+        drivers_.erase(driver->id());
+        break;
+      }
+    }
+  }
+
+  // Renews held leases every third of their ttl; every scan interval, wakes queued and
+  // running sessions that no live harness drives (a dead harness's, once its lease expired).
+  void BackgroundLoop() {
+    auto next_scan = std::chrono::steady_clock::now();
+    const auto renew_every = std::chrono::milliseconds(config_.lease_ttl_ms / 3);
+    while (true) {
+      std::vector<std::shared_ptr<SessionDriver>> active;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        bg_cv_.wait_for(lock, renew_every, [&] { return stopping_.load(); });
+        if (stopping_) return;
+        for (auto& [id, d] : drivers_) active.push_back(d);
+      }
+      for (auto& d : active) d->RenewLease();
+      if (std::chrono::steady_clock::now() >= next_scan) {
+        Scan();
+        next_scan = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.scan_interval_ms);
+      }
+    }
+  }
+
+  void Scan() {
+    const int64_t now = NowUnixMs();
+    for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING}) {
+      v1::ListSessionsRequest req;
+      req.set_status(status);
+      req.set_page_size(1000);
+      for (int page = 0; page < 100; ++page) {
+        auto resp = store_->ListSessions(req);
+        if (!resp.ok()) return;
+        for (const auto& s : resp->sessions()) {
+          // Imported running sessions were never leased here: they are records, not work.
+          if (status == v1::SESSION_STATUS_RUNNING && s.lease_epoch() == 0) continue;
+          // Give the harness that created a queued session a moment to wake it itself.
+          if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (drivers_.count(s.id())) continue;
+          }
+          Wake(s.id());
+        }
+        if (resp->next_page_token().empty()) break;
+        req.set_page_token(resp->next_page_token());
+      }
+    }
+  }
+
+  HarnessConfig config_;
+  std::unique_ptr<store::SessionStore> store_;
+  std::unique_ptr<Vault> vault_;
+  std::map<std::string, std::unique_ptr<ModelClient>> models_;
+  std::unique_ptr<ProxyTools> proxy_;
+  std::unique_ptr<SandboxBackend> sandboxes_;
+  Metrics metrics_;
+  HarnessDeps deps_;  // complete once Init() returns
+  std::unique_ptr<ApiHandler> handler_;
+  std::unique_ptr<HttpServer> server_;
+  std::string owner_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable bg_cv_;
+  std::map<std::string, std::shared_ptr<SessionDriver>> drivers_;  // guarded by mutex_
+  std::deque<std::string> queue_;                                  // guarded by mutex_
+  std::vector<std::thread> workers_;
+  std::thread background_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Harness>> Harness::Start(const HarnessConfig& config) {
+  auto harness = std::make_unique<HarnessImpl>(config);
+  SINEW_RETURN_IF_ERROR(harness->Init());
+  return std::unique_ptr<Harness>(std::move(harness));
+}
+
+}  // namespace sinew::harness

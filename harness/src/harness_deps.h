@@ -1,0 +1,31 @@
+// What a harness process shares between its REST handlers and its session drivers.
+// Everything here is owned by the HarnessImpl and outlives every user of it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "metrics.h"
+#include "sinew/harness/config.h"
+#include "sinew/harness/model_client.h"
+#include "sinew/harness/vault.h"
+#include "sinew/session_store/session_store.h"
+#include "tools.h"
+
+namespace sinew::harness {
+
+struct HarnessDeps {
+  const HarnessConfig* config = nullptr;
+  store::SessionStore* store = nullptr;
+  const Vault* vault = nullptr;
+  const std::map<std::string, std::unique_ptr<ModelClient>>* models = nullptr;
+  const ProxyTools* proxy = nullptr;
+  SandboxBackend* sandboxes = nullptr;
+  Metrics* metrics = nullptr;
+  std::string owner;
+  const std::atomic<bool>* stopping = nullptr;
+};
+
+}  // namespace sinew::harness

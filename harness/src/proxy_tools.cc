@@ -1,0 +1,137 @@
+// http_request: runs in the harness, reaches only allowlisted hosts, and injects the
+// host's credential from the vault. The model never sees the credential: the response
+// is redacted before it becomes a tool result.
+#include <curl/curl.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+
+#include "curl_http.h"
+#include "tools.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+constexpr size_t kMaxResponseBytes = 64 * 1024;
+
+ToolOutcome Error(std::string message) {
+  ToolOutcome o;
+  o.is_error = true;
+  o.output = std::move(message);
+  return o;
+}
+
+// Returns "host" and "host:port" (lower case) of an http(s) URL, or an error.
+Result<std::pair<std::string, std::string>> HostOf(const std::string& url) {
+  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
+  if (curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    return Status::InvalidArgument("url '" + url + "' does not parse");
+  }
+  auto part = [&](CURLUPart which, unsigned flags) -> std::string {
+    char* out = nullptr;
+    if (curl_url_get(u.get(), which, &out, flags) != CURLUE_OK || out == nullptr) return "";
+    std::string s(out);
+    curl_free(out);
+    return s;
+  };
+  std::string scheme = part(CURLUPART_SCHEME, 0);
+  if (scheme != "http" && scheme != "https") {
+    return Status::InvalidArgument("url scheme must be http or https, not '" + scheme + "'");
+  }
+  if (!part(CURLUPART_USER, 0).empty()) return Status::InvalidArgument("url must not carry user info");
+  std::string host = part(CURLUPART_HOST, 0);
+  for (auto& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::string port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  return std::make_pair(host, host + ":" + port);
+}
+
+}  // namespace
+
+ToolOutcome ProxyTools::Execute(const std::string& name, const std::string& input_json,
+                                const std::atomic<bool>* cancelled) const {
+  if (name == "http_request") return HttpRequestTool(input_json, cancelled);
+  return Error("unknown proxy tool '" + name + "'");
+}
+
+ToolOutcome ProxyTools::HttpRequestTool(const std::string& input_json,
+                                        const std::atomic<bool>* cancelled) const {
+  const auto start = std::chrono::steady_clock::now();
+  boost::system::error_code ec;
+  json::value v = json::parse(input_json, ec);
+  if (ec || !v.is_object()) return Error("http_request input must be a JSON object with \"url\"");
+  const auto& in = v.as_object();
+  for (const auto& kv : in) {
+    if (kv.key() != "method" && kv.key() != "url" && kv.key() != "headers" && kv.key() != "body") {
+      return Error("http_request: unknown field '" + std::string(kv.key()) +
+                   "'; allowed: method, url, headers, body");
+    }
+  }
+  HttpRequest req;
+  auto url = in.find("url");
+  if (url == in.end() || !url->value().is_string()) return Error("http_request needs \"url\" (a string)");
+  req.url = std::string(url->value().as_string());
+  if (auto m = in.find("method"); m != in.end()) {
+    if (!m->value().is_string()) return Error("http_request \"method\" must be a string");
+    req.method = std::string(m->value().as_string());
+  }
+  if (req.method != "GET" && req.method != "HEAD" && req.method != "POST" && req.method != "PUT" &&
+      req.method != "PATCH" && req.method != "DELETE") {
+    return Error("http_request method must be GET, HEAD, POST, PUT, PATCH or DELETE");
+  }
+  if (auto b = in.find("body"); b != in.end()) {
+    if (!b->value().is_string()) return Error("http_request \"body\" must be a string");
+    req.body = std::string(b->value().as_string());
+  }
+  auto host = HostOf(req.url);
+  if (!host.ok()) return Error("http_request: " + host.status().message());
+  const HttpAllowEntry* entry = nullptr;
+  for (const auto& e : allow_) {
+    if (e.host == host->first || e.host == host->second) entry = &e;
+  }
+  if (entry == nullptr) {
+    std::string hosts;
+    for (const auto& e : allow_) hosts += (hosts.empty() ? "" : ", ") + e.host;
+    return Error("http_request: host " + host->second + " is not allowed; allowed hosts: " +
+                 (hosts.empty() ? "(none)" : hosts));
+  }
+  std::string injected_header;
+  if (!entry->secret.empty()) {
+    auto secret = vault_->Get(entry->secret);
+    if (!secret) return Error("http_request: the credential for " + entry->host + " is not configured");
+    injected_header = entry->header + ": " + entry->prefix + *secret;
+  }
+  if (auto h = in.find("headers"); h != in.end()) {
+    if (!h->value().is_object()) return Error("http_request \"headers\" must be an object of strings");
+    for (const auto& kv : h->value().as_object()) {
+      if (!kv.value().is_string()) return Error("http_request header values must be strings");
+      std::string name(kv.key());
+      if (name.find_first_of(":\r\n") != std::string::npos) return Error("http_request: bad header name");
+      std::string value(kv.value().as_string());
+      if (value.find_first_of("\r\n") != std::string::npos) return Error("http_request: bad header value");
+      if (!injected_header.empty() && strcasecmp(name.c_str(), entry->header.c_str()) == 0) continue;
+      req.headers.push_back(name + ": " + value);
+    }
+  }
+  if (!injected_header.empty()) req.headers.push_back(injected_header);
+  req.timeout_ms = 30000;
+  req.max_response_bytes = kMaxResponseBytes;
+  req.cancelled = cancelled;
+  auto response = PerformHttp(req);
+  ToolOutcome out;
+  out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  if (!response.ok()) {
+    out.is_error = true;
+    out.output = vault_->Redact("http_request failed: " + response.status().message());
+    return out;
+  }
+  out.exit_status = static_cast<int32_t>(response->status);
+  out.truncated = response->truncated;
+  out.output = vault_->Redact("HTTP " + std::to_string(response->status) + "\n" + response->body);
+  return out;
+}
+
+}  // namespace sinew::harness

@@ -1,0 +1,29 @@
+// Built when the hands' client library is absent: sandbox tools fail clearly.
+#include "tools.h"
+
+namespace sinew::harness {
+namespace {
+
+class AbsentBackend final : public SandboxBackend {
+ public:
+  Result<Provisioned> Provision(const std::string&, const std::string&) override {
+    return Status::Unimplemented("this harness was built without the sandbox client library");
+  }
+  Result<ToolOutcome> Execute(const std::string&, const std::string&, const std::string&) override {
+    return Status::Unimplemented("this harness was built without the sandbox client library");
+  }
+  std::pair<std::string, std::string> HowItEnded(const std::string&) override {
+    return {"crashed", "no sandbox client"};
+  }
+  Status Destroy(const std::string&, const std::string&) override { return Status::Ok(); }
+  Status Health() override { return Status::Unimplemented("built without the sandbox client"); }
+  bool configured() const override { return false; }
+};
+
+}  // namespace
+
+std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&) {
+  return std::make_unique<AbsentBackend>();
+}
+
+}  // namespace sinew::harness

@@ -1,0 +1,157 @@
+// The scripted model: a test double of a language model that replays a file.
+//
+// File format (JSON):
+//   {"responses": [{"text": "...", "tool_calls": [{"name": "bash", "input": {...}}],
+//                   "delay_ms": 0, "stop_reason": "end_turn"}, ...],
+//    "loop": false}
+// Call number `turn` gets responses[turn] (responses[turn % n] with "loop"); past the
+// end it answers "(script finished)" with stop_reason end_turn. In tool inputs,
+// "{{session_id}}" and "{{call_id}}" are replaced. Tool call ids are "call_<turn>_<i>".
+#include <boost/json.hpp>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "model_clients.h"
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+struct ScriptedCall {
+  std::string name;
+  std::string input_json;
+};
+
+struct ScriptedResponse {
+  std::string text;
+  std::vector<ScriptedCall> calls;
+  uint32_t delay_ms = 0;
+  std::string stop_reason;
+};
+
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  size_t pos = 0;
+  while ((pos = text.find(from, pos)) != std::string::npos) {
+    text.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+  return text;
+}
+
+class ScriptedModel final : public ModelClient {
+ public:
+  ScriptedModel(std::vector<ScriptedResponse> responses, bool loop)
+      : responses_(std::move(responses)), loop_(loop) {}
+
+  Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
+    const auto start = std::chrono::steady_clock::now();
+    ScriptedResponse r;
+    if (!responses_.empty() && (loop_ || call.turn < responses_.size())) {
+      r = responses_[call.turn % responses_.size()];
+    } else {
+      r.text = "(script finished)";
+    }
+    if (r.delay_ms > 0) {
+      auto until = start + std::chrono::milliseconds(r.delay_ms);
+      while (std::chrono::steady_clock::now() < until) {
+        if (call.cancelled != nullptr && call.cancelled->load()) return Status::Cancelled("model call cancelled");
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint32_t>(r.delay_ms, 10)));
+      }
+    }
+    ModelReply reply;
+    size_t prompt_chars = call.system.size();
+    for (const auto& m : call.messages) prompt_chars += m.text.size() + 16;
+    reply.prompt_tokens = prompt_chars / 4 + 1;
+    // Stream the text word by word, as a served model would.
+    size_t pos = 0;
+    while (pos < r.text.size()) {
+      size_t next = r.text.find(' ', pos + 1);
+      if (next == std::string::npos) next = r.text.size();
+      std::string_view piece(r.text.data() + pos, next - pos);
+      if (reply.time_to_first_token_ms < 0) {
+        reply.time_to_first_token_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - start)
+                                           .count();
+      }
+      if (on_token) on_token(piece);
+      ++reply.completion_tokens;
+      pos = next;
+    }
+    reply.text = r.text;
+    for (size_t i = 0; i < r.calls.size(); ++i) {
+      ModelToolCall tc;
+      tc.id = "call_" + std::to_string(call.turn) + "_" + std::to_string(i);
+      tc.name = r.calls[i].name;
+      tc.input_json = ReplaceAll(ReplaceAll(r.calls[i].input_json, "{{session_id}}", call.session_id),
+                                 "{{call_id}}", tc.id);
+      reply.tool_calls.push_back(std::move(tc));
+      reply.completion_tokens += 8;
+    }
+    reply.stop_reason = !r.stop_reason.empty() ? r.stop_reason
+                        : reply.tool_calls.empty() ? "end_turn"
+                                                   : "tool_use";
+    if (reply.time_to_first_token_ms < 0 && !reply.tool_calls.empty()) {
+      reply.time_to_first_token_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count();
+    }
+    return reply;
+  }
+
+ private:
+  const std::vector<ScriptedResponse> responses_;
+  const bool loop_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig& config) {
+  std::ifstream in(config.script);
+  if (!in) return Status::NotFound("scripted model: cannot read script file " + config.script);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  boost::system::error_code ec;
+  json::value root = json::parse(ss.str(), ec);
+  const std::string where = "scripted model file " + config.script;
+  if (ec || !root.is_object()) return Status::InvalidArgument(where + " is not a JSON object");
+  const auto& o = root.as_object();
+  auto it = o.find("responses");
+  if (it == o.end() || !it->value().is_array()) {
+    return Status::InvalidArgument(where + " needs a \"responses\" array");
+  }
+  std::vector<ScriptedResponse> responses;
+  for (const auto& rv : it->value().as_array()) {
+    if (!rv.is_object()) return Status::InvalidArgument(where + ": each response must be an object");
+    const auto& ro = rv.as_object();
+    ScriptedResponse r;
+    if (auto t = ro.find("text"); t != ro.end() && t->value().is_string()) r.text = std::string(t->value().as_string());
+    if (auto s = ro.find("stop_reason"); s != ro.end() && s->value().is_string()) {
+      r.stop_reason = std::string(s->value().as_string());
+    }
+    if (auto d = ro.find("delay_ms"); d != ro.end() && d->value().is_int64() && d->value().as_int64() >= 0) {
+      r.delay_ms = static_cast<uint32_t>(d->value().as_int64());
+    }
+    if (auto c = ro.find("tool_calls"); c != ro.end()) {
+      if (!c->value().is_array()) return Status::InvalidArgument(where + ": tool_calls must be an array");
+      for (const auto& cv : c->value().as_array()) {
+        if (!cv.is_object() || !cv.as_object().contains("name") || !cv.as_object().at("name").is_string()) {
+          return Status::InvalidArgument(where + ": each tool call needs a \"name\"");
+        }
+        ScriptedCall call;
+        call.name = std::string(cv.as_object().at("name").as_string());
+        auto input = cv.as_object().find("input");
+        call.input_json = input == cv.as_object().end() ? "{}" : json::serialize(input->value());
+        r.calls.push_back(std::move(call));
+      }
+    }
+    responses.push_back(std::move(r));
+  }
+  bool loop = false;
+  if (auto l = o.find("loop"); l != o.end() && l->value().is_bool()) loop = l->value().as_bool();
+  return std::unique_ptr<ModelClient>(std::make_unique<ScriptedModel>(std::move(responses), loop));
+}
+
+}  // namespace sinew::harness

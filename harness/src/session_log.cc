@@ -1,0 +1,167 @@
+#include "session_log.h"
+
+#include "json_util.h"
+#include "tools.h"
+
+namespace sinew::harness {
+
+namespace json = boost::json;
+
+Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& config) {
+  SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
+  const std::string w = "body";
+  SINEW_RETURN_IF_ERROR(
+      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata", w));
+  TaskSpec t;
+  if (!o.contains("prompt")) return Status::InvalidArgument("body.prompt is required (the task, a string)");
+  SINEW_RETURN_IF_ERROR(ReadString(o, "prompt", w, &t.prompt));
+  if (t.prompt.empty()) return Status::InvalidArgument("body.prompt must not be empty");
+  SINEW_RETURN_IF_ERROR(ReadString(o, "title", w, &t.title));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "model", w, &t.model));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "system", w, &t.system));
+  if (t.model.empty()) t.model = config.default_model;
+  if (!config.models.count(t.model)) {
+    std::string names;
+    for (const auto& [name, m] : config.models) names += (names.empty() ? "" : ", ") + name;
+    return Status::InvalidArgument("body.model '" + t.model + "' is not configured; models: " + names);
+  }
+  if (auto it = o.find("tools"); it != o.end()) {
+    if (!it->value().is_array()) return Status::InvalidArgument("body.tools must be an array of tool names");
+    for (const auto& v : it->value().as_array()) {
+      if (!v.is_string()) return Status::InvalidArgument("body.tools must be an array of tool names");
+      std::string name(v.as_string());
+      if (FindTool(name) == nullptr) {
+        std::string names;
+        for (const auto& tool : ToolCatalog()) names += (names.empty() ? "" : ", ") + tool.name;
+        return Status::InvalidArgument("body.tools names unknown tool '" + name + "'; tools: " + names);
+      }
+      t.tools.push_back(name);
+    }
+  }
+  if (auto it = o.find("sandbox"); it != o.end()) {
+    if (!it->value().is_object()) return Status::InvalidArgument("body.sandbox must be an object");
+    const auto& s = it->value().as_object();
+    const std::string sw = "body.sandbox";
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
+        s, "cpu_millis,memory_bytes,memory_limit_bytes,pids,disk_bytes,lifetime_seconds,network,image", sw));
+    uint64_t scratch = 0;
+    for (const char* key : {"cpu_millis", "memory_bytes", "memory_limit_bytes", "pids", "disk_bytes",
+                            "lifetime_seconds"}) {
+      SINEW_RETURN_IF_ERROR(ReadUint(s, key, sw, UINT64_MAX / 2, &scratch));
+    }
+    std::string text;
+    SINEW_RETURN_IF_ERROR(ReadString(s, "network", sw, &text));
+    SINEW_RETURN_IF_ERROR(ReadString(s, "image", sw, &text));
+    t.sandbox_json = json::serialize(s);
+  }
+  t.max_turns = config.limits.max_turns;
+  t.max_output_tokens = config.limits.max_output_tokens;
+  t.max_wall_seconds = config.limits.max_wall_seconds;
+  if (auto it = o.find("limits"); it != o.end()) {
+    if (!it->value().is_object()) return Status::InvalidArgument("body.limits must be an object");
+    const auto& l = it->value().as_object();
+    const std::string lw = "body.limits";
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(l, "max_turns,max_output_tokens,max_wall_seconds", lw));
+    SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_turns", lw, &t.max_turns));
+    SINEW_RETURN_IF_ERROR(ReadUint(l, "max_output_tokens", lw, UINT64_MAX / 2, &t.max_output_tokens));
+    SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_wall_seconds", lw, &t.max_wall_seconds));
+    if (t.max_turns == 0 || t.max_output_tokens == 0 || t.max_wall_seconds == 0) {
+      return Status::InvalidArgument("body.limits values must be at least 1");
+    }
+  }
+  if (auto it = o.find("metadata"); it != o.end()) {
+    if (!it->value().is_object()) return Status::InvalidArgument("body.metadata must be an object of strings");
+    for (const auto& kv : it->value().as_object()) {
+      if (!kv.value().is_string()) {
+        return Status::InvalidArgument("body.metadata." + std::string(kv.key()) + " must be a string");
+      }
+      t.metadata[std::string(kv.key())] = std::string(kv.value().as_string());
+    }
+  }
+  return t;
+}
+
+std::string TaskToJson(const TaskSpec& t) {
+  json::object o{{"prompt", t.prompt}, {"model", t.model}, {"system", t.system}};
+  json::array tools;
+  for (const auto& n : t.tools) tools.push_back(json::value(n));
+  o["tools"] = std::move(tools);
+  if (!t.sandbox_json.empty()) o["sandbox"] = json::parse(t.sandbox_json);
+  o["limits"] = json::object{{"max_turns", t.max_turns},
+                             {"max_output_tokens", t.max_output_tokens},
+                             {"max_wall_seconds", t.max_wall_seconds}};
+  return json::serialize(o);
+}
+
+Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig& config) {
+  SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(task_json, "session_created.task_json"));
+  TaskSpec t;
+  const std::string w = "task_json";
+  SINEW_RETURN_IF_ERROR(ReadString(o, "prompt", w, &t.prompt));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "model", w, &t.model));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "system", w, &t.system));
+  if (t.model.empty() || !config.models.count(t.model)) t.model = config.default_model;
+  if (auto it = o.find("tools"); it != o.end() && it->value().is_array()) {
+    for (const auto& v : it->value().as_array()) {
+      if (v.is_string()) t.tools.emplace_back(v.as_string());
+    }
+  }
+  if (auto it = o.find("sandbox"); it != o.end() && it->value().is_object()) {
+    t.sandbox_json = json::serialize(it->value());
+  }
+  t.max_turns = config.limits.max_turns;
+  t.max_output_tokens = config.limits.max_output_tokens;
+  t.max_wall_seconds = config.limits.max_wall_seconds;
+  if (auto it = o.find("limits"); it != o.end() && it->value().is_object()) {
+    const auto& l = it->value().as_object();
+    SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_turns", w, &t.max_turns));
+    SINEW_RETURN_IF_ERROR(ReadUint(l, "max_output_tokens", w, UINT64_MAX / 2, &t.max_output_tokens));
+    SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_wall_seconds", w, &t.max_wall_seconds));
+  }
+  return t;
+}
+
+void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
+  switch (ev.payload_case()) {
+    case v1::Event::kUserMessage:
+      s->last_user = index;
+      break;
+    case v1::Event::kModelResponse:
+      s->last_response = index;
+      ++s->turns;
+      s->output_tokens += ev.model_response().usage().completion_tokens();
+      break;
+    case v1::Event::kToolCall:
+      s->started[ev.tool_call().call_id()] = true;
+      break;
+    case v1::Event::kToolResult:
+      s->finished[ev.tool_result().call_id()] = true;
+      break;
+    case v1::Event::kSandboxProvisioned:
+      s->sandbox_id = ev.sandbox_provisioned().sandbox_id();
+      s->sandbox_endpoint = ev.sandbox_provisioned().endpoint();
+      break;
+    case v1::Event::kSandboxReleased:
+      if (ev.sandbox_released().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
+      break;
+    case v1::Event::kSandboxLost:
+      if (ev.sandbox_lost().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
+      break;
+    case v1::Event::kStatusChange:
+      s->status = ev.status_change().to();
+      s->last_status_change = index;
+      break;
+    default:
+      break;
+  }
+  if (s->sandbox_id.empty()) s->sandbox_endpoint.clear();
+}
+
+LogState ReadLogState(const std::vector<v1::Event>& events) {
+  LogState s;
+  s.status = v1::SESSION_STATUS_QUEUED;
+  for (size_t i = 0; i < events.size(); ++i) ApplyEvent(events[i], static_cast<int>(i), &s);
+  return s;
+}
+
+}  // namespace sinew::harness

@@ -1,0 +1,209 @@
+// End to end with real runc sandboxes: sinew-store, sinew-sandboxd and sinew-harness as
+// processes, the scripted model (a test double of a language model) driving a
+// multi-step task; a sandbox that dies mid-session; and a program inside a sandbox
+// that searches its whole environment and file system for the harness's secrets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "sinew/sandbox/provisioner_client.h"
+#include "sinew/sandbox/sandbox_client.h"
+#include "test_util.h"
+#include "tools.h"
+
+namespace sinew::harness::test {
+namespace {
+
+namespace json = boost::json;
+constexpr const char* kKey = "sandbox-key";
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
+    ASSERT_FALSE(store_->address.empty());
+    sandboxd_ = std::make_unique<SandboxdProcess>();
+    ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
+  }
+  std::string Config(const std::string& script, const std::string& extra = "") const {
+    return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
+      "sandboxd": {"address": ")" + sandboxd_->address + R"("},
+      "api_keys": {")" + std::string(kKey) + R"(": "t"},
+      "models": {"scripted": {"kind": "scripted", "script": ")" + script + R"("}})" + extra + "}";
+  }
+  static std::vector<std::string> Types(const std::vector<json::object>& events) {
+    std::vector<std::string> t;
+    for (const auto& e : events) t.emplace_back(e.at("type").as_string());
+    return t;
+  }
+  static std::vector<json::object> Of(const std::vector<json::object>& events, const char* type) {
+    std::vector<json::object> out;
+    for (const auto& e : events) {
+      if (e.contains(type)) out.push_back(e.at(type).as_object());
+    }
+    return out;
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<StoreProcess> store_;
+  std::unique_ptr<SandboxdProcess> sandboxd_;
+};
+
+TEST_F(SandboxTest, AMultiStepTaskWritesFilesRunsCommandsReadsResultsAndFinishes) {
+  const std::string script = WriteFile(dir_.Sub("task.json"), R"({"responses": [
+    {"text": "Writing the program.", "tool_calls": [{"name": "write_file", "input": {"path": "sum.py",
+      "content": "import sys\nprint(sum(int(x) for x in sys.argv[1:]))\n"}}]},
+    {"text": "Running it.", "tool_calls": [{"name": "bash", "input": {"command": "python3 sum.py 19 23 > out.txt && echo ran"}}]},
+    {"text": "Reading the result.", "tool_calls": [{"name": "read_file", "input": {"path": "out.txt"}},
+                                                  {"name": "list_files", "input": {"pattern": "*.py"}}]},
+    {"text": "The sum is 42."}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script));
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "add 19 and 23 with a program"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 180), "completed");
+  auto events = AllEvents(harness.url(), kKey, id);
+  auto types = Types(events);
+  // Lazy hands: the sandbox comes after the first model call, at the first tool call.
+  auto first_response = std::find(types.begin(), types.end(), "model_response");
+  auto provisioned = std::find(types.begin(), types.end(), "sandbox_provisioned");
+  ASSERT_NE(provisioned, types.end());
+  EXPECT_LT(first_response, provisioned);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "sandbox_provisioned"), 1);
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 4u);
+  for (const auto& res : results) EXPECT_FALSE(res.contains("is_error")) << json::serialize(res);
+  EXPECT_NE(std::string(results[1].at("output").as_string()).find("ran"), std::string::npos);
+  EXPECT_NE(std::string(results[2].at("output").as_string()).find("42"), std::string::npos);
+  EXPECT_NE(std::string(results[3].at("output").as_string()).find("sum.py"), std::string::npos);
+  auto calls = Of(events, "tool_call");
+  EXPECT_FALSE(calls[0].at("sandbox_id").as_string().empty());
+  EXPECT_TRUE(calls[0].at("idempotent").as_bool());   // write_file
+  EXPECT_FALSE(calls[1].contains("idempotent"));      // bash: false, omitted in JSON
+  // The session's end released the sandbox.
+  EXPECT_EQ(types[types.size() - 2], "sandbox_released");
+  auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
+  ASSERT_TRUE(prov.ok());
+  auto running = (*prov)->List(false);
+  ASSERT_TRUE(running.ok());
+  EXPECT_TRUE(running->empty());
+}
+
+TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {
+  auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
+  ASSERT_TRUE(prov.ok());
+  auto box = (*prov)->Provision(v1::Resources(), "catalog-check");
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  auto client = sandbox::SandboxClient::Connect(box->endpoint());
+  ASSERT_TRUE(client.ok());
+  auto specs = (*client)->ListTools();
+  ASSERT_TRUE(specs.ok());
+  size_t sandbox_tools = 0;
+  for (const auto& t : ToolCatalog()) sandbox_tools += t.needs_sandbox ? 1 : 0;
+  EXPECT_EQ(specs->size(), sandbox_tools);
+  for (const auto& spec : *specs) {
+    const ToolInfo* mine = FindTool(spec.name());
+    ASSERT_NE(mine, nullptr) << spec.name();
+    EXPECT_TRUE(mine->needs_sandbox);
+    EXPECT_EQ(mine->idempotent, spec.idempotent()) << spec.name();
+    EXPECT_EQ(json::parse(mine->input_schema_json), json::parse(spec.input_schema_json())) << spec.name();
+  }
+  EXPECT_TRUE((*prov)->Destroy(box->id()).ok());
+}
+
+TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
+  const std::string script = WriteFile(dir_.Sub("dies.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo hi > f && cat f"}}]},
+    {"text": "", "delay_ms": 6000, "tool_calls": [{"name": "bash", "input": {"command": "cat f"}}]},
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "ls f; echo fresh"}}]},
+    {"text": "done"}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script));
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "survive"})");
+  ASSERT_EQ(r.status, 201);
+  const std::string id(r.json.at("session").at("id").as_string());
+  // While the model "thinks" about turn 1 (6 s), the sandbox dies under the session.
+  std::string box;
+  for (int i = 0; i < 600 && box.empty(); ++i) {
+    for (const auto& p : Of(AllEvents(harness.url(), kKey, id), "sandbox_provisioned")) {
+      box = std::string(p.at("sandbox_id").as_string());
+    }
+    if (box.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(box.empty());
+  auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
+  ASSERT_TRUE(prov.ok());
+  ASSERT_TRUE((*prov)->Destroy(box).ok());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 180), "completed");
+  auto events = AllEvents(harness.url(), kKey, id);
+  auto lost = Of(events, "sandbox_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].at("sandbox_id").as_string(), box);
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(results[1].at("is_error").as_bool());
+  EXPECT_NE(std::string(results[1].at("output").as_string()).find("the sandbox was lost"), std::string::npos)
+      << json::serialize(results[1]);
+  // A fresh sandbox, without the old files.
+  auto boxes = Of(events, "sandbox_provisioned");
+  ASSERT_EQ(boxes.size(), 2u);
+  EXPECT_NE(boxes[1].at("sandbox_id").as_string(), box);
+  EXPECT_NE(std::string(results[2].at("output").as_string()).find("No such file"), std::string::npos);
+  EXPECT_NE(std::string(results[2].at("output").as_string()).find("fresh"), std::string::npos);
+}
+
+TEST_F(SandboxTest, NoSecretIsAnywhereASandboxedProgramCanLook) {
+  const std::string inline_secret = "sk-inline-4b1d9e0c7a";
+  const std::string env_secret = "sk-env-93fa22c1d0b8";
+  // The scanner gets the secrets reversed, so that the script itself does not plant them.
+  std::string rev1(inline_secret.rbegin(), inline_secret.rend());
+  std::string rev2(env_secret.rbegin(), env_secret.rend());
+  const std::string scanner =
+      "import os\n"
+      "needles = [s[::-1].encode() for s in ['" + rev1 + "', '" + rev2 + "']]\n"
+      "found, files, procs = [], 0, 0\n"
+      "for k, v in os.environ.items():\n"
+      "    if any(n in (k + '=' + v).encode() for n in needles): found.append('env:' + k)\n"
+      "for root, dirs, names in os.walk('/'):\n"
+      "    if root == '/': dirs[:] = [d for d in dirs if d != 'sys']\n"
+      "    if root == '/proc':\n"
+      "        dirs[:] = [d for d in dirs if d.isdigit()]\n"
+      "        names = []\n"
+      "    elif root.startswith('/proc/'):\n"
+      "        procs += 1\n"
+      "        dirs[:] = []\n"
+      "        names = [n for n in names if n in ('environ', 'cmdline')]\n"
+      "    for n in names:\n"
+      "        p = os.path.join(root, n)\n"
+      "        try:\n"
+      "            if os.path.islink(p) or not os.path.isfile(p): continue\n"
+      "            with open(p, 'rb') as f: data = f.read(8 << 20)\n"
+      "        except OSError: continue\n"
+      "        files += 1\n"
+      "        if any(n2 in data for n2 in needles): found.append(p)\n"
+      "print('FOUND ' + ' '.join(found) if found else 'CLEAN files=%d procs=%d' % (files, procs))\n";
+  json::object write_input{{"path", "scan.py"}, {"content", scanner}};
+  const std::string script = WriteFile(dir_.Sub("scan.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "write_file", "input": )" + json::serialize(write_input) + R"(}]},
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "python3 scan.py", "timeout": 600}}]},
+    {"text": "scanned"}]})");
+  const std::string extra = R"(, "secrets": {"inline": {"value": ")" + inline_secret + R"("},
+      "fromenv": {"env": "SINEW_TEST_HARNESS_SECRET"}},
+    "http_request": {"allow": [{"host": "127.0.0.1:9", "secret": "inline"}, {"host": "127.0.0.2:9", "secret": "fromenv"}]})";
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script, extra), {"SINEW_TEST_HARNESS_SECRET=" + env_secret});
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "look for secrets"})");
+  ASSERT_EQ(r.status, 201);
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 600), "completed");
+  auto results = Of(AllEvents(harness.url(), kKey, id), "tool_result");
+  ASSERT_EQ(results.size(), 2u);
+  const std::string out(results[1].at("output").as_string());
+  EXPECT_EQ(out.rfind("CLEAN files=", 0), 0u) << out;
+  // It really looked: thousands of files of the image and the processes it can see.
+  const long files = std::atol(out.c_str() + out.find('=') + 1);
+  EXPECT_GT(files, 1000) << out;
+}
+
+}  // namespace
+}  // namespace sinew::harness::test

@@ -1,0 +1,122 @@
+// Several harness processes on one sinew-store: each session is driven by one of them
+// at a time (leases); a harness that stops answering (SIGSTOP) loses its sessions to
+// another once its lease expires, and its late writes, when it wakes up, are refused.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "test_util.h"
+
+namespace sinew::harness::test {
+namespace {
+
+namespace json = boost::json;
+constexpr const char* kKey = "takeover-key";
+
+class TakeoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
+    ASSERT_FALSE(store_->address.empty());
+    WriteFile(dir_.Sub("quick.json"), R"({"responses": [{"text": "a", "delay_ms": 20}, {"text": "b"}]})");
+    WriteFile(dir_.Sub("long.json"), R"({"responses": [{"text": "slow thought", "delay_ms": 3000}]})");
+  }
+  std::string Config() const {
+    return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
+      "api_keys": {")" + std::string(kKey) + R"(": "t"},
+      "models": {"quick": {"kind": "scripted", "script": ")" + dir_.Sub("quick.json") + R"("},
+                 "long": {"kind": "scripted", "script": ")" + dir_.Sub("long.json") + R"("}},
+      "lease_ttl_ms": 900, "scan_interval_ms": 200})";
+  }
+  static int Count(const std::vector<json::object>& events, const char* type) {
+    int n = 0;
+    for (const auto& e : events) n += e.contains(type) ? 1 : 0;
+    return n;
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<StoreProcess> store_;
+};
+
+TEST_F(TakeoverTest, TwoHarnessesShareTheWorkOneDriverPerSession) {
+  HarnessProcess a(dir_.Sub("a.json"), Config());
+  HarnessProcess b(dir_.Sub("b.json"), Config());
+  ASSERT_FALSE(a.address.empty());
+  ASSERT_FALSE(b.address.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) {
+    auto r = Api("POST", (i % 2 ? a : b).url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "quick"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  for (const auto& id : ids) {
+    // Either harness answers for any session: the state is all in the store.
+    ASSERT_EQ(WaitForStatus(a.url(), kKey, id, "completed"), "completed");
+    auto events = AllEvents(b.url(), kKey, id);
+    EXPECT_EQ(Count(events, "model_response"), 1) << id;
+    EXPECT_EQ(Count(events, "model_request"), 1) << id;
+    for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].at("seq").as_string(), std::to_string(i + 1));
+  }
+}
+
+TEST_F(TakeoverTest, AStalledHarnessIsTakenOverAndItsLateWriteIsRefused) {
+  HarnessProcess a(dir_.Sub("a.json"), Config());
+  ASSERT_FALSE(a.address.empty());
+  auto r = Api("POST", a.url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
+  ASSERT_EQ(r.status, 201);
+  const std::string id(r.json.at("session").at("id").as_string());
+  // Wait until A is inside its model call, then freeze it: a zombie holding a lease.
+  for (int i = 0; i < 400 && Count(AllEvents(a.url(), kKey, id), "model_request") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(Count(AllEvents(a.url(), kKey, id), "model_request"), 1);
+  a.proc->Signal(SIGSTOP);
+  HarnessProcess b(dir_.Sub("b.json"), Config());
+  ASSERT_FALSE(b.address.empty());
+  // B takes the session over once A's lease expires and calls the model again.
+  for (int i = 0; i < 1000 && Count(AllEvents(b.url(), kKey, id), "model_request") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(Count(AllEvents(b.url(), kKey, id), "model_request"), 2) << "B did not take over";
+  // A wakes up after its model call would have returned, and tries to go on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  a.proc->Signal(SIGCONT);
+  auto refused = a.proc->WaitForLine("fenced out", std::chrono::seconds(20));
+  if (!refused) refused = a.proc->WaitForLine("lease lost", std::chrono::seconds(5));
+  EXPECT_TRUE(refused.has_value()) << "A should report that its late write was refused";
+  ASSERT_EQ(WaitForStatus(b.url(), kKey, id, "completed"), "completed");
+  auto events = AllEvents(b.url(), kKey, id);
+  EXPECT_EQ(Count(events, "model_response"), 1) << "only B's response may be in the log";
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].at("seq").as_string(), std::to_string(i + 1));
+  // The log says who drove it: A started it, B resumed it.
+  int running = 0, resumed = 0;
+  for (const auto& e : events) {
+    if (e.contains("status_change") && e.at("status_change").at("to").as_string() == "SESSION_STATUS_RUNNING") {
+      ++running;
+      EXPECT_NE(std::string(e.at("status_change").at("reason").as_string()).find(a.address), std::string::npos);
+    }
+    if (e.contains("annotation") && e.at("annotation").at("labels").at("kind").as_string() == "resume") {
+      ++resumed;
+      EXPECT_NE(std::string(e.at("annotation").at("labels").at("owner").as_string()).find(b.address), std::string::npos);
+    }
+  }
+  EXPECT_EQ(running, 1);
+  EXPECT_EQ(resumed, 1);
+}
+
+TEST_F(TakeoverTest, CancelSentToTheOtherHarnessIsForwardedToTheDriver) {
+  HarnessProcess a(dir_.Sub("a.json"), Config());
+  HarnessProcess b(dir_.Sub("b.json"), Config());
+  ASSERT_FALSE(a.address.empty());
+  ASSERT_FALSE(b.address.empty());
+  auto r = Api("POST", a.url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
+  ASSERT_EQ(r.status, 201);
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(b.url(), kKey, id, "running"), "running");
+  auto c = Api("POST", b.url() + "/v1/sessions/" + id + "/cancel", kKey);
+  EXPECT_EQ(c.status, 202) << c.body;
+  EXPECT_EQ(WaitForStatus(b.url(), kKey, id, "cancelled", 30), "cancelled");
+  auto events = AllEvents(a.url(), kKey, id);
+  EXPECT_EQ(Count(events, "model_response"), 0);  // A's call was abandoned, not finished
+}
+
+}  // namespace
+}  // namespace sinew::harness::test

@@ -1,0 +1,269 @@
+#include "test_util.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <fstream>
+#include <filesystem>
+#include <csignal>
+#include <unistd.h>
+
+#include "sinew/sandbox/provisioner_client.h"
+
+#include "curl_http.h"
+#include "sse_parser.h"
+
+namespace sinew::harness::test {
+
+namespace json = boost::json;
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+StoreProcess::StoreProcess(const std::string& db_dir) {
+  proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-store"), "--db", db_dir, "--listen", "127.0.0.1:0"});
+  auto line = proc->WaitForLine("listening on", std::chrono::seconds(30));
+  if (line) address = line->substr(line->rfind(' ') + 1);
+}
+
+HarnessProcess::HarnessProcess(const std::string& config_path, const std::string& config_json,
+                               const std::vector<std::string>& extra_env) {
+  WriteFile(config_path, config_json);
+  proc = std::make_unique<testing::Subprocess>(
+      std::vector<std::string>{testing::BinaryPath("sinew-harness"), "--config", config_path}, extra_env);
+  auto line = proc->WaitForLine("listening on", std::chrono::seconds(30));
+  if (line) address = line->substr(line->rfind(' ') + 1);
+}
+
+SandboxdProcess::SandboxdProcess() {
+  const std::string tag = std::to_string(::getpid());
+  state_dir = "/run/sinew-harness-test-" + tag;
+  cgroup_parent_ = "sinew-harness-test-" + tag;
+  const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir, "--cgroup-parent",
+      cgroup_parent_, "--warm-pool-size", "0"});
+  auto client = sandbox::ProvisionerClient::Connect(addr, std::chrono::seconds(10));
+  if (!client.ok()) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    if ((*client)->Health().ok()) {
+      address = addr;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+SandboxdProcess::~SandboxdProcess() {
+  proc_->Signal(SIGTERM);
+  proc_->Wait();
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir, ec);
+  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::filesystem::path p = h.path() / cgroup_parent_;
+    if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
+  }
+  ::rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());
+}
+
+std::string WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path);
+  out << content;
+  return path;
+}
+
+Reply Call(const std::string& method, const std::string& url, const std::string& body,
+           std::vector<std::string> headers) {
+  HttpRequest req;
+  req.method = method;
+  req.url = url;
+  req.body = body;
+  req.headers = std::move(headers);
+  req.timeout_ms = 30000;
+  Reply reply;
+  auto resp = PerformHttp(req);
+  if (!resp.ok()) {
+    reply.body = resp.status().ToString();
+    return reply;
+  }
+  reply.status = resp->status;
+  reply.body = resp->body;
+  boost::system::error_code ec;
+  reply.json = json::parse(reply.body, ec);
+  if (ec) reply.json = nullptr;
+  return reply;
+}
+
+Reply Api(const std::string& method, const std::string& url, const std::string& key, const std::string& body) {
+  return Call(method, url, body, {"Authorization: Bearer " + key, "Content-Type: application/json"});
+}
+
+std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
+                                 const std::string& last_event_id, size_t max_events, uint32_t timeout_ms) {
+  std::vector<SseEvent> events;
+  HttpRequest req;
+  req.url = url;
+  req.headers = {"Authorization: Bearer " + key, "Accept: text/event-stream"};
+  if (!last_event_id.empty()) req.headers.push_back("Last-Event-ID: " + last_event_id);
+  req.timeout_ms = timeout_ms;
+  // Our SseParser drops the id field; track it from the raw lines instead.
+  std::string pending;
+  SseEvent current;
+  auto resp = PerformHttp(req, [&](std::string_view chunk) {
+    pending.append(chunk);
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      if (line.empty()) {
+        if (!current.type.empty()) events.push_back(current);
+        current = SseEvent();
+        if (events.size() >= max_events) return false;
+      } else if (line.rfind("id: ", 0) == 0) {
+        current.id = std::stoull(line.substr(4));
+      } else if (line.rfind("event: ", 0) == 0) {
+        current.type = line.substr(7);
+      } else if (line.rfind("data: ", 0) == 0) {
+        current.data = line.substr(6);
+      }
+    }
+    return true;
+  });
+  (void)resp;
+  return events;
+}
+
+std::string WaitForStatus(const std::string& base, const std::string& key, const std::string& id,
+                          const std::string& statuses, int timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  std::string status;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = Api("GET", base + "/v1/sessions/" + id, key);
+    if (r.status == 200) {
+      status = std::string(r.json.at("session").at("status").as_string());
+      if (("," + statuses + ",").find("," + status + ",") != std::string::npos) return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "timeout (last: " + status + ")";
+}
+
+std::vector<json::object> AllEvents(const std::string& base, const std::string& key, const std::string& id) {
+  std::vector<json::object> out;
+  uint64_t after = 0;
+  while (true) {
+    auto r = Api("GET", base + "/v1/sessions/" + id + "/events?after=" + std::to_string(after) + "&limit=1000", key);
+    if (r.status != 200) break;
+    const auto& events = r.json.at("events").as_array();
+    if (events.empty()) break;
+    for (const auto& e : events) out.push_back(e.as_object());
+    after = std::stoull(std::string(out.back().at("seq").as_string()));
+  }
+  return out;
+}
+
+struct TestHttpServer::Impl {
+  Handler handler;
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::thread thread;
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::vector<Request> requests;
+  std::vector<std::thread> connections;
+  std::vector<int> fds;
+
+  void Serve(tcp::socket socket) {
+    beast::flat_buffer buffer;
+    boost::system::error_code ec;
+    while (!stop) {
+      http::request<http::string_body> req;
+      http::read(socket, buffer, req, ec);
+      if (ec) return;
+      Request r;
+      r.method = std::string(req.method_string());
+      r.target = std::string(req.target());
+      r.body = req.body();
+      for (const auto& f : req) {
+        std::string name(f.name_string());
+        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        r.headers[name] = std::string(f.value());
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        requests.push_back(r);
+      }
+      Response resp = handler(r);
+      if (resp.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(resp.delay_ms));
+      if (resp.chunks.empty()) {
+        http::response<http::string_body> res{static_cast<http::status>(resp.status), 11};
+        res.set(http::field::content_type, resp.content_type);
+        for (const auto& [k, v] : resp.headers) res.set(k, v);
+        res.body() = resp.body;
+        res.keep_alive(req.keep_alive());
+        res.prepare_payload();
+        http::write(socket, res, ec);
+        if (ec || !req.keep_alive()) return;
+      } else {
+        http::response<http::empty_body> res{static_cast<http::status>(resp.status), 11};
+        res.set(http::field::content_type, resp.content_type);
+        for (const auto& [k, v] : resp.headers) res.set(k, v);
+        res.chunked(true);
+        res.keep_alive(false);
+        http::response_serializer<http::empty_body> sr{res};
+        http::write_header(socket, sr, ec);
+        for (const auto& c : resp.chunks) {
+          if (ec) return;
+          if (resp.chunk_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(resp.chunk_delay_ms));
+          net::write(socket, http::make_chunk(net::buffer(c)), ec);
+        }
+        net::write(socket, http::make_chunk_last(), ec);
+        return;
+      }
+    }
+  }
+};
+
+TestHttpServer::TestHttpServer(Handler handler) : impl_(std::make_unique<Impl>()) {
+  impl_->handler = std::move(handler);
+  tcp::endpoint endpoint(net::ip::make_address("127.0.0.1"), 0);
+  impl_->acceptor.open(endpoint.protocol());
+  impl_->acceptor.set_option(net::socket_base::reuse_address(true));
+  impl_->acceptor.bind(endpoint);
+  impl_->acceptor.listen();
+  port_ = impl_->acceptor.local_endpoint().port();
+  impl_->thread = std::thread([this] {
+    while (!impl_->stop) {
+      boost::system::error_code ec;
+      tcp::socket socket = impl_->acceptor.accept(ec);
+      if (ec || impl_->stop) return;
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      impl_->fds.push_back(socket.native_handle());
+      impl_->connections.emplace_back([this, s = std::move(socket)]() mutable { impl_->Serve(std::move(s)); });
+    }
+  });
+}
+
+TestHttpServer::~TestHttpServer() {
+  impl_->stop = true;
+  boost::system::error_code ec;
+  ::shutdown(impl_->acceptor.native_handle(), SHUT_RDWR);
+  impl_->acceptor.close(ec);
+  impl_->thread.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (int fd : impl_->fds) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : impl_->connections) t.join();
+}
+
+std::vector<TestHttpServer::Request> TestHttpServer::requests() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->requests;
+}
+
+}  // namespace sinew::harness::test

@@ -1,0 +1,112 @@
+// Test helpers of the harness suites: real sinew-store and sinew-harness processes on
+// loopback, a small HTTP client, and an HTTP server inside the test (a test double of
+// remote endpoints: model servers speaking the documented wire formats, and the target
+// of http_request calls, which counts side effects).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "sinew/testing/subprocess.h"
+
+namespace sinew::harness::test {
+
+struct StoreProcess {
+  explicit StoreProcess(const std::string& db_dir);
+  std::unique_ptr<testing::Subprocess> proc;
+  std::string address;
+};
+
+struct HarnessProcess {
+  // Writes `config_json` to `config_path` and starts sinew-harness with it.
+  HarnessProcess(const std::string& config_path, const std::string& config_json,
+                 const std::vector<std::string>& extra_env = {});
+  std::unique_ptr<testing::Subprocess> proc;
+  std::string address;  // "127.0.0.1:PORT"; empty when it failed to start
+  std::string url() const { return "http://" + address; }
+};
+
+struct Reply {
+  long status = 0;
+  std::string body;
+  boost::json::value json;  // parsed body (null when not JSON)
+};
+
+// One HTTP call to the harness. `headers` are "Name: value" lines.
+Reply Call(const std::string& method, const std::string& url, const std::string& body = "",
+           std::vector<std::string> headers = {});
+// A call with "Authorization: Bearer <key>" and JSON content type.
+Reply Api(const std::string& method, const std::string& url, const std::string& key,
+          const std::string& body = "");
+
+// Reads an SSE stream until it ends, `max_events` arrive, or `timeout_ms` passes.
+struct SseEvent {
+  uint64_t id = 0;
+  std::string type;
+  std::string data;
+};
+std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
+                                 const std::string& last_event_id, size_t max_events,
+                                 uint32_t timeout_ms = 60000);
+
+// Polls GET /v1/sessions/{id} until its status is one of `statuses` (comma list).
+std::string WaitForStatus(const std::string& base, const std::string& key, const std::string& id,
+                          const std::string& statuses, int timeout_s = 60);
+// Every event of a session as parsed JSON objects, via the events endpoint.
+std::vector<boost::json::object> AllEvents(const std::string& base, const std::string& key,
+                                           const std::string& id);
+
+// An HTTP server on 127.0.0.1 in the test process. The handler answers each request.
+class TestHttpServer {
+ public:
+  struct Request {
+    std::string method, target, body;
+    std::map<std::string, std::string> headers;  // lower-case names
+  };
+  struct Response {
+    int status = 200;
+    std::string content_type = "application/json";
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;                 // sent whole, unless chunks is non-empty
+    std::vector<std::string> chunks;  // sent one by one (chunked encoding)
+    int delay_ms = 0;                 // before answering
+    int chunk_delay_ms = 0;           // between chunks
+  };
+  using Handler = std::function<Response(const Request&)>;
+  explicit TestHttpServer(Handler handler);
+  ~TestHttpServer();
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<Request> requests();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+std::string WriteFile(const std::string& path, const std::string& content);
+
+// A real sinew-sandboxd for a test, with its own state directory, cgroup parent and
+// loopback port. Needs root, runc and the default image (ctest fixture sandbox_image).
+class SandboxdProcess {
+ public:
+  SandboxdProcess();
+  ~SandboxdProcess();
+  std::string address;  // empty when it did not start
+  std::string state_dir;
+
+ private:
+  std::unique_ptr<testing::Subprocess> proc_;
+  std::string cgroup_parent_;
+};
+
+}  // namespace sinew::harness::test

@@ -1,0 +1,196 @@
+// In-process tests of the harness's pure parts: config, vault, SSE parsing, task
+// validation, the scripted model and the log state that wake() rebuilds.
+#include <gtest/gtest.h>
+
+#include "model_clients.h"
+#include "session_log.h"
+#include "sinew/harness/config.h"
+#include "sinew/harness/vault.h"
+#include "sse_parser.h"
+#include "test_util.h"
+#include "tools.h"
+
+namespace sinew::harness {
+namespace {
+
+const char* kMinimal = R"({"store": {"address": "127.0.0.1:1"}, "api_keys": {"k": "t"},
+  "models": {"m": {"kind": "scripted", "script": "/dev/null"}}})";
+
+TEST(ConfigTest, MinimalConfigGetsDefaults) {
+  auto c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen, "127.0.0.1:8080");
+  EXPECT_EQ(c->default_model, "m");
+  EXPECT_EQ(c->models.at("m").model, "m");
+  EXPECT_EQ(c->lease_ttl_ms, 10000u);
+  EXPECT_EQ(c->api_keys.at("k"), "t");
+}
+
+TEST(ConfigTest, ErrorsNameTheField) {
+  struct Case {
+    const char* json;
+    const char* needle;
+  } cases[] = {
+      {"[]", "must be a JSON object"},
+      {R"({"bogus": 1})", "unknown field 'bogus'"},
+      {R"({"api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}})", "config.store"},
+      {R"({"store": {"address": "a", "dir": "d"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}})",
+       "exactly one"},
+      {R"({"store": {"address": "a"}, "models": {"m": {"kind": "scripted", "script": "x"}}})", "api_keys"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "gpt"}}})", "kind"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "openai"}}})", "base_url"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x", "api_key_secret": "nope"}}})",
+       "unknown secret 'nope'"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "default_model": "z"})",
+       "default_model"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "workers": -1})",
+       "config.workers"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "secrets": {"s": {"env": "SINEW_SURELY_UNSET_VAR"}}})",
+       "SINEW_SURELY_UNSET_VAR"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = ParseConfig(c.json);
+    ASSERT_FALSE(parsed.ok()) << c.json;
+    EXPECT_NE(parsed.status().message().find(c.needle), std::string::npos)
+        << c.json << " -> " << parsed.status().message();
+  }
+}
+
+TEST(ConfigTest, SecretsComeFromValuesAndEnvironment) {
+  setenv("SINEW_TEST_SECRET", "from-env-123", 1);
+  auto c = ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+    "models": {"m": {"kind": "scripted", "script": "x"}},
+    "secrets": {"a": {"value": "inline-1"}, "b": {"env": "SINEW_TEST_SECRET"}},
+    "http_request": {"allow": [{"host": "API.example:443", "secret": "b"}]}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->secrets.at("a"), "inline-1");
+  EXPECT_EQ(c->secrets.at("b"), "from-env-123");
+  EXPECT_EQ(c->http_allow.at(0).host, "api.example:443");
+}
+
+TEST(VaultTest, RedactsEveryOccurrenceAndNamesTheSecret) {
+  auto vault = Vault::Create({{"gh", "ghp_abc"}, {"empty", ""}});
+  EXPECT_EQ(vault->Redact("a ghp_abc b ghp_abc"), "a [REDACTED:gh] b [REDACTED:gh]");
+  EXPECT_TRUE(vault->Contains("xxghp_abcxx"));
+  EXPECT_FALSE(vault->Contains("ghp_ab"));
+  EXPECT_EQ(*vault->Get("gh"), "ghp_abc");
+  EXPECT_FALSE(vault->Get("empty").has_value());
+}
+
+TEST(SseParserTest, SplitsEventsAcrossArbitraryChunks) {
+  std::vector<std::pair<std::string, std::string>> got;
+  SseParser parser([&](const std::string& e, const std::string& d) {
+    got.emplace_back(e, d);
+    return true;
+  });
+  const std::string stream = ": comment\nevent: a\ndata: one\n\ndata: two\ndata: lines\r\n\r\nid: 3\ndata: [DONE]\n\n";
+  for (char c : stream) parser.Feed(std::string_view(&c, 1));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], std::make_pair(std::string("a"), std::string("one")));
+  EXPECT_EQ(got[1], std::make_pair(std::string("message"), std::string("two\nlines")));
+  EXPECT_EQ(got[2].second, "[DONE]");
+}
+
+TEST(TaskTest, ValidatesEveryField) {
+  auto config = ParseConfig(kMinimal);
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(ParseTaskRequest(R"({"prompt": "x"})", *config).ok());
+  struct Case {
+    const char* body;
+    const char* needle;
+  } cases[] = {
+      {"{", "not valid JSON"},
+      {R"({})", "prompt is required"},
+      {R"({"prompt": ""})", "must not be empty"},
+      {R"({"prompt": 5})", "body.prompt must be a string"},
+      {R"({"prompt": "x", "model": "zzz"})", "not configured"},
+      {R"({"prompt": "x", "tools": ["rm_rf"]})", "unknown tool 'rm_rf'"},
+      {R"({"prompt": "x", "tools": "bash"})", "array of tool names"},
+      {R"({"prompt": "x", "limits": {"max_turns": 0}})", "at least 1"},
+      {R"({"prompt": "x", "limits": {"max_turns": -3}})", "non-negative integer"},
+      {R"({"prompt": "x", "sandbox": {"cpu": 1}})", "unknown field 'cpu'"},
+      {R"({"prompt": "x", "metadata": {"a": 1}})", "body.metadata.a must be a string"},
+      {R"({"prompt": "x", "extra": 1})", "unknown field 'extra'"},
+  };
+  for (const auto& c : cases) {
+    auto t = ParseTaskRequest(c.body, *config);
+    ASSERT_FALSE(t.ok()) << c.body;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find(c.needle), std::string::npos) << c.body << " -> " << t.status().message();
+  }
+  auto full = ParseTaskRequest(
+      R"({"prompt": "p", "tools": ["bash"], "limits": {"max_turns": 3}, "sandbox": {"cpu_millis": 500}})", *config);
+  ASSERT_TRUE(full.ok());
+  auto back = TaskFromJson(TaskToJson(*full), *config);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->prompt, "p");
+  EXPECT_EQ(back->max_turns, 3u);
+  EXPECT_EQ(back->tools, std::vector<std::string>{"bash"});
+  EXPECT_NE(back->sandbox_json.find("500"), std::string::npos);
+}
+
+TEST(ScriptedModelTest, ReplaysResponseNumberTurnWithTemplates) {
+  testing::TempDir dir;
+  ModelEndpointConfig m;
+  m.kind = "scripted";
+  m.script = test::WriteFile(dir.Sub("s.json"), R"({"responses": [
+    {"text": "one two", "tool_calls": [{"name": "http_request", "input": {"url": "http://h/{{session_id}}/{{call_id}}"}}]},
+    {"text": "done"}]})");
+  auto model = MakeModelClient(m, "");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ModelCall call;
+  call.session_id = "S";
+  std::string streamed;
+  auto r0 = (*model)->Complete(call, [&](std::string_view d) { streamed += d; });
+  ASSERT_TRUE(r0.ok());
+  EXPECT_EQ(streamed, "one two");
+  ASSERT_EQ(r0->tool_calls.size(), 1u);
+  EXPECT_EQ(r0->tool_calls[0].id, "call_0_0");
+  EXPECT_EQ(r0->tool_calls[0].input_json, R"({"url":"http://h/S/call_0_0"})");
+  EXPECT_EQ(r0->stop_reason, "tool_use");
+  call.turn = 1;
+  EXPECT_EQ((*model)->Complete(call, nullptr)->text, "done");
+  call.turn = 7;
+  EXPECT_EQ((*model)->Complete(call, nullptr)->text, "(script finished)");
+  m.script = dir.Sub("missing.json");
+  EXPECT_EQ(MakeModelClient(m, "").status().code(), StatusCode::kNotFound);
+}
+
+TEST(ToolCatalogTest, IdempotencyFollowsTheToolAndTheMethod) {
+  const ToolInfo* http = FindTool("http_request");
+  ASSERT_NE(http, nullptr);
+  EXPECT_TRUE(CallIsIdempotent(*http, R"({"url": "x"})"));
+  EXPECT_TRUE(CallIsIdempotent(*http, R"({"url": "x", "method": "HEAD"})"));
+  EXPECT_FALSE(CallIsIdempotent(*http, R"({"url": "x", "method": "POST"})"));
+  EXPECT_FALSE(CallIsIdempotent(*FindTool("bash"), "{}"));
+  EXPECT_TRUE(CallIsIdempotent(*FindTool("write_file"), "{}"));
+  EXPECT_EQ(ToolDefinitions({"bash"}).size(), 1u);
+}
+
+TEST(LogStateTest, FindsPendingCallsAndTheLiveSandbox) {
+  std::vector<v1::Event> log(6);
+  log[0].mutable_session_created();
+  log[1].mutable_user_message()->set_text("go");
+  auto* r = log[2].mutable_model_response();
+  r->add_tool_calls()->set_call_id("a");
+  r->add_tool_calls()->set_call_id("b");
+  r->mutable_usage()->set_completion_tokens(7);
+  log[3].mutable_sandbox_provisioned()->set_sandbox_id("box1");
+  log[4].mutable_tool_call()->set_call_id("a");
+  log[5].mutable_tool_call()->set_call_id("b");
+  LogState s = ReadLogState(log);
+  EXPECT_EQ(s.turns, 1u);
+  EXPECT_EQ(s.output_tokens, 7u);
+  EXPECT_EQ(s.last_response, 2);
+  EXPECT_EQ(s.last_user, 1);
+  EXPECT_EQ(s.sandbox_id, "box1");
+  EXPECT_TRUE(s.started.count("b"));
+  EXPECT_FALSE(s.finished.count("a"));
+  v1::Event lost;
+  lost.mutable_sandbox_lost()->set_sandbox_id("box1");
+  ApplyEvent(lost, 6, &s);
+  EXPECT_EQ(s.sandbox_id, "");
+}
+
+}  // namespace
+}  // namespace sinew::harness
