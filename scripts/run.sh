@@ -108,39 +108,21 @@ API=http://$(awk '/listening on/ {print $NF}' "$DATA/harness.out")
 KEY=sk-sinew-demo
 echo "== sinew-harness    $API  (API key $KEY)"
 
-# 5. Tasks, with their events streamed as they happen.
-show_events() {  # show_events SESSION_ID: streams the session's events until it ends
-  curl -sN -H "Authorization: Bearer $KEY" "$API/v1/sessions/$1/events/stream" | python3 -u -c '
-import json, sys
-for line in sys.stdin:
-    if not line.startswith("data: "): continue
-    e = json.loads(line[6:]); t = e["type"]; p = e.get(t, {})
-    if t == "user_message": s = p.get("text", "")
-    elif t == "model_response": s = repr(p.get("text", "")) + "".join(" -> %s %s" % (c["name"], c["input_json"]) for c in p.get("tool_calls", []))
-    elif t == "tool_result": s = ("error: " if p.get("is_error") else "") + p.get("output", "").strip()
-    elif t == "status_change": s = "%s -> %s (%s)" % (p.get("from", "").replace("SESSION_STATUS_", "").lower(), p.get("to", "").replace("SESSION_STATUS_", "").lower(), p.get("reason", ""))
-    elif t == "sandbox_provisioned": s = "%s in %s ms" % (p.get("sandbox_id"), p.get("provision_ms", 0))
-    elif t == "model_request": s = "model %s, turn %s" % (p.get("model"), p.get("turn", 0))
-    else: s = json.dumps(p)[:120]
-    print("  %3s %-20s %s" % (e["seq"], t, s[:300]))
-'
-}
-submit() {  # submit JSON: prints the new session id
-  curl -sf -X POST -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" -d "$1" \
-    "$API/v1/sessions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session"]["id"])'
-}
+# 5. Tasks, submitted and followed with the `sinew` CLI (events stream as they happen).
+SINEW=("$BIN/sinew" --server "$API" --api-key "$KEY")
 PROMPT=${SINEW_PROMPT:-Once upon a time, a little robot}
-ID=$(submit "{\"prompt\": \"$PROMPT\", \"title\": \"first task\"}")
-echo "== first task $ID (model $DEFAULT):"
-show_events "$ID"
+echo "== first task (model $DEFAULT): sinew run \"$PROMPT\""
+"${SINEW[@]}" run "$PROMPT" --title "first task" || echo "(the session did not complete: exit $?)"
 if [ -n "$SANDBOXD" ]; then
-  ID2=$(submit '{"prompt": "Compute the 20th Fibonacci number with a program.", "model": "demo-scripted"}')
-  echo "== second task $ID2 (scripted demo model, sandbox tools):"
-  show_events "$ID2"
+  echo "== second task (scripted demo model, sandbox tools):"
+  "${SINEW[@]}" run "Compute the 20th Fibonacci number with a program." --model demo-scripted \
+    || echo "(the session did not complete: exit $?)"
 fi
+echo "== sessions:"
+"${SINEW[@]}" sessions list
 echo "== metrics:"
 curl -s "$API/metrics" | grep -E '^sinew_harness_(sessions\{|model_calls_total|tool_calls_total|sandbox_provisions_total)' || true
 if [ "${SINEW_KEEP:-0}" = 1 ]; then
-  echo "== all running; try: curl -H 'Authorization: Bearer $KEY' $API/v1/sessions   (Ctrl-C ends)"
+  echo "== all running; try: $BIN/sinew --server $API --api-key $KEY sessions list   (Ctrl-C ends)"
   wait
 fi
