@@ -174,7 +174,11 @@ class HarnessImpl final : public Harness, public SessionControl {
         driver = drivers_.at(id);
       }
       while (true) {
-        driver->Run();
+        try {
+          driver->Run();
+        } catch (const std::exception& e) {  // a bug: keep the process, the scan retries later
+          spdlog::error("session {}: driver failed: {}", driver->id(), e.what());
+        }
         std::lock_guard<std::mutex> lock(mutex_);
         // Input that arrived while it ran gets another wake; otherwise it is done here.
         if (!stopping_ && driver->TakeWork()) continue;
