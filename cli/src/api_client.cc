@@ -2,7 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include "sse_parser.h"
+#include "sinew/sse_parser.h"
 
 namespace sinew::cli {
 namespace json = boost::json;
@@ -197,9 +197,10 @@ Status ApiClient::Stream(const std::string& id, uint64_t after,
     auto ev = ParseEvent(e.data);
     if (!ev.ok()) {
       parse_error = ev.status();
-      return;
+      return false;
     }
     on_event(*ev);
+    return true;
   });
   std::vector<std::string> headers;
   if (after > 0) headers.push_back("Last-Event-ID: " + std::to_string(after));

@@ -7,7 +7,6 @@
 #include "cli_test_util.h"
 #include "keys.h"
 #include "sinew/session_store/session_store.h"
-#include "sse_parser.h"
 
 namespace sinew::cli {
 namespace {
@@ -157,21 +156,6 @@ TEST(CliStoreTest, UnreachableServerSaysWhatToDo) {
   EXPECT_NE(run.out.find("server not reachable at http://127.0.0.1:1"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("is sinew-harness running?"), std::string::npos);
-}
-
-TEST(SseParserTest, HandlesAnyChunkingCommentsAndMultilineData) {
-  std::vector<SseEvent> got;
-  SseParser parser([&](const SseEvent& e) { got.push_back(e); });
-  const std::string stream =
-      ": keepalive\n\nid: 7\nevent: tool_call\ndata: {\"a\":1}\n\n"
-      "id: 8\r\ndata: line1\r\ndata: line2\r\n\r\n";
-  for (char c : stream) parser.Feed(std::string_view(&c, 1));
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].id, "7");
-  EXPECT_EQ(got[0].event, "tool_call");
-  EXPECT_EQ(got[0].data, "{\"a\":1}");
-  EXPECT_EQ(got[1].id, "8");
-  EXPECT_EQ(got[1].data, "line1\nline2");
 }
 
 }  // namespace

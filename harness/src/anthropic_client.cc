@@ -4,7 +4,7 @@
 #include <map>
 
 #include "model_clients.h"
-#include "sse_parser.h"
+#include "sinew/sse_parser.h"
 
 namespace sinew::harness {
 namespace {
@@ -115,7 +115,9 @@ class AnthropicClient final : public ModelClient {
                                             .count();
       }
     };
-    SseParser parser([&](const std::string& event, const std::string& data) {
+    SseParser parser([&](const SseEvent& sse) {
+      const std::string& event = sse.event;
+      const std::string& data = sse.data;
       boost::system::error_code ec;
       json::value v = json::parse(data, ec);
       if (ec || !v.is_object()) {

@@ -170,7 +170,7 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
   }
   if (reject_terminal && IsTerminal(meta->status())) {
     release();
-    return Status::FailedPrecondition("session " + id + " is already " + StatusToName(meta->status()));
+    return Status::FailedPrecondition("session " + id + " is already " + store::SessionStatusName(meta->status()));
   }
   for (auto& ev : events) {
     if (ev.has_status_change()) ev.mutable_status_change()->set_from(meta->status());
@@ -214,7 +214,7 @@ ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const
   auto meta = OwnedSession(id, tenant);
   if (!meta.ok()) return FromStatus(meta.status());
   if (IsTerminal(meta->status())) {
-    return Error(409, "conflict", "session " + id + " is already " + StatusToName(meta->status()));
+    return Error(409, "conflict", "session " + id + " is already " + store::SessionStatusName(meta->status()));
   }
   if (control_->DeliverCancel(id, "cancelled by the user")) return SessionResponse(202, *meta);
   v1::Event ev;

@@ -233,7 +233,7 @@ Status SessionDriver::ReleaseSandbox(const std::string& reason) {
 
 Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
                              const std::string& error_code) {
-  SINEW_RETURN_IF_ERROR(ReleaseSandbox("session " + StatusToName(to)));
+  SINEW_RETURN_IF_ERROR(ReleaseSandbox("session " + store::SessionStatusName(to)));
   std::vector<v1::Event> events;
   if (!error_code.empty()) {
     v1::Event ev;
@@ -242,7 +242,7 @@ Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
     events.push_back(std::move(ev));
   }
   events.push_back(StatusEvent(state_.status, to, reason));
-  deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"" + StatusToName(to) + "\"");
+  deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"" + store::SessionStatusName(to) + "\"");
   if (!error_code.empty()) deps_.metrics->Add("sinew_harness_errors_total", "code=\"" + error_code + "\"");
   return Append(std::move(events));
 }

@@ -124,7 +124,7 @@ class HarnessImpl final : public Harness, public SessionControl {
         if (resp->next_page_token().empty()) break;
         req.set_page_token(resp->next_page_token());
       }
-      out += "sinew_harness_sessions{status=\"" + StatusToName(static_cast<v1::SessionStatus>(s)) + "\"} " +
+      out += "sinew_harness_sessions{status=\"" + store::SessionStatusName(static_cast<v1::SessionStatus>(s)) + "\"} " +
              std::to_string(count) + "\n";
     }
     std::lock_guard<std::mutex> lock(mutex_);

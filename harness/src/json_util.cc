@@ -83,22 +83,10 @@ Status RejectUnknownKeys(const json::object& obj, std::string_view allowed,
   return Status::Ok();
 }
 
-std::string StatusToName(v1::SessionStatus status) {
-  switch (status) {
-    case v1::SESSION_STATUS_QUEUED: return "queued";
-    case v1::SESSION_STATUS_RUNNING: return "running";
-    case v1::SESSION_STATUS_WAITING_FOR_INPUT: return "waiting_for_input";
-    case v1::SESSION_STATUS_COMPLETED: return "completed";
-    case v1::SESSION_STATUS_FAILED: return "failed";
-    case v1::SESSION_STATUS_CANCELLED: return "cancelled";
-    default: return "unspecified";
-  }
-}
-
 v1::SessionStatus StatusFromName(std::string_view name) {
   for (int s = v1::SESSION_STATUS_QUEUED; s <= v1::SESSION_STATUS_CANCELLED; ++s) {
     auto status = static_cast<v1::SessionStatus>(s);
-    if (StatusToName(status) == name) return status;
+    if (store::SessionStatusName(status) == name) return status;
   }
   return v1::SESSION_STATUS_UNSPECIFIED;
 }
@@ -113,7 +101,7 @@ json::object SessionToJson(const v1::Session& s) {
   o["id"] = s.id();
   o["tenant"] = s.tenant();
   o["title"] = s.title();
-  o["status"] = StatusToName(s.status());
+  o["status"] = store::SessionStatusName(s.status());
   o["created_unix_ms"] = s.created_unix_ms();
   o["updated_unix_ms"] = s.updated_unix_ms();
   o["next_seq"] = s.next_seq();

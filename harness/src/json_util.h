@@ -8,6 +8,7 @@
 
 #include "sinew/proto/events.pb.h"
 #include "sinew/proto/session_store.pb.h"
+#include "sinew/session_store/session_store.h"
 #include "sinew/status.h"
 
 namespace sinew::harness {
@@ -35,7 +36,6 @@ boost::json::object SessionToJson(const v1::Session& session);
 // The contract's Event JSON (proto3 JSON mapping, original field names), on one line.
 std::string EventToJson(const v1::Event& event);
 
-std::string StatusToName(v1::SessionStatus status);
 // "queued" -> QUEUED; UNSPECIFIED for an unknown name.
 v1::SessionStatus StatusFromName(std::string_view name);
 bool IsTerminal(v1::SessionStatus status);

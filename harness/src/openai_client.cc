@@ -4,7 +4,7 @@
 #include <map>
 
 #include "model_clients.h"
-#include "sse_parser.h"
+#include "sinew/sse_parser.h"
 
 namespace sinew::harness {
 namespace {
@@ -116,7 +116,8 @@ class OpenAiClient final : public ModelClient {
     std::map<uint64_t, ModelToolCall> calls;
     std::string error_body;
     Status parse_error;
-    SseParser parser([&](const std::string&, const std::string& data) {
+    SseParser parser([&](const SseEvent& sse) {
+      const std::string& data = sse.data;
       if (data == "[DONE]") return true;
       boost::system::error_code ec;
       json::value v = json::parse(data, ec);

@@ -12,7 +12,6 @@
 #include "sinew/sandbox/provisioner_client.h"
 
 #include "curl_http.h"
-#include "sse_parser.h"
 
 namespace sinew::harness::test {
 

@@ -6,7 +6,6 @@
 #include "session_log.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/vault.h"
-#include "sse_parser.h"
 #include "test_util.h"
 #include "tools.h"
 
@@ -75,20 +74,6 @@ TEST(VaultTest, RedactsEveryOccurrenceAndNamesTheSecret) {
   EXPECT_FALSE(vault->Contains("ghp_ab"));
   EXPECT_EQ(*vault->Get("gh"), "ghp_abc");
   EXPECT_FALSE(vault->Get("empty").has_value());
-}
-
-TEST(SseParserTest, SplitsEventsAcrossArbitraryChunks) {
-  std::vector<std::pair<std::string, std::string>> got;
-  SseParser parser([&](const std::string& e, const std::string& d) {
-    got.emplace_back(e, d);
-    return true;
-  });
-  const std::string stream = ": comment\nevent: a\ndata: one\n\ndata: two\ndata: lines\r\n\r\nid: 3\ndata: [DONE]\n\n";
-  for (char c : stream) parser.Feed(std::string_view(&c, 1));
-  ASSERT_EQ(got.size(), 3u);
-  EXPECT_EQ(got[0], std::make_pair(std::string("a"), std::string("one")));
-  EXPECT_EQ(got[1], std::make_pair(std::string("message"), std::string("two\nlines")));
-  EXPECT_EQ(got[2].second, "[DONE]");
 }
 
 TEST(TaskTest, ValidatesEveryField) {

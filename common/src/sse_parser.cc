@@ -1,29 +1,32 @@
-#include "sse_parser.h"
+#include "sinew/sse_parser.h"
 
-namespace sinew::cli {
+namespace sinew {
 
-void SseParser::Feed(std::string_view bytes) {
+bool SseParser::Feed(std::string_view bytes) {
+  if (stopped_) return false;
   pending_.append(bytes);
   size_t start = 0;
-  while (true) {
+  while (!stopped_) {
     size_t nl = pending_.find('\n', start);
     if (nl == std::string::npos) break;
     std::string_view line(pending_.data() + start, nl - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    Line(line);
+    if (!Line(line)) stopped_ = true;
     start = nl + 1;
   }
   pending_.erase(0, start);
+  return !stopped_;
 }
 
-void SseParser::Line(std::string_view line) {
+bool SseParser::Line(std::string_view line) {
   if (line.empty()) {
-    if (has_data_) on_event_(current_);
+    bool go_on = true;
+    if (has_data_) go_on = on_event_(current_);
     current_ = SseEvent{};
     has_data_ = false;
-    return;
+    return go_on;
   }
-  if (line.front() == ':') return;  // comment (keepalive)
+  if (line.front() == ':') return true;  // a comment (keepalive)
   size_t colon = line.find(':');
   std::string_view field = line.substr(0, colon);
   std::string_view value = colon == std::string_view::npos ? "" : line.substr(colon + 1);
@@ -37,6 +40,7 @@ void SseParser::Line(std::string_view line) {
     current_.data.append(value);
     has_data_ = true;
   }
+  return true;
 }
 
-}  // namespace sinew::cli
+}  // namespace sinew
