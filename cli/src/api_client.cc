@@ -190,7 +190,8 @@ Result<SessionView> ApiClient::Import(const std::string& ndjson) {
 }
 
 Status ApiClient::Stream(const std::string& id, uint64_t after,
-                         const std::function<void(const v1::Event&)>& on_event) {
+                         const std::function<void(const v1::Event&)>& on_event,
+                         const std::function<void()>& on_tick) {
   std::string prefix;  // the first bytes, to explain an error answer
   Status parse_error;
   SseParser parser([&](const SseEvent& e) {
@@ -209,7 +210,8 @@ Status ApiClient::Stream(const std::string& id, uint64_t after,
                                if (prefix.size() < 4096) prefix.append(bytes.substr(0, 4096));
                                parser.Feed(bytes);
                                return parse_error.ok();
-                             });
+                             },
+                             on_tick);
   if (!status.ok()) return status.status();
   if (*status != 200) return HttpError(*status, prefix, http_.base_url());
   return parse_error;

@@ -49,7 +49,8 @@ class ApiClient {
   // server ends it. Returns how it ended: OK (ended by the server), kUnavailable (link
   // broke: reconnect with the last seen seq), or an API error.
   [[nodiscard]] Status Stream(const std::string& id, uint64_t after,
-                              const std::function<void(const v1::Event&)>& on_event);
+                              const std::function<void(const v1::Event&)>& on_event,
+                              const std::function<void()>& on_tick = {});
 
   const std::string& base_url() const { return http_.base_url(); }
 

@@ -61,10 +61,33 @@ int FollowSession(Context& ctx, const std::string& id, uint64_t after) {
   int64_t t0 = 0;
   std::optional<v1::StatusChange> final_change;
   int attempts = 0;
+  // On a terminal, a status line on stderr shows how long we have waited for the next
+  // event; it is cleared before each event is printed.
+  const bool progress = ctx.interactive && !ctx.json;
+  auto last_event_at = std::chrono::steady_clock::now();
+  bool status_shown = false;
+  int64_t shown_idle = -1;
+  auto clear_status = [&] {
+    if (status_shown) std::cerr << "\r\033[K" << std::flush;
+    status_shown = false;
+    shown_idle = -1;
+  };
+  auto tick = [&] {
+    if (!progress) return;
+    auto idle = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::steady_clock::now() - last_event_at).count();
+    if (idle < 2 || idle == shown_idle) return;
+    shown_idle = idle;
+    std::cerr << "\r\033[K... waiting for the next event (" << idle << " s, after #" << last
+              << ")" << std::flush;
+    status_shown = true;
+  };
   while (true) {
     uint64_t before = last;
     Status st = api.Stream(id, last, [&](const v1::Event& ev) {
       if (ev.seq() <= last) return;  // never print an event twice
+      clear_status();
+      last_event_at = std::chrono::steady_clock::now();
       last = ev.seq();
       if (t0 == 0) t0 = ev.timestamp_unix_ms();
       if (ctx.json) {
@@ -75,7 +98,8 @@ int FollowSession(Context& ctx, const std::string& id, uint64_t after) {
       if (ev.has_status_change() && IsTerminalStatus(ev.status_change().to())) {
         final_change = ev.status_change();
       }
-    });
+    }, tick);
+    clear_status();
     if (final_change) return ExitCodeFor(*final_change);
     if (!st.ok() && st.code() != StatusCode::kUnavailable) {
       ctx.Fail(st);

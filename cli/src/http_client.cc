@@ -28,8 +28,15 @@ size_t AppendBody(char* data, size_t size, size_t n, void* user) {
 
 struct StreamState {
   const std::function<bool(std::string_view)>* on_data;
+  const std::function<void()>* on_tick;
   bool stopped = false;
 };
+
+int StreamTick(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* state = static_cast<StreamState*>(user);
+  if (*state->on_tick) (*state->on_tick)();
+  return 0;
+}
 
 size_t StreamBody(char* data, size_t size, size_t n, void* user) {
   auto* state = static_cast<StreamState*>(user);
@@ -82,7 +89,8 @@ Result<HttpResponse> HttpClient::Send(const std::string& method, const std::stri
 }
 
 Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::string>& extra,
-                                const std::function<bool(std::string_view)>& on_data) {
+                                const std::function<bool(std::string_view)>& on_data,
+                                const std::function<void()>& on_tick) {
   EnsureCurl();
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (!curl) return Status::Internal("curl_easy_init failed");
@@ -91,7 +99,7 @@ Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::
   list = curl_slist_append(list, "Accept: text/event-stream");
   for (const auto& h : extra) list = curl_slist_append(list, h.c_str());
   std::unique_ptr<curl_slist, ListDeleter> headers(list);
-  StreamState state{&on_data};
+  StreamState state{&on_data, &on_tick};
   std::string url = base_url_ + path;
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
@@ -102,6 +110,9 @@ Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::
   curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, StreamBody);
   curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &state);
+  curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, StreamTick);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &state);
   CURLcode rc = curl_easy_perform(curl.get());
   long status = 0;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);

@@ -29,9 +29,12 @@ class HttpClient {
   // A streaming GET: `on_data` receives body bytes as they arrive and returns false to
   // stop. Returns the HTTP status once the stream ends; kUnavailable when the connection
   // could not be made or broke (the caller may reconnect).
+  // `on_tick` (may be empty) is called about once a second while the stream is open,
+  // so a caller can show progress while no data comes.
   [[nodiscard]] Result<long> Stream(const std::string& path,
                                     const std::vector<std::string>& headers,
-                                    const std::function<bool(std::string_view)>& on_data);
+                                    const std::function<bool(std::string_view)>& on_data,
+                                    const std::function<void()>& on_tick = {});
 
   const std::string& base_url() const { return base_url_; }
 
