@@ -134,7 +134,8 @@ class Inspector {
         Problem(id, 0, "no_events", "session has metadata but no events");
         continue;
       }
-      if (w.meta.next_seq() != w.last_seq + 1) {
+      // The record's next_seq may lag (plain appends do not rewrite it) but never lead.
+      if (w.meta.next_seq() > w.last_seq + 1) {
         Problem(id, 0, "metadata_mismatch",
                 "metadata says next_seq " + std::to_string(w.meta.next_seq()) +
                     " but the log ends at event " + std::to_string(w.last_seq));

@@ -148,6 +148,7 @@ Status RocksStore::LoadLocked(const std::string& raw_id, SessionState* state) {
   if (!state->meta.ParseFromString(value)) {
     return Status::Corruption("metadata of session " + id + " is undecodable");
   }
+  SINEW_RETURN_IF_ERROR(LoadLogEnd(raw_id, &state->meta));
   s = db_->Get(rocksdb::ReadOptions(), leases_cf_, raw_id, &value);
   if (s.ok()) {
     if (!state->lease.ParseFromString(value)) {
@@ -158,6 +159,30 @@ Status RocksStore::LoadLocked(const std::string& raw_id, SessionState* state) {
   }
   state->exists = true;
   state->loaded = true;
+  return Status::Ok();
+}
+
+Status RocksStore::LoadLogEnd(const std::string& raw_id, v1::Session* meta) {
+  const std::string id = keys::FormatSessionId(raw_id);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_cf_));
+  it->SeekForPrev(keys::EventKey(raw_id, UINT64_MAX));
+  SINEW_RETURN_IF_ERROR(FromRocks(it->status(), "reading the log end of " + id));
+  if (!it->Valid() || !it->key().starts_with(raw_id)) {
+    return Status::Corruption("session " + id + " has metadata but no events");
+  }
+  const uint64_t last = keys::SeqFromEventKey(it->key().ToStringView());
+  if (meta->next_seq() > last + 1) {
+    return Status::Corruption("session " + id + ": metadata says next_seq " +
+                              std::to_string(meta->next_seq()) + " but the log ends at event " +
+                              std::to_string(last));
+  }
+  v1::Event ev;
+  if (!ev.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+    return Status::Corruption("session " + id + ": event " + std::to_string(last) +
+                              " is undecodable");
+  }
+  meta->set_next_seq(last + 1);
+  meta->set_updated_unix_ms(std::max(meta->updated_unix_ms(), ev.timestamp_unix_ms()));
   return Status::Ok();
 }
 

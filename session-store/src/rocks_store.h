@@ -64,6 +64,9 @@ class RocksStore final : public SessionStore {
 
   std::shared_ptr<SessionState> StateFor(const std::string& raw_id);
   Status LoadLocked(const std::string& raw_id, SessionState* state);
+  // Sets meta->next_seq and updated time from the session's last event: plain appends
+  // do not rewrite the metadata record, so the log says where it ends.
+  Status LoadLogEnd(const std::string& raw_id, v1::Session* meta);
   Status CheckWritable() const;
   // Validates, assigns sequence numbers and writes `events`. expected_next_seq 0 skips the
   // sequence check (internal status changes). REQUIRES: the stripe mutex is held.

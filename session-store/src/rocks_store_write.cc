@@ -95,24 +95,35 @@ Result<v1::AppendResponse> RocksStore::AppendLocked(const std::string& raw_id, S
                                       std::to_string(next) + "; re-read the log and retry");
   }
 
-  v1::Session meta = state->meta;
+  const std::string& id = state->meta.id();
   rocksdb::WriteBatch batch;
   uint64_t seq = next;
   std::string buf;
+  v1::SessionStatus status = state->meta.status();
+  bool status_changed = false;
   for (auto& ev : events) {
-    ev.set_session_id(meta.id());
+    ev.set_session_id(id);
     ev.set_seq(seq);
     if (ev.timestamp_unix_ms() == 0) ev.set_timestamp_unix_ms(now);
     ev.set_type(EventTypeName(ev));
-    if (ev.has_status_change()) meta.set_status(ev.status_change().to());
+    if (ev.has_status_change()) {
+      status = ev.status_change().to();
+      status_changed = true;
+    }
     buf.clear();
     ev.SerializeToString(&buf);
     batch.Put(events_cf_, keys::EventKey(raw_id, seq), buf);
     ++seq;
   }
-  meta.set_next_seq(seq);
-  meta.set_updated_unix_ms(now);
-  batch.Put(sessions_cf_, raw_id, meta.SerializeAsString());
+  // The metadata record is rewritten only when the status changes (in the same batch as
+  // the event that changes it); next_seq and updated time are read back from the log.
+  if (status_changed) {
+    v1::Session meta = state->meta;
+    meta.set_status(status);
+    meta.set_next_seq(seq);
+    meta.set_updated_unix_ms(now);
+    batch.Put(sessions_cf_, raw_id, meta.SerializeAsString());
+  }
 
   v1::AppendResponse out;
   out.set_first_seq(next);
@@ -121,9 +132,10 @@ Result<v1::AppendResponse> RocksStore::AppendLocked(const std::string& raw_id, S
     batch.Put(idempotency_cf_, keys::IdempotencyKey(raw_id, idempotency_key),
               out.SerializeAsString());
   }
-  SINEW_RETURN_IF_ERROR(
-      FromRocks(db_->Write(write_options_, &batch), "appending to " + meta.id()));
-  state->meta = std::move(meta);
+  SINEW_RETURN_IF_ERROR(FromRocks(db_->Write(write_options_, &batch), "appending to " + id));
+  state->meta.set_status(status);
+  state->meta.set_next_seq(seq);
+  state->meta.set_updated_unix_ms(now);
   state->cv.notify_all();
   return out;
 }
