@@ -123,10 +123,15 @@ TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   ASSERT_EQ(r.status, 201);
   const std::string id(r.json.at("session").at("id").as_string());
   // While the model "thinks" about turn 1 (6 s), the sandbox dies under the session.
+  // Wait for the first call's result, not just the sandbox: killing it before call 1 ran
+  // would test a different story (call 1 lost, call 2 fresh).
   std::string box;
   for (int i = 0; i < 600 && box.empty(); ++i) {
-    for (const auto& p : Of(AllEvents(harness.url(), kKey, id), "sandbox_provisioned")) {
-      box = std::string(p.at("sandbox_id").as_string());
+    auto events = AllEvents(harness.url(), kKey, id);
+    if (!Of(events, "tool_result").empty()) {
+      for (const auto& p : Of(events, "sandbox_provisioned")) {
+        box = std::string(p.at("sandbox_id").as_string());
+      }
     }
     if (box.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
