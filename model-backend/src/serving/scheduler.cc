@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sinew::model {
 
@@ -208,14 +209,26 @@ void Scheduler::Step() {
     if (!batch_.seqs[i].want_logits) continue;
     std::span<float> row(logits_.data() + out++ * static_cast<size_t>(info_.n_vocab),
                          static_cast<size_t>(info_.n_vocab));
+    if (s.constraint) {
+      s.constraint->Mask(row);
+      if (std::none_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
+        Finish(s, FinishReason::kStopToken,
+               Status::FailedPrecondition("no token of the vocabulary continues the "
+                                          "constrained output"));
+        continue;
+      }
+    }
     GeneratedToken token;
     s.sampler.Sample(row, s.tokens, &token);
+    if (s.constraint) s.constraint->Accept(token.id);
     s.tokens.push_back(token.id);
     ++s.n_generated;
     s.outbox.push_back(token);
     s.ready.notify_all();
     if (s.params.stop_at_eos &&
         std::binary_search(info_.eog_ids.begin(), info_.eog_ids.end(), token.id)) {
+      Finish(s, FinishReason::kStopToken, Status::Ok());
+    } else if (s.constraint && s.constraint->Complete() && !s.constraint->CanContinue()) {
       Finish(s, FinishReason::kStopToken, Status::Ok());
     } else if (s.n_generated >= s.params.max_tokens) {
       Finish(s, FinishReason::kMaxTokens, Status::Ok());

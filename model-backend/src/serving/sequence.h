@@ -11,6 +11,7 @@
 #include <deque>
 #include <vector>
 
+#include "sinew/model/constraint.h"
 #include "sinew/model/engine.h"
 #include "sinew/model/sampling.h"
 #include "sinew/status.h"
@@ -18,13 +19,15 @@
 namespace sinew::model {
 
 struct Sequence {
-  Sequence(std::vector<int32_t> prompt, const SamplingParams& p)
-      : tokens(std::move(prompt)), params(p), sampler(p) {}
+  Sequence(std::vector<int32_t> prompt, const SamplingParams& p,
+           std::unique_ptr<TokenConstraint> c)
+      : tokens(std::move(prompt)), params(p), sampler(p), constraint(std::move(c)) {}
 
   // Scheduler thread only.
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   SamplingParams params;
   Sampler sampler;
+  std::unique_ptr<TokenConstraint> constraint;  // may be null
   int32_t n_generated = 0;
   int32_t n_computed = 0;       // positions whose KV is in the cache
   std::vector<int32_t> blocks;  // block table

@@ -42,9 +42,11 @@ class ServingEngineImpl final : public ServingEngine {
     return scheduler_->stats();
   }
 
-  Result<GenerationResult> Generate(
-      const std::vector<int32_t>& prompt, const SamplingParams& params,
-      const std::function<bool(const GeneratedToken&)>& on_token) override;
+  using ServingEngine::Generate;
+  Result<GenerationResult> Generate(const std::vector<int32_t>& prompt,
+                                    const SamplingParams& params,
+                                    const std::function<bool(const GeneratedToken&)>& on_token,
+                                    std::unique_ptr<TokenConstraint> constraint) override;
 
  private:
   void Loop();
@@ -125,7 +127,8 @@ void ServingEngineImpl::Loop() {
 
 Result<GenerationResult> ServingEngineImpl::Generate(
     const std::vector<int32_t>& prompt, const SamplingParams& params,
-    const std::function<bool(const GeneratedToken&)>& on_token) {
+    const std::function<bool(const GeneratedToken&)>& on_token,
+    std::unique_ptr<TokenConstraint> constraint) {
   SINEW_RETURN_IF_ERROR(params.Validate());
   const ModelInfo& mi = engine_->info();
   if (prompt.empty()) return Status::InvalidArgument("the prompt has no tokens");
@@ -141,7 +144,7 @@ Result<GenerationResult> ServingEngineImpl::Generate(
                               " tokens; the context holds " + std::to_string(mi.n_ctx) +
                               " (prompt plus at least one new token)");
   }
-  auto seq = std::make_shared<Sequence>(prompt, params);
+  auto seq = std::make_shared<Sequence>(prompt, params, std::move(constraint));
   const auto start = Clock::now();
   GenerationResult result;
   result.timings.prompt_tokens = static_cast<int32_t>(prompt.size());

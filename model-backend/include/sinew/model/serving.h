@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "sinew/model/constraint.h"
 #include "sinew/model/engine.h"
 #include "sinew/status.h"
 
@@ -76,9 +77,19 @@ class ServingEngine {
   // As Engine::Generate(); on_token runs on the calling thread. Errors: those of
   // Engine::Generate(); ResourceExhausted when max_waiting generations already
   // wait; Unavailable when the engine shuts down first.
+  [[nodiscard]] Result<GenerationResult> Generate(
+      const std::vector<int32_t>& prompt_tokens, const SamplingParams& params,
+      const std::function<bool(const GeneratedToken&)>& on_token) {
+    return Generate(prompt_tokens, params, on_token, nullptr);
+  }
+  // The same with a constraint on the generated tokens (may be null): only tokens
+  // it allows are sampled, and the generation ends (kStopToken) once the output is
+  // complete and cannot go on. FailedPrecondition if the vocabulary cannot
+  // continue the output (no token fits).
   [[nodiscard]] virtual Result<GenerationResult> Generate(
       const std::vector<int32_t>& prompt_tokens, const SamplingParams& params,
-      const std::function<bool(const GeneratedToken&)>& on_token) = 0;
+      const std::function<bool(const GeneratedToken&)>& on_token,
+      std::unique_ptr<TokenConstraint> constraint) = 0;
 
   virtual ServingStats stats() const = 0;
 };
