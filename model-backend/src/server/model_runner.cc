@@ -4,7 +4,7 @@
 
 namespace sinew::model {
 
-ModelRunner::ModelRunner(std::unique_ptr<Engine> engine, std::unique_ptr<Tokenizer> tokenizer,
+ModelRunner::ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<Tokenizer> tokenizer,
                          ChatTemplate chat_template, std::string model_id)
     : engine_(std::move(engine)),
       tokenizer_(std::move(tokenizer)),
@@ -13,8 +13,10 @@ ModelRunner::ModelRunner(std::unique_ptr<Engine> engine, std::unique_ptr<Tokeniz
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_path,
                                                        const EngineOptions& options,
-                                                       std::string model_id) {
-  SINEW_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(gguf_path, options));
+                                                       std::string model_id,
+                                                       const ServingOptions& serving) {
+  SINEW_ASSIGN_OR_RETURN(std::unique_ptr<ServingEngine> engine,
+                         ServingEngine::Load(gguf_path, options, serving));
   Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(engine->gguf());
   if (!tokenizer.ok()) return tokenizer.status().WithContext("tokenizer of " + gguf_path);
   if ((*tokenizer)->size() > engine->info().n_vocab) {
