@@ -65,10 +65,12 @@ class Model {
 
   // Runs a batch of tokens from many sequences against a paged KV cache
   // (defined in src/serving/paged_forward.cc), writing n_vocab logits for each
-  // sequence that wants them, in batch order. Every weight multiplication sees
-  // the rows padded to a multiple of four, so a token's results do not depend
-  // on what else is in the batch (batched and single runs agree exactly).
-  [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, float* logits);
+  // sequence that wants them, in batch order. With `batch_invariant` every
+  // weight multiplication sees the rows padded to a multiple of four, so a
+  // token's results do not depend on what else is in the batch (batched and
+  // single runs agree exactly) at the price of up to 3 wasted rows per step.
+  [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv,
+                                    bool batch_invariant, float* logits);
 
  private:
   Model(Backend& backend) : backend_(backend) {}

@@ -64,8 +64,12 @@ int Run(int argc, char** argv) {
                  "prompt tokens of one generation per step at most (chunked prefill)")
       ->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "do not reuse KV blocks of equal prefixes");
+  bool no_batch_invariance = false;
+  app.add_flag("--no-batch-invariance", no_batch_invariance,
+               "skip the padding that makes batched outputs bit-identical to single ones");
   CLI11_PARSE(app, argc, argv);
   serving.prefix_cache = !no_prefix_cache;
+  serving.batch_invariant = !no_batch_invariance;
   serving.max_waiting = static_cast<int32_t>(std::min<size_t>(queue_capacity, INT32_MAX));
   http.read_timeout = std::chrono::seconds(std::max(1, read_timeout_s));
   http.write_timeout = std::chrono::seconds(std::max(1, write_timeout_s));

@@ -12,6 +12,7 @@
 
 #include "generation_request.h"
 #include "sinew/model/chat_template.h"
+#include "sinew/model/constraint.h"
 #include "sinew/model/engine.h"
 #include "sinew/model/serving.h"
 #include "sinew/model/tokenizer.h"
@@ -54,6 +55,7 @@ class ModelRunner {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatTemplate template_;
   std::string model_id_;
+  std::shared_ptr<const TokenTable> token_table_;  // for constrained decoding
 };
 
 }  // namespace sinew::model

@@ -148,8 +148,16 @@ int main(int argc, char** argv) {
       std::printf("model %s: %s %s, %lld params, %d threads, simd %s\n", model.c_str(),
                   mi.arch.c_str(), mi.weight_type.c_str(), static_cast<long long>(mi.n_params),
                   threads, mi.simd.c_str());
-      std::printf("== throughput: %d new tokens per stream, greedy ==\n", tokens);
+      std::printf("== throughput: %d new tokens per stream, greedy, batch-invariant ==\n",
+                  tokens);
       for (int streams : {1, 8, 32}) Throughput(**serving, streams, tokens);
+      ServingOptions loose = so;
+      loose.batch_invariant = false;
+      auto fast = ServingEngine::Load(model, eo, loose);
+      if (fast.ok()) {
+        std::printf("== throughput without batch-invariant padding ==\n");
+        for (int streams : {1, 8, 32}) Throughput(**fast, streams, tokens);
+      }
     }
     std::vector<double> ttft = AgentTurns(**serving, turns);
     std::printf("== agent workload, prefix cache %s: time to first token per turn (ms) ==\n",

@@ -52,10 +52,12 @@ Tensor GatherRows(const Tensor& src, int32_t n_pos, std::span<const int32_t> tab
 
 }  // namespace
 
-Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, float* logits) {
+Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch_invariant,
+                           float* logits) {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("forward: empty batch");
-  const int64_t n_pad = RoundUp4(n);
+  auto pad = [batch_invariant](int64_t rows) { return batch_invariant ? RoundUp4(rows) : rows; };
+  const int64_t n_pad = pad(n);
   SINEW_RETURN_IF_ERROR(EnsureScratch(n_pad));
   BackendOps& ops = backend_.ops();
   const int64_t E = hp_.n_embd, HD = hp_.head_dim, F = hp_.n_ff;
@@ -125,7 +127,7 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, float* log
     ++n_out;
   }
   if (n_out == 0) return Status::Ok();
-  const int64_t n_out_pad = RoundUp4(n_out);
+  const int64_t n_out_pad = pad(n_out);
   std::fill(x_ + n_out * E, x_ + n_out_pad * E, 0.0f);
   Tensor xo = View(x_, E, n_out_pad), ho = View(h_, E, n_out_pad);
   ops.RmsNorm(xo, output_norm_, hp_.rms_eps, ho);

@@ -192,7 +192,7 @@ void Scheduler::Step() {
     batch_.seqs.push_back(ps);
   }
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
-  Status status = model_.ForwardPaged(batch_, kv_, logits_.data());
+  Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant, logits_.data());
 
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.steps;

@@ -47,6 +47,11 @@ struct ServingOptions {
   int32_t prefill_chunk = 256;
   // Reuse KV blocks of identical token prefixes. Default: true
   bool prefix_cache = true;
+  // Pad every step's rows to a multiple of four so that each token goes through
+  // the same kernels whatever else is batched: outputs are then bit-identical to
+  // a single-request run. False saves the padding (up to 3 rows per step), and a
+  // token's logits may then differ in the last bits with the batch. Default: true
+  bool batch_invariant = true;
 };
 
 struct ServingStats {
