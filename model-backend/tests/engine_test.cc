@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "random_model.h"
@@ -242,6 +243,31 @@ TEST(SamplerTest, RepetitionPenaltyAndValidation) {
   EXPECT_EQ(invalid([](SamplingParams& q) { q.max_tokens = 0; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(invalid([](SamplingParams& q) { q.logprobs = 21; }), StatusCode::kInvalidArgument);
   EXPECT_TRUE(SamplingParams{}.Validate().ok());
+}
+
+// Concurrent callers are serialised: each gets exactly the output it would get alone.
+TEST_F(EngineTest, ConcurrentGenerateCallsAreSerialised) {
+  SamplingParams greedy;
+  greedy.greedy = true;
+  greedy.max_tokens = 32;
+  const auto want_greedy = Ids(Run(greedy));
+  SamplingParams sampled;
+  sampled.temperature = 0.8f;
+  sampled.seed = 99;
+  sampled.max_tokens = 32;
+  const auto want_sampled = Ids(Run(sampled));
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto r = engine_->Generate(prompt_, i % 2 == 0 ? greedy : sampled, nullptr);
+      if (r.ok()) got[i] = Ids(*r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], i % 2 == 0 ? want_greedy : want_sampled) << "caller " << i;
+  }
 }
 
 TEST_F(EngineTest, GenerateRejectsBadInput) {

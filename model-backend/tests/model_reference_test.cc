@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,6 +22,10 @@
 #include "sinew/model/engine.h"
 
 namespace sinew::model {
+
+// Readable test names in ctest ("... GetParam() = (\"llama\", Q4_K)").
+void PrintTo(GgmlType type, std::ostream* os) { *os << GgmlTypeName(type); }
+
 namespace {
 
 using testing::RandomModelSpec;

@@ -33,6 +33,7 @@ class GgufFileImpl final : public GgufFile {
   uint32_t version() const override { return version_; }
   uint32_t alignment() const override { return alignment_; }
   uint64_t file_size() const override { return size_; }
+  uint64_t data_offset() const override { return data_offset_; }
 
   std::vector<std::string_view> Keys() const override { return key_order_; }
   bool HasKey(std::string_view key) const override { return kv_.count(std::string(key)) > 0; }
@@ -144,6 +145,7 @@ class GgufFileImpl final : public GgufFile {
 
   uint32_t version_ = 0;
   uint32_t alignment_ = kDefaultAlignment;
+  uint64_t data_offset_ = 0;
   std::unordered_map<std::string, Value> kv_;
   std::vector<std::string_view> key_order_;
   std::vector<GgufTensorInfo> tensors_;
@@ -344,6 +346,7 @@ Status GgufFileImpl::ParseTensors(Cursor& c, uint64_t n_tensors) {
     if (n_tensors == 0) data_start = size_;
     else return Status::Corruption("GGUF: truncated file: no tensor data section");
   }
+  data_offset_ = data_start;
   const uint64_t data_size = size_ - data_start;
   // Check bounds and that no two tensors overlap.
   std::vector<std::pair<uint64_t, uint64_t>> ranges;

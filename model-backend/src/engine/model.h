@@ -73,7 +73,7 @@ class Model {
                                     bool batch_invariant, float* logits);
 
  private:
-  Model(Backend& backend) : backend_(backend) {}
+  explicit Model(Backend& backend) : backend_(backend) {}
   Status LoadHParams(const GgufFile& file);
   Status LoadWeights(const GgufFile& file);
   Result<Tensor> Weight(const GgufFile& file, const std::string& name,

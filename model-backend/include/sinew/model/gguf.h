@@ -102,6 +102,8 @@ class GgufFile {
   virtual uint32_t version() const = 0;
   virtual uint32_t alignment() const = 0;
   virtual uint64_t file_size() const = 0;
+  // Byte offset of the (aligned) tensor data section in the file.
+  virtual uint64_t data_offset() const = 0;
 
   // ---- metadata -------------------------------------------------------------
   // All keys in file order.

@@ -243,6 +243,7 @@ class CpuOps final : public BackendOps {
     const int64_t elem = f16 ? 2 : 4;
     const cpu::VecDotFn dot = f16 ? k_.dot_f16 : k_.dot_f32;
     const cpu::AxpyFn axpy = f16 ? k_.axpy_f16 : k_.axpy_f32;
+    const int64_t k_stride = k.row_bytes(), v_stride = v.row_bytes();
     int64_t max_keys = 0;
     for (int64_t t = 0; t < n_tokens; ++t) max_keys = std::max<int64_t>(max_keys, positions[t] + 1);
     pool_.ParallelFor(n_tokens * n_head, Grain(max_keys * head_dim * 2), [&](int64_t begin,
@@ -254,10 +255,21 @@ class CpuOps final : public BackendOps {
         const int64_t kvh = h / group;
         const int64_t n_keys = positions[t] + 1;
         const float* qv = q.f32() + (t * n_head + h) * head_dim;
+        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + kvh * head_dim * elem;
+        const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + kvh * head_dim * elem;
+        // Small F32 heads (e.g. 8 wide): plain loops beat a kernel call per key.
+        const bool inline_f32 = !f16 && head_dim <= 16;
         float max_score = -INFINITY;
         for (int64_t j = 0; j < n_keys; ++j) {
-          const uint8_t* krow = k.row(j) + kvh * head_dim * elem;
-          const float s = dot(head_dim, krow, qv) * scale;
+          float s;
+          if (inline_f32) {
+            const float* kr = reinterpret_cast<const float*>(kbase + j * k_stride);
+            s = 0;
+            for (int64_t d = 0; d < head_dim; ++d) s += kr[d] * qv[d];
+          } else {
+            s = dot(head_dim, kbase + j * k_stride, qv);
+          }
+          s *= scale;
           scores[static_cast<size_t>(j)] = s;
           max_score = std::max(max_score, s);
         }
@@ -270,7 +282,13 @@ class CpuOps final : public BackendOps {
         float* o = out.f32() + (t * n_head + h) * head_dim;
         std::fill(o, o + head_dim, 0.0f);
         for (int64_t j = 0; j < n_keys; ++j) {
-          axpy(head_dim, scores[static_cast<size_t>(j)], v.row(j) + kvh * head_dim * elem, o);
+          const float p = scores[static_cast<size_t>(j)];
+          if (inline_f32) {
+            const float* vr = reinterpret_cast<const float*>(vbase + j * v_stride);
+            for (int64_t d = 0; d < head_dim; ++d) o[d] += p * vr[d];
+          } else {
+            axpy(head_dim, p, vbase + j * v_stride, o);
+          }
         }
         const float inv = 1.0f / sum;
         for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;

@@ -44,6 +44,55 @@ inline float Dot(int64_t n, const void* w, const float* x, Load load, Scalar sca
   return sum;
 }
 
+// Four activation rows at once: each weight vector is loaded (and converted) once.
+template <typename Load, typename Scalar>
+inline void Dot4(int64_t n, const void* w, const void* xv, int64_t stride, float* out, Load load,
+                 Scalar scalar) {
+  const float* x[4];
+  for (int j = 0; j < 4; ++j) {
+    x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xv) + j * stride);
+  }
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 wv = load(w, i);
+    acc0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[0] + i), acc0);
+    acc1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[1] + i), acc1);
+    acc2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[2] + i), acc2);
+    acc3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[3] + i), acc3);
+  }
+  out[0] = Hsum(acc0);
+  out[1] = Hsum(acc1);
+  out[2] = Hsum(acc2);
+  out[3] = Hsum(acc3);
+  for (; i < n; ++i) {
+    const float wi = scalar(w, i);
+    for (int j = 0; j < 4; ++j) out[j] += wi * x[j][i];
+  }
+}
+
+void Dot4F32(int64_t n, const void* w, const void* x, int64_t stride, float* out) {
+  Dot4(
+      n, w, x, stride, out,
+      [](const void* p, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(p) + i); },
+      [](const void* p, int64_t i) { return static_cast<const float*>(p)[i]; });
+}
+
+void Dot4F16(int64_t n, const void* w, const void* x, int64_t stride, float* out) {
+  Dot4(
+      n, w, x, stride, out,
+      [](const void* p, int64_t i) { return LoadF16(static_cast<const uint16_t*>(p) + i); },
+      [](const void* p, int64_t i) { return H2F(static_cast<const uint16_t*>(p)[i]); });
+}
+
+void Dot4BF16(int64_t n, const void* w, const void* x, int64_t stride, float* out) {
+  Dot4(
+      n, w, x, stride, out,
+      [](const void* p, int64_t i) { return LoadBF16(static_cast<const uint16_t*>(p) + i); },
+      [](const void* p, int64_t i) { return BF16ToF32(static_cast<const uint16_t*>(p)[i]); });
+}
+
 float DotF32(int64_t n, const void* w, const void* x) {
   return Dot(
       n, w, static_cast<const float*>(x),
@@ -90,6 +139,30 @@ float DotQ8_0(int64_t n, const void* w, const void* x) {
     acc = _mm256_fmadd_ps(d, MulSumI8(qa, qb), acc);
   }
   return Hsum(acc);
+}
+
+void Dot4Q8_0(int64_t n, const void* w, const void* xv, int64_t stride, float* out) {
+  const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* b[4];
+  for (int j = 0; j < 4; ++j) {
+    b[j] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(xv) + j * stride);
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t blk = 0; blk < n / kQK8_0; ++blk) {
+    const float dw = H2F(a[blk].d);
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qs));
+    const __m256i ax = _mm256_sign_epi8(qa, qa);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[j][blk].qs));
+      const __m256i dot =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(qb, qa)), ones);
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * H2F(b[j][blk].d)), _mm256_cvtepi32_ps(dot),
+                               acc[j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) out[j] = Hsum(acc[j]);
 }
 
 float DotQ4_0(int64_t n, const void* w, const void* x) {
@@ -214,6 +287,10 @@ void FillAvx2Kernels(KernelTable* t) {
   t->dot_q4_0 = DotQ4_0;
   t->dot_q4_k = DotQ4_K;
   t->dot_q6_k = DotQ6_K;
+  t->dot4_f32 = Dot4F32;
+  t->dot4_f16 = Dot4F16;
+  t->dot4_bf16 = Dot4BF16;
+  t->dot4_q8_0 = Dot4Q8_0;
   t->axpy_f32 = AxpyF32;
   t->axpy_f16 = AxpyF16;
 }

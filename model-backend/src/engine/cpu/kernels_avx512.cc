@@ -1,6 +1,6 @@
 // AVX-512 (F, BW, VL, VNNI) kernels: 16-wide float dot products and VNNI byte
-// dot products (vpdpbusd, no int16 saturation) for Q8_0/Q4_0, 512-bit Q4_K.
-// Q6_K stays on the AVX2 version. Compiled with the matching -m flags; only
+// dot products (vpdpbusd, no int16 saturation) for Q8_0/Q4_0, 512-bit Q4_K and Q6_K.
+// Compiled with the matching -m flags; only
 // reached after CpuHasAvx512() said yes. Internal linkage throughout.
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (_mm512_undefined_*).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -203,6 +203,54 @@ float DotQ4_K(int64_t n, const void* w, const void* x) {
   return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m4);
 }
 
+float DotQ6_K(int64_t n, const void* w, const void* x) {
+  const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  const __m512i m0f = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  // Per 256-bit half of a 512-bit register: shift the high-bit byte so that the
+  // 2 bits of quadrant 0/1 (2/3) land on bits 4-5.
+  const __m512i shl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  // int16 lane l of a maddubs result covers elements 2l, 2l+1: scale group l / 8.
+  __m512i scale_index[4];
+  for (int part = 0; part < 4; ++part) {
+    alignas(64) int16_t idx[32];
+    for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * part + l / 8);
+    scale_index[part] = _mm512_load_si512(idx);
+  }
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_off = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < n / kQKK; ++blk) {
+    const float d = b[blk].d * H2F(a[blk].d);
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[blk].scales)));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[blk].bsums));
+    acc_off = _mm256_fmadd_ps(_mm256_set1_ps(32.0f * d),
+                              _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, bsums)), acc_off);
+    const __m512i scales = _mm512_castsi256_si512(sc16);
+    __m512i sumi = _mm512_setzero_si512();
+    for (int half = 0; half < 2; ++half) {
+      const __m512i ql = _mm512_loadu_si512(a[blk].ql + 64 * half);
+      const __m256i qh256 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[blk].qh + 32 * half));
+      const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(qh256), qh256, 1);
+      const __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m0f),
+                                          _mm512_and_si512(_mm512_sllv_epi16(qh, shl01), m30));
+      const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f),
+                                          _mm512_and_si512(_mm512_srlv_epi16(qh, shr23), m30));
+      const int8_t* y = b[blk].qs + 128 * half;
+      const __m512i s01 = _mm512_permutexvar_epi16(scale_index[2 * half], scales);
+      const __m512i s23 = _mm512_permutexvar_epi16(scale_index[2 * half + 1], scales);
+      sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(
+                                        _mm512_maddubs_epi16(q01, _mm512_loadu_si512(y)), s01));
+      sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(
+                                        _mm512_maddubs_epi16(q23, _mm512_loadu_si512(y + 64)), s23));
+    }
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  return _mm512_reduce_add_ps(acc) - Hsum256(acc_off);
+}
+
 void Dot4Q8_0(int64_t n, const void* w, const void* xv, int64_t stride, float* out) {
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
   const BlockQ8_0* b[4];
@@ -295,6 +343,7 @@ void FillAvx512Kernels(KernelTable* t) {
   t->dot_q8_0 = DotQ8_0;
   t->dot_q4_0 = DotQ4_0;
   t->dot_q4_k = DotQ4_K;
+  t->dot_q6_k = DotQ6_K;
   t->dot4_f32 = Dot4F32;
   t->dot4_f16 = Dot4F16;
   t->dot4_bf16 = Dot4BF16;

@@ -179,6 +179,10 @@ void QuantQ6_K(const float* x, BlockQ6_K* y, int64_t n) {
   }
 }
 
+// Round half away from zero, like lround, without the library call (activations
+// are quantized on every matmul).
+inline int RoundToInt(float x) { return static_cast<int>(x + (x >= 0 ? 0.5f : -0.5f)); }
+
 }  // namespace
 
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
@@ -189,7 +193,7 @@ void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
     const float d = amax / 127.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     y[b].d = F32ToF16(d);
-    for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::lround(v[j] * id));
+    for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(RoundToInt(v[j] * id));
   }
 }
 
@@ -204,7 +208,7 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
     for (int g = 0; g < kQKK / 16; ++g) {
       int sum = 0;
       for (int l = 0; l < 16; ++l) {
-        const int q = static_cast<int>(std::lround(v[16 * g + l] * id));
+        const int q = RoundToInt(v[16 * g + l] * id);
         y[b].qs[16 * g + l] = static_cast<int8_t>(q);
         sum += q;
       }
