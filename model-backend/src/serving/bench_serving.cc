@@ -1,8 +1,9 @@
 // bench_serving: what the ServingEngine buys over the same engine run one
 // request at a time.
 //   bench_serving [--model FILE.gguf] [--threads N] [--tokens N] [--turns N]
-// Without --model it writes a random-weight llama (~30M parameters, Q8_0) to a
-// temporary file. Prints:
+//                 [--embd 512] [--layers 8] [--ff 1408]
+// Without --model it writes a random-weight llama (by default ~28M parameters,
+// Q8_0, vocab 4096; --embd/--layers/--ff change its shape) to a temporary file. Prints:
 //  1. aggregate generation throughput with 1, 8 and 32 concurrent streams
 //     against Engine::Generate run one request at a time (ratio);
 //  2. an agent-shaped workload: each turn re-sends the whole history plus a
@@ -107,22 +108,25 @@ std::vector<double> AgentTurns(ServingEngine& serving, int turns) {
 
 int main(int argc, char** argv) {
   std::string model;
-  int threads = 2, tokens = 32, turns = 20;
+  int threads = 2, tokens = 32, turns = 20, embd = 512, layers = 8, ff = 1408;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--model") == 0) model = argv[i + 1];
     else if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--tokens") == 0) tokens = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--turns") == 0) turns = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--embd") == 0) embd = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--layers") == 0) layers = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--ff") == 0) ff = std::atoi(argv[i + 1]);
   }
   std::string temp;
   if (model.empty()) {
     testing::RandomModelSpec spec;
     spec.n_vocab = 4096;
-    spec.n_embd = 512;
-    spec.n_layer = 8;
+    spec.n_embd = embd;
+    spec.n_layer = layers;
     spec.n_head = 8;
     spec.n_head_kv = 4;
-    spec.n_ff = 1408;
+    spec.n_ff = ff;
     spec.n_ctx = 2048;
     spec.weight_type = GgmlType::kQ8_0;
     temp = (std::filesystem::temp_directory_path() / "bench_serving_model.gguf").string();
