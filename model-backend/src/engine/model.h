@@ -23,6 +23,9 @@
 
 namespace sinew::model {
 
+class PagedKvStore;  // src/serving/paged_kv.h
+struct PagedBatch;
+
 struct HParams {
   std::string arch;
   int32_t n_vocab = 0;
@@ -59,6 +62,15 @@ class Model {
   // REQUIRES: tokens non-empty and in range, pos0 + size <= cache.n_ctx().
   [[nodiscard]] Status Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& cache,
                                bool all_logits, float* logits);
+
+  // Runs a batch of tokens from many sequences against a paged KV cache
+  // (defined in src/serving/paged_forward.cc), writing n_vocab logits for each
+  // sequence that wants them, in batch order. With `batch_invariant` every
+  // weight multiplication sees the rows padded to a multiple of four, so a
+  // token's results do not depend on what else is in the batch (batched and
+  // single runs agree exactly) at the price of up to 3 wasted rows per step.
+  [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv,
+                                    bool batch_invariant, float* logits);
 
  private:
   explicit Model(Backend& backend) : backend_(backend) {}

@@ -172,6 +172,10 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
   auto job = [this, endpoint, start, stream, shared_request, id] {
     const OpenAiRequest& openai = *shared_request;
     OpenAiResponder responder(openai, runner_.tokenizer(), runner_.model_id(), id, UnixSeconds());
+    const GenerationRequest& g = openai.generation;
+    if (g.chat && !g.tools.empty() && g.tool_choice != ToolChoice::kNone) {
+      responder.EnableTools(runner_.chat_template(), g.tool_choice != ToolChoice::kAuto);
+    }
     bool started = false;
     auto sink = [&](TextChunk&& chunk) -> bool {
       if (!openai.stream) {

@@ -1,5 +1,8 @@
 #include "sinew/model/chat_template.h"
 
+#include <boost/json.hpp>
+#include <string>
+
 namespace sinew::model {
 namespace {
 
@@ -37,28 +40,103 @@ std::string_view ChatTemplate::name() const {
   return "plain";
 }
 
-Result<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages) const {
+std::string_view ChatTemplate::ToolCallOpen() const {
+  return kind_ == ChatTemplateKind::kLlama3 ? "" : "<tool_call>\n";
+}
+std::string_view ChatTemplate::ToolCallClose() const {
+  return kind_ == ChatTemplateKind::kLlama3 ? "" : "\n</tool_call>";
+}
+std::string_view ChatTemplate::ToolArgumentsKey() const {
+  return kind_ == ChatTemplateKind::kLlama3 ? "parameters" : "arguments";
+}
+
+namespace {
+
+std::string ToolJson(const ChatTool& tool) {
+  boost::json::object fn;
+  fn["name"] = tool.name;
+  fn["description"] = tool.description;
+  boost::system::error_code ec;
+  boost::json::value parameters = boost::json::parse(tool.parameters, ec);
+  fn["parameters"] = ec ? boost::json::value(boost::json::object{}) : parameters;
+  boost::json::object wrapped;
+  wrapped["type"] = "function";
+  wrapped["function"] = std::move(fn);
+  return boost::json::serialize(wrapped);
+}
+
+}  // namespace
+
+Result<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                         std::span<const ChatTool> tools) const {
   if (messages.empty()) return Status::InvalidArgument("messages must not be empty");
+  std::string tool_text;
+  if (!tools.empty()) {
+    if (kind_ == ChatTemplateKind::kLlama3) {
+      tool_text =
+          "Given the following functions, please respond with a JSON for a function call with "
+          "its proper arguments that best answers the given prompt.\n\nRespond in the format "
+          "{\"name\": function name, \"parameters\": dictionary of argument name and its "
+          "value}. Do not use variables.\n\n";
+      for (const ChatTool& tool : tools) tool_text += ToolJson(tool) + "\n\n";
+    } else {
+      tool_text =
+          "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+          "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+      for (const ChatTool& tool : tools) tool_text += "\n" + ToolJson(tool);
+      tool_text +=
+          "\n</tools>\n\nFor each function call, return a json object with function name and "
+          "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+          "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+    }
+  }
+  const bool system_first = messages.front().role == "system";
   std::string out;
+  if (!tool_text.empty() && !system_first && kind_ != ChatTemplateKind::kLlama3) {
+    out += kind_ == ChatTemplateKind::kChatMl ? "<|im_start|>system\n" + tool_text + "<|im_end|>\n"
+                                              : tool_text + "\n\n";
+  }
+  bool tools_placed = kind_ != ChatTemplateKind::kLlama3;
   for (size_t index = 0; index < messages.size(); ++index) {
     const ChatMessage& message = messages[index];
-    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+        message.role != "tool") {
       return Status::InvalidArgument("messages[" + std::to_string(index) + "].role \"" +
-                                     message.role + "\" is not system, user or assistant");
+                                     message.role + "\" is not system, user, assistant or tool");
+    }
+    std::string content = message.content;
+    if (index == 0 && system_first && !tool_text.empty() && kind_ != ChatTemplateKind::kLlama3) {
+      content += (content.empty() ? "" : "\n\n") + tool_text;
+    }
+    if (message.role == "user" && !tools_placed) {
+      content = tool_text + content;
+      tools_placed = true;
+    }
+    for (const ChatToolCall& call : message.tool_calls) {
+      const std::string body = "{\"name\": \"" + call.name + "\", \"" +
+                               std::string(ToolArgumentsKey()) + "\": " + call.arguments + "}";
+      if (!content.empty()) content += "\n";
+      content += std::string(ToolCallOpen()) + body + std::string(ToolCallClose());
     }
     switch (kind_) {
       case ChatTemplateKind::kChatMl:
-        out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+        if (message.role == "tool") {
+          out += "<|im_start|>user\n<tool_response>\n" + content + "\n</tool_response><|im_end|>\n";
+        } else {
+          out += "<|im_start|>" + message.role + "\n" + content + "<|im_end|>\n";
+        }
         break;
       case ChatTemplateKind::kLlama3:
-        out += "<|start_header_id|>" + message.role + "<|end_header_id|>\n\n" +
-               Trimmed(message.content) + "<|eot_id|>";
+        out += "<|start_header_id|>" + (message.role == "tool" ? "ipython" : message.role) +
+               "<|end_header_id|>\n\n" + Trimmed(content) + "<|eot_id|>";
         break;
       case ChatTemplateKind::kPlain:
         if (message.role == "system") {
-          out += message.content + "\n\n";
+          out += content + "\n\n";
+        } else if (message.role == "tool") {
+          out += "Tool: " + content + "\n";
         } else {
-          out += (message.role == "user" ? "User: " : "Assistant: ") + message.content + "\n";
+          out += (message.role == "user" ? "User: " : "Assistant: ") + content + "\n";
         }
         break;
     }

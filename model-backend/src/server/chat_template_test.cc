@@ -48,7 +48,7 @@ TEST(ChatTemplate, RendersPlainFallback) {
 TEST(ChatTemplate, RejectsBadMessages) {
   ChatTemplate plain(ChatTemplateKind::kPlain);
   EXPECT_EQ(plain.Render({}).status().code(), StatusCode::kInvalidArgument);
-  auto bad = plain.Render(std::vector<ChatMessage>{{"tool", "x"}});
+  auto bad = plain.Render(std::vector<ChatMessage>{{"robot", "x", {}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tool"), std::string::npos);
 }

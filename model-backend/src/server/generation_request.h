@@ -2,6 +2,8 @@
 // came from, and the chunks a generation produces.
 #pragma once
 
+#include <boost/json/value.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,19 @@
 #include "sinew/model/sampling.h"
 
 namespace sinew::model {
+
+enum class ToolChoice {
+  kAuto,      // the model decides; tool calls in its output are parsed
+  kNone,      // tools are not offered
+  kRequired,  // the output is exactly one call of one of the tools (constrained)
+  kNamed,     // the output is exactly one call of tool_choice_name (constrained)
+};
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  boost::json::value parameters;  // JSON schema of the arguments (an object schema)
+};
 
 struct GenerationRequest {
   bool chat = false;                   // messages (chat template) instead of prompt
@@ -19,6 +34,16 @@ struct GenerationRequest {
   bool max_tokens_given = false;       // false: max_tokens may shrink to fit the context
   std::vector<std::string> stop;       // text-level stop strings
   bool want_logprobs = false;          // report per-token log-probabilities
+  std::vector<ToolSpec> tools;         // chat: functions the model may call
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;        // kNamed
+  std::optional<boost::json::value> response_schema;  // response_format json_schema
+};
+
+// One parsed tool call of the output.
+struct ToolCallOut {
+  std::string name;
+  std::string arguments;  // compact JSON object text
 };
 
 // A piece of generated text with the tokens generated since the previous piece.
@@ -28,7 +53,8 @@ struct TextChunk {
 };
 
 struct GenerationOutcome {
-  std::string finish_reason;  // "stop" or "length" (or "cancelled": the sink gave up)
+  // "stop", "length" or "tool_calls" (or "cancelled": the sink gave up)
+  std::string finish_reason;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   double prompt_ms = 0;

@@ -48,6 +48,8 @@ class HttpSession final : public ResponseStream, public std::enable_shared_from_
     response->result(static_cast<http::status>(status));
     response->set(http::field::server, "sinew-model");
     response->set(http::field::content_type, content_type);
+    // Overload (429/503): tell the client when to come back instead of queueing it.
+    if (status == 429 || status == 503) response->set(http::field::retry_after, "1");
     response->body() = std::move(body);
     Post([response](HttpSession& self) {
       response->keep_alive(self.keep_alive_);

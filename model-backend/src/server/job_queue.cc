@@ -1,12 +1,15 @@
 #include "job_queue.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
 namespace sinew::model {
 
-JobQueue::JobQueue(size_t capacity, std::function<void(size_t)> on_depth)
-    : capacity_(capacity), on_depth_(std::move(on_depth)), worker_([this] { Work(); }) {}
+JobQueue::JobQueue(size_t capacity, std::function<void(size_t)> on_depth, size_t workers)
+    : capacity_(capacity), on_depth_(std::move(on_depth)) {
+  for (size_t i = 0; i < std::max<size_t>(1, workers); ++i) workers_.emplace_back([this] { Work(); });
+}
 
 JobQueue::~JobQueue() {
   {
@@ -14,7 +17,7 @@ JobQueue::~JobQueue() {
     stopping_ = true;
   }
   ready_.notify_all();
-  worker_.join();
+  for (std::thread& worker : workers_) worker.join();
 }
 
 bool JobQueue::TrySubmit(std::function<void()> job) {

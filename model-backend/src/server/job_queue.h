@@ -1,4 +1,4 @@
-// JobQueue: a bounded FIFO of jobs run by one worker thread. Generations run here so
+// JobQueue: a bounded FIFO of jobs run by a fixed set of worker threads. Generations run here so
 // that the I/O threads never block on the model.
 //
 // Thread-safety: TrySubmit may be called from any thread. The destructor stops the
@@ -12,14 +12,16 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace sinew::model {
 
 class JobQueue {
  public:
-  // `capacity`: jobs waiting or running at most. `on_depth` (may be empty) is told the
-  // depth after every change.
-  JobQueue(size_t capacity, std::function<void(size_t)> on_depth);
+  // `capacity`: jobs waiting or running at most; `workers`: jobs running at once (the
+  // serving engine batches the generations of concurrent jobs). `on_depth` (may be
+  // empty) is told the depth after every change.
+  JobQueue(size_t capacity, std::function<void(size_t)> on_depth, size_t workers = 1);
   ~JobQueue();
   JobQueue(const JobQueue&) = delete;
   JobQueue& operator=(const JobQueue&) = delete;
@@ -37,7 +39,7 @@ class JobQueue {
   std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mutex_)
   size_t depth_ = 0;                        // GUARDED_BY(mutex_): queued + running
   bool stopping_ = false;                   // GUARDED_BY(mutex_)
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace sinew::model

@@ -26,7 +26,9 @@ int Run(int argc, char** argv) {
   HttpServerOptions http;
   int grpc_port = 7703;
   EngineOptions engine;
-  size_t queue_capacity = 64;
+  size_t queue_capacity = 256;
+  ServingOptions serving;
+  bool no_prefix_cache = false;
   int read_timeout_s = 30;
   int write_timeout_s = 60;
   app.add_option("--model", model_path, "GGUF model file")->required();
@@ -48,7 +50,27 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--queue", queue_capacity, "generations waiting or running at most")
       ->capture_default_str();
+  app.add_option("--max-running", serving.max_running,
+                 "generations batched together at most (continuous batching)")
+      ->capture_default_str();
+  app.add_option("--kv-blocks", serving.n_blocks,
+                 "paged KV cache blocks (0: four full contexts)")
+      ->capture_default_str();
+  app.add_option("--block-size", serving.block_size, "positions per KV block")
+      ->capture_default_str();
+  app.add_option("--step-tokens", serving.step_tokens, "tokens per batched step at most")
+      ->capture_default_str();
+  app.add_option("--prefill-chunk", serving.prefill_chunk,
+                 "prompt tokens of one generation per step at most (chunked prefill)")
+      ->capture_default_str();
+  app.add_flag("--no-prefix-cache", no_prefix_cache, "do not reuse KV blocks of equal prefixes");
+  bool no_batch_invariance = false;
+  app.add_flag("--no-batch-invariance", no_batch_invariance,
+               "skip the padding that makes batched outputs bit-identical to single ones");
   CLI11_PARSE(app, argc, argv);
+  serving.prefix_cache = !no_prefix_cache;
+  serving.batch_invariant = !no_batch_invariance;
+  serving.max_waiting = static_cast<int32_t>(std::min<size_t>(queue_capacity, INT32_MAX));
   http.read_timeout = std::chrono::seconds(std::max(1, read_timeout_s));
   http.write_timeout = std::chrono::seconds(std::max(1, write_timeout_s));
 
@@ -59,7 +81,7 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto runner = ModelRunner::Load(model_path, engine, model_id);
+  auto runner = ModelRunner::Load(model_path, engine, model_id, serving);
   if (!runner.ok()) {
     std::fprintf(stderr, "sinew-model: %s\n", runner.status().ToString().c_str());
     return 1;
@@ -73,7 +95,9 @@ int Run(int argc, char** argv) {
   Metrics metrics;
   auto queue = std::make_unique<JobQueue>(
       std::max<size_t>(1, queue_capacity),
-      [&metrics](size_t depth) { metrics.SetQueueDepth(static_cast<int64_t>(depth)); });
+      [&metrics](size_t depth) { metrics.SetQueueDepth(static_cast<int64_t>(depth)); },
+      static_cast<size_t>(std::max(1, serving.max_running)));
+  metrics.SetServingStats([runner = runner->get()] { return runner->serving_stats(); });
   ApiHandler handler(**runner, metrics, *queue);
   auto server = HttpServer::Start(
       http, [&handler](HttpRequest request, std::shared_ptr<ResponseStream> stream) {

@@ -86,7 +86,37 @@ std::string Metrics::Render() const {
   out += "# HELP sinew_model_queue_depth Generations waiting or running.\n";
   out += "# TYPE sinew_model_queue_depth gauge\n";
   out += "sinew_model_queue_depth " + std::to_string(queue_depth_) + "\n";
+  if (serving_stats_) RenderServing(serving_stats_(), out);
   return out;
+}
+
+void Metrics::SetServingStats(std::function<ServingStats()> source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  serving_stats_ = std::move(source);
+}
+
+void Metrics::RenderServing(const ServingStats& s, std::string& out) {
+  auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + " " + std::to_string(value) + "\n";
+  };
+  metric("sinew_model_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens whose KV came from the prefix cache.", s.prefix_hit_tokens);
+  metric("sinew_model_prefix_cache_miss_tokens_total", "counter",
+         "Prompt tokens that had to be computed.", s.prefix_miss_tokens);
+  metric("sinew_model_preemptions_total", "counter",
+         "Generations preempted (recomputed later) when KV blocks ran out.", s.preemptions);
+  metric("sinew_model_batch_steps_total", "counter", "Batched forward steps.", s.steps);
+  metric("sinew_model_batch_tokens_total", "counter", "Tokens run in batched steps.",
+         s.step_tokens);
+  metric("sinew_model_kv_blocks", "gauge", "Paged KV cache blocks.",
+         static_cast<uint64_t>(s.blocks_total));
+  metric("sinew_model_kv_blocks_available", "gauge", "KV blocks free or evictable.",
+         static_cast<uint64_t>(s.blocks_available));
+  metric("sinew_model_running_sequences", "gauge", "Generations in the running batch.",
+         static_cast<uint64_t>(s.running));
+  metric("sinew_model_waiting_sequences", "gauge", "Generations waiting for admission.",
+         static_cast<uint64_t>(s.waiting));
 }
 
 }  // namespace sinew::model

@@ -9,6 +9,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <functional>
+
+#include "sinew/model/serving.h"
 
 namespace sinew::model {
 
@@ -20,12 +23,17 @@ class Metrics {
   void RecordGeneration(int64_t prompt_tokens, int64_t generated_tokens,
                         double time_to_first_token_s, double generation_s);
   void SetQueueDepth(int64_t depth);
+  // Where Render() reads the serving engine's counters (prefix cache hits and
+  // misses, preemptions, KV blocks, batch). Set once, before serving.
+  void SetServingStats(std::function<ServingStats()> source);
 
   std::string Render() const;
 
  private:
   static constexpr std::array<double, 12> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                                       0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
+  static void RenderServing(const ServingStats& stats, std::string& out);
+
   struct Histogram {
     std::array<uint64_t, kBuckets.size()> counts{};
     uint64_t count = 0;
@@ -42,6 +50,7 @@ class Metrics {
   uint64_t generated_tokens_ = 0;                             // GUARDED_BY(mutex_)
   double generation_seconds_ = 0;                             // GUARDED_BY(mutex_)
   int64_t queue_depth_ = 0;                                   // GUARDED_BY(mutex_)
+  std::function<ServingStats()> serving_stats_;               // set before serving
 };
 
 }  // namespace sinew::model

@@ -1,20 +1,30 @@
 #include "model_runner.h"
 
 #include "stop_matcher.h"
+#include "tool_calls.h"
+
+#include <boost/json.hpp>
 
 namespace sinew::model {
 
-ModelRunner::ModelRunner(std::unique_ptr<Engine> engine, std::unique_ptr<Tokenizer> tokenizer,
+ModelRunner::ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<Tokenizer> tokenizer,
                          ChatTemplate chat_template, std::string model_id)
     : engine_(std::move(engine)),
       tokenizer_(std::move(tokenizer)),
       template_(chat_template),
-      model_id_(std::move(model_id)) {}
+      model_id_(std::move(model_id)) {
+  auto table = std::make_shared<TokenTable>();
+  for (int32_t id = 0; id < tokenizer_->size(); ++id) table->pieces.push_back(tokenizer_->TokenPiece(id));
+  table->eog_ids = engine_->info().eog_ids;
+  token_table_ = std::move(table);
+}
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_path,
                                                        const EngineOptions& options,
-                                                       std::string model_id) {
-  SINEW_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Load(gguf_path, options));
+                                                       std::string model_id,
+                                                       const ServingOptions& serving) {
+  SINEW_ASSIGN_OR_RETURN(std::unique_ptr<ServingEngine> engine,
+                         ServingEngine::Load(gguf_path, options, serving));
   Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(engine->gguf());
   if (!tokenizer.ok()) return tokenizer.status().WithContext("tokenizer of " + gguf_path);
   if ((*tokenizer)->size() > engine->info().n_vocab) {
@@ -47,7 +57,17 @@ Result<std::vector<int32_t>> ModelRunner::PromptTokens(const GenerationRequest& 
   }
   std::string text = request.prompt;
   if (request.chat) {
-    SINEW_ASSIGN_OR_RETURN(text, template_.Render(request.messages));
+    std::vector<ChatTool> tools;
+    if (request.tool_choice != ToolChoice::kNone) {
+      for (const ToolSpec& t : request.tools) {
+        tools.push_back({t.name, t.description, boost::json::serialize(t.parameters)});
+      }
+    }
+    SINEW_ASSIGN_OR_RETURN(text, template_.Render(request.messages, tools));
+    // A forced call: its opening tag is part of the prompt; the output is the call object.
+    if (!tools.empty() && request.tool_choice != ToolChoice::kAuto) {
+      text += template_.ToolCallOpen();
+    }
   }
   std::vector<int32_t> tokens =
       tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
@@ -96,7 +116,19 @@ Result<GenerationOutcome> ModelRunner::Run(const GenerationRequest& request,
     if (!text.empty() && !emit(std::move(text))) return false;
     return !matcher.stopped();
   };
-  Result<GenerationResult> result = engine_->Generate(prompt, params, on_token);
+  std::unique_ptr<TokenConstraint> constraint;
+  if (request.chat && request.response_schema) {
+    SINEW_ASSIGN_OR_RETURN(constraint, MakeJsonSchemaConstraint(*request.response_schema,
+                                                                token_table_));
+  } else if (request.chat && !request.tools.empty() &&
+             (request.tool_choice == ToolChoice::kRequired ||
+              request.tool_choice == ToolChoice::kNamed)) {
+    SINEW_ASSIGN_OR_RETURN(
+        constraint, MakeJsonSchemaConstraint(
+                        ToolCallSchema(request, template_.ToolArgumentsKey()), token_table_));
+  }
+  Result<GenerationResult> result =
+      engine_->Generate(prompt, params, on_token, std::move(constraint));
   if (!result.ok()) return result.status();
 
   if (!cancelled) {

@@ -1,9 +1,9 @@
-// ModelRunner: text in, text out over the Engine. Renders chat prompts, tokenizes (BOS
-// when the vocabulary asks for it), checks the context, runs the engine, turns tokens
-// into UTF-8-safe text chunks and applies text-level stop strings.
+// ModelRunner: text in, text out over the ServingEngine. Renders chat prompts, tokenizes
+// (BOS when the vocabulary asks for it), checks the context, runs the generation, turns
+// tokens into UTF-8-safe text chunks and applies text-level stop strings.
 //
-// Ownership: owns the Engine and the Tokenizer. Thread-safety: Run() may be called from
-// several threads; generations run one at a time (the engine serialises them).
+// Ownership: owns the ServingEngine and the Tokenizer. Thread-safety: Run() may be called
+// from several threads at once; the serving engine batches their generations.
 #pragma once
 
 #include <functional>
@@ -12,7 +12,9 @@
 
 #include "generation_request.h"
 #include "sinew/model/chat_template.h"
+#include "sinew/model/constraint.h"
 #include "sinew/model/engine.h"
+#include "sinew/model/serving.h"
 #include "sinew/model/tokenizer.h"
 #include "sinew/status.h"
 
@@ -27,10 +29,12 @@ class ModelRunner {
   // the API (default: the file name without .gguf).
   [[nodiscard]] static Result<std::unique_ptr<ModelRunner>> Load(const std::string& gguf_path,
                                                                  const EngineOptions& options,
-                                                                 std::string model_id);
+                                                                 std::string model_id,
+                                                                 const ServingOptions& serving = {});
 
   const std::string& model_id() const { return model_id_; }
   const ModelInfo& info() const { return engine_->info(); }
+  ServingStats serving_stats() const { return engine_->stats(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatTemplate& chat_template() const { return template_; }
 
@@ -43,14 +47,15 @@ class ModelRunner {
   [[nodiscard]] Result<std::vector<int32_t>> PromptTokens(const GenerationRequest& request) const;
 
  private:
-  ModelRunner(std::unique_ptr<Engine> engine, std::unique_ptr<Tokenizer> tokenizer,
+  ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<Tokenizer> tokenizer,
               ChatTemplate chat_template, std::string model_id);
 
   // Constant after construction.
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ServingEngine> engine_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatTemplate template_;
   std::string model_id_;
+  std::shared_ptr<const TokenTable> token_table_;  // for constrained decoding
 };
 
 }  // namespace sinew::model

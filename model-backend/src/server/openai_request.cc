@@ -86,6 +86,144 @@ Status ReadContent(const json::value& value, size_t index, std::string& out) {
   return Status::Ok();
 }
 
+// A tool or function name: [A-Za-z0-9_-]{1,64}, as OpenAI requires.
+bool ValidToolName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+// An assistant message's tool_calls: [{"type":"function","function":{"name","arguments"}}].
+Status ReadToolCalls(const json::value& value, const std::string& prefix,
+                     std::vector<ChatToolCall>& out) {
+  if (!value.is_array()) return WrongType(prefix + ".tool_calls", "an array");
+  for (const json::value& item : value.as_array()) {
+    const json::object* call = item.if_object();
+    const json::value* fn = call ? call->if_contains("function") : nullptr;
+    const json::object* f = fn ? fn->if_object() : nullptr;
+    const json::value* name = f ? f->if_contains("name") : nullptr;
+    const json::value* args = f ? f->if_contains("arguments") : nullptr;
+    if (name == nullptr || !name->is_string() || !ValidToolName(name->as_string()) ||
+        args == nullptr || !args->is_string()) {
+      return Status::InvalidArgument(prefix +
+                                     ".tool_calls: each needs function.name ([A-Za-z0-9_-]) and "
+                                     "function.arguments (a JSON string)");
+    }
+    boost::system::error_code ec;
+    json::value parsed = json::parse(args->as_string(), ec);
+    if (ec || !parsed.is_object()) {
+      return Status::InvalidArgument(prefix + ".tool_calls: function.arguments must be a JSON "
+                                              "object in a string");
+    }
+    out.push_back({std::string(name->as_string()), json::serialize(parsed)});
+  }
+  return Status::Ok();
+}
+
+// tools: [{"type":"function","function":{"name","description","parameters"}}].
+Status ReadTools(const json::object& body, GenerationRequest& out) {
+  const json::value* tools = body.if_contains("tools");
+  if (tools == nullptr || tools->is_null()) return Status::Ok();
+  if (!tools->is_array()) return WrongType("tools", "an array");
+  for (size_t i = 0; i < tools->as_array().size(); ++i) {
+    const std::string field = "tools[" + std::to_string(i) + "]";
+    const json::object* tool = tools->as_array()[i].if_object();
+    if (tool == nullptr) return WrongType(field, "an object");
+    const json::value* type = tool->if_contains("type");
+    if (type == nullptr || !type->is_string() || type->as_string() != "function") {
+      return Status::InvalidArgument(field + ".type must be \"function\"");
+    }
+    const json::value* fn = tool->if_contains("function");
+    if (fn == nullptr || !fn->is_object()) return WrongType(field + ".function", "an object");
+    const json::object& f = fn->as_object();
+    ToolSpec spec;
+    const json::value* name = f.if_contains("name");
+    if (name == nullptr || !name->is_string() || !ValidToolName(name->as_string())) {
+      return Status::InvalidArgument(field + ".function.name must match [A-Za-z0-9_-]{1,64}");
+    }
+    spec.name = std::string(name->as_string());
+    if (const json::value* d = f.if_contains("description"); d && d->is_string()) {
+      spec.description = std::string(d->as_string());
+    }
+    spec.parameters = json::object{{"type", "object"}, {"properties", json::object{}}};
+    if (const json::value* p = f.if_contains("parameters"); p && !p->is_null()) {
+      if (!p->is_object()) return WrongType(field + ".function.parameters", "an object");
+      spec.parameters = *p;
+    }
+    for (const ToolSpec& other : out.tools) {
+      if (other.name == spec.name) {
+        return Status::InvalidArgument(field + ".function.name \"" + spec.name + "\" repeats");
+      }
+    }
+    out.tools.push_back(std::move(spec));
+  }
+  return Status::Ok();
+}
+
+// tool_choice: "auto" | "none" | "required" | {"type":"function","function":{"name"}}.
+Status ReadToolChoice(const json::object& body, GenerationRequest& out) {
+  const json::value* choice = body.if_contains("tool_choice");
+  if (choice == nullptr || choice->is_null()) return Status::Ok();
+  if (choice->is_string()) {
+    const std::string_view c = choice->as_string();
+    if (c == "auto") out.tool_choice = ToolChoice::kAuto;
+    else if (c == "none") out.tool_choice = ToolChoice::kNone;
+    else if (c == "required") out.tool_choice = ToolChoice::kRequired;
+    else return Status::InvalidArgument("tool_choice must be auto, none, required or an object");
+  } else {
+    const json::object* o = choice->if_object();
+    const json::value* fn = o ? o->if_contains("function") : nullptr;
+    const json::value* name =
+        fn && fn->is_object() ? fn->as_object().if_contains("name") : nullptr;
+    if (name == nullptr || !name->is_string()) {
+      return Status::InvalidArgument(
+          "tool_choice must be {\"type\":\"function\",\"function\":{\"name\":...}}");
+    }
+    out.tool_choice = ToolChoice::kNamed;
+    out.tool_choice_name = std::string(name->as_string());
+    const bool known = std::any_of(out.tools.begin(), out.tools.end(), [&](const ToolSpec& t) {
+      return t.name == out.tool_choice_name;
+    });
+    if (!known) {
+      return Status::InvalidArgument("tool_choice names \"" + out.tool_choice_name +
+                                     "\", which is not in tools");
+    }
+  }
+  if ((out.tool_choice == ToolChoice::kRequired) && out.tools.empty()) {
+    return Status::InvalidArgument("tool_choice \"required\" needs tools");
+  }
+  return Status::Ok();
+}
+
+// response_format: {"type":"text"} | {"type":"json_schema","json_schema":{"schema":{...}}}.
+Status ReadResponseFormat(const json::object& body, GenerationRequest& out) {
+  const json::value* format = body.if_contains("response_format");
+  if (format == nullptr || format->is_null()) return Status::Ok();
+  const json::object* o = format->if_object();
+  const json::value* type = o ? o->if_contains("type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return Status::InvalidArgument("response_format.type must be a string");
+  }
+  if (type->as_string() == "text") return Status::Ok();
+  if (type->as_string() == "json_object") {
+    return Status::Unimplemented(
+        "response_format json_object is not supported; give a json_schema instead");
+  }
+  if (type->as_string() != "json_schema") {
+    return Status::InvalidArgument("response_format.type must be text or json_schema");
+  }
+  const json::value* js = o->if_contains("json_schema");
+  const json::value* schema =
+      js && js->is_object() ? js->as_object().if_contains("schema") : nullptr;
+  if (schema == nullptr || !schema->is_object()) {
+    return Status::InvalidArgument("response_format.json_schema.schema must be an object");
+  }
+  out.response_schema = *schema;
+  return Status::Ok();
+}
+
 Status ReadMessages(const json::object& body, GenerationRequest& out) {
   const json::value* messages = body.if_contains("messages");
   if (messages == nullptr) return Status::InvalidArgument("'messages' is required");
@@ -101,14 +239,21 @@ Status ReadMessages(const json::object& body, GenerationRequest& out) {
     ChatMessage message;
     message.role = std::string(role->as_string());
     if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
-        message.role != "developer") {
+        message.role != "developer" && message.role != "tool") {
       return Status::InvalidArgument(prefix + ".role \"" + message.role +
                                      "\" must be system, user or assistant");
     }
     if (message.role == "developer") message.role = "system";
     const json::value* content = object->if_contains("content");
-    if (content == nullptr) return Status::InvalidArgument(prefix + ".content is required");
-    SINEW_RETURN_IF_ERROR(ReadContent(*content, index, message.content));
+    const json::value* calls = object->if_contains("tool_calls");
+    const bool has_calls = message.role == "assistant" && calls != nullptr && !calls->is_null();
+    if (has_calls) SINEW_RETURN_IF_ERROR(ReadToolCalls(*calls, prefix, message.tool_calls));
+    if ((content == nullptr || content->is_null()) && !has_calls) {
+      return Status::InvalidArgument(prefix + ".content is required");
+    }
+    if (content != nullptr && !content->is_null()) {
+      SINEW_RETURN_IF_ERROR(ReadContent(*content, index, message.content));
+    }
     out.messages.push_back(std::move(message));
     ++index;
   }
@@ -223,7 +368,18 @@ Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
     }
   }
   SINEW_RETURN_IF_ERROR(ReadInteger(*body, "n", 1, 1, integer, present));
+  if (chat) {
+    SINEW_RETURN_IF_ERROR(ReadTools(*body, generation));
+    SINEW_RETURN_IF_ERROR(ReadToolChoice(*body, generation));
+    SINEW_RETURN_IF_ERROR(ReadResponseFormat(*body, generation));
+    if (generation.response_schema && generation.tool_choice != ToolChoice::kNone &&
+        !generation.tools.empty()) {
+      return Status::Unimplemented("response_format json_schema together with tools is not "
+                                   "supported; use tool_choice \"none\" or drop one");
+    }
+  }
   for (std::string_view field : {"tools", "functions", "response_format", "suffix"}) {
+    if (chat && field != "functions" && field != "suffix") continue;
     const json::value* unsupported = body->if_contains(field);
     if (unsupported != nullptr && !unsupported->is_null()) {
       return Status::Unimplemented("'" + std::string(field) + "' is not supported yet");

@@ -118,7 +118,35 @@ std::string OpenAiResponder::StreamStart() const {
   return Event(out);
 }
 
-std::string OpenAiResponder::StreamChunk(const TextChunk& chunk) const {
+void OpenAiResponder::EnableTools(const ChatTemplate& chat_template, bool forced) {
+  tool_template_ = &chat_template;
+  tool_forced_ = forced;
+  tool_filter_ = std::make_unique<ToolCallStreamFilter>(chat_template, forced);
+}
+
+json::array OpenAiResponder::ToolCallsJson(const std::vector<ToolCallOut>& calls,
+                                           bool with_index) const {
+  json::array out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json::object call;
+    if (with_index) call["index"] = i;
+    call["id"] = "call_" + id_ + "_" + std::to_string(i);
+    call["type"] = "function";
+    call["function"] = json::object{{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+std::string OpenAiResponder::StreamChunk(const TextChunk& original) {
+  TextChunk filtered;
+  const TextChunk* use = &original;
+  if (tool_filter_) {
+    filtered.text = tool_filter_->Push(original.text);
+    filtered.tokens = original.tokens;
+    use = &filtered;
+  }
+  const TextChunk& chunk = *use;
   if (chunk.text.empty() && !request_.generation.want_logprobs) return {};
   json::object choice;
   choice["index"] = 0;
@@ -136,7 +164,30 @@ std::string OpenAiResponder::StreamChunk(const TextChunk& chunk) const {
   return Event(out);
 }
 
-std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) const {
+std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) {
+  std::string events;
+  std::string finish_reason = outcome.finish_reason;
+  if (tool_filter_) {
+    std::string held;
+    ParsedToolOutput parsed = tool_filter_->Finish(&held);
+    json::object delta;
+    if (!parsed.calls.empty()) {
+      delta["tool_calls"] = ToolCallsJson(parsed.calls, true);
+      if (finish_reason == "stop") finish_reason = "tool_calls";
+    } else if (!held.empty()) {
+      delta["content"] = held;
+    }
+    if (!delta.empty()) {
+      json::object choice;
+      choice["index"] = 0;
+      choice["delta"] = std::move(delta);
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = nullptr;
+      json::object out = Envelope(true);
+      out["choices"] = json::array{std::move(choice)};
+      events += Event(out);
+    }
+  }
   json::object choice;
   choice["index"] = 0;
   if (request_.generation.chat) {
@@ -145,10 +196,10 @@ std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) const {
     choice["text"] = "";
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = outcome.finish_reason;
+  choice["finish_reason"] = finish_reason;
   json::object out = Envelope(true);
   out["choices"] = json::array{std::move(choice)};
-  std::string events = Event(out);
+  events += Event(out);
   if (request_.include_usage) {
     json::object usage_chunk = Envelope(true);
     usage_chunk["choices"] = json::array{};
@@ -171,12 +222,23 @@ std::string OpenAiResponder::Body(const GenerationOutcome& outcome) const {
     json::object message;
     message["role"] = "assistant";
     message["content"] = text_;
+    std::string finish_reason = outcome.finish_reason;
+    if (tool_template_ != nullptr) {
+      ParsedToolOutput parsed = ParseToolCalls(text_, *tool_template_, tool_forced_);
+      if (!parsed.calls.empty()) {
+        message["content"] = parsed.content.empty() ? json::value(nullptr)
+                                                    : json::value(parsed.content);
+        message["tool_calls"] = ToolCallsJson(parsed.calls, false);
+        if (finish_reason == "stop") finish_reason = "tool_calls";
+      }
+    }
     choice["message"] = std::move(message);
+    choice["finish_reason"] = finish_reason;
   } else {
     choice["text"] = text_;
+    choice["finish_reason"] = outcome.finish_reason;
   }
   choice["logprobs"] = Logprobs(tokens_, 0);
-  choice["finish_reason"] = outcome.finish_reason;
   json::object out = Envelope(false);
   out["choices"] = json::array{std::move(choice)};
   out["usage"] = Usage(outcome);

@@ -6,10 +6,12 @@
 
 #include <boost/json.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "generation_request.h"
 #include "openai_request.h"
+#include "tool_calls.h"
 #include "sinew/model/tokenizer.h"
 
 namespace sinew::model {
@@ -26,9 +28,15 @@ class OpenAiResponder {
   // Streaming: the first event (chat: the assistant role delta; completions: "").
   std::string StreamStart() const;
   // One event for `chunk`, or "" when it carries nothing to send.
-  std::string StreamChunk(const TextChunk& chunk) const;
+  std::string StreamChunk(const TextChunk& chunk);
   // The final chunk (finish_reason), the usage chunk if asked for, and `data: [DONE]`.
-  std::string StreamEnd(const GenerationOutcome& outcome) const;
+  // With tools: a delta with the parsed tool_calls first (finish_reason "tool_calls").
+  std::string StreamEnd(const GenerationOutcome& outcome);
+
+  // Chat with tools offered: tool calls in the output become `tool_calls` (text that
+  // may start a call is not streamed as content). `forced`: the whole output is one
+  // call. REQUIRES: `chat_template` outlives this object.
+  void EnableTools(const ChatTemplate& chat_template, bool forced);
 
   // Non-streaming: collect every chunk, then build the body.
   void Accumulate(const TextChunk& chunk);
@@ -47,6 +55,11 @@ class OpenAiResponder {
   // Non-streaming accumulation.
   std::string text_;
   std::vector<GeneratedToken> tokens_;
+  // Tools: set by EnableTools.
+  const ChatTemplate* tool_template_ = nullptr;
+  bool tool_forced_ = false;
+  std::unique_ptr<ToolCallStreamFilter> tool_filter_;
+  boost::json::array ToolCallsJson(const std::vector<ToolCallOut>& calls, bool with_index) const;
 };
 
 }  // namespace sinew::model

@@ -149,6 +149,12 @@ bool ServerProcess::Alive() {
   return waitpid(pid_, &status, WNOHANG) == 0;
 }
 
+// libcurl header callback: keeps every response header line.
+size_t CollectHeader(char* data, size_t size, size_t count, void* user) {
+  static_cast<HttpResult*>(user)->headers.append(data, size * count);
+  return size * count;
+}
+
 HttpResult HttpCall(uint16_t port, const std::string& method, const std::string& path,
                     const std::string& body, const std::string& content_type) {
   HttpResult result;
@@ -158,6 +164,8 @@ HttpResult HttpCall(uint16_t port, const std::string& method, const std::string&
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, CollectBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &result);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, CollectHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &result);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
   curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
   curl_slist* headers = nullptr;

@@ -48,6 +48,7 @@ struct HttpResult {
   std::string body;
   std::string content_type;
   int body_callbacks = 0;  // how many pieces the body arrived in
+  std::string headers;     // raw response header lines
   std::string error;
 };
 

@@ -21,9 +21,23 @@
 
 namespace sinew::model {
 
+// A function call an assistant message made (OpenAI `tool_calls`).
+struct ChatToolCall {
+  std::string name;       // [A-Za-z0-9_-]{1,64}
+  std::string arguments;  // JSON object text
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool" (a tool's result)
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant only
+};
+
+// A function the model may call (OpenAI `tools`), rendered the way the family expects.
+struct ChatTool {
+  std::string name;  // [A-Za-z0-9_-]{1,64}
+  std::string description;
+  std::string parameters;  // JSON schema text, "{}" if none
 };
 
 enum class ChatTemplateKind {
@@ -45,8 +59,22 @@ class ChatTemplate {
   // Renders `messages` followed by the assistant generation prompt. The text has no
   // BOS: the tokenizer adds it when the vocabulary asks for it. Control tokens in the
   // text (e.g. "<|im_start|>") must be tokenized with parse_special.
-  // Errors: InvalidArgument for no messages or a role other than system/user/assistant.
-  [[nodiscard]] Result<std::string> Render(std::span<const ChatMessage> messages) const;
+  // With `tools`: ChatML (Qwen) lists them in the system message inside <tools></tools>
+  // and asks for <tool_call>{"name": ..., "arguments": {...}}</tool_call>; Llama 3 puts
+  // them in the first user message and asks for {"name": ..., "parameters": {...}}; the
+  // plain fallback asks for <tool_call> like ChatML. Assistant tool calls and "tool"
+  // results are rendered in the same family forms (Llama 3: role ipython).
+  // Errors: InvalidArgument for no messages or a role other than system, user,
+  // assistant or tool.
+  [[nodiscard]] Result<std::string> Render(std::span<const ChatMessage> messages,
+                                           std::span<const ChatTool> tools = {}) const;
+
+  // How this family writes one tool call, and the text that opens it (ChatML and
+  // plain: "<tool_call>\n"; Llama 3: "" since the call is a bare JSON object). The
+  // arguments key is "arguments" (Llama 3: "parameters").
+  std::string_view ToolCallOpen() const;
+  std::string_view ToolCallClose() const;
+  std::string_view ToolArgumentsKey() const;
 
   // Text-level stop strings this format needs besides the end-of-generation tokens
   // (the plain fallback stops when the model starts the next "User:" turn).

@@ -1,0 +1,102 @@
+// ServingEngine: many generations at once on one model — a paged KV cache,
+// continuous batching with chunked prefill, and automatic prefix caching.
+//
+// Generate() has the contract of Engine::Generate() but may be called from many
+// threads at once: each call becomes a sequence that a scheduler thread runs in
+// a shared batch. Every step the scheduler gives each running sequence that is
+// decoding one token, then spends what is left of the per-step token budget on
+// prompt chunks (at most prefill_chunk tokens per sequence), then admits
+// waiting sequences while the batch and the KV blocks allow. When blocks run
+// out it preempts the most recently admitted sequence (its blocks are freed and
+// it is recomputed later, mostly from the prefix cache); outputs do not change.
+//
+// Prefix caching: full KV blocks are keyed by a hash of their whole token
+// prefix; a new sequence starts from the longest cached prefix of its tokens,
+// so an agent that re-sends its growing history pays only for the new tokens.
+//
+// Ownership: owns the model, the paged cache and the scheduler thread; the
+// destructor fails generations still in flight with Unavailable and joins.
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinew/model/constraint.h"
+#include "sinew/model/engine.h"
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+struct ServingOptions {
+  // Positions per KV block. Default: 16
+  int32_t block_size = 16;
+  // KV blocks in the cache; 0 means enough for 4 full contexts. It must hold
+  // at least one full context (n_ctx / block_size, rounded up). Default: 0
+  int32_t n_blocks = 0;
+  // Sequences in the running batch at most. Default: 32
+  int32_t max_running = 32;
+  // Generations waiting for admission at most; more get ResourceExhausted. Default: 256
+  int32_t max_waiting = 256;
+  // Tokens per forward step at most (decodes plus prompt chunks). Default: 512
+  int32_t step_tokens = 512;
+  // Prompt tokens of one sequence per step at most. Default: 256
+  int32_t prefill_chunk = 256;
+  // Reuse KV blocks of identical token prefixes. Default: true
+  bool prefix_cache = true;
+  // Pad every step's rows to a multiple of four so that each token goes through
+  // the same kernels whatever else is batched: outputs are then bit-identical to
+  // a single-request run. False saves the padding (up to 3 rows per step), and a
+  // token's logits may then differ in the last bits with the batch. Default: true
+  bool batch_invariant = true;
+};
+
+struct ServingStats {
+  uint64_t prefix_hit_tokens = 0;   // prompt tokens whose KV came from the prefix cache
+  uint64_t prefix_miss_tokens = 0;  // prompt tokens that had to be computed
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+  uint64_t step_tokens = 0;  // tokens run in all steps
+  int32_t blocks_total = 0;
+  int32_t blocks_available = 0;  // free or evictable
+  int32_t running = 0;
+  int32_t waiting = 0;
+};
+
+class ServingEngine {
+ public:
+  // Errors: those of Engine::Load; InvalidArgument for bad options.
+  [[nodiscard]] static Result<std::unique_ptr<ServingEngine>> Load(
+      const std::string& gguf_path, const EngineOptions& engine_options,
+      const ServingOptions& options);
+  virtual ~ServingEngine() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  virtual const GgufFile& gguf() const = 0;
+  // The one-request-at-a-time engine on the same file (the reference).
+  virtual Engine& engine() = 0;
+
+  // As Engine::Generate(); on_token runs on the calling thread. Errors: those of
+  // Engine::Generate(); ResourceExhausted when max_waiting generations already
+  // wait; Unavailable when the engine shuts down first.
+  [[nodiscard]] Result<GenerationResult> Generate(
+      const std::vector<int32_t>& prompt_tokens, const SamplingParams& params,
+      const std::function<bool(const GeneratedToken&)>& on_token) {
+    return Generate(prompt_tokens, params, on_token, nullptr);
+  }
+  // The same with a constraint on the generated tokens (may be null): only tokens
+  // it allows are sampled, and the generation ends (kStopToken) once the output is
+  // complete and cannot go on. FailedPrecondition if the vocabulary cannot
+  // continue the output (no token fits).
+  [[nodiscard]] virtual Result<GenerationResult> Generate(
+      const std::vector<int32_t>& prompt_tokens, const SamplingParams& params,
+      const std::function<bool(const GeneratedToken&)>& on_token,
+      std::unique_ptr<TokenConstraint> constraint) = 0;
+
+  virtual ServingStats stats() const = 0;
+};
+
+}  // namespace sinew::model

@@ -1,0 +1,202 @@
+// The real sinew-model process (stories260K) under concurrent load, with tools,
+// tool_choice and response_format, and when overloaded.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <thread>
+
+#include "server_test_util.h"
+
+namespace sinew::model {
+namespace {
+
+namespace json = boost::json;
+using testing::HttpCall;
+using testing::ServerProcess;
+using testing::SseData;
+
+std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& args) {
+  std::string error;
+  auto server = ServerProcess::Start(args, &error);
+  EXPECT_NE(server, nullptr) << error;
+  return server;
+}
+
+std::string CompletionBody(const std::string& prompt, bool stream) {
+  json::object body{{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0},
+                    {"stream", stream}};
+  return json::serialize(body);
+}
+
+TEST(ServerServing, ConcurrentStreamsAllCompleteWithTheSingleRequestText) {
+  auto server = StartServer({});
+  ASSERT_NE(server, nullptr);
+  const uint16_t port = server->http_port();
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 16; ++i) {
+    // Long enough for full KV blocks (16 positions), so that the reruns hit the cache.
+    prompts.push_back(std::string(i % 2 ? "Once upon a time, there was a little girl named Lily. "
+                                        : "The little dog went to the park with his friend. ") +
+                      "She loved to play outside in the sun" + (i % 4 < 2 ? " and" : " but") +
+                      std::string(i / 4, '!'));
+  }
+  std::vector<std::string> expected;
+  for (const std::string& p : prompts) {
+    testing::HttpResult r = HttpCall(port, "POST", "/v1/completions", CompletionBody(p, false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    expected.push_back(std::string(
+        json::parse(r.body).at("choices").at(0).at("text").as_string()));
+  }
+  std::vector<std::string> streamed(prompts.size());
+  std::vector<std::string> finish(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      testing::HttpResult r =
+          HttpCall(port, "POST", "/v1/completions", CompletionBody(prompts[i], true));
+      if (r.status != 200) return;
+      std::vector<std::string> events = SseData(r.body);
+      if (events.empty() || events.back() != "[DONE]") return;
+      events.pop_back();
+      for (const std::string& e : events) {
+        const json::value chunk = json::parse(e);
+        const json::value& choice = chunk.at("choices").at(0);
+        streamed[i] += std::string(choice.at("text").as_string());
+        if (!choice.at("finish_reason").is_null()) {
+          finish[i] = std::string(choice.at("finish_reason").as_string());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(streamed[i], expected[i]) << "stream " << i;
+    EXPECT_FALSE(finish[i].empty()) << "stream " << i << " did not finish";
+  }
+  testing::HttpResult metrics = HttpCall(port, "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  for (const char* name : {"sinew_model_prefix_cache_hit_tokens_total",
+                           "sinew_model_prefix_cache_miss_tokens_total",
+                           "sinew_model_batch_steps_total", "sinew_model_kv_blocks_available"}) {
+    EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
+  }
+  // Every prompt ran twice: the second time its full blocks came from the cache.
+  EXPECT_EQ(metrics.body.find("sinew_model_prefix_cache_hit_tokens_total 0\n"), std::string::npos);
+}
+
+const char* kWeatherTool = R"({"type":"function","function":{"name":"get_weather",
+  "description":"Weather in a city","parameters":{"type":"object","properties":{
+  "city":{"type":"string","maxLength":10},"unit":{"enum":["celsius","fahrenheit"]},
+  "days":{"type":"integer"}},"required":["city","unit"]}}})";
+const char* kTimeTool = R"({"type":"function","function":{"name":"get_time",
+  "parameters":{"type":"object","properties":{"zone":{"type":"string","maxLength":6}},
+  "required":["zone"]}}})";
+
+json::object Chat(uint16_t port, const std::string& extra, long want_status = 200) {
+  const std::string body = R"({"messages":[{"role":"user","content":"Weather in Oslo?"}],
+    "max_tokens":120,"temperature":0.8,"seed":5)" + extra + "}";
+  testing::HttpResult r = HttpCall(port, "POST", "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, want_status) << r.body;
+  return json::parse(r.body).as_object();
+}
+
+void ExpectWeatherArguments(const json::value& call) {
+  EXPECT_EQ(call.at("type").as_string(), "function");
+  EXPECT_EQ(call.at("function").at("name").as_string(), "get_weather");
+  const json::value args = json::parse(call.at("function").at("arguments").as_string());
+  ASSERT_TRUE(args.is_object());
+  ASSERT_TRUE(args.as_object().contains("city") && args.as_object().contains("unit"));
+  EXPECT_TRUE(args.at("city").is_string());
+  EXPECT_LE(args.at("city").as_string().size(), 10u);
+  const std::string unit(args.at("unit").as_string());
+  EXPECT_TRUE(unit == "celsius" || unit == "fahrenheit") << unit;
+  if (args.as_object().contains("days")) {
+    EXPECT_TRUE(args.at("days").is_int64());
+  }
+}
+
+TEST(ServerServing, ToolChoiceAndResponseFormat) {
+  auto server = StartServer({});
+  ASSERT_NE(server, nullptr);
+  const uint16_t port = server->http_port();
+  const std::string tools = std::string(R"(,"tools":[)") + kWeatherTool + "," + kTimeTool + "]";
+
+  // A named function: always a valid call of it, whatever the tiny model thinks.
+  for (int seed = 0; seed < 3; ++seed) {
+    json::object named = Chat(port, tools + R"(,"seed":)" + std::to_string(seed) +
+                                        R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})");
+    const json::value& choice = named.at("choices").at(0);
+    EXPECT_EQ(choice.at("finish_reason").as_string(), "tool_calls");
+    EXPECT_TRUE(choice.at("message").at("content").is_null());
+    ASSERT_EQ(choice.at("message").at("tool_calls").as_array().size(), 1u);
+    ExpectWeatherArguments(choice.at("message").at("tool_calls").at(0));
+  }
+
+  // required, streamed: the call arrives as a tool_calls delta.
+  const std::string body = R"({"messages":[{"role":"user","content":"Time?"}],"max_tokens":120,
+    "stream":true,"seed":2,"tool_choice":"required")" + tools + "}";
+  testing::HttpResult r = HttpCall(port, "POST", "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<std::string> events = SseData(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  int calls = 0;
+  std::string finish;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json::value event = json::parse(events[i]);
+    const json::value& choice = event.at("choices").at(0);
+    const json::object& delta = choice.at("delta").as_object();
+    if (const json::value* tc = delta.if_contains("tool_calls")) {
+      for (const json::value& call : tc->as_array()) {
+        ++calls;
+        const std::string name(call.at("function").at("name").as_string());
+        EXPECT_TRUE(name == "get_weather" || name == "get_time") << name;
+        EXPECT_TRUE(json::parse(call.at("function").at("arguments").as_string()).is_object());
+      }
+    }
+    if (delta.contains("content")) {
+      EXPECT_EQ(delta.at("content").as_string(), "");
+    }
+    if (!choice.at("finish_reason").is_null()) finish = choice.at("finish_reason").as_string();
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(finish, "tool_calls");
+
+  // auto: the tools are offered (a longer prompt); stories260K answers in text.
+  json::object with_tools = Chat(port, tools);
+  json::object without = Chat(port, "");
+  EXPECT_GT(with_tools.at("usage").at("prompt_tokens").as_int64(),
+            without.at("usage").at("prompt_tokens").as_int64() + 50);
+  json::object none = Chat(port, tools + R"(,"tool_choice":"none")");
+  EXPECT_EQ(none.at("usage").at("prompt_tokens"), without.at("usage").at("prompt_tokens"));
+
+  // response_format: the content is JSON that validates.
+  json::object formatted = Chat(port, R"(,"response_format":{"type":"json_schema","json_schema":
+    {"name":"answer","schema":{"type":"object","properties":{"ok":{"type":"boolean"},
+    "items":{"type":"array","items":{"type":"integer"},"maxItems":3}},"required":["ok","items"]}}})");
+  const json::value content =
+      json::parse(formatted.at("choices").at(0).at("message").at("content").as_string());
+  EXPECT_TRUE(content.at("ok").is_bool());
+  EXPECT_LE(content.at("items").as_array().size(), 3u);
+
+  // Errors.
+  Chat(port, tools + R"(,"tool_choice":{"type":"function","function":{"name":"nope"}})", 400);
+  Chat(port, R"(,"response_format":{"type":"json_object"})", 400);
+  Chat(port, R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"#"}}})",
+       400);
+  Chat(port, R"(,"tools":[{"type":"function","function":{"name":"bad name"}}])", 400);
+}
+
+TEST(ServerServing, OverloadAnswers503WithRetryAfter) {
+  auto server = StartServer({"--queue", "0"});  // nothing may wait: every generation refused
+  ASSERT_NE(server, nullptr);
+  testing::HttpResult r =
+      HttpCall(server->http_port(), "POST", "/v1/completions", CompletionBody("Once", false));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.headers.find("Retry-After: 1"), std::string::npos) << r.headers;
+  EXPECT_NE(r.body.find("server_busy"), std::string::npos) << r.body;
+  EXPECT_TRUE(server->Alive());
+}
+
+}  // namespace
+}  // namespace sinew::model

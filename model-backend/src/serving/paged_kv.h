@@ -1,0 +1,64 @@
+// PagedKvStore: the memory of a paged KV cache on a backend, and the batch a
+// paged forward pass runs (Model::ForwardPaged, src/serving/paged_forward.cc).
+//
+// Layer l's K (and V) is a tensor of n_blocks * block_size rows of
+// head_dim * n_head_kv values (F32 or F16); block b holds rows
+// [b * block_size, (b + 1) * block_size). Which block holds which positions of
+// which sequence is the BlockManager's business (block_manager.h).
+//
+// Ownership: owns its buffers. Thread-safety: none (the scheduler thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sinew/model/backend.h"
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+class PagedKvStore {
+ public:
+  // ResourceExhausted if the backend cannot hold it.
+  [[nodiscard]] static Result<std::unique_ptr<PagedKvStore>> Create(Backend& backend,
+                                                                    int32_t n_layer,
+                                                                    int32_t n_blocks,
+                                                                    int32_t block_size,
+                                                                    int64_t kv_dim, bool f16);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  Tensor k(int32_t layer) const { return k_[static_cast<size_t>(layer)]; }
+  Tensor v(int32_t layer) const { return v_[static_cast<size_t>(layer)]; }
+  // Contiguous scratch for one sequence's keys/values during attention.
+  std::vector<uint8_t>& gather_k() { return gather_k_; }
+  std::vector<uint8_t>& gather_v() { return gather_v_; }
+
+ private:
+  PagedKvStore() = default;
+  int32_t block_size_ = 0;
+  int32_t n_blocks_ = 0;
+  std::unique_ptr<BackendBuffer> buffer_;
+  std::vector<Tensor> k_, v_;
+  std::vector<uint8_t> gather_k_, gather_v_;
+};
+
+// One sequence's part of a batch: n_tokens consecutive tokens from position
+// pos0, whose KV rows go to (and whose attention reads) the blocks of
+// block_table, which covers positions [0, pos0 + n_tokens).
+struct PagedSeq {
+  int32_t n_tokens = 0;
+  int32_t pos0 = 0;
+  std::span<const int32_t> block_table;
+  bool want_logits = false;  // the logits of its last token
+};
+
+// Tokens of all sequences, back to back in the order of `seqs`.
+struct PagedBatch {
+  std::vector<int32_t> tokens;
+  std::vector<PagedSeq> seqs;
+};
+
+}  // namespace sinew::model

@@ -1,0 +1,263 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sinew::model {
+
+Scheduler::Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options,
+                     const ModelInfo& info, std::mutex& mutex)
+    : model_(model),
+      kv_(kv),
+      options_(options),
+      info_(info),
+      mutex_(mutex),
+      blocks_(kv.n_blocks(), kv.block_size(), options.prefix_cache) {}
+
+bool Scheduler::EnsureBlocks(Sequence& seq, int32_t n_positions) {
+  const int32_t bs = blocks_.block_size();
+  while (static_cast<int32_t>(seq.blocks.size()) * bs < n_positions) {
+    std::optional<int32_t> block = blocks_.Allocate();
+    if (!block) return false;
+    seq.blocks.push_back(*block);
+  }
+  return true;
+}
+
+void Scheduler::ReleaseBlocks(Sequence& seq) {
+  // Tail first, so that the LRU evicts the ends of prefixes before their starts.
+  for (auto it = seq.blocks.rbegin(); it != seq.blocks.rend(); ++it) blocks_.Release(*it);
+  seq.blocks.clear();
+  seq.n_computed = 0;
+  seq.n_keyed = 0;
+  seq.last_hash = 0;
+}
+
+void Scheduler::Preempt(Sequence& seq) {
+  ReleaseBlocks(seq);
+  seq.preempted = true;
+  ++stats_.preemptions;
+}
+
+bool Scheduler::Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
+                        const std::vector<Planned>& plan) {
+  while (!EnsureBlocks(*seq, seq->n_computed + take)) {
+    std::shared_ptr<Sequence> victim;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      Sequence* s = it->get();
+      if (s == seq.get() || s->preempted) continue;
+      const bool planned = std::any_of(plan.begin(), plan.end(),
+                                       [s](const Planned& p) { return p.seq.get() == s; });
+      if (!planned) {
+        victim = *it;
+        break;
+      }
+    }
+    if (!victim) {
+      Preempt(*seq);
+      return false;
+    }
+    Preempt(*victim);
+  }
+  return true;
+}
+
+void Scheduler::MatchPrefix(Sequence& seq) {
+  const int32_t bs = blocks_.block_size();
+  const int32_t n = static_cast<int32_t>(seq.tokens.size());
+  // At least the last token is computed: its logits pick the next token.
+  const int32_t max_blocks = (n - 1) / bs;
+  uint64_t hash = 0;
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    std::span<const int32_t> part(seq.tokens.data() + int64_t{i} * bs, static_cast<size_t>(bs));
+    const uint64_t h = BlockManager::ChainHash(hash, part);
+    std::optional<int32_t> block = blocks_.Lookup(h, part);
+    if (!block) break;
+    seq.blocks.push_back(*block);
+    hash = h;
+  }
+  seq.n_keyed = static_cast<int32_t>(seq.blocks.size());
+  seq.n_computed = seq.n_keyed * bs;
+  seq.last_hash = hash;
+}
+
+void Scheduler::RegisterFullBlocks(Sequence& seq) {
+  const int32_t bs = blocks_.block_size();
+  while ((seq.n_keyed + 1) * bs <= seq.n_computed) {
+    std::span<const int32_t> part(seq.tokens.data() + int64_t{seq.n_keyed} * bs,
+                                  static_cast<size_t>(bs));
+    seq.last_hash = BlockManager::ChainHash(seq.last_hash, part);
+    blocks_.Register(seq.blocks[static_cast<size_t>(seq.n_keyed)], seq.last_hash, part);
+    ++seq.n_keyed;
+  }
+}
+
+std::vector<Scheduler::Planned> Scheduler::Plan() {
+  // Drop cancelled sequences first (their callers have returned).
+  for (auto& s : running_) {
+    if (s->cancelled.load()) ReleaseBlocks(*s);
+  }
+  std::erase_if(running_, [](const auto& s) { return s->cancelled.load(); });
+  std::erase_if(waiting_, [](const auto& s) { return s->cancelled.load(); });
+
+  std::vector<Planned> plan;
+  int32_t budget = options_.step_tokens;
+  // Pass 0: decodes (one token each); pass 1: prompt chunks.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      const std::shared_ptr<Sequence>& s = running_[i];
+      if (s->preempted) continue;
+      const int32_t need = static_cast<int32_t>(s->tokens.size()) - s->n_computed;
+      const bool decode = s->n_generated > 0 && need == 1;
+      if (decode != (pass == 0)) continue;
+      const int32_t take = std::min({need, options_.prefill_chunk, budget});
+      if (!Reserve(s, take, plan)) continue;
+      plan.push_back({s, take});
+      budget -= take;
+    }
+  }
+  bool any_preempted = false;
+  for (const auto& s : running_) any_preempted |= s->preempted;
+  // Preempted sequences go back to the front of the queue, oldest first.
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if ((*it)->preempted) {
+      (*it)->preempted = false;
+      waiting_.push_front(*it);
+    }
+  }
+  std::erase_if(running_, [this](const auto& s) {
+    return std::find(waiting_.begin(), waiting_.end(), s) != waiting_.end();
+  });
+  // Admissions, while the batch, the budget and the blocks allow (keeping one
+  // free block per running sequence so their decodes are not starved).
+  while (!any_preempted && budget > 0 && !waiting_.empty() &&
+         static_cast<int32_t>(running_.size()) < options_.max_running) {
+    std::shared_ptr<Sequence> s = waiting_.front();
+    MatchPrefix(*s);
+    const int32_t need = static_cast<int32_t>(s->tokens.size()) - s->n_computed;
+    const int32_t take = std::min({need, options_.prefill_chunk, budget});
+    if (!EnsureBlocks(*s, s->n_computed + take) ||
+        blocks_.available() < static_cast<int32_t>(running_.size())) {
+      ReleaseBlocks(*s);
+      if (running_.empty() && plan.empty()) {
+        // Nothing else holds blocks: only the prefix cache does; it is evictable,
+        // so this cannot happen for a sequence that fits the cache.
+        std::lock_guard<std::mutex> lock(mutex_);
+        Finish(*s, FinishReason::kContextFull,
+               Status::ResourceExhausted("the KV cache cannot hold this sequence"));
+        waiting_.pop_front();
+        continue;
+      }
+      break;
+    }
+    const int32_t hit = s->n_computed;
+    waiting_.pop_front();
+    running_.push_back(s);
+    plan.push_back({s, take});
+    budget -= take;
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.prefix_hit_tokens += static_cast<uint64_t>(hit);
+    stats_.prefix_miss_tokens += s->tokens.size() - static_cast<uint64_t>(hit);
+  }
+  return plan;
+}
+
+void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) {
+  seq.done = true;
+  seq.finish = reason;
+  seq.error = error;
+  seq.ready.notify_all();
+}
+
+void Scheduler::Step() {
+  std::vector<Planned> plan = Plan();
+  if (plan.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    UpdateGauges();
+    return;
+  }
+  batch_.tokens.clear();
+  batch_.seqs.clear();
+  int32_t n_out = 0;
+  for (const Planned& p : plan) {
+    Sequence& s = *p.seq;
+    batch_.tokens.insert(batch_.tokens.end(), s.tokens.begin() + s.n_computed,
+                         s.tokens.begin() + s.n_computed + p.take);
+    PagedSeq ps;
+    ps.n_tokens = p.take;
+    ps.pos0 = s.n_computed;
+    ps.block_table = s.blocks;
+    ps.want_logits = s.n_computed + p.take == static_cast<int32_t>(s.tokens.size());
+    n_out += ps.want_logits ? 1 : 0;
+    batch_.seqs.push_back(ps);
+  }
+  logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
+  Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant, logits_.data());
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.steps;
+  stats_.step_tokens += batch_.tokens.size();
+  size_t out = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& s = *plan[i].seq;
+    if (!status.ok()) {
+      Finish(s, FinishReason::kMaxTokens, status);
+      continue;
+    }
+    s.n_computed += plan[i].take;
+    RegisterFullBlocks(s);
+    if (!batch_.seqs[i].want_logits) continue;
+    std::span<float> row(logits_.data() + out++ * static_cast<size_t>(info_.n_vocab),
+                         static_cast<size_t>(info_.n_vocab));
+    if (s.constraint) {
+      s.constraint->Mask(row);
+      if (std::none_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
+        Finish(s, FinishReason::kStopToken,
+               Status::FailedPrecondition("no token of the vocabulary continues the "
+                                          "constrained output"));
+        continue;
+      }
+    }
+    GeneratedToken token;
+    s.sampler.Sample(row, s.tokens, &token);
+    if (s.constraint) s.constraint->Accept(token.id);
+    s.tokens.push_back(token.id);
+    ++s.n_generated;
+    s.outbox.push_back(token);
+    s.ready.notify_all();
+    if (s.params.stop_at_eos &&
+        std::binary_search(info_.eog_ids.begin(), info_.eog_ids.end(), token.id)) {
+      Finish(s, FinishReason::kStopToken, Status::Ok());
+    } else if (s.constraint && s.constraint->Complete() && !s.constraint->CanContinue()) {
+      Finish(s, FinishReason::kStopToken, Status::Ok());
+    } else if (s.n_generated >= s.params.max_tokens) {
+      Finish(s, FinishReason::kMaxTokens, Status::Ok());
+    } else if (s.n_computed >= info_.n_ctx) {
+      Finish(s, FinishReason::kContextFull, Status::Ok());
+    }
+  }
+  for (const Planned& p : plan) {
+    if (p.seq->done) ReleaseBlocks(*p.seq);
+  }
+  std::erase_if(running_, [](const auto& s) { return s->done; });
+  UpdateGauges();
+}
+
+void Scheduler::UpdateGauges() {
+  stats_.blocks_total = blocks_.n_blocks();
+  stats_.blocks_available = blocks_.available();
+  stats_.running = static_cast<int32_t>(running_.size());
+  stats_.waiting = static_cast<int32_t>(waiting_.size());
+}
+
+void Scheduler::FailAll(const Status& status) {
+  for (auto& s : running_) Finish(*s, FinishReason::kMaxTokens, status);
+  for (auto& s : waiting_) Finish(*s, FinishReason::kMaxTokens, status);
+  running_.clear();
+  waiting_.clear();
+  UpdateGauges();
+}
+
+ServingStats Scheduler::stats() const { return stats_; }
+
+}  // namespace sinew::model

@@ -1,0 +1,72 @@
+// Scheduler: one step of continuous batching at a time over the paged KV cache.
+// Plans a step (decodes first, then prompt chunks, then admissions, preempting
+// by recompute when blocks run out), runs it through Model::ForwardPaged,
+// samples, and hands tokens to the sequences' outboxes.
+//
+// Thread-safety: Step() runs on the serving engine's scheduler thread only; it
+// takes `mutex` to deliver tokens and to read new arrivals.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "block_manager.h"
+#include "model.h"
+#include "paged_kv.h"
+#include "sequence.h"
+#include "sinew/model/serving.h"
+
+namespace sinew::model {
+
+class Scheduler {
+ public:
+  Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options, const ModelInfo& info,
+            std::mutex& mutex);
+
+  // Adds a sequence to the waiting queue. Scheduler thread only.
+  void Enqueue(std::shared_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  // Runs one step. REQUIRES: !idle(). `mutex` is not held by the caller.
+  void Step();
+  // Fails every sequence with `status` (shutdown). `mutex` is held by the caller.
+  void FailAll(const Status& status);
+  // Counters and gauges as of the last step; `mutex` is held by the caller.
+  ServingStats stats() const;
+
+ private:
+  struct Planned {
+    std::shared_ptr<Sequence> seq;
+    int32_t take = 0;
+  };
+  bool EnsureBlocks(Sequence& seq, int32_t n_positions);
+  // Makes room for `seq` to run `take` more tokens, preempting later running
+  // sequences not already planned; false if `seq` itself had to be preempted.
+  bool Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
+               const std::vector<Planned>& plan);
+  void Preempt(Sequence& seq);
+  void ReleaseBlocks(Sequence& seq);
+  void MatchPrefix(Sequence& seq);
+  void RegisterFullBlocks(Sequence& seq);
+  std::vector<Planned> Plan();
+  // Marks `seq` done (mutex held) and frees its blocks.
+  void Finish(Sequence& seq, FinishReason reason, const Status& error);
+  // Copies the gauges into stats_ (mutex held).
+  void UpdateGauges();
+
+  Model& model_;
+  PagedKvStore& kv_;
+  const ServingOptions options_;
+  const ModelInfo& info_;
+  std::mutex& mutex_;
+  BlockManager blocks_;
+  std::vector<std::shared_ptr<Sequence>> running_;  // admission order
+  std::deque<std::shared_ptr<Sequence>> waiting_;
+  std::vector<float> logits_;
+  PagedBatch batch_;
+  // Counters, written by the scheduler thread under mutex_.
+  ServingStats stats_;
+};
+
+}  // namespace sinew::model

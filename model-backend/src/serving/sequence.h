@@ -1,0 +1,47 @@
+// Sequence: one generation inside the ServingEngine — its tokens, its place in
+// the paged KV cache, its sampler, and the tokens on their way to the caller.
+//
+// Thread-safety: the scheduler thread owns the KV fields; the outbox, done,
+// finish, error and cancelled fields are guarded by the engine's mutex.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "sinew/model/constraint.h"
+#include "sinew/model/engine.h"
+#include "sinew/model/sampling.h"
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+struct Sequence {
+  Sequence(std::vector<int32_t> prompt, const SamplingParams& p,
+           std::unique_ptr<TokenConstraint> c)
+      : tokens(std::move(prompt)), params(p), sampler(p), constraint(std::move(c)) {}
+
+  // Scheduler thread only.
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  SamplingParams params;
+  Sampler sampler;
+  std::unique_ptr<TokenConstraint> constraint;  // may be null
+  int32_t n_generated = 0;
+  int32_t n_computed = 0;       // positions whose KV is in the cache
+  std::vector<int32_t> blocks;  // block table
+  int32_t n_keyed = 0;          // leading blocks registered with the prefix cache
+  uint64_t last_hash = 0;       // chained hash of block n_keyed - 1
+  bool preempted = false;       // set while planning a step
+
+  // Guarded by the engine's mutex.
+  std::deque<GeneratedToken> outbox;
+  bool done = false;
+  FinishReason finish = FinishReason::kMaxTokens;
+  Status error;
+  std::condition_variable ready;
+  std::atomic<bool> cancelled{false};
+};
+
+}  // namespace sinew::model

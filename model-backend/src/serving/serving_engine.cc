@@ -1,0 +1,208 @@
+// ServingEngine: the API threads hand sequences to the scheduler thread and
+// wait for their tokens.
+#include "sinew/model/serving.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "model.h"
+#include "paged_kv.h"
+#include "scheduler.h"
+
+namespace sinew::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+class ServingEngineImpl final : public ServingEngine {
+ public:
+  ~ServingEngineImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Status Init(const std::string& path, const EngineOptions& engine_options,
+              const ServingOptions& options);
+
+  const ModelInfo& info() const override { return engine_->info(); }
+  const GgufFile& gguf() const override { return engine_->gguf(); }
+  Engine& engine() override { return *engine_; }
+  ServingStats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return scheduler_->stats();
+  }
+
+  using ServingEngine::Generate;
+  Result<GenerationResult> Generate(const std::vector<int32_t>& prompt,
+                                    const SamplingParams& params,
+                                    const std::function<bool(const GeneratedToken&)>& on_token,
+                                    std::unique_ptr<TokenConstraint> constraint) override;
+
+ private:
+  void Loop();
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<PagedKvStore> kv_;
+  ServingOptions options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::shared_ptr<Sequence>> incoming_;  // GUARDED_BY(mutex_)
+  int32_t waiting_ = 0;                              // GUARDED_BY(mutex_): not yet admitted
+  bool stopping_ = false;                            // GUARDED_BY(mutex_)
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread thread_;
+};
+
+Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& engine_options,
+                               const ServingOptions& options) {
+  if (options.block_size < 1 || options.block_size > 4096 || options.n_blocks < 0 ||
+      options.max_running < 1 || options.max_waiting < 0 || options.step_tokens < 1 ||
+      options.prefill_chunk < 1) {
+    return Status::InvalidArgument(
+        "serving options: block_size in [1, 4096], n_blocks >= 0, max_running >= 1, "
+        "max_waiting >= 0, step_tokens >= 1 and prefill_chunk >= 1");
+  }
+  options_ = options;
+  SINEW_ASSIGN_OR_RETURN(engine_, Engine::Load(path, engine_options));
+  const ModelInfo& mi = engine_->info();
+  const int32_t ctx_blocks = (mi.n_ctx + options.block_size - 1) / options.block_size;
+  if (options_.n_blocks == 0) options_.n_blocks = 4 * ctx_blocks;
+  if (options_.n_blocks < ctx_blocks) {
+    return Status::InvalidArgument("serving options: " + std::to_string(options_.n_blocks) +
+                                   " KV blocks cannot hold one context of " +
+                                   std::to_string(mi.n_ctx) + " positions (" +
+                                   std::to_string(ctx_blocks) + " blocks)");
+  }
+  options_.step_tokens = std::max(options_.step_tokens, 1);
+  CpuBackendOptions backend_options;
+  backend_options.n_threads = engine_options.n_threads;
+  backend_options.simd = engine_options.simd;
+  SINEW_ASSIGN_OR_RETURN(backend_, CreateCpuBackend(backend_options));
+  SINEW_ASSIGN_OR_RETURN(model_, Model::Load(engine_->gguf(), *backend_));
+  SINEW_ASSIGN_OR_RETURN(
+      kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks, options_.block_size,
+                                int64_t{mi.n_head_kv} * mi.head_dim, engine_options.kv_f16));
+  scheduler_ = std::make_unique<Scheduler>(*model_, *kv_, options_, engine_->info(), mutex_);
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void ServingEngineImpl::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !incoming_.empty() || !scheduler_->idle(); });
+      if (stopping_) {
+        for (auto& s : incoming_) scheduler_->Enqueue(std::move(s));
+        incoming_.clear();
+        scheduler_->FailAll(Status::Unavailable("the model server is shutting down"));
+        return;
+      }
+      for (auto& s : incoming_) scheduler_->Enqueue(std::move(s));
+      incoming_.clear();
+    }
+    try {
+      scheduler_->Step();
+    } catch (const std::exception& error) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      scheduler_->FailAll(Status::Internal(std::string("serving step failed: ") + error.what()));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiting_ = scheduler_->stats().waiting;
+  }
+}
+
+Result<GenerationResult> ServingEngineImpl::Generate(
+    const std::vector<int32_t>& prompt, const SamplingParams& params,
+    const std::function<bool(const GeneratedToken&)>& on_token,
+    std::unique_ptr<TokenConstraint> constraint) {
+  SINEW_RETURN_IF_ERROR(params.Validate());
+  const ModelInfo& mi = engine_->info();
+  if (prompt.empty()) return Status::InvalidArgument("the prompt has no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= mi.n_vocab) {
+      return Status::InvalidArgument("prompt token " + std::to_string(i) + " has id " +
+                                     std::to_string(prompt[i]) + ", outside the vocabulary of " +
+                                     std::to_string(mi.n_vocab));
+    }
+  }
+  if (prompt.size() + 1 > static_cast<size_t>(mi.n_ctx)) {
+    return Status::OutOfRange("the prompt has " + std::to_string(prompt.size()) +
+                              " tokens; the context holds " + std::to_string(mi.n_ctx) +
+                              " (prompt plus at least one new token)");
+  }
+  auto seq = std::make_shared<Sequence>(prompt, params, std::move(constraint));
+  const auto start = Clock::now();
+  GenerationResult result;
+  result.timings.prompt_tokens = static_cast<int32_t>(prompt.size());
+  Clock::time_point first_token;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopping_) return Status::Unavailable("the model server is shutting down");
+  if (waiting_ + static_cast<int32_t>(incoming_.size()) >= options_.max_waiting) {
+    return Status::ResourceExhausted("too many generations are waiting (" +
+                                     std::to_string(options_.max_waiting) + "); retry later");
+  }
+  incoming_.push_back(seq);
+  wake_.notify_one();
+  for (;;) {
+    seq->ready.wait(lock, [&] { return !seq->outbox.empty() || seq->done; });
+    std::deque<GeneratedToken> tokens = std::move(seq->outbox);
+    seq->outbox.clear();
+    const bool done = seq->done;
+    lock.unlock();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (result.tokens.empty()) {
+        result.timings.prompt_ms = MsSince(start);
+        first_token = Clock::now();
+      }
+      result.tokens.push_back(tokens[i]);
+      if (on_token && !on_token(tokens[i])) {
+        seq->cancelled = true;
+        const bool last = done && i + 1 == tokens.size();
+        result.finish_reason =
+            last && seq->finish == FinishReason::kStopToken ? FinishReason::kStopToken
+                                                            : FinishReason::kCallback;
+        lock.lock();
+        wake_.notify_one();
+        lock.unlock();
+        break;
+      }
+    }
+    if (seq->cancelled || done) {
+      if (done && !seq->cancelled) {
+        if (!seq->error.ok()) return seq->error;
+        result.finish_reason = seq->finish;
+      }
+      break;
+    }
+    lock.lock();
+  }
+  result.timings.generated_tokens = static_cast<int32_t>(result.tokens.size());
+  if (!result.tokens.empty()) result.timings.generation_ms = MsSince(first_token);
+  return result;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ServingEngine>> ServingEngine::Load(const std::string& gguf_path,
+                                                           const EngineOptions& engine_options,
+                                                           const ServingOptions& options) {
+  auto engine = std::make_unique<ServingEngineImpl>();
+  SINEW_RETURN_IF_ERROR(engine->Init(gguf_path, engine_options, options));
+  return std::unique_ptr<ServingEngine>(std::move(engine));
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,216 @@
+// ServingEngine against the one-request-at-a-time Engine and against itself:
+// batched and single greedy outputs are identical, prefix cache on and off give
+// identical outputs, preemption under memory pressure changes nothing, and
+// overload is refused instead of queued without bound.
+#include "sinew/model/serving.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "random_model.h"
+#include "sinew/model/tokenizer.h"
+#include "test_util.h"
+
+namespace sinew::model {
+namespace {
+
+constexpr const char* kExpected =
+    ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
+    "saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said";
+
+std::vector<int32_t> Ids(const GenerationResult& r) {
+  std::vector<int32_t> ids;
+  for (const GeneratedToken& t : r.tokens) ids.push_back(t.id);
+  return ids;
+}
+
+SamplingParams Greedy(int32_t max_tokens) {
+  SamplingParams p;
+  p.greedy = true;
+  p.max_tokens = max_tokens;
+  p.stop_at_eos = false;
+  return p;
+}
+
+// Runs every prompt at once, each from its own thread.
+std::vector<std::vector<int32_t>> RunConcurrently(ServingEngine& engine,
+                                                  const std::vector<std::vector<int32_t>>& prompts,
+                                                  const SamplingParams& params) {
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto r = engine.Generate(prompts[i], params, nullptr);
+      if (r.ok()) out[i] = Ids(*r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// Prompts of different lengths; pairs share long prefixes.
+std::vector<std::vector<int32_t>> MakePrompts(int32_t n_vocab, int count, uint32_t seed) {
+  std::vector<std::vector<int32_t>> prompts;
+  uint32_t state = seed;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(n_vocab - 3)) + 3;
+  };
+  std::vector<int32_t> shared;
+  for (int i = 0; i < 40; ++i) shared.push_back(next());
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> p;
+    p.push_back(1);
+    if (i % 2 == 0) p.insert(p.end(), shared.begin(), shared.end());
+    const int extra = 3 + (i * 7) % 29;
+    for (int j = 0; j < extra; ++j) p.push_back(next());
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+class ServingRandomModelTest : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    testing::RandomModelSpec spec;
+    spec.n_vocab = 256;
+    spec.n_embd = 128;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_ctx = 256;
+    spec.weight_type = GetParam();
+    spec.seed = 7;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("sinew_serving_" + std::to_string(static_cast<int>(GetParam())) + "_" +
+              std::to_string(::getpid()) + ".gguf"))
+                .string();
+    ASSERT_TRUE(testing::WriteRandomModel(spec, path_).ok());
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  std::unique_ptr<ServingEngine> Load(const ServingOptions& options) {
+    EngineOptions eo;
+    eo.n_threads = 2;
+    auto engine = ServingEngine::Load(path_, eo, options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    return engine.ok() ? std::move(engine).value() : nullptr;
+  }
+
+  std::string path_;
+};
+
+TEST_P(ServingRandomModelTest, BatchedEqualsSingleAndPrefixCacheAndPreemptionChangeNothing) {
+  ServingOptions single_opts;
+  single_opts.max_running = 1;
+  single_opts.prefix_cache = false;
+  auto single = Load(single_opts);
+  ASSERT_NE(single, nullptr);
+  const auto prompts = MakePrompts(single->info().n_vocab, 12, 3);
+  const SamplingParams params = Greedy(20);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    auto r = single->Generate(p, params, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->tokens.size(), 20u);
+    expected.push_back(Ids(*r));
+  }
+
+  // Batched, small prompt chunks and step budget (chunked prefill), cache off.
+  ServingOptions batched_opts;
+  batched_opts.prefix_cache = false;
+  batched_opts.prefill_chunk = 7;
+  batched_opts.step_tokens = 24;
+  auto batched = Load(batched_opts);
+  ASSERT_NE(batched, nullptr);
+  EXPECT_EQ(RunConcurrently(*batched, prompts, params), expected);
+  EXPECT_EQ(batched->stats().prefix_hit_tokens, 0u);
+  EXPECT_GT(batched->stats().steps, 0u);
+
+  // Prefix cache on: run twice; the second round hits the cache and agrees.
+  ServingOptions cached_opts;
+  auto cached = Load(cached_opts);
+  ASSERT_NE(cached, nullptr);
+  EXPECT_EQ(RunConcurrently(*cached, prompts, params), expected);
+  EXPECT_EQ(RunConcurrently(*cached, prompts, params), expected);
+  EXPECT_GT(cached->stats().prefix_hit_tokens, 0u);
+  EXPECT_GT(cached->stats().prefix_miss_tokens, 0u);
+
+  // Memory pressure: the cache holds one context (16 blocks of 16 positions),
+  // the prefix cache is off, and twelve sequences of 45 to 120 positions run
+  // at once: the later ones must preempt (and later recompute) earlier ones.
+  const SamplingParams long_params = Greedy(48);
+  std::vector<std::vector<int32_t>> expected_long;
+  for (const auto& p : prompts) {
+    auto r = single->Generate(p, long_params, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    expected_long.push_back(Ids(*r));
+  }
+  ServingOptions tight_opts;
+  tight_opts.n_blocks = 16;
+  tight_opts.prefix_cache = false;
+  auto tight = Load(tight_opts);
+  ASSERT_NE(tight, nullptr);
+  EXPECT_EQ(RunConcurrently(*tight, prompts, long_params), expected_long);
+  EXPECT_GT(tight->stats().preemptions, 0u);
+  EXPECT_EQ(tight->stats().blocks_available, 16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ServingRandomModelTest,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
+
+TEST(ServingStories260K, GreedyTextMatchesTheReferenceWhileBatched) {
+  const std::string path = testutil::Stories260KPath();
+  EngineOptions eo;
+  eo.n_threads = 2;
+  auto engine = ServingEngine::Load(path, eo, ServingOptions{});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto tokenizer = Tokenizer::FromGguf((*engine)->gguf());
+  ASSERT_TRUE(tokenizer.ok());
+  const std::vector<int32_t> prompt = (*tokenizer)->Encode("Once upon a time");
+  // The parity prompt alongside others, all at once.
+  std::vector<std::vector<int32_t>> prompts = {prompt};
+  for (const char* text : {"Tom had a dog", "The sun was", "One day a bird", "Lily and Ben"}) {
+    prompts.push_back((*tokenizer)->Encode(text));
+  }
+  auto out = RunConcurrently(**engine, prompts, Greedy(64));
+  EXPECT_EQ((*tokenizer)->Decode(out[0]), kExpected);
+  for (size_t i = 1; i < prompts.size(); ++i) {
+    auto r = (*engine)->engine().Generate(prompts[i], Greedy(64), nullptr);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(out[i], Ids(*r)) << "prompt " << i;
+  }
+}
+
+TEST(ServingStories260K, OverloadIsRefusedAndCallbacksStop) {
+  EngineOptions eo;
+  eo.n_threads = 1;
+  ServingOptions so;
+  so.max_waiting = 0;  // nothing may wait: every request is refused
+  auto engine = ServingEngine::Load(testutil::Stories260KPath(), eo, so);
+  ASSERT_TRUE(engine.ok());
+  auto r = (*engine)->Generate({1, 20, 30}, Greedy(4), nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+
+  auto ok_engine = ServingEngine::Load(testutil::Stories260KPath(), eo, ServingOptions{});
+  ASSERT_TRUE(ok_engine.ok());
+  int seen = 0;
+  auto stopped = (*ok_engine)->Generate({1, 20, 30}, Greedy(50), [&](const GeneratedToken&) {
+    return ++seen < 3;
+  });
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->tokens.size(), 3u);
+  EXPECT_EQ(stopped->finish_reason, FinishReason::kCallback);
+  auto bad = (*ok_engine)->Generate({1, 100000}, Greedy(4), nullptr);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  ServingOptions too_small;
+  too_small.n_blocks = 1;
+  EXPECT_EQ(ServingEngine::Load(testutil::Stories260KPath(), eo, too_small).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sinew::model
