@@ -219,29 +219,18 @@ Status Model::Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& ca
   }
   SINEW_RETURN_IF_ERROR(EnsureScratch(n));
   BackendOps& ops = backend_.ops();
-  const int64_t E = hp_.n_embd, HD = hp_.head_dim, F = hp_.n_ff;
-  const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
+  const int64_t E = hp_.n_embd, HD = hp_.head_dim, KD = int64_t{hp_.n_head_kv} * HD;
   positions_.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
 
-  Tensor x = View(x_, E, n), h = View(h_, E, n);
+  Tensor x = View(x_, E, n);
   ops.GetRows(tok_embd_, tokens.data(), n, x);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h);
-    Tensor q = View(q_, QD, n), k = View(k_, KD, n), v = View(v_, KD, n);
-    ops.MatMul(w.wq, h, q);
-    ops.MatMul(w.wk, h, k);
-    ops.MatMul(w.wv, h, v);
-    if (w.bq.data != nullptr) ops.AddBias(q, w.bq);
-    if (w.bk.data != nullptr) ops.AddBias(k, w.bk);
-    if (w.bv.data != nullptr) ops.AddBias(v, w.bv);
-    Tensor qh = View(q_, HD, hp_.n_head, n), kh = View(k_, HD, hp_.n_head_kv, n);
-    if (w.q_norm.data != nullptr) ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh);
-    if (w.k_norm.data != nullptr) ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh);
-    ops.Rope(qh, positions_.data(), hp_.rope);
-    ops.Rope(kh, positions_.data(), hp_.rope);
+    ProjectQkv(w, n);
+    Tensor k = View(k_, KD, n), v = View(v_, KD, n);
+    Tensor qh = View(q_, HD, hp_.n_head, n);
     Tensor kc = cache.k(l), vc = cache.v(l);
     ops.CopyRows(k, kc, pos0);
     ops.CopyRows(v, vc, pos0);
@@ -249,25 +238,58 @@ Status Model::Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& ca
     vc.ne[1] = pos0 + n;
     Tensor attn = View(attn_, HD, hp_.n_head, n);
     ops.Attention(qh, kc, vc, hp_.n_head_kv, positions_.data(), scale, attn);
-    Tensor attn2 = View(attn_, QD, n), o = View(h_, E, n);
-    ops.MatMul(w.wo, attn2, o);
-    ops.Add(x, o, x);
-    ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h);
-    Tensor gate = View(gate_, F, n), up = View(up_, F, n);
-    ops.MatMul(w.w_gate, h, gate);
-    ops.MatMul(w.w_up, h, up);
-    ops.SwiGlu(gate, up, gate);
-    ops.MatMul(w.w_down, gate, o);
-    ops.Add(x, o, x);
+    FinishLayer(w, n);
   }
   const int64_t n_out = all_logits ? n : 1;
-  Tensor xo = View(x_ + (n - n_out) * E, E, n_out), ho = View(h_, E, n_out);
+  return OutputLogits(n - n_out, n_out, n_out, logits);
+}
+
+void Model::ProjectQkv(const LayerWeights& w, int64_t n) {
+  BackendOps& ops = backend_.ops();
+  const int64_t E = hp_.n_embd, HD = hp_.head_dim;
+  const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
+  Tensor x = View(x_, E, n), h = View(h_, E, n);
+  ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h);
+  Tensor q = View(q_, QD, n), k = View(k_, KD, n), v = View(v_, KD, n);
+  ops.MatMul(w.wq, h, q);
+  ops.MatMul(w.wk, h, k);
+  ops.MatMul(w.wv, h, v);
+  if (w.bq.data != nullptr) ops.AddBias(q, w.bq);
+  if (w.bk.data != nullptr) ops.AddBias(k, w.bk);
+  if (w.bv.data != nullptr) ops.AddBias(v, w.bv);
+  Tensor qh = View(q_, HD, hp_.n_head, n), kh = View(k_, HD, hp_.n_head_kv, n);
+  if (w.q_norm.data != nullptr) ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh);
+  if (w.k_norm.data != nullptr) ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh);
+  ops.Rope(qh, positions_.data(), hp_.rope);
+  ops.Rope(kh, positions_.data(), hp_.rope);
+}
+
+void Model::FinishLayer(const LayerWeights& w, int64_t n) {
+  BackendOps& ops = backend_.ops();
+  const int64_t E = hp_.n_embd, F = hp_.n_ff, QD = int64_t{hp_.n_head} * hp_.head_dim;
+  Tensor x = View(x_, E, n), h = View(h_, E, n);
+  Tensor attn2 = View(attn_, QD, n), o = View(h_, E, n);
+  ops.MatMul(w.wo, attn2, o);
+  ops.Add(x, o, x);
+  ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h);
+  Tensor gate = View(gate_, F, n), up = View(up_, F, n);
+  ops.MatMul(w.w_gate, h, gate);
+  ops.MatMul(w.w_up, h, up);
+  ops.SwiGlu(gate, up, gate);
+  ops.MatMul(w.w_down, gate, o);
+  ops.Add(x, o, x);
+}
+
+Status Model::OutputLogits(int64_t row0, int64_t n_rows, int64_t n_read, float* logits) {
+  BackendOps& ops = backend_.ops();
+  const int64_t E = hp_.n_embd;
+  Tensor xo = View(x_ + row0 * E, E, n_rows), ho = View(h_, E, n_rows);
   ops.RmsNorm(xo, output_norm_, hp_.rms_eps, ho);
-  Tensor out = View(logits_, hp_.n_vocab, n_out);
+  Tensor out = View(logits_, hp_.n_vocab, n_rows);
   ops.MatMul(output_, ho, out);
   const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(logits_) -
                                             static_cast<uint8_t*>(scratch_->data()));
-  return scratch_->Read(offset, logits, static_cast<size_t>(n_out * hp_.n_vocab) * 4);
+  return scratch_->Read(offset, logits, static_cast<size_t>(n_read * hp_.n_vocab) * 4);
 }
 
 }  // namespace sinew::model

@@ -81,6 +81,15 @@ class Model {
   Result<Tensor> F32Vector(const GgufFile& file, const std::string& name, int64_t n,
                            bool required = true);
   Status EnsureScratch(int64_t n_tokens);
+  // The parts of a layer that Forward and ForwardPaged share, over scratch rows 0..n-1.
+  // ProjectQkv: h = norm(x); q, k, v projected (biases, q/k norms) and rotated at
+  // positions_. FinishLayer, once attention has written attn_: output projection and
+  // residual, then the SwiGLU feed-forward and residual.
+  void ProjectQkv(const LayerWeights& w, int64_t n);
+  void FinishLayer(const LayerWeights& w, int64_t n);
+  // Final norm and output projection of x rows [row0, row0 + n_rows); copies the logits
+  // of the first n_read of those rows to `logits`.
+  Status OutputLogits(int64_t row0, int64_t n_rows, int64_t n_read, float* logits);
 
   Backend& backend_;
   HParams hp_;

@@ -60,7 +60,7 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
   const int64_t n_pad = pad(n);
   SINEW_RETURN_IF_ERROR(EnsureScratch(n_pad));
   BackendOps& ops = backend_.ops();
-  const int64_t E = hp_.n_embd, HD = hp_.head_dim, F = hp_.n_ff;
+  const int64_t E = hp_.n_embd, HD = hp_.head_dim;
   const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
   const int32_t bs = kv.block_size();
 
@@ -75,24 +75,12 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
     if (t != n) return Status::InvalidArgument("forward: sequence sizes disagree with the batch");
   }
 
-  Tensor x = View(x_, E, n_pad), h = View(h_, E, n_pad);
+  Tensor x = View(x_, E, n_pad);
   ops.GetRows(tok_embd_, ids.data(), n_pad, x);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h);
-    Tensor q = View(q_, QD, n_pad), k = View(k_, KD, n_pad), v = View(v_, KD, n_pad);
-    ops.MatMul(w.wq, h, q);
-    ops.MatMul(w.wk, h, k);
-    ops.MatMul(w.wv, h, v);
-    if (w.bq.data != nullptr) ops.AddBias(q, w.bq);
-    if (w.bk.data != nullptr) ops.AddBias(k, w.bk);
-    if (w.bv.data != nullptr) ops.AddBias(v, w.bv);
-    Tensor qh = View(q_, HD, hp_.n_head, n_pad), kh = View(k_, HD, hp_.n_head_kv, n_pad);
-    if (w.q_norm.data != nullptr) ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh);
-    if (w.k_norm.data != nullptr) ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh);
-    ops.Rope(qh, positions_.data(), hp_.rope);
-    ops.Rope(kh, positions_.data(), hp_.rope);
+    ProjectQkv(w, n_pad);
     Tensor kc = kv.k(l), vc = kv.v(l);
     int64_t t0 = 0;
     for (const PagedSeq& s : batch.seqs) {
@@ -107,16 +95,7 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
       t0 += s.n_tokens;
     }
     std::fill(attn_ + n * QD, attn_ + n_pad * QD, 0.0f);
-    Tensor attn2 = View(attn_, QD, n_pad), o = View(h_, E, n_pad);
-    ops.MatMul(w.wo, attn2, o);
-    ops.Add(x, o, x);
-    ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h);
-    Tensor gate = View(gate_, F, n_pad), up = View(up_, F, n_pad);
-    ops.MatMul(w.w_gate, h, gate);
-    ops.MatMul(w.w_up, h, up);
-    ops.SwiGlu(gate, up, gate);
-    ops.MatMul(w.w_down, gate, o);
-    ops.Add(x, o, x);
+    FinishLayer(w, n_pad);
   }
   // Compact the rows whose logits are wanted to the front of x (in order).
   int64_t n_out = 0, t0 = 0;
@@ -129,13 +108,7 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
   if (n_out == 0) return Status::Ok();
   const int64_t n_out_pad = pad(n_out);
   std::fill(x_ + n_out * E, x_ + n_out_pad * E, 0.0f);
-  Tensor xo = View(x_, E, n_out_pad), ho = View(h_, E, n_out_pad);
-  ops.RmsNorm(xo, output_norm_, hp_.rms_eps, ho);
-  Tensor out = View(logits_, hp_.n_vocab, n_out_pad);
-  ops.MatMul(output_, ho, out);
-  const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(logits_) -
-                                            static_cast<uint8_t*>(scratch_->data()));
-  return scratch_->Read(offset, logits, static_cast<size_t>(n_out * hp_.n_vocab) * 4);
+  return OutputLogits(0, n_out_pad, n_out, logits);
 }
 
 }  // namespace sinew::model
