@@ -51,6 +51,9 @@ v1::Event StatusEvent(v1::SessionStatus from, v1::SessionStatus to, const std::s
   return ev;
 }
 
+
+}  // namespace
+
 v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o) {
   v1::Event ev;
   auto* r = ev.mutable_tool_result();
@@ -63,8 +66,6 @@ v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o) {
   r->set_duration_ms(o.duration_ms);
   return ev;
 }
-
-}  // namespace
 
 SessionDriver::SessionDriver(const HarnessDeps& deps, std::string session_id)
     : deps_(deps), id_(std::move(session_id)) {}

@@ -16,6 +16,9 @@
 
 namespace sinew::harness {
 
+// The tool_result event recording `o` for call `call_id`.
+v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o);
+
 class SessionDriver {
  public:
   SessionDriver(const HarnessDeps& deps, std::string session_id);

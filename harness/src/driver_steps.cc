@@ -18,19 +18,6 @@ int64_t MsSince(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-v1::Event ResultEvent(const std::string& call_id, const ToolOutcome& o) {
-  v1::Event ev;
-  auto* r = ev.mutable_tool_result();
-  r->set_call_id(call_id);
-  r->set_output(o.output);
-  r->set_is_error(o.is_error);
-  r->set_exit_status(o.exit_status);
-  r->set_signal(o.signal);
-  r->set_truncated(o.truncated);
-  r->set_duration_ms(o.duration_ms);
-  return ev;
-}
-
 }  // namespace
 
 Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before) {
@@ -51,7 +38,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     o.output = "tool '" + spec.name() + "' is not available in this session; available tools: " + names;
     std::vector<v1::Event> events;
     if (!started_before) events.push_back(std::move(call));
-    events.push_back(ResultEvent(spec.call_id(), o));
+    events.push_back(ToolResultEvent(spec.call_id(), o));
     return Append(std::move(events));
   }
   const bool idempotent = CallIsIdempotent(*info, spec.input_json());
@@ -78,7 +65,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
       o.output = "could not provision a sandbox for this tool: " + box.status().message();
       std::vector<v1::Event> events;
       if (!started_before) events.push_back(std::move(call));
-      events.push_back(ResultEvent(spec.call_id(), o));
+      events.push_back(ToolResultEvent(spec.call_id(), o));
       return Append(std::move(events));
     }
     v1::Event ev;
@@ -122,7 +109,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
   deps_.metrics->Add("sinew_harness_tool_calls_total",
                      "tool=\"" + spec.name() + "\",error=\"" + (outcome.is_error ? "true" : "false") + "\"");
   deps_.metrics->Observe("sinew_harness_tool_seconds", "tool=\"" + spec.name() + "\"", MsSince(t0) / 1000.0);
-  after.push_back(ResultEvent(spec.call_id(), outcome));
+  after.push_back(ToolResultEvent(spec.call_id(), outcome));
   return Append(std::move(after));
 }
 
