@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "json_util.h"
 #include "model_clients.h"
 #include "sinew/sse_parser.h"
 
@@ -18,19 +19,7 @@ json::value ParsedOrEmptyObject(const std::string& text) {
   return v;
 }
 
-uint64_t UintOf(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) return 0;
-  if (it->value().is_uint64()) return it->value().as_uint64();
-  if (it->value().is_int64() && it->value().as_int64() > 0) return static_cast<uint64_t>(it->value().as_int64());
-  return 0;
-}
 
-std::string StringOf(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || !it->value().is_string()) return "";
-  return std::string(it->value().as_string());
-}
 
 class AnthropicClient final : public ModelClient {
  public:
@@ -125,52 +114,52 @@ class AnthropicClient final : public ModelClient {
         return false;
       }
       const auto& o = v.as_object();
-      const std::string type = StringOf(o, "type").empty() ? event : StringOf(o, "type");
+      const std::string type = StringField(o, "type").empty() ? event : StringField(o, "type");
       if (type == "message_start") {
         if (auto m = o.find("message"); m != o.end() && m->value().is_object()) {
           if (auto u = m->value().as_object().find("usage");
               u != m->value().as_object().end() && u->value().is_object()) {
-            reply->prompt_tokens = UintOf(u->value().as_object(), "input_tokens");
-            reply->cached_prompt_tokens = UintOf(u->value().as_object(), "cache_read_input_tokens");
+            reply->prompt_tokens = UintField(u->value().as_object(), "input_tokens");
+            reply->cached_prompt_tokens = UintField(u->value().as_object(), "cache_read_input_tokens");
           }
         }
       } else if (type == "content_block_start") {
         auto cb = o.find("content_block");
         if (cb != o.end() && cb->value().is_object() &&
-            StringOf(cb->value().as_object(), "type") == "tool_use") {
+            StringField(cb->value().as_object(), "type") == "tool_use") {
           mark_first();
-          ModelToolCall& tc = tool_blocks[UintOf(o, "index")];
-          tc.id = StringOf(cb->value().as_object(), "id");
-          tc.name = StringOf(cb->value().as_object(), "name");
+          ModelToolCall& tc = tool_blocks[UintField(o, "index")];
+          tc.id = StringField(cb->value().as_object(), "id");
+          tc.name = StringField(cb->value().as_object(), "name");
         }
       } else if (type == "content_block_delta") {
         auto d = o.find("delta");
         if (d == o.end() || !d->value().is_object()) return true;
         const auto& delta = d->value().as_object();
-        const std::string dtype = StringOf(delta, "type");
+        const std::string dtype = StringField(delta, "type");
         if (dtype == "text_delta") {
-          const std::string text = StringOf(delta, "text");
+          const std::string text = StringField(delta, "text");
           if (!text.empty()) {
             mark_first();
             reply->text += text;
             if (on_token) on_token(text);
           }
         } else if (dtype == "input_json_delta") {
-          tool_blocks[UintOf(o, "index")].input_json += StringOf(delta, "partial_json");
+          tool_blocks[UintField(o, "index")].input_json += StringField(delta, "partial_json");
         }
       } else if (type == "message_delta") {
         if (auto d = o.find("delta"); d != o.end() && d->value().is_object()) {
-          const std::string stop = StringOf(d->value().as_object(), "stop_reason");
+          const std::string stop = StringField(d->value().as_object(), "stop_reason");
           if (!stop.empty()) reply->stop_reason = stop;
         }
         if (auto u = o.find("usage"); u != o.end() && u->value().is_object()) {
-          reply->completion_tokens = UintOf(u->value().as_object(), "output_tokens");
+          reply->completion_tokens = UintField(u->value().as_object(), "output_tokens");
         }
       } else if (type == "error") {
         std::string message = data;
         if (auto e = o.find("error"); e != o.end() && e->value().is_object()) {
-          message = StringOf(e->value().as_object(), "type") + ": " +
-                    StringOf(e->value().as_object(), "message");
+          message = StringField(e->value().as_object(), "type") + ": " +
+                    StringField(e->value().as_object(), "message");
         }
         stream_error = Status::Unavailable("model stream reported an error: " + message);
         return false;

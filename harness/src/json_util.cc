@@ -128,4 +128,20 @@ int64_t NowUnixMs() {
       .count();
 }
 
+uint64_t UintField(const boost::json::object& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) return 0;
+  if (it->value().is_uint64()) return it->value().as_uint64();
+  if (it->value().is_int64() && it->value().as_int64() > 0) {
+    return static_cast<uint64_t>(it->value().as_int64());
+  }
+  return 0;
+}
+
+std::string StringField(const boost::json::object& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->value().is_string()) return "";
+  return std::string(it->value().as_string());
+}
+
 }  // namespace sinew::harness

@@ -36,6 +36,11 @@ boost::json::object SessionToJson(const v1::Session& session);
 // The contract's Event JSON (proto3 JSON mapping, original field names), on one line.
 std::string EventToJson(const v1::Event& event);
 
+// Lenient field readers for model responses: 0 / "" when the field is absent or has
+// another type.
+uint64_t UintField(const boost::json::object& o, const char* key);
+std::string StringField(const boost::json::object& o, const char* key);
+
 // "queued" -> QUEUED; UNSPECIFIED for an unknown name.
 v1::SessionStatus StatusFromName(std::string_view name);
 bool IsTerminal(v1::SessionStatus status);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "json_util.h"
 #include "model_clients.h"
 #include "sinew/sse_parser.h"
 
@@ -25,13 +26,6 @@ std::string StopReason(std::string_view finish) {
   return std::string(finish);
 }
 
-uint64_t UintField(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) return 0;
-  if (it->value().is_uint64()) return it->value().as_uint64();
-  if (it->value().is_int64() && it->value().as_int64() > 0) return static_cast<uint64_t>(it->value().as_int64());
-  return 0;
-}
 
 class OpenAiClient final : public ModelClient {
  public:
