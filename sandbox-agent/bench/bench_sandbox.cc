@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
       std::cerr << box.status().ToString() << "\n";
       return 1;
     }
-    auto tools = sinew::sandbox::SandboxClient::Connect(box->endpoint());
+    auto tools = sinew::sandbox::SandboxClient::ConnectTo(*box);
     if (!tools.ok()) return 1;
     for (int i = 0; i < 10; ++i) (void)(*tools)->Execute("bash", R"({"command":"echo hi"})");
     for (int i = 0; i < m; ++i) {

@@ -1,43 +1,138 @@
 // gRPC implementation of SandboxClient.
 #include "sinew/sandbox/sandbox_client.h"
 
+#include <fcntl.h>
 #include <google/protobuf/stubs/common.h>
+#include <grpcpp/create_channel_posix.h>
 #include <grpcpp/grpcpp.h>
+#include <linux/openat2.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "auth/agent_proof.h"
 #include "sinew/grpc_status.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
+#include "util/unique_fd.h"
 
 namespace sinew::sandbox {
 namespace {
 
 constexpr int kMaxMessageBytes = 64 << 20;
+constexpr std::string_view kUnixPrefix = "unix://";
+
+grpc::ChannelArguments ChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return args;
+}
+
+// Connects to the unix socket at `path` without following any symbolic link on the way
+// (the socket is opened as a path first, then connected through /proc/self/fd).
+Result<UniqueFd> DialUnix(const std::string& path, uint32_t expected_uid) {
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long pfd = syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof(how));
+  if (pfd < 0 && errno == ENOSYS) pfd = open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (pfd < 0) {
+    int err = errno;
+    if (err == ELOOP) {
+      return Status::PermissionDenied("sandbox socket path " + path +
+                                      " goes through a symbolic link; refusing to follow it");
+    }
+    return Status::Unavailable("sandbox socket " + path + ": " + std::strerror(err));
+  }
+  UniqueFd path_fd(static_cast<int>(pfd));
+  UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.get() < 0) return Status::IOError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string via = "/proc/self/fd/" + std::to_string(path_fd.get());
+  via.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  if (connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Status::Unavailable("cannot connect to sandbox socket " + path + ": " + std::strerror(errno));
+  }
+  if (expected_uid != 0) {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != expected_uid) {
+      return Status::PermissionDenied("the process behind " + path + " runs as uid " +
+                                      std::to_string(cred.uid) + ", not the sandbox's uid " +
+                                      std::to_string(expected_uid));
+    }
+  }
+  // gRPC's event loop expects a non-blocking descriptor.
+  fcntl(sock.get(), F_SETFL, fcntl(sock.get(), F_GETFL) | O_NONBLOCK);
+  return sock;
+}
 
 class GrpcSandboxClient final : public SandboxClient {
  public:
-  GrpcSandboxClient(std::shared_ptr<grpc::Channel> channel, SandboxClientOptions options)
-      : channel_(std::move(channel)), stub_(v1::Sandbox::NewStub(channel_)), options_(options) {}
+  GrpcSandboxClient(std::string endpoint, SandboxClientOptions options)
+      : endpoint_(std::move(endpoint)), options_(std::move(options)) {}
 
-  Result<v1::ExecuteResult> Execute(std::string_view name, std::string_view input_json) override {
+  // Opens the channel (again, after a failure); waits until it is connected.
+  Status Dial() {
+    std::shared_ptr<grpc::Channel> channel;
+    if (endpoint_.rfind(kUnixPrefix, 0) == 0) {
+      SINEW_ASSIGN_OR_RETURN(UniqueFd fd, DialUnix(endpoint_.substr(kUnixPrefix.size()), options_.expected_uid));
+      auto args = ChannelArgs();
+      // Already connected (and checked); such a channel has no connectivity state.
+      channel = grpc::CreateCustomInsecureChannelFromFd("sandbox", fd.release(), args);
+    } else {
+      channel = grpc::CreateCustomChannel(endpoint_, grpc::InsecureChannelCredentials(), ChannelArgs());
+      if (!channel->WaitForConnected(std::chrono::system_clock::now() + options_.connect_timeout)) {
+        return Status::Unavailable("sandbox agent at " + endpoint_ + " did not answer within " +
+                                   std::to_string(options_.connect_timeout.count()) + " ms");
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stub_ = v1::Sandbox::NewStub(channel);
+    return Status::Ok();
+  }
+
+  Result<v1::ExecuteResult> Execute(std::string_view name, std::string_view input_json,
+                                    std::string_view call_id) override {
     if (auto rejected = RejectNonUtf8(name, input_json)) return *rejected;
+    SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
-    v1::ExecuteRequest req = MakeRequest(name, input_json);
+    std::string nonce = Authenticate(ctx);
+    v1::ExecuteRequest req = MakeRequest(name, input_json, call_id);
     v1::ExecuteResult result;
-    grpc::Status s = stub_->Execute(&ctx, req, &result);
-    if (!s.ok()) return FromGrpcStatus(s).WithContext("sandbox Execute");
+    grpc::Status s = stub->Execute(&ctx, req, &result);
+    if (!s.ok()) return Failed(s, "sandbox Execute");
+    SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
     return result;
   }
 
   Result<v1::ExecuteResult> ExecuteStream(std::string_view name, std::string_view input_json,
-                                          const OutputCallback& on_output) override {
+                                          const OutputCallback& on_output,
+                                          std::string_view call_id) override {
     if (auto rejected = RejectNonUtf8(name, input_json)) return *rejected;
+    SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
-    v1::ExecuteRequest req = MakeRequest(name, input_json);
-    auto reader = stub_->ExecuteStream(&ctx, req);
+    std::string nonce = Authenticate(ctx);
+    v1::ExecuteRequest req = MakeRequest(name, input_json, call_id);
+    auto reader = stub->ExecuteStream(&ctx, req);
     v1::ExecuteChunk chunk;
     std::optional<v1::ExecuteResult> result;
+    bool proven = false;
     while (reader->Read(&chunk)) {
+      if (!proven) {
+        // Nothing the stream says is believed before the agent has proven who it is.
+        SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
+        proven = true;
+      }
       switch (chunk.kind_case()) {
         case v1::ExecuteChunk::kStdoutBytes:
           if (on_output) on_output(false, chunk.stdout_bytes());
@@ -53,21 +148,64 @@ class GrpcSandboxClient final : public SandboxClient {
       }
     }
     grpc::Status s = reader->Finish();
-    if (!s.ok()) return FromGrpcStatus(s).WithContext("sandbox ExecuteStream");
+    if (!s.ok()) return Failed(s, "sandbox ExecuteStream");
     if (!result) return Status::Internal("sandbox ExecuteStream ended without a result");
     return *std::move(result);
   }
 
   Result<std::vector<v1::ToolSpec>> ListTools() override {
+    SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.connect_timeout);
+    std::string nonce = Authenticate(ctx);
     v1::ListToolsResponse resp;
-    grpc::Status s = stub_->ListTools(&ctx, v1::ListToolsRequest(), &resp);
-    if (!s.ok()) return FromGrpcStatus(s).WithContext("sandbox ListTools");
+    grpc::Status s = stub->ListTools(&ctx, v1::ListToolsRequest(), &resp);
+    if (!s.ok()) return Failed(s, "sandbox ListTools");
+    SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
     return std::vector<v1::ToolSpec>(resp.tools().begin(), resp.tools().end());
   }
 
  private:
+  Result<std::shared_ptr<v1::Sandbox::Stub>> Stub() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stub_) return stub_;
+    }
+    SINEW_RETURN_IF_ERROR(Dial());
+    std::lock_guard<std::mutex> lock(mu_);
+    return stub_;
+  }
+
+  // A transport failure drops the channel: the next call dials afresh (and re-checks the
+  // peer), since a channel made from a descriptor cannot reconnect by itself.
+  Status Failed(const grpc::Status& s, const char* what) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stub_.reset();
+    }
+    return FromGrpcStatus(s).WithContext(what);
+  }
+
+  std::string Authenticate(grpc::ClientContext& ctx) const {
+    if (options_.secret.empty()) return {};
+    std::string nonce = RandomHex(16);
+    ctx.AddMetadata(kSecretMetadata, options_.secret);
+    ctx.AddMetadata(kNonceMetadata, nonce);
+    return nonce;
+  }
+
+  Status CheckProof(const grpc::ClientContext& ctx, const std::string& nonce) const {
+    if (options_.secret.empty()) return Status::Ok();
+    const auto& md = ctx.GetServerInitialMetadata();
+    auto it = md.find(kProofMetadata);
+    std::string_view got = it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+    if (!SecretsEqual(got, AgentProof(options_.secret, options_.sandbox_id, nonce))) {
+      return Status::PermissionDenied("the agent at " + endpoint_ + " is not sandbox " +
+                                      options_.sandbox_id + " (its proof does not match)");
+    }
+    return Status::Ok();
+  }
+
   // Protobuf strings must be UTF-8; a model that produced anything else gets a tool
   // error it can act on instead of a transport failure.
   static std::optional<v1::ExecuteResult> RejectNonUtf8(std::string_view name,
@@ -84,17 +222,20 @@ class GrpcSandboxClient final : public SandboxClient {
     return r;
   }
 
-  static v1::ExecuteRequest MakeRequest(std::string_view name, std::string_view input_json) {
+  static v1::ExecuteRequest MakeRequest(std::string_view name, std::string_view input_json,
+                                        std::string_view call_id) {
     v1::ExecuteRequest req;
     req.set_name(std::string(name));
     req.set_input_json(std::string(input_json));
+    req.set_call_id(std::string(call_id));
     return req;
   }
 
   // Constant after construction.
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Sandbox::Stub> stub_;
-  SandboxClientOptions options_;
+  const std::string endpoint_;
+  const SandboxClientOptions options_;
+  std::mutex mu_;
+  std::shared_ptr<v1::Sandbox::Stub> stub_;  // null: dial on the next call; guarded by mu_
 };
 
 }  // namespace
@@ -102,15 +243,17 @@ class GrpcSandboxClient final : public SandboxClient {
 Result<std::unique_ptr<SandboxClient>> SandboxClient::Connect(std::string endpoint,
                                                               SandboxClientOptions options) {
   if (endpoint.empty()) return Status::InvalidArgument("sandbox endpoint is empty");
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
-    return Status::Unavailable("sandbox agent at " + endpoint + " did not answer within " +
-                               std::to_string(options.connect_timeout.count()) + " ms");
-  }
-  return std::unique_ptr<SandboxClient>(new GrpcSandboxClient(std::move(channel), options));
+  auto client = std::make_unique<GrpcSandboxClient>(std::move(endpoint), std::move(options));
+  SINEW_RETURN_IF_ERROR(client->Dial());
+  return std::unique_ptr<SandboxClient>(std::move(client));
+}
+
+Result<std::unique_ptr<SandboxClient>> SandboxClient::ConnectTo(const v1::SandboxInfo& info,
+                                                                SandboxClientOptions options) {
+  options.sandbox_id = info.id();
+  options.secret = info.agent_secret();
+  options.expected_uid = info.host_uid();
+  return Connect(info.endpoint(), std::move(options));
 }
 
 }  // namespace sinew::sandbox

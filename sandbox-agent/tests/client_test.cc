@@ -5,7 +5,11 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <cstdlib>
 #include <filesystem>
@@ -32,25 +36,54 @@ class AgentProcessTest : public ::testing::Test {
     fs::create_directories(dir_ / "ws");
     const char* bin = std::getenv("SINEW_BIN_DIR");
     std::string agent = std::string(bin != nullptr ? bin : "build/bin") + "/sinew-sandbox-agent";
-    std::vector<std::string> args = {agent,
-                                     "--socket",
-                                     (dir_ / "agent.sock").string(),
-                                     "--workspace",
-                                     (dir_ / "ws").string(),
-                                     "--max-output-bytes",
-                                     "100"};
+    // As sinew-sandboxd does: bind the socket here, hand it over unlistened as fd 3 and
+    // the secret through a pipe as fd 4.
+    std::string sock_path = (dir_ / "agent.sock").string();
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    sock_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    int secret_pipe[2];
+    ASSERT_EQ(pipe(secret_pipe), 0);
+    ASSERT_EQ(write(secret_pipe[1], kSecret, strlen(kSecret)), static_cast<ssize_t>(strlen(kSecret)));
+    close(secret_pipe[1]);
+    std::vector<std::string> args = {agent,        "--listen-fd",        "3",
+                                     "--secret-fd", "4",                 "--sandbox-id",
+                                     "sb-test",     "--workspace",        (dir_ / "ws").string(),
+                                     "--max-output-bytes", "100"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-    // Wait for the socket: a channel whose first attempt fails backs off for a second.
-    for (int i = 0; i < 500 && !fs::exists(dir_ / "agent.sock"); ++i) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, sock, 3);
+    posix_spawn_file_actions_adddup2(&actions, secret_pipe[0], 4);
+    ASSERT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(sock);
+    close(secret_pipe[0]);
+    // Wait until the agent listens.
+    for (int i = 0; i < 500; ++i) {
+      int probe = socket(AF_UNIX, SOCK_STREAM, 0);
+      bool ok = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      close(probe);
+      if (ok) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    auto client = SandboxClient::Connect("unix://" + (dir_ / "agent.sock").string());
+    endpoint_ = "unix://" + sock_path;
+    auto client = SandboxClient::Connect(endpoint_, Options());
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = std::move(*client);
   }
+  static SandboxClientOptions Options(std::string id = "sb-test", std::string secret = kSecret) {
+    SandboxClientOptions o;
+    o.sandbox_id = std::move(id);
+    o.secret = std::move(secret);
+    o.expected_uid = getuid();
+    return o;
+  }
+  static constexpr const char* kSecret = "0123456789abcdef0123456789abcdef";
   void TearDown() override {
     client_.reset();
     if (pid_ > 0) {
@@ -63,6 +96,7 @@ class AgentProcessTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  std::string endpoint_;
   pid_t pid_ = -1;
   std::unique_ptr<SandboxClient> client_;
 };
@@ -105,6 +139,93 @@ TEST_F(AgentProcessTest, ExecuteListToolsAndStream) {
   auto not_json = client_->Execute("bash", "{nope");
   ASSERT_TRUE(not_json.ok());
   EXPECT_THAT(not_json->output(), HasSubstr("not valid JSON"));
+}
+
+TEST_F(AgentProcessTest, RefusesCallsWithoutTheSecretAndDoesNothing) {
+  for (std::string secret : {std::string(), std::string("ffffffffffffffffffffffffffffffff")}) {
+    SandboxClientOptions o = Options("sb-test", "");
+    auto c = SandboxClient::Connect(endpoint_, o);  // no secret: nothing sent, nothing checked
+    ASSERT_TRUE(c.ok());
+    if (!secret.empty()) {
+      o.secret = secret;
+      c = SandboxClient::Connect(endpoint_, o);
+      ASSERT_TRUE(c.ok());
+    }
+    auto r = (*c)->Execute("write_file", R"({"path":"intruder.txt","content":"x"})");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+    EXPECT_FALSE((*c)->ListTools().ok());
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "ws" / "intruder.txt"));
+}
+
+TEST_F(AgentProcessTest, ClientRefusesAnAgentThatIsNotTheSandboxItAskedFor) {
+  // Same secret, another sandbox id: the agent's proof names sb-test, so a client that
+  // expects sb-other must not believe its answers.
+  auto c = SandboxClient::Connect(endpoint_, Options("sb-other"));
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->Execute("bash", R"({"command":"echo hi"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(r.status().message(), HasSubstr("is not sandbox sb-other"));
+  auto s = (*c)->ExecuteStream("bash", R"({"command":"echo hi"})", nullptr);
+  EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(AgentProcessTest, ClientChecksThePeerUidAndNeverFollowsALink) {
+  SandboxClientOptions o = Options();
+  o.expected_uid = getuid() + 4242;
+  auto wrong_uid = SandboxClient::Connect(endpoint_, o);
+  ASSERT_FALSE(wrong_uid.ok());
+  EXPECT_EQ(wrong_uid.status().code(), StatusCode::kPermissionDenied);
+  // A link to the real socket is refused, not followed.
+  fs::create_symlink(dir_ / "agent.sock", dir_ / "link.sock");
+  auto via_link = SandboxClient::Connect("unix://" + (dir_ / "link.sock").string(), Options());
+  ASSERT_FALSE(via_link.ok());
+  EXPECT_EQ(via_link.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(via_link.status().message(), HasSubstr("symbolic link"));
+}
+
+TEST_F(AgentProcessTest, ACallWithAnIdRunsOnceEvenWhenItsCallerLeaves) {
+  // The caller gives up after 300 ms (like a harness that crashed); the command carries
+  // on to its end, and asking again with the same id returns its real result.
+  const std::string cmd = R"({"command":"echo a >> log; sleep 1; echo b >> log; cat log"})";
+  SandboxClientOptions impatient = Options();
+  impatient.call_timeout = std::chrono::milliseconds(300);
+  auto first = SandboxClient::Connect(endpoint_, impatient);
+  ASSERT_TRUE(first.ok());
+  auto cut = (*first)->Execute("bash", cmd, "call-1");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), StatusCode::kDeadlineExceeded) << cut.status().ToString();
+
+  auto again = SandboxClient::Connect(endpoint_, Options());
+  ASSERT_TRUE(again.ok());
+  auto r = (*again)->Execute("bash", cmd, "call-1");  // waits for the running call
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->is_error()) << r->output();
+  EXPECT_EQ(r->output(), "a\nb\n");
+  EXPECT_TRUE(r->replayed());
+  auto third = (*again)->Execute("bash", cmd, "call-1");  // finished: same result, not run again
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->output(), "a\nb\n");
+  auto log = (*again)->Execute("bash", R"({"command":"cat log"})");
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->output(), "a\nb\n");  // exactly once
+  // The same id for another input is refused.
+  auto other = (*again)->Execute("bash", R"({"command":"echo c >> log"})", "call-1");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
+  // Streaming with an id: a second request attaches to the first one's result.
+  std::string out;
+  auto s = (*again)->ExecuteStream("bash", R"({"command":"echo streamed"})",
+                                   [&](bool, std::string_view b) { out += b; }, "call-2");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(out, "streamed\n");
+  EXPECT_FALSE(s->replayed());
+  auto s2 = (*again)->ExecuteStream("bash", R"({"command":"echo streamed"})", nullptr, "call-2");
+  ASSERT_TRUE(s2.ok());
+  EXPECT_TRUE(s2->replayed());
+  EXPECT_EQ(s2->output(), "streamed\n");
 }
 
 TEST(ClientTest, UnreachableEndpointsAreUnavailable) {

@@ -28,7 +28,7 @@ class IsolationTest : public ::testing::Test {
     auto box = daemon_.client().Provision(r);
     ASSERT_TRUE(box.ok()) << box.status().ToString();
     box_ = *box;
-    auto tools = SandboxClient::Connect(box_.endpoint());
+    auto tools = SandboxClient::ConnectTo(box_);
     ASSERT_TRUE(tools.ok()) << tools.status().ToString();
     tools_ = std::move(*tools);
   }
@@ -170,9 +170,13 @@ TEST_F(IsolationTest, CannotEscapeItsCgroup) {
 }
 
 TEST_F(IsolationTest, CannotFillTheHostThroughTheAgentsFiles) {
-  // The socket directory is the only host directory mounted writable: a 1 MiB tmpfs.
-  auto fill = Bash(*tools_, "dd if=/dev/zero of=/.sinew/run/fill bs=1M count=50 2>&1 | head -1");
-  EXPECT_THAT(fill.output(), HasSubstr("No space left on device"));
+  // No host directory is mounted writable: the old socket directory is gone and the
+  // agent's is read-only.
+  auto fill = Bash(*tools_,
+                   "dd if=/dev/zero of=/.sinew/run/fill bs=1M count=50 2>&1 | head -1; "
+                   "dd if=/dev/zero of=/.sinew/agent/fill bs=1M count=1 2>&1 | head -1");
+  EXPECT_THAT(fill.output(), Not(HasSubstr("records out")));
+  EXPECT_THAT(fill.output(), HasSubstr("Read-only file system"));
   // The agent's stdout/stderr (a host log file) cannot be reached through /proc/1/fd.
   auto log = Bash(*tools_, "echo x >> /proc/1/fd/2 2>&1; ls /proc/1/fd 2>&1 | head -1");
   EXPECT_THAT(log.output(), HasSubstr("Permission denied"));

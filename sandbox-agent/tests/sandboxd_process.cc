@@ -68,6 +68,8 @@ SandboxdProcess::SandboxdProcess() {
       std::to_string(getpid()) + "-" + std::to_string(std::random_device{}() % 100000);
   state_dir_ = "/run/sinew-test-" + tag;
   cgroup_parent_ = "sinew-test-" + tag;
+  // Daemons of tests that run side by side get disjoint uid ranges (64 sandboxes each).
+  userns_uid_base_ = 1000000000u + (std::random_device{}() % 600) * 64u * 65536u;
 }
 
 SandboxdProcess::~SandboxdProcess() {
@@ -90,7 +92,9 @@ void SandboxdProcess::Start(const std::vector<std::string>& extra_flags) {
                                      "--state-dir",
                                      state_dir_,
                                      "--cgroup-parent",
-                                     cgroup_parent_};
+                                     cgroup_parent_,
+                                     "--userns-uid-base",
+                                     std::to_string(userns_uid_base_)};
     args.insert(args.end(), extra_flags.begin(), extra_flags.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -153,6 +157,24 @@ std::vector<std::string> SandboxdProcess::Cgroups() const {
   return {names.begin(), names.end()};
 }
 
+std::vector<std::string> SandboxdProcess::ParentCgroups() const {
+  std::vector<std::string> found;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream rest(line.substr(dash + 3)), head(line);
+    std::string fstype, field, mount_point;
+    rest >> fstype;
+    if (fstype != "cgroup" && fstype != "cgroup2") continue;
+    for (int k = 0; k < 5 && head >> field; ++k) mount_point = field;
+    std::error_code ec;
+    if (fs::exists(mount_point + "/" + cgroup_parent_, ec)) found.push_back(mount_point + "/" + cgroup_parent_);
+  }
+  return found;
+}
+
 std::vector<std::string> SandboxdProcess::SandboxDirs() const {
   std::vector<std::string> dirs;
   std::error_code ec;
@@ -166,7 +188,11 @@ std::vector<std::string> SandboxdProcess::Mounts() const {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.find(state_dir_ + "/") != std::string::npos) found.push_back(line);
+    // The daemon's own agent tmpfs stays while it runs; sandboxes may leave nothing.
+    if (line.find(state_dir_ + "/") != std::string::npos &&
+        line.find(" " + state_dir_ + "/agent ") == std::string::npos) {
+      found.push_back(line);
+    }
   }
   return found;
 }

@@ -30,19 +30,23 @@ class SandboxdProcess {
   const std::string& state_dir() const { return state_dir_; }
   const std::string& cgroup_parent() const { return cgroup_parent_; }
   int port() const { return port_; }
+  uint32_t userns_uid_base() const { return userns_uid_base_; }
   pid_t pid() const { return pid_; }
 
   // Host-side views used to check that nothing leaked.
   std::vector<std::string> RuncContainers() const;  // ids from `runc list`
   std::vector<std::string> Cgroups() const;         // sandbox cgroups below the parent
   std::vector<std::string> SandboxDirs() const;     // state_dir/sandboxes/*
-  std::vector<std::string> Mounts() const;          // mount points below state_dir
+  std::vector<std::string> Mounts() const;          // mount points below state_dir (not agent/)
+  // The parent cgroup directory in every hierarchy (v1 and v2) where it still exists.
+  std::vector<std::string> ParentCgroups() const;
 
   static std::string BinDir();
 
  private:
   std::string state_dir_;
   std::string cgroup_parent_;
+  uint32_t userns_uid_base_ = 0;
   int port_ = 0;
   pid_t pid_ = -1;
   std::unique_ptr<ProvisionerClient> client_;

@@ -36,7 +36,7 @@ TEST(SandboxdTest, ProvisionRunToolsDestroyLeavesNothing) {
   EXPECT_EQ(box->resources().memory_limit_bytes(), 256ull << 20);
   EXPECT_EQ(box->resources().network(), "none");
   EXPECT_EQ(box->resources().image(), "default");
-  auto tools = SandboxClient::Connect(box->endpoint());
+  auto tools = SandboxClient::ConnectTo(*box);
   ASSERT_TRUE(tools.ok()) << tools.status().ToString();
 
   auto specs = (*tools)->ListTools();
@@ -104,7 +104,7 @@ TEST(SandboxdTest, WarmPoolHandsOverAndRefills) {
   auto box = d.client().Provision(v1::Resources());  // the default shape is pooled from the start
   ASSERT_TRUE(box.ok()) << box.status().ToString();
   EXPECT_TRUE(box->from_warm_pool());
-  auto tools = SandboxClient::Connect(box->endpoint());
+  auto tools = SandboxClient::ConnectTo(*box);
   ASSERT_TRUE(tools.ok());
   EXPECT_EQ(Bash(**tools, "echo warm").output(), "warm\n");
   EXPECT_TRUE(wait_warm(1));
@@ -205,7 +205,7 @@ TEST(SandboxdTest, SecondDaemonOnTheSameStateDirRefusesToStart) {
   EXPECT_NE(status, 0);
   EXPECT_THAT(out, HasSubstr("another sinew-sandboxd uses"));
   // The first daemon's sandbox was not touched.
-  auto tools = SandboxClient::Connect(box->endpoint());
+  auto tools = SandboxClient::ConnectTo(*box);
   ASSERT_TRUE(tools.ok());
   EXPECT_EQ(Bash(**tools, "echo untouched").output(), "untouched\n");
 }
@@ -229,7 +229,7 @@ TEST(SandboxdTest, AgentExitIsReportedAsExited) {
   d.Start({"--warm-pool-size", "0"});
   auto box = d.client().Provision(SmallResources());
   ASSERT_TRUE(box.ok());
-  auto tools = SandboxClient::Connect(box->endpoint());
+  auto tools = SandboxClient::ConnectTo(*box);
   ASSERT_TRUE(tools.ok());
   // The agent is PID 1 in the sandbox; SIGTERM makes it shut down cleanly.
   (void)(*tools)->Execute("bash", R"({"command":"kill -TERM 1"})");

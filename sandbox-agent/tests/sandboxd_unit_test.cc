@@ -69,7 +69,8 @@ class OciSpecTest : public ::testing::Test {
     OciParams p;
     p.rootfs = "/images/default/rootfs";
     p.agent_dir = "/state/agent";
-    p.run_dir = "/state/sandboxes/sb-1/run";
+    p.sandbox_id = "sb-1";
+    p.uid_base = 1000000000;
     p.cgroups_path = "/sinew/sb-1";
     p.resources = *NormalizeResources(v1::Resources(), ProvisionerConfig::DefaultResources());
     p.resources.set_memory_guaranteed_bytes(512 << 20);
@@ -97,7 +98,15 @@ TEST_F(OciSpecTest, NamespacesAndLimits) {
   std::set<std::string> ns;
   for (const auto& n : linux_section.at("namespaces").as_array())
     ns.insert(std::string(n.at("type").as_string()));
-  EXPECT_EQ(ns, (std::set<std::string>{"pid", "network", "ipc", "uts", "mount", "cgroup"}));
+  EXPECT_EQ(ns, (std::set<std::string>{"pid", "network", "ipc", "uts", "mount", "cgroup", "user"}));
+  // Its own host id range: root inside is an unprivileged host uid without an account.
+  for (const char* key : {"uidMappings", "gidMappings"}) {
+    const auto& maps = linux_section.at(key).as_array();
+    ASSERT_EQ(maps.size(), 1u) << key;
+    EXPECT_EQ(maps[0].at("containerID"), 0);
+    EXPECT_EQ(maps[0].at("hostID"), 1000000000);
+    EXPECT_EQ(maps[0].at("size"), 65536);
+  }
   const auto& res = linux_section.at("resources").as_object();
   EXPECT_EQ(res.at("memory").at("limit"), 1 << 30);
   EXPECT_EQ(res.at("memory").at("reservation"), 512 << 20);
@@ -109,7 +118,7 @@ TEST_F(OciSpecTest, NamespacesAndLimits) {
 }
 
 TEST_F(OciSpecTest, WorkspaceIsSizeCappedAndAgentIsReadOnly) {
-  bool workspace = false, agent = false, run = false;
+  bool workspace = false, agent = false;
   for (const auto& m : config_.at("mounts").as_array()) {
     std::string opts = json::serialize(m.at("options"));
     if (m.at("destination") == "/workspace") {
@@ -119,13 +128,17 @@ TEST_F(OciSpecTest, WorkspaceIsSizeCappedAndAgentIsReadOnly) {
     } else if (m.at("destination") == "/.sinew/agent") {
       agent = true;
       EXPECT_THAT(opts, HasSubstr("\"ro\""));
-    } else if (m.at("destination") == "/.sinew/run") {
-      run = true;
-      EXPECT_EQ(m.at("source"), "/state/sandboxes/sb-1/run");
-      EXPECT_THAT(opts, HasSubstr("\"noexec\""));
+    } else if (m.at("type") == "bind") {
+      // No other host directory is mounted: in particular none that holds the socket.
+      ADD_FAILURE() << "unexpected bind mount " << json::serialize(m);
     }
   }
-  EXPECT_TRUE(workspace && agent && run);
+  EXPECT_TRUE(workspace && agent);
+  // The agent listens on the descriptor it inherits and reads its secret from a pipe.
+  std::string args = json::serialize(config_.at("process").at("args"));
+  EXPECT_THAT(args, HasSubstr("\"--listen-fd\",\"3\""));
+  EXPECT_THAT(args, HasSubstr("\"--secret-fd\",\"4\""));
+  EXPECT_THAT(args, HasSubstr("\"--sandbox-id\",\"sb-1\""));
 }
 
 TEST_F(OciSpecTest, SeccompRefusesDangerousCalls) {

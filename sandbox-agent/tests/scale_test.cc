@@ -35,7 +35,7 @@ TEST(ScaleTest, TwentySandboxesAtOnceAllCleanedUp) {
         return;
       }
       ids[k] = box->id();
-      auto tools = SandboxClient::Connect(box->endpoint());
+      auto tools = SandboxClient::ConnectTo(*box);
       if (!tools.ok()) {
         failures[k] = tools.status().ToString();
         return;
@@ -81,7 +81,7 @@ TEST(ScaleTest, ProvisionerKilledAndRestartedLeaksNothing) {
   for (int k = 0; k < 3; ++k) {
     auto box = d.client().Provision(SmallResources());
     ASSERT_TRUE(box.ok()) << box.status().ToString();
-    auto tools = SandboxClient::Connect(box->endpoint());
+    auto tools = SandboxClient::ConnectTo(*box);
     ASSERT_TRUE(tools.ok());
     // A busy sandbox: a background process besides the agent.
     EXPECT_FALSE(Bash(**tools, "nohup sleep 600 > /dev/null 2>&1 &").is_error());
@@ -112,7 +112,7 @@ TEST(ScaleTest, ProvisionerKilledAndRestartedLeaksNothing) {
   }
   auto fresh = d.client().Provision(SmallResources());
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
-  auto tools = SandboxClient::Connect(fresh->endpoint());
+  auto tools = SandboxClient::ConnectTo(*fresh);
   ASSERT_TRUE(tools.ok());
   EXPECT_EQ(Bash(**tools, "echo alive").output(), "alive\n");
   ASSERT_TRUE(d.client().Destroy(fresh->id()).ok());

@@ -49,7 +49,7 @@ TEST(SoakTest, ManyCyclesLeaveNothingBehind) {
           ++failures;
           continue;
         }
-        auto tools = SandboxClient::Connect(box->endpoint());
+        auto tools = SandboxClient::ConnectTo(*box);
         if (tools.ok()) {
           auto res = (*tools)->Execute("bash", R"json({"command":"echo $((6*7))"})json");
           if (!res.ok() || res->output() != "42\n") ++failures;
@@ -97,7 +97,7 @@ TEST(SoakTest, CrashLoopDuringProvisioningLeaksNothing) {
   EXPECT_TRUE(d.Mounts().empty());
   auto box = d.client().Provision(SmallResources());
   ASSERT_TRUE(box.ok()) << box.status().ToString();
-  auto tools = SandboxClient::Connect(box->endpoint());
+  auto tools = SandboxClient::ConnectTo(*box);
   ASSERT_TRUE(tools.ok());
   EXPECT_EQ(Bash(**tools, "echo ok").output(), "ok\n");
 }

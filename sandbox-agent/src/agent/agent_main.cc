@@ -1,26 +1,87 @@
 // sinew-sandbox-agent: serves the Sandbox gRPC service on a unix socket. Runs as PID 1
 // of a sandbox container (see docs/sandbox.md); also runs on a host for tests.
+//
+// In a sandbox the socket is not made here: the provisioner binds it on the host, in a
+// directory the sandbox cannot see or write, and hands the bound descriptor over
+// (--listen-fd); the agent listens and accepts on it, so nothing inside the sandbox can
+// redirect the host's connections. The per-sandbox secret comes through an inherited
+// pipe (--secret-fd), read once and closed.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
 #include <thread>
 
+#include "agent/agent_auth.h"
 #include "agent/agent_service.h"
 #include "agent/child_reaper.h"
 #include "agent/tools.h"
+
+namespace {
+
+// Reads the secret from an inherited pipe and closes it.
+std::string ReadSecret(int fd) {
+  std::string secret;
+  char buf[256];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    secret.append(buf, static_cast<size_t>(n));
+    if (secret.size() > 4096) break;
+  }
+  close(fd);
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == ' ')) secret.pop_back();
+  return secret;
+}
+
+// Accepts connections on the inherited socket and hands each one to the gRPC server.
+void AcceptLoop(int listen_fd, grpc::Server* server) {
+  for (;;) {
+    int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
+        if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      return;  // the socket was shut down
+    }
+    grpc::AddInsecureChannelFromFd(server, conn);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"sinew-sandbox-agent: tools for a model, served on a unix socket"};
   std::string socket_path;
   sinew::sandbox::ToolConfig config;
   std::string workspace = config.workspace.string();
-  app.add_option("--socket", socket_path, "unix socket to listen on")->required();
+  int listen_fd = -1;
+  int secret_fd = -1;
+  std::string sandbox_id;
+  auto* socket_opt = app.add_option("--socket", socket_path, "unix socket to listen on");
+  app.add_option("--listen-fd", listen_fd,
+                 "an inherited, bound unix socket to listen on (instead of --socket)")
+      ->excludes(socket_opt);
+  app.add_option("--secret-fd", secret_fd,
+                 "an inherited pipe holding this sandbox's secret; calls must then carry it");
+  app.add_option("--sandbox-id", sandbox_id, "this sandbox's id (bound into each call's proof)");
+  rlim_t max_open_files = 4096;
+  app.add_option("--max-open-files", max_open_files, "RLIMIT_NOFILE of the agent and its commands")
+      ->capture_default_str();
   app.add_option("--workspace", workspace, "workspace directory")->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "cap of a tool's output")
       ->check(CLI::Range(size_t{64}, size_t{16} << 20))
@@ -34,9 +95,35 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   config.workspace = workspace;
+  if (socket_path.empty() && listen_fd < 0) {
+    std::cerr << "sinew-sandbox-agent: give --socket PATH or --listen-fd N\n";
+    return 2;
+  }
+  std::string secret;
+  if (secret_fd >= 0) {
+    secret = ReadSecret(secret_fd);
+    if (secret.empty()) {
+      std::cerr << "sinew-sandbox-agent: --secret-fd gave no secret\n";
+      return 2;
+    }
+  }
+  // The inherited socket must not leak into the commands the tools run.
+  if (listen_fd >= 0 && fcntl(listen_fd, F_SETFD, FD_CLOEXEC) != 0) {
+    std::cerr << "sinew-sandbox-agent: --listen-fd " << listen_fd << " is not open\n";
+    return 2;
+  }
 
   // Not dumpable: the commands it runs (same uid) cannot open /proc/1/fd/* or ptrace it.
   prctl(PR_SET_DUMPABLE, 0);
+  // Limits every command inherits (lowering needs no privilege): no core dumps, and at
+  // most --max-open-files descriptors.
+  rlimit core{0, 0};
+  setrlimit(RLIMIT_CORE, &core);
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max > max_open_files) {
+    files.rlim_cur = files.rlim_max = max_open_files;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -45,12 +132,14 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   (void)sinew::sandbox::ChildReaper::Instance();
 
-  std::error_code ec;
-  std::filesystem::remove(socket_path, ec);
   sinew::sandbox::ToolRegistry registry(config);
-  sinew::sandbox::AgentService service(registry);
+  sinew::sandbox::AgentService service(registry, sinew::sandbox::AgentAuth(sandbox_id, secret));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  if (listen_fd < 0) {
+    std::error_code ec;
+    std::filesystem::remove(socket_path, ec);
+    builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  }
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.RegisterService(&service);
@@ -59,13 +148,24 @@ int main(int argc, char** argv) {
     std::cerr << "sinew-sandbox-agent: cannot listen on " << socket_path << "\n";
     return 1;
   }
-  chmod(socket_path.c_str(), 0660);
+  std::thread acceptor;
+  if (listen_fd >= 0) {
+    if (listen(listen_fd, 64) != 0) {
+      std::cerr << "sinew-sandbox-agent: listen on fd " << listen_fd << ": " << strerror(errno) << "\n";
+      return 1;
+    }
+    acceptor = std::thread(AcceptLoop, listen_fd, server.get());
+  } else {
+    chmod(socket_path.c_str(), 0660);
+  }
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    if (listen_fd >= 0) shutdown(listen_fd, SHUT_RDWR);
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   });
   server->Wait();
   stopper.join();
+  if (acceptor.joinable()) acceptor.join();
   return 0;
 }

@@ -1,20 +1,43 @@
 #include "agent/agent_service.h"
 
 namespace sinew::sandbox {
+namespace {
 
 // Output streamed live per call; beyond it only the (capped) result is sent.
 constexpr size_t kMaxStreamedBytes = 8u << 20;
 
+grpc::Status ToGrpc(const Status& s) {
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
+    case StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
+    case StatusCode::kCancelled: code = grpc::StatusCode::CANCELLED; break;
+    default: break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+}  // namespace
+
 grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                    v1::ExecuteResult* resp) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  auto gone = [ctx] { return ctx->IsCancelled(); };
+  if (!req->call_id().empty()) {
+    auto r = calls_.Run(req->call_id(), req->name(), req->input_json(), nullptr, gone);
+    if (!r.ok()) return ToGrpc(r.status());
+    *resp = std::move(r).value();
+    return grpc::Status::OK;
+  }
   RunContext run;
-  run.cancelled = [ctx] { return ctx->IsCancelled(); };
+  run.cancelled = gone;
   *resp = registry_.Execute(req->name(), req->input_json(), run);
   return grpc::Status::OK;
 }
 
 grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                          grpc::ServerWriter<v1::ExecuteChunk>* writer) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   bool client_gone = false;
   size_t streamed = 0;
   auto sink = [&](bool is_stderr, std::string_view bytes) {
@@ -31,17 +54,25 @@ grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::Exe
     }
     client_gone = !writer->Write(chunk);
   };
-  RunContext run;
-  run.sink = sink;
-  run.cancelled = [ctx, &client_gone] { return client_gone || ctx->IsCancelled(); };
+  auto gone = [ctx, &client_gone] { return client_gone || ctx->IsCancelled(); };
   v1::ExecuteChunk last;
-  *last.mutable_result() = registry_.Execute(req->name(), req->input_json(), run);
+  if (!req->call_id().empty()) {
+    auto r = calls_.Run(req->call_id(), req->name(), req->input_json(), sink, gone);
+    if (!r.ok()) return ToGrpc(r.status());
+    *last.mutable_result() = std::move(r).value();
+  } else {
+    RunContext run;
+    run.sink = sink;
+    run.cancelled = gone;
+    *last.mutable_result() = registry_.Execute(req->name(), req->input_json(), run);
+  }
   if (!client_gone) writer->Write(last);
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ListTools(grpc::ServerContext*, const v1::ListToolsRequest*,
+grpc::Status AgentService::ListTools(grpc::ServerContext* ctx, const v1::ListToolsRequest*,
                                      v1::ListToolsResponse* resp) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   for (auto& spec : registry_.Specs()) *resp->add_tools() = std::move(spec);
   return grpc::Status::OK;
 }

@@ -1,9 +1,14 @@
 // AgentService: the Sandbox gRPC service (proto/sandbox.proto) over a ToolRegistry.
+// Calls with a call id go through a CallRegistry (exactly once, results kept); every call
+// is checked by an AgentAuth first.
 //
 // Ownership: borrows the registry, which must outlive the service.
-// Thread-safety: gRPC calls its methods from many threads; it keeps no mutable state.
+// Thread-safety: gRPC calls its methods from many threads; the call registry is
+// thread-safe and everything else is immutable.
 #pragma once
 
+#include "agent/agent_auth.h"
+#include "agent/call_registry.h"
 #include "agent/tools.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
 
@@ -11,7 +16,8 @@ namespace sinew::sandbox {
 
 class AgentService final : public v1::Sandbox::Service {
  public:
-  explicit AgentService(const ToolRegistry& registry) : registry_(registry) {}
+  explicit AgentService(const ToolRegistry& registry, AgentAuth auth = {})
+      : registry_(registry), calls_(registry), auth_(std::move(auth)) {}
 
   grpc::Status Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                        v1::ExecuteResult* resp) override;
@@ -22,6 +28,8 @@ class AgentService final : public v1::Sandbox::Service {
 
  private:
   const ToolRegistry& registry_;
+  CallRegistry calls_;
+  const AgentAuth auth_;
 };
 
 }  // namespace sinew::sandbox

@@ -1,6 +1,9 @@
 // read_file, write_file and edit_file.
+#include <fcntl.h>
+
 #include <sstream>
 
+#include "agent/beneath.h"
 #include "agent/file_util.h"
 #include "agent/output_limiter.h"
 #include "agent/tool_input.h"
@@ -11,6 +14,36 @@ namespace {
 
 constexpr int64_t kDefaultLineLimit = 2000;
 constexpr size_t kMaxLineChars = 2000;
+
+// A descriptor of the workspace and `path` relative to it. `path` comes from
+// ResolvePath(..., true), so it is lexically below the workspace.
+struct InWorkspace {
+  UniqueFd root;
+  std::string relative;
+};
+
+Result<InWorkspace> OpenInWorkspace(const ToolConfig& config, const std::filesystem::path& path) {
+  const std::filesystem::path ws = config.workspace.lexically_normal();
+  int fd = open(ws.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("the workspace " + ws.string() + " cannot be opened");
+  InWorkspace out{UniqueFd(fd), path.lexically_relative(ws).string()};
+  if (out.relative.empty() || out.relative == ".") {
+    return Status::InvalidArgument(path.string() + " is the workspace itself, not a file");
+  }
+  return out;
+}
+
+// Writes below the workspace without ever following a link out of it (beneath.h).
+Status WriteInWorkspace(const ToolConfig& config, const std::filesystem::path& path,
+                        const std::string& content) {
+  SINEW_ASSIGN_OR_RETURN(InWorkspace w, OpenInWorkspace(config, path));
+  return WriteBeneath(w.root.get(), w.relative, content, path.string());
+}
+
+Result<std::string> ReadInWorkspace(const ToolConfig& config, const std::filesystem::path& path) {
+  SINEW_ASSIGN_OR_RETURN(InWorkspace w, OpenInWorkspace(config, path));
+  return ReadBeneath(w.root.get(), w.relative, path.string());
+}
 
 class ReadFileTool final : public Tool {
  public:
@@ -101,7 +134,7 @@ class WriteFileTool final : public Tool {
     if (!content.ok()) return ErrorResult(content.status().message());
     auto path = ResolvePath(config_, *raw, true);
     if (!path.ok()) return ErrorResult(path.status().message());
-    Status s = WriteWholeFile(*path, *content);
+    Status s = WriteInWorkspace(config_, *path, *content);
     if (!s.ok()) return ErrorResult(s.message());
     return OkResult("wrote " + std::to_string(content->size()) + " bytes to " + path->string());
   }
@@ -143,7 +176,7 @@ class EditFileTool final : public Tool {
       return ErrorResult("old_string and new_string are the same; nothing to do");
     auto path = ResolvePath(config_, *raw, true);
     if (!path.ok()) return ErrorResult(path.status().message());
-    auto content = ReadWholeFile(*path);
+    auto content = ReadInWorkspace(config_, *path);
     if (!content.ok()) return ErrorResult(content.status().message());
     size_t count = 0;
     for (size_t pos = content->find(*old_s); pos != std::string::npos;
@@ -171,7 +204,7 @@ class EditFileTool final : public Tool {
       from = pos + old_s->size();
     }
     updated.append(*content, from, std::string::npos);
-    Status s = WriteWholeFile(*path, updated);
+    Status s = WriteInWorkspace(config_, *path, updated);
     if (!s.ok()) return ErrorResult(s.message());
     return OkResult("replaced " + std::to_string(count) + " occurrence" + (count == 1 ? "" : "s") +
                     " in " + path->string());

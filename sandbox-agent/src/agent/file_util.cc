@@ -37,42 +37,6 @@ Result<std::string> ReadWholeFile(const fs::path& path) {
   return ss.str();
 }
 
-Status WriteWholeFile(const fs::path& path, const std::string& content) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return Status::InvalidArgument(path.string() + " is a directory");
-  fs::create_directories(path.parent_path(), ec);
-  if (ec)
-    return Status::IOError("cannot create directory " + path.parent_path().string() + ": " +
-                           ec.message());
-  fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".sinew-tmp");
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError("cannot write " + path.string() + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = write(fd, content.data() + off, content.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return Status::IOError(
-          "cannot write " + path.string() + ": " + std::strerror(err) +
-          (err == ENOSPC ? " (the workspace is full; delete files to make room)" : ""));
-    }
-    off += static_cast<size_t>(n);
-  }
-  // Keep the mode of a file that is being replaced.
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) fchmod(fd, st.st_mode & 07777);
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return Status::IOError("cannot replace " + path.string() + ": " + std::strerror(err));
-  }
-  return Status::Ok();
-}
-
 bool LooksBinary(const std::string& content) {
   return content.find('\0', 0) < std::min<size_t>(content.size(), 8192);
 }

@@ -14,8 +14,6 @@ inline constexpr uintmax_t kMaxFileBytes = 32u << 20;
 
 // Reads a whole regular file, with errors worded for the model.
 [[nodiscard]] Result<std::string> ReadWholeFile(const std::filesystem::path& path);
-// Writes `content` to `path` (creating parent directories), replacing it atomically.
-[[nodiscard]] Status WriteWholeFile(const std::filesystem::path& path, const std::string& content);
 // True if the first 8 KiB hold a NUL byte.
 bool LooksBinary(const std::string& content);
 

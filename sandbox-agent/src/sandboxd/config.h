@@ -9,6 +9,9 @@
 
 namespace sinew::sandbox {
 
+// Host uids (and gids) per sandbox when user namespaces are on.
+inline constexpr uint32_t kUidRangeSize = 65536;
+
 struct ProvisionerConfig {
   // Runtime state: runc's root, one directory per sandbox (bundle, socket, log) and the
   // agent's files. Everything below it belongs to this daemon and is reaped on start.
@@ -31,6 +34,14 @@ struct ProvisionerConfig {
   uint32_t max_sandboxes = 64;
   // Output cap of each tool call inside the sandboxes. Default: 30000
   uint32_t max_output_bytes = 30000;
+  // User namespaces: each sandbox gets its own range of kUidRangeSize host uids and gids,
+  // slot k covering [userns_uid_base + k * kUidRangeSize, ... + kUidRangeSize), with
+  // k < max_sandboxes; its uid 0 maps to the first of them (no host account), its user
+  // (uid 1000) to the first + 1000. A range is reused only after its sandbox is gone.
+  // Start-up refuses a range that overlaps /etc/passwd, /etc/group, /etc/subuid or
+  // /etc/subgid. 0 turns user namespaces off (every sandbox is host uid 1000).
+  // Default: 1000000000
+  uint32_t userns_uid_base = 1000000000;
   // Resources used where a request leaves a field at zero (see proto/sandbox.proto).
   v1::Resources defaults = DefaultResources();
 

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,14 +16,19 @@
 #include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
 #include "sandboxd/oci_spec.h"
 #include "sandboxd/process.h"
+#include "sandboxd/userns_holder.h"
+#include "util/unique_fd.h"
 
 namespace sinew::sandbox {
 
@@ -47,6 +53,10 @@ bool CanConnect(const std::string& socket_path) {
 }  // namespace
 
 ContainerRunner::ContainerRunner(const ProvisionerConfig& config) : config_(config) {}
+
+ContainerRunner::~ContainerRunner() {
+  if (agent_mounted_) umount2((config_.state_dir + "/agent").c_str(), MNT_DETACH);
+}
 
 std::vector<std::string> ContainerRunner::Runc(std::initializer_list<std::string> args) const {
   std::vector<std::string> argv = {config_.runc, "--root", runc_root()};
@@ -74,9 +84,64 @@ Status ContainerRunner::Init() {
                                       "' (apt-get install runc, or pass --runc)");
   }
   runtime_version_ = version->output.substr(0, version->output.find('\n'));
-  SINEW_ASSIGN_OR_RETURN(agent_static_,
-                         PrepareAgentDir(config_.agent_binary, config_.state_dir + "/agent"));
+  SINEW_RETURN_IF_ERROR(CheckUidRange());
+  // The agent's directory is a small tmpfs of its own, so that the bind mount of it in
+  // each sandbox shows "/" as its root in mountinfo, not a host path.
+  std::string agent_dir = config_.state_dir + "/agent";
+  for (const auto& mp : MountsBelow(agent_dir)) umount2(mp.c_str(), MNT_DETACH);
+  fs::create_directories(agent_dir, ec);
+  if (mount("tmpfs", agent_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=0755") != 0) {
+    return Status::IOError("cannot mount a tmpfs on " + agent_dir + ": " + std::strerror(errno));
+  }
+  agent_mounted_ = true;
+  SINEW_ASSIGN_OR_RETURN(agent_static_, PrepareAgentDir(config_.agent_binary, agent_dir));
   swap_accounting_ = HasMemorySwapAccounting();
+  return Status::Ok();
+}
+
+Status ContainerRunner::CheckUidRange() const {
+  if (config_.userns_uid_base == 0) return Status::Ok();
+  const uint64_t first = config_.userns_uid_base;
+  const uint64_t end = first + static_cast<uint64_t>(config_.max_sandboxes) * kUidRangeSize;
+  if (first < 65536 || end > 0xFFFFFFFEull) {
+    return Status::InvalidArgument("--userns-uid-base " + std::to_string(first) +
+                                   " with --max-sandboxes " + std::to_string(config_.max_sandboxes) +
+                                   " gives host ids [" + std::to_string(first) + ", " +
+                                   std::to_string(end) + "), outside [65536, 4294967294)");
+  }
+  // No host account, group or subordinate range may fall inside ours.
+  for (const char* file : {"/etc/passwd", "/etc/group"}) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      std::string part;
+      while (std::getline(ss, part, ':')) f.push_back(part);
+      if (f.size() < 3) continue;
+      uint64_t id = std::strtoull(f[2].c_str(), nullptr, 10);
+      if (id >= first && id < end) {
+        return Status::FailedPrecondition(std::string(file) + " has id " + f[2] + " (" + f[0] +
+                                          ") inside the sandboxes' user-namespace range; choose "
+                                          "another --userns-uid-base");
+      }
+    }
+  }
+  for (const char* file : {"/etc/subuid", "/etc/subgid"}) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto c1 = line.find(':'), c2 = line.rfind(':');
+      if (c1 == std::string::npos || c2 == c1) continue;
+      uint64_t lo = std::strtoull(line.c_str() + c1 + 1, nullptr, 10);
+      uint64_t n = std::strtoull(line.c_str() + c2 + 1, nullptr, 10);
+      if (lo < end && lo + n > first) {
+        return Status::FailedPrecondition(std::string(file) + " range '" + line +
+                                          "' overlaps the sandboxes' user-namespace range; choose "
+                                          "another --userns-uid-base");
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -121,28 +186,95 @@ Result<std::string> ContainerRunner::ImageRootfs(const std::string& name) const 
   return dir + "/rootfs";
 }
 
+Result<uint32_t> ContainerRunner::AcquireUidBase(const std::string& id) {
+  std::lock_guard<std::mutex> lock(uid_mu_);
+  std::set<uint32_t> used;
+  for (const auto& [other, slot] : uid_slots_) used.insert(slot);
+  for (uint32_t slot = 0; slot < config_.max_sandboxes; ++slot) {
+    if (used.count(slot)) continue;
+    uid_slots_[id] = slot;
+    return config_.userns_uid_base + slot * kUidRangeSize;
+  }
+  return Status::ResourceExhausted("every user-namespace uid range is in use");
+}
+
+void ContainerRunner::ReleaseUidBase(const std::string& id) {
+  std::lock_guard<std::mutex> lock(uid_mu_);
+  uid_slots_.erase(id);
+}
+
+size_t ContainerRunner::uid_ranges_in_use() const {
+  std::lock_guard<std::mutex> lock(uid_mu_);
+  return uid_slots_.size();
+}
+
 Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resources& resources) {
   SINEW_ASSIGN_OR_RETURN(std::string rootfs, ImageRootfs(resources.image()));
   Container c;
   c.id = id;
   c.dir = sandbox_dir(id);
-  std::string run_dir = c.dir + "/run";
   std::error_code ec;
   fs::create_directories(c.dir + "/bundle", ec);
-  fs::create_directories(run_dir, ec);
   if (ec) return Status::IOError("cannot create " + c.dir + ": " + ec.message());
-  // The socket directory is the one host directory a sandbox can write to: a tiny tmpfs
-  // of its own, so that nothing written there can fill the host's /run.
-  if (mount("tmpfs", run_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-            "size=1m,nr_inodes=64,mode=0700,uid=1000,gid=1000") != 0) {
+  // Only the host (root) can reach anything here: nothing of it is mounted in a sandbox.
+  chmod(c.dir.c_str(), 0711);
+  uint32_t uid_base = 0;
+  if (config_.userns_uid_base != 0) {
+    auto base = AcquireUidBase(id);
+    if (!base.ok()) {
+      Remove(id);
+      return base.status();
+    }
+    uid_base = *base;
+    c.host_uid = uid_base + kSandboxUid;
+  }
+  c.secret = RandomHex(16);
+  // The agent's socket, bound here (on the host, in a directory the sandbox cannot see)
+  // and listened on by the agent through the inherited descriptor.
+  std::string socket_path = c.dir + "/agent.sock";
+  UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    Remove(id);
+    return Status::FailedPrecondition("socket path too long (shorten --state-dir): " + socket_path);
+  }
+  socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  if (sock.get() < 0 || bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     int err = errno;
     Remove(id);
-    return Status::IOError("cannot mount a tmpfs on " + run_dir + ": " + std::strerror(err));
+    return Status::IOError("cannot bind " + socket_path + ": " + std::strerror(err));
+  }
+  chmod(socket_path.c_str(), 0660);
+  int secret_pipe[2];
+  if (pipe2(secret_pipe, O_CLOEXEC) != 0) {
+    Remove(id);
+    return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  }
+  UniqueFd secret_read(secret_pipe[0]);
+  {
+    UniqueFd secret_write(secret_pipe[1]);
+    if (write(secret_write.get(), c.secret.data(), c.secret.size()) !=
+        static_cast<ssize_t>(c.secret.size())) {
+      Remove(id);
+      return Status::IOError("cannot hand the secret to " + id);
+    }
   }
   OciParams params;
   params.rootfs = rootfs;
   params.agent_dir = config_.state_dir + "/agent";
-  params.run_dir = run_dir;
+  params.sandbox_id = id;
+  params.uid_base = uid_base;
+  std::optional<UsernsHolder> holder;
+  if (uid_base != 0) {
+    auto h = UsernsHolder::Create(uid_base, kUidRangeSize);
+    if (!h.ok()) {
+      Remove(id);
+      return h.status();
+    }
+    holder.emplace(std::move(*h));
+    params.userns_path = holder->ns_path();
+  }
   params.cgroups_path = "/" + config_.cgroup_parent + "/" + id;
   params.resources = resources;
   params.memory_swap_accounting = swap_accounting_;
@@ -151,13 +283,19 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
   {
     std::ofstream out(c.dir + "/bundle/config.json");
     out << BuildOciConfig(params);
-    if (!out) return Status::IOError("cannot write " + c.dir + "/bundle/config.json");
+    if (!out) {
+      Remove(id);
+      return Status::IOError("cannot write " + c.dir + "/bundle/config.json");
+    }
   }
   std::string log = c.dir + "/agent.log";
   auto t_runc = std::chrono::steady_clock::now();
-  auto run = RunProcess(
-      Runc({"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
-      kRuncTimeout, log);
+  auto run = RunProcess(Runc({"run", "--detach", "--preserve-fds", "2", "--pid-file",
+                              c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
+                        kRuncTimeout, log, {sock.get(), secret_read.get()});
+  sock = UniqueFd();
+  secret_read = UniqueFd();
+  holder.reset();  // the container's processes keep the namespace now
   if (!run.ok() || run->exit_code != 0) {
     std::string why = run.ok() ? LogTail(id) : run.status().message();
     Remove(id);
@@ -172,7 +310,6 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
     return Status::Internal("runc wrote no pid for " + id);
   }
   auto t_agent = std::chrono::steady_clock::now();
-  std::string socket_path = run_dir + "/agent.sock";
   c.endpoint = "unix://" + socket_path;
   auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
   for (int spins = 0;; ++spins) {
@@ -202,6 +339,8 @@ void ContainerRunner::Remove(const std::string& id) {
   for (const auto& mp : MountsBelow(dir)) umount2(mp.c_str(), MNT_DETACH);
   std::error_code ec;
   fs::remove_all(dir, ec);
+  // Last: the uid range is free only once nothing of the sandbox is left.
+  ReleaseUidBase(id);
 }
 
 std::string ContainerRunner::LogTail(const std::string& id) const {

@@ -3,14 +3,20 @@
 //
 // Layout below config.state_dir:
 //   runc/                 runc's --root (container state)
-//   agent/                the agent and its libraries, bind-mounted read-only
-//   sandboxes/<id>/       bundle/config.json, run/agent.sock, agent.log
+//   agent/                a tmpfs of its own with the agent and its libraries,
+//                         bind-mounted read-only (mountinfo then shows only "/")
+//   sandboxes/<id>/       bundle/config.json, agent.sock, agent.log — root's, 0700
+//                         except the socket; nothing below state_dir is mounted into
+//                         a sandbox but agent/, so a sandbox can neither see nor
+//                         redirect its socket.
 //
 // Thread-safety: Start and Remove may run concurrently for different ids.
 #pragma once
 
 #include <sys/types.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,13 +28,19 @@ namespace sinew::sandbox {
 struct Container {
   std::string id;
   std::string dir;       // state_dir/sandboxes/<id>
-  std::string endpoint;  // unix://.../run/agent.sock
+  std::string endpoint;  // unix://.../agent.sock
+  std::string secret;    // the agent's per-sandbox secret (auth/agent_proof.h)
+  uint32_t host_uid = 0;  // host uid of the sandbox user (uid 1000 inside); 0: no user namespace
   pid_t init_pid = -1;   // the agent, PID 1 of the container; a child of this process
 };
 
 class ContainerRunner {
  public:
   explicit ContainerRunner(const ProvisionerConfig& config);
+  // Unmounts the agent's tmpfs.
+  ~ContainerRunner();
+  ContainerRunner(const ContainerRunner&) = delete;
+  ContainerRunner& operator=(const ContainerRunner&) = delete;
 
   // Creates the state directories and the agent's files. Fails with a message that
   // says what to do when runc or the agent is missing.
@@ -45,6 +57,8 @@ class ContainerRunner {
   // Deletes the container (its init must have been reaped or be killable), its cgroups
   // and its directory. Idempotent.
   void Remove(const std::string& id);
+  // Ranges in use (for tests and Health).
+  size_t uid_ranges_in_use() const;
   // Last lines of the agent's log, for error messages.
   std::string LogTail(const std::string& id) const;
 
@@ -57,10 +71,18 @@ class ContainerRunner {
 
  private:
   std::vector<std::string> Runc(std::initializer_list<std::string> args) const;
+  // The configured uid range is valid and overlaps no host account or subordinate range.
+  [[nodiscard]] Status CheckUidRange() const;
+  // Claims a free user-namespace slot for `id` (kResourceExhausted when none is free).
+  [[nodiscard]] Result<uint32_t> AcquireUidBase(const std::string& id);
+  void ReleaseUidBase(const std::string& id);
 
   const ProvisionerConfig config_;
+  mutable std::mutex uid_mu_;
+  std::map<std::string, uint32_t> uid_slots_;  // sandbox id -> slot; guarded by uid_mu_
   bool swap_accounting_ = false;  // constant after Init
   bool agent_static_ = true;      // constant after Init
+  bool agent_mounted_ = false;    // constant after Init
   std::string runtime_version_;   // constant after Init
 };
 

@@ -21,8 +21,8 @@ constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
 
 bool IsCgroupV2() { return fs::exists(std::string(kCgroupRoot) + "/cgroup.controllers"); }
 
-// Each v1 hierarchy root: /sys/fs/cgroup/<name> that is a mount of type cgroup.
-std::vector<std::string> V1Hierarchies() {
+// Each hierarchy root below /sys/fs/cgroup: every v1 mount, and the v2 one of a hybrid host.
+std::vector<std::string> Hierarchies() {
   std::vector<std::string> roots;
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
@@ -37,7 +37,10 @@ std::vector<std::string> V1Hierarchies() {
     std::istringstream rest(line.substr(dash + 3));
     std::string fstype;
     rest >> fstype;
-    if (fstype == "cgroup" && mount_point.rfind(std::string(kCgroupRoot) + "/", 0) == 0) {
+    // v1 hierarchies, and on hybrid hosts the v2 one mounted beside them (runc makes the
+    // sandbox's directory there too).
+    if ((fstype == "cgroup" || fstype == "cgroup2") &&
+        mount_point.rfind(std::string(kCgroupRoot) + "/", 0) == 0) {
       roots.push_back(mount_point);
     }
   }
@@ -109,7 +112,7 @@ Result<bool> PrepareAgentDir(const std::string& agent_binary, const std::string&
 std::vector<std::string> CgroupDirs(const std::string& parent, const std::string& name) {
   if (IsCgroupV2()) return {std::string(kCgroupRoot) + "/" + parent + "/" + name};
   std::vector<std::string> dirs;
-  for (const auto& root : V1Hierarchies()) dirs.push_back(root + "/" + parent + "/" + name);
+  for (const auto& root : Hierarchies()) dirs.push_back(root + "/" + parent + "/" + name);
   return dirs;
 }
 
@@ -127,7 +130,7 @@ bool HasMemorySwapAccounting() {
 std::vector<std::string> ListCgroups(const std::string& parent) {
   std::set<std::string> names;
   std::vector<std::string> roots =
-      IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
+      IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : Hierarchies();
   for (const auto& root : roots) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root + "/" + parent, ec)) {
@@ -167,7 +170,7 @@ bool ProcessGone(pid_t pid) {
 
 void RemoveCgroupParent(const std::string& parent) {
   std::vector<std::string> roots =
-      IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : V1Hierarchies();
+      IsCgroupV2() ? std::vector<std::string>{kCgroupRoot} : Hierarchies();
   for (const auto& root : roots) rmdir((root + "/" + parent).c_str());
 }
 

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include "sandboxd/config.h"
 #include "sandboxd/seccomp_profile.h"
 
 namespace sinew::sandbox {
@@ -46,11 +47,20 @@ json::array ReadonlyPaths() {
   return Strings({"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"});
 }
 
-json::array Namespaces() {
+json::array Namespaces(bool user, const std::string& user_path = {}) {
   json::array ns;
   for (auto t : {"pid", "network", "ipc", "uts", "mount", "cgroup"})
     ns.push_back(json::object{{"type", t}});
+  if (user) {
+    json::object u{{"type", "user"}};
+    if (!user_path.empty()) u["path"] = user_path;
+    ns.push_back(std::move(u));
+  }
   return ns;
+}
+
+json::array IdMapping(uint32_t host_base) {
+  return json::array{json::object{{"containerID", 0}, {"hostID", host_base}, {"size", kUidRangeSize}}};
 }
 
 json::object NoCapabilities() {
@@ -68,10 +78,11 @@ std::string BuildOciConfig(const OciParams& p) {
   std::string agent = std::string(kAgentMountPoint);
   json::array args;
   if (!p.agent_static) args = {agent + "/ld.so", "--library-path", agent + "/lib"};
-  for (std::string a : {agent + "/sinew-sandbox-agent", std::string("--socket"),
-                        std::string(kRunMountPoint) + "/agent.sock", std::string("--workspace"),
-                        std::string(kWorkspace), std::string("--max-output-bytes"),
-                        std::to_string(p.max_output_bytes)}) {
+  for (std::string a : {agent + "/sinew-sandbox-agent", std::string("--listen-fd"),
+                        std::to_string(kAgentListenFd), std::string("--secret-fd"),
+                        std::to_string(kAgentSecretFd), std::string("--sandbox-id"), p.sandbox_id,
+                        std::string("--workspace"), std::string(kWorkspace),
+                        std::string("--max-output-bytes"), std::to_string(p.max_output_bytes)}) {
     args.emplace_back(a);
   }
   json::object process = {
@@ -82,11 +93,15 @@ std::string BuildOciConfig(const OciParams& p) {
                        "HOME=/workspace", "LANG=C.UTF-8", "TERM=dumb"})},
       {"cwd", kWorkspace},
       {"capabilities", NoCapabilities()},
-      {"rlimits",
-       json::array{json::object{{"type", "RLIMIT_NOFILE"}, {"hard", 4096}, {"soft", 4096}},
-                   json::object{{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}}}},
       {"noNewPrivileges", true},
   };
+  // runc cannot prlimit a process in a user namespace it joined (EPERM), so the limits
+  // are the agent's own job there (--max-open-files; it drops core dumps itself).
+  if (p.userns_path.empty()) {
+    process["rlimits"] =
+        json::array{json::object{{"type", "RLIMIT_NOFILE"}, {"hard", 4096}, {"soft", 4096}},
+                    json::object{{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}}};
+  }
   json::array mounts = BaseMounts();
   mounts.push_back(
       Mount(kWorkspace, "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=755", "uid=1000", "gid=1000"}));
@@ -97,8 +112,6 @@ std::string BuildOciConfig(const OciParams& p) {
       Mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777", "size=67108864"}));
   mounts.push_back(
       Mount(kAgentMountPoint, "bind", p.agent_dir, {"rbind", "ro", "nosuid", "nodev"}));
-  mounts.push_back(
-      Mount(kRunMountPoint, "bind", p.run_dir, {"rbind", "rw", "nosuid", "nodev", "noexec"}));
 
   int64_t period = 100000;
   int64_t quota = static_cast<int64_t>(r.cpu_millicores()) * period / 1000;
@@ -116,9 +129,13 @@ std::string BuildOciConfig(const OciParams& p) {
   };
   json::object linux_section = {
       {"resources", resources},           {"cgroupsPath", p.cgroups_path},
-      {"namespaces", Namespaces()},       {"maskedPaths", MaskedPaths()},
-      {"readonlyPaths", ReadonlyPaths()}, {"seccomp", SeccompProfile()},
+      {"namespaces", Namespaces(p.uid_base != 0, p.userns_path)}, {"maskedPaths", MaskedPaths()},
+      {"readonlyPaths", ReadonlyPaths()},           {"seccomp", SeccompProfile()},
   };
+  if (p.uid_base != 0) {
+    linux_section["uidMappings"] = IdMapping(p.uid_base);
+    linux_section["gidMappings"] = IdMapping(p.uid_base);
+  }
   json::object config = {
       {"ociVersion", "1.0.2"},
       {"process", process},
@@ -137,7 +154,7 @@ std::string BuildBareOciConfig(const std::string& rootfs, const std::vector<std:
                           {"args", jargs},     {"env", Strings({"PATH=/usr/bin:/bin"})},
                           {"cwd", "/"},        {"noNewPrivileges", true}};
   json::object linux_section = {
-      {"namespaces", Namespaces()},
+      {"namespaces", Namespaces(false)},
       {"resources", {{"devices", json::array{json::object{{"allow", false}, {"access", "rwm"}}}}}},
       {"maskedPaths", MaskedPaths()},
       {"readonlyPaths", ReadonlyPaths()}};

@@ -16,13 +16,19 @@ inline constexpr int kSandboxUid = 1000;
 inline constexpr int kSandboxGid = 1000;
 // Paths inside the container (the image must have them as directories).
 inline constexpr const char* kAgentMountPoint = "/.sinew/agent";
-inline constexpr const char* kRunMountPoint = "/.sinew/run";
+inline constexpr const char* kRunMountPoint = "/.sinew/run";  // images keep it; nothing is mounted there now
+// Descriptors the agent inherits (runc --preserve-fds 2): its bound, not yet listening
+// socket, and a pipe holding its secret.
+inline constexpr int kAgentListenFd = 3;
+inline constexpr int kAgentSecretFd = 4;
 inline constexpr const char* kWorkspace = "/workspace";
 
 struct OciParams {
   std::string rootfs;                   // absolute path of the image's rootfs
   std::string agent_dir;                // host directory with the agent and its libraries
-  std::string run_dir;                  // host directory for the agent's socket
+  std::string sandbox_id;               // passed to the agent (bound into its proofs)
+  uint32_t uid_base = 0;                // first host uid of its user namespace; 0: none
+  std::string userns_path;              // join this user namespace (UsernsHolder); empty: runc makes it
   std::string cgroups_path;             // e.g. /sinew/sb-123
   v1::Resources resources;              // with defaults filled in
   bool memory_swap_accounting = false;  // cgroup v1 memsw files exist: also cap swap

@@ -17,8 +17,26 @@ namespace sinew::sandbox {
 
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                  std::chrono::milliseconds timeout,
-                                 const std::string& output_file) {
+                                 const std::string& output_file,
+                                 const std::vector<int>& pass_fds) {
   if (argv.empty()) return Status::InvalidArgument("RunProcess: empty argv");
+  // Copies above the target numbers, so that dup2 never meets an fd already in place
+  // (which would keep its close-on-exec flag).
+  std::vector<int> copies;
+  for (int fd : pass_fds) {
+    int c = fcntl(fd, F_DUPFD_CLOEXEC, 3 + static_cast<int>(pass_fds.size()));
+    if (c < 0) {
+      for (int o : copies) close(o);
+      return Status::IOError(std::string("dup: ") + std::strerror(errno));
+    }
+    copies.push_back(c);
+  }
+  struct CloseCopies {
+    std::vector<int>& fds;
+    ~CloseCopies() {
+      for (int fd : fds) close(fd);
+    }
+  } close_copies{copies};
   int pipe_fds[2] = {-1, -1};
   int out_fd = -1;
   if (output_file.empty()) {
@@ -34,6 +52,9 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, out_fd, 2);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    posix_spawn_file_actions_adddup2(&actions, copies[i], 3 + static_cast<int>(i));
+  }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;

@@ -5,8 +5,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-#include <random>
 
+#include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager_impl.h"
 
@@ -20,14 +20,8 @@ int64_t NowUnixMs() {
 
 namespace {
 
-std::string NewId() {
-  static std::mutex mu;
-  static std::mt19937_64 rng(std::random_device{}());
-  std::lock_guard<std::mutex> lock(mu);
-  char buf[32];
-  snprintf(buf, sizeof(buf), "sb-%016llx", static_cast<unsigned long long>(rng()));
-  return buf;
-}
+// 128 random bits from OpenSSL's generator: unguessable from any number of earlier ids.
+std::string NewId() { return "sb-" + RandomHex(16); }
 
 }  // namespace
 
@@ -210,6 +204,8 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Re
   e->oom_base = OomKills(config_.cgroup_parent, id);
   e->info.set_id(id);
   e->info.set_endpoint(c.endpoint);
+  e->info.set_agent_secret(c.secret);
+  e->info.set_host_uid(c.host_uid);
   *e->info.mutable_resources() = r;
   e->info.set_state(v1::SANDBOX_STATE_READY);
   e->info.set_created_unix_ms(NowUnixMs());

@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-output-bytes", config.max_output_bytes, "tool output cap inside sandboxes")
       ->check(CLI::Range(64u, 16u << 20))
       ->capture_default_str();
+  app.add_option("--userns-uid-base", config.userns_uid_base,
+                 "first host uid of the sandboxes' user-namespace ranges (65536 ids each); 0: no "
+                 "user namespaces")
+      ->capture_default_str();
   uint64_t mem = config.defaults.memory_limit_bytes(), ws = config.defaults.workspace_bytes();
   uint32_t cpu = config.defaults.cpu_millicores(), pids = config.defaults.pids_limit(),
            life = config.defaults.lifetime_seconds();

@@ -6,6 +6,13 @@
 // the sandbox could not be reached or broke (kUnavailable, kDeadlineExceeded, ...):
 // ask the provisioner how it ended (ProvisionerClient::Get) and treat it as lost.
 //
+// The channel (docs/sandbox.md, "The agent channel"): a "unix://PATH" endpoint is opened
+// without following any symbolic link (openat2 RESOLVE_NO_SYMLINKS), the peer's uid is
+// checked against `expected_uid` (SO_PEERCRED), and with a `secret` every call carries it
+// and checks the agent's proof for `sandbox_id`: a client never talks to a sandbox other
+// than the one it asked for (kPermissionDenied). A broken connection is dialled afresh
+// on the next call.
+//
 // Thread-safety: all methods may be called concurrently from several threads.
 #pragma once
 
@@ -27,6 +34,13 @@ struct SandboxClientOptions {
   std::chrono::milliseconds call_timeout{std::chrono::minutes(10)};
   // How long Connect waits for the agent to answer. Default: 5 s
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
+  // The sandbox this client must reach (SandboxInfo.id and .agent_secret). With an empty
+  // secret nothing is authenticated (agents run on a host by tests). Default: empty
+  std::string sandbox_id;
+  std::string secret;
+  // SandboxInfo.host_uid: the peer of a unix endpoint must run as this host uid.
+  // 0: not checked. Default: 0
+  uint32_t expected_uid = 0;
 };
 
 class SandboxClient {
@@ -38,15 +52,24 @@ class SandboxClient {
   [[nodiscard]] static Result<std::unique_ptr<SandboxClient>> Connect(
       std::string endpoint, SandboxClientOptions options = {});
 
-  // Runs tool `name` with its JSON input and returns the result.
+  // Connects to the sandbox `info` describes (Provision's or Get's answer): its endpoint,
+  // with sandbox_id, secret and expected_uid taken from it.
+  [[nodiscard]] static Result<std::unique_ptr<SandboxClient>> ConnectTo(
+      const v1::SandboxInfo& info, SandboxClientOptions options = {});
+
+  // Runs tool `name` with its JSON input and returns the result. With a `call_id` the
+  // call runs exactly once while the sandbox lives: repeating it (after a lost
+  // connection, from another process) returns the first run's result (`replayed`).
   [[nodiscard]] virtual Result<v1::ExecuteResult> Execute(std::string_view name,
-                                                          std::string_view input_json) = 0;
+                                                          std::string_view input_json,
+                                                          std::string_view call_id = {}) = 0;
 
   // Like Execute, and calls `on_output(is_stderr, bytes)` for each chunk of output as it
   // comes (bash only). The callback runs on the calling thread.
   using OutputCallback = std::function<void(bool is_stderr, std::string_view bytes)>;
   [[nodiscard]] virtual Result<v1::ExecuteResult> ExecuteStream(
-      std::string_view name, std::string_view input_json, const OutputCallback& on_output) = 0;
+      std::string_view name, std::string_view input_json, const OutputCallback& on_output,
+      std::string_view call_id = {}) = 0;
 
   // The tools this sandbox serves, with descriptions, JSON schemas and idempotent flags.
   [[nodiscard]] virtual Result<std::vector<v1::ToolSpec>> ListTools() = 0;
