@@ -224,7 +224,7 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
 Status SessionDriver::ReleaseSandbox(const std::string& reason) {
   if (state_.sandbox_id.empty()) return Status::Ok();
   const std::string id = state_.sandbox_id;
-  Status destroyed = deps_.sandboxes->Destroy(id, state_.sandbox_endpoint);
+  Status destroyed = deps_.sandboxes->Destroy(id);
   v1::Event ev;
   ev.mutable_sandbox_released()->set_sandbox_id(id);
   ev.mutable_sandbox_released()->set_reason(destroyed.ok() ? reason : reason + " (destroy failed: " +
@@ -371,7 +371,9 @@ Status SessionDriver::RunPendingTools() {
       SINEW_RETURN_IF_ERROR(Append(std::move(events)));
       continue;
     }
-    SINEW_RETURN_IF_ERROR(ExecuteCall(spec, state_.started.count(spec.call_id()) > 0));
+    // The sandbox's call id: unique in the session even when a model reuses its ids.
+    SINEW_RETURN_IF_ERROR(ExecuteCall(spec, state_.started.count(spec.call_id()) > 0,
+                                      response.request_id() + "/" + spec.call_id()));
   }
   return Status::Ok();
 }

@@ -49,7 +49,9 @@ class SessionDriver {
   // Appends queued user messages; returns true when a cancel was requested.
   [[nodiscard]] Result<bool> DrainInbox();
   [[nodiscard]] Status RunPendingTools();
-  [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before);
+  // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
+  [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
+                                   const std::string& sandbox_call_id);
   [[nodiscard]] Status CallModel();
   [[nodiscard]] Status ReleaseSandbox(const std::string& reason);
   bool CancelRequested();

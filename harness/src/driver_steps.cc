@@ -20,7 +20,8 @@ int64_t MsSince(Clock::time_point t0) {
 
 }  // namespace
 
-Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before) {
+Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
+                                  const std::string& sandbox_call_id) {
   v1::Event call;
   auto* tc = call.mutable_tool_call();
   tc->set_call_id(spec.call_id());
@@ -43,8 +44,11 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
   }
   const bool idempotent = CallIsIdempotent(*info, spec.input_json());
   tc->set_idempotent(idempotent);
-  if (started_before && !idempotent) {
-    // It may or may not have taken effect: never run it again behind the model's back.
+  if (started_before && !idempotent &&
+      !(info->needs_sandbox && !state_.sandbox_id.empty())) {
+    // It may or may not have taken effect, and nothing can tell: never run it again behind
+    // the model's back. (A call in a sandbox that still lives is asked for below: the
+    // sandbox ran it exactly once and kept its result.)
     v1::Event ev;
     auto* r = ev.mutable_tool_result();
     r->set_call_id(spec.call_id());
@@ -88,9 +92,28 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     // interrupted), exactly as after a crash.
     if (deps_.stopping->load() || fenced_) return Status::Ok();
   } else {
-    auto r = deps_.sandboxes->Execute(state_.sandbox_endpoint, spec.name(), spec.input_json());
+    // The same call id as before a crash: the sandbox answers with the result of the run
+    // that is already under way or done, and never runs it twice.
+    auto r = deps_.sandboxes->Execute(state_.sandbox_id, sandbox_call_id, spec.name(), spec.input_json());
     if (r.ok()) {
       outcome = std::move(r).value();
+    } else if (started_before && !idempotent) {
+      // The sandbox is gone with the call's result: it may or may not have taken effect.
+      auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
+      v1::Event lost;
+      lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
+      lost.mutable_sandbox_lost()->set_outcome(how);
+      lost.mutable_sandbox_lost()->set_detail(detail.empty() ? r.status().message() : detail);
+      (void)deps_.sandboxes->Destroy(state_.sandbox_id);
+      v1::Event ev;
+      auto* res = ev.mutable_tool_result();
+      res->set_call_id(spec.call_id());
+      res->set_interrupted(true);
+      res->set_is_error(true);
+      res->set_output("interrupted: the harness stopped while this call ran and its sandbox is gone; it "
+                      "may or may not have taken effect");
+      deps_.metrics->Add("sinew_harness_tool_calls_interrupted_total", "tool=\"" + spec.name() + "\"");
+      return Append({std::move(lost), std::move(ev)});
     } else {
       auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
       v1::Event lost;
@@ -98,7 +121,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
       lost.mutable_sandbox_lost()->set_outcome(how);
       lost.mutable_sandbox_lost()->set_detail(detail.empty() ? r.status().message() : detail);
       after.push_back(std::move(lost));
-      (void)deps_.sandboxes->Destroy(state_.sandbox_id, state_.sandbox_endpoint);
+      (void)deps_.sandboxes->Destroy(state_.sandbox_id);
       deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
       outcome.is_error = true;
       outcome.output = "the sandbox was lost (" + how + (detail.empty() ? "" : ": " + detail) +

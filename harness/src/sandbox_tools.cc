@@ -72,12 +72,12 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return p;
   }
 
-  Result<ToolOutcome> Execute(const std::string& endpoint, const std::string& name,
-                              const std::string& input_json) override {
-    SINEW_ASSIGN_OR_RETURN(sandbox::SandboxClient * client, ClientFor(endpoint));
-    auto result = client->Execute(name, input_json);
+  Result<ToolOutcome> Execute(const std::string& sandbox_id, const std::string& call_id,
+                              const std::string& name, const std::string& input_json) override {
+    SINEW_ASSIGN_OR_RETURN(sandbox::SandboxClient * client, ClientFor(sandbox_id));
+    auto result = client->Execute(name, input_json, call_id);
     if (!result.ok()) {
-      Forget(endpoint);
+      Forget(sandbox_id);
       return result.status();
     }
     ToolOutcome o;
@@ -101,8 +101,8 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return {OutcomeName(info->outcome()), info->outcome_detail()};
   }
 
-  Status Destroy(const std::string& id, const std::string& endpoint) override {
-    Forget(endpoint);
+  Status Destroy(const std::string& id) override {
+    Forget(id);
     if (!provisioner_) return Status::Ok();
     auto info = provisioner_->Destroy(id);
     if (!info.ok() && info.status().code() != StatusCode::kNotFound) return info.status();
@@ -118,19 +118,28 @@ class GrpcSandboxBackend final : public SandboxBackend {
   }
 
  private:
-  Result<sandbox::SandboxClient*> ClientFor(const std::string& endpoint) {
+  // A client for the sandbox with this id: its endpoint, secret and uid come from the
+  // provisioner (a harness that took a session over has only the id from the log).
+  Result<sandbox::SandboxClient*> ClientFor(const std::string& sandbox_id) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = clients_.find(sandbox_id);
+      if (it != clients_.end()) return it->second.get();
+    }
+    if (!provisioner_) return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
+    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->Get(sandbox_id));
+    if (info.state() == v1::SANDBOX_STATE_ENDED) {
+      return Status::Unavailable("sandbox " + sandbox_id + " has ended");
+    }
+    SINEW_ASSIGN_OR_RETURN(auto client, sandbox::SandboxClient::ConnectTo(info));
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = clients_.find(endpoint);
-    if (it != clients_.end()) return it->second.get();
-    sandbox::SandboxClientOptions options;
-    SINEW_ASSIGN_OR_RETURN(auto client, sandbox::SandboxClient::Connect(endpoint, options));
     auto* raw = client.get();
-    clients_[endpoint] = std::move(client);
+    clients_[sandbox_id] = std::move(client);
     return raw;
   }
-  void Forget(const std::string& endpoint) {
+  void Forget(const std::string& sandbox_id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    clients_.erase(endpoint);
+    clients_.erase(sandbox_id);
   }
 
   const std::string address_;

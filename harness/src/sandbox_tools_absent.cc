@@ -9,13 +9,14 @@ class AbsentBackend final : public SandboxBackend {
   Result<Provisioned> Provision(const std::string&, const std::string&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");
   }
-  Result<ToolOutcome> Execute(const std::string&, const std::string&, const std::string&) override {
+  Result<ToolOutcome> Execute(const std::string&, const std::string&, const std::string&,
+                              const std::string&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");
   }
   std::pair<std::string, std::string> HowItEnded(const std::string&) override {
     return {"crashed", "no sandbox client"};
   }
-  Status Destroy(const std::string&, const std::string&) override { return Status::Ok(); }
+  Status Destroy(const std::string&) override { return Status::Ok(); }
   Status Health() override { return Status::Unimplemented("built without the sandbox client"); }
   bool configured() const override { return false; }
 };

@@ -76,14 +76,18 @@ class SandboxBackend {
   // `spec_json`: the task's "sandbox" object (may be empty).
   [[nodiscard]] virtual Result<Provisioned> Provision(const std::string& spec_json,
                                                       const std::string& label) = 0;
-  // A tool result (tool errors included), or an error when the sandbox is unreachable
-  // or broke: the caller treats it as lost.
-  [[nodiscard]] virtual Result<ToolOutcome> Execute(const std::string& endpoint,
+  // Runs tool call `call_id` in sandbox `sandbox_id` (reached through the provisioner's
+  // answer for that id, never an address from elsewhere, and authenticated on every call).
+  // The sandbox runs a call id exactly once: asking again after a crash returns the
+  // first run's result. A tool result (tool errors included), or an error when the
+  // sandbox is unreachable or broke: the caller treats it as lost.
+  [[nodiscard]] virtual Result<ToolOutcome> Execute(const std::string& sandbox_id,
+                                                    const std::string& call_id,
                                                     const std::string& name,
                                                     const std::string& input_json) = 0;
   // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited"), detail}.
   virtual std::pair<std::string, std::string> HowItEnded(const std::string& id) = 0;
-  [[nodiscard]] virtual Status Destroy(const std::string& id, const std::string& endpoint) = 0;
+  [[nodiscard]] virtual Status Destroy(const std::string& id) = 0;
   [[nodiscard]] virtual Status Health() = 0;
   virtual bool configured() const = 0;
 };

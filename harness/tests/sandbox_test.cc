@@ -94,7 +94,7 @@ TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {
   ASSERT_TRUE(prov.ok());
   auto box = (*prov)->Provision(v1::Resources(), "catalog-check");
   ASSERT_TRUE(box.ok()) << box.status().ToString();
-  auto client = sandbox::SandboxClient::Connect(box->endpoint());
+  auto client = sandbox::SandboxClient::ConnectTo(*box);
   ASSERT_TRUE(client.ok());
   auto specs = (*client)->ListTools();
   ASSERT_TRUE(specs.ok());
@@ -155,6 +155,48 @@ TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   EXPECT_NE(boxes[1].at("sandbox_id").as_string(), box);
   EXPECT_NE(std::string(results[2].at("output").as_string()).find("No such file"), std::string::npos);
   EXPECT_NE(std::string(results[2].at("output").as_string()).find("fresh"), std::string::npos);
+}
+
+// Exactly-once tool calls across a harness crash: the harness dies while a long,
+// non-idempotent command runs; the sandbox finishes it anyway, and the harness that takes
+// the session over asks the sandbox for that call and records its real result: no
+// "interrupted", no second run.
+TEST_F(SandboxTest, AHarnessKilledDuringALongCommandIsFollowedByOneThatGetsItsRealResult) {
+  const std::string script = WriteFile(dir_.Sub("long.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo a >> log; sleep 3; echo b >> log; cat log"}}]},
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "cat log"}}]},
+    {"text": "done"}]})");
+  const std::string config = Config(script, R"(, "lease_ttl_ms": 600, "scan_interval_ms": 200)");
+  std::string id;
+  {
+    HarnessProcess first(dir_.Sub("h1.json"), config);
+    ASSERT_FALSE(first.address.empty());
+    auto r = Api("POST", first.url() + "/v1/sessions", kKey, R"({"prompt": "append twice"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    id = std::string(r.json.at("session").at("id").as_string());
+    bool running = false;
+    for (int i = 0; i < 600 && !running; ++i) {
+      running = !Of(AllEvents(first.url(), kKey, id), "tool_call").empty();
+      if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_TRUE(running);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // "a" is written, "b" is not
+    first.proc->Signal(SIGKILL);
+    first.proc->Wait();
+  }
+  HarnessProcess second(dir_.Sub("h2.json"), config);
+  ASSERT_FALSE(second.address.empty());
+  ASSERT_EQ(WaitForStatus(second.url(), kKey, id, "completed,failed", 180), "completed");
+  auto events = AllEvents(second.url(), kKey, id);
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[0].contains("interrupted")) << json::serialize(results[0]);
+  EXPECT_FALSE(results[0].contains("is_error")) << json::serialize(results[0]);
+  EXPECT_EQ(results[0].at("output").as_string(), "a\nb\n");
+  EXPECT_EQ(results[1].at("output").as_string(), "a\nb\n");  // it ran exactly once
+  EXPECT_EQ(Of(events, "tool_call").size(), 2u);
+  EXPECT_EQ(Of(events, "sandbox_provisioned").size(), 1u);
+  EXPECT_TRUE(Of(events, "sandbox_lost").empty());
 }
 
 TEST_F(SandboxTest, NoSecretIsAnywhereASandboxedProgramCanLook) {
