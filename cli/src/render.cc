@@ -74,6 +74,7 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
       std::string d = Paint("model <-", kCyan, c) + "         ";
       if (!r.text().empty()) d += "\"" + OneLine(r.text(), o.full ? 100000 : 80) + "\" ";
       for (const auto& t : r.tool_calls()) d += "=> " + t.name() + "(" + t.call_id() + ") ";
+      if (!r.reasoning().empty()) d += Paint("(reasoning: " + std::to_string(r.reasoning().size()) + " bytes) ", kDim, c);
       d += Paint("[" + r.stop_reason() + ", " + std::to_string(r.usage().prompt_tokens()) +
                      " in / " + std::to_string(r.usage().completion_tokens()) + " out, " +
                      Seconds(r.latency_ms()) + "]",
@@ -117,9 +118,13 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
              " -> " + store::SessionStatusName(s.to()) +
              (s.reason().empty() ? "" : " (" + OneLine(s.reason(), 80) + ")");
     }
-    case v1::Event::kError:
-      return Paint("error", kRed, c) + "            " + ev.error().code() + ": " +
-             OneLine(ev.error().message(), 100) + (ev.error().retryable() ? " (retryable)" : "");
+    case v1::Event::kError: {
+      // The message is shown whole (it holds a model server's own words, up to 2 KB).
+      const auto& e = ev.error();
+      return Paint("error", kRed, c) + "            " + e.code() +
+             (e.http_status() != 0 ? " [HTTP " + std::to_string(e.http_status()) + "]" : "") +
+             (e.retryable() ? " (retryable)" : "") + Body(e.message(), o);
+    }
     case v1::Event::kAnnotation:
       return Paint("note", kDim, c) + "             " + ev.annotation().author() + ": " +
              OneLine(ev.annotation().text(), 100);

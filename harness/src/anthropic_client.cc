@@ -1,4 +1,5 @@
-// Anthropic Messages API (POST {base_url}/messages, stream: true, tool_use blocks).
+// Anthropic Messages API (POST {base_url}/messages, tool_use blocks), streamed
+// (server-sent events) or whole, per ModelEndpointConfig::stream.
 #include <boost/json.hpp>
 #include <chrono>
 #include <map>
@@ -12,6 +13,8 @@ namespace {
 
 namespace json = boost::json;
 
+constexpr size_t kMaxErrorBody = 16384;
+
 json::value ParsedOrEmptyObject(const std::string& text) {
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
@@ -19,6 +22,14 @@ json::value ParsedOrEmptyObject(const std::string& text) {
   return v;
 }
 
+void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> blocks, ModelReply* reply) {
+  for (auto& [index, tc] : blocks) {
+    if (tc.input_json.empty()) tc.input_json = "{}";
+    if (tc.id.empty()) tc.id = "toolu_" + std::to_string(call.turn) + "_" + std::to_string(index);
+    reply->tool_calls.push_back(std::move(tc));
+  }
+  if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
+}
 
 
 class AnthropicClient final : public ModelClient {
@@ -27,9 +38,12 @@ class AnthropicClient final : public ModelClient {
       : config_(std::move(config)), api_key_(std::move(api_key)) {}
 
   Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
-    const std::string body = json::serialize(RequestBody(call));
-    return RunWithRetries(config_, call, [&](ModelReply* reply) -> Result<HttpResponse> {
-      return Attempt(call, body, on_token, reply);
+    const json::object base = RequestBody(call);
+    return RunWithRetries(config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Result<HttpResponse> {
+      json::object body = base;
+      body["stream"] = stream;
+      HttpRequest req = Request(call, json::serialize(body), stream);
+      return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
     });
   }
 
@@ -67,8 +81,7 @@ class AnthropicClient final : public ModelClient {
     }
     json::object body{{"model", call.model},
                       {"max_tokens", call.max_output_tokens},
-                      {"messages", std::move(messages)},
-                      {"stream", true}};
+                      {"messages", std::move(messages)}};
     if (!call.system.empty()) body["system"] = call.system;
     if (!call.tools.empty()) {
       json::array tools;
@@ -82,17 +95,76 @@ class AnthropicClient final : public ModelClient {
     return body;
   }
 
-  Result<HttpResponse> Attempt(const ModelCall& call, const std::string& body,
-                               const TokenCallback& on_token, ModelReply* reply) {
+  HttpRequest Request(const ModelCall& call, std::string body, bool stream) const {
     HttpRequest req;
     req.method = "POST";
     req.url = config_.base_url + "/messages";
-    req.headers = {"Content-Type: application/json", "Accept: text/event-stream",
+    req.headers = {"Content-Type: application/json",
+                   stream ? "Accept: text/event-stream" : "Accept: application/json",
                    "anthropic-version: 2023-06-01"};
     if (!api_key_.empty()) req.headers.push_back("x-api-key: " + api_key_);
-    req.body = body;
+    req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
     req.cancelled = call.cancelled;
+    return req;
+  }
+
+  // One whole message: {"content":[{"type":"text"|"thinking"|"tool_use",...}],
+  // "stop_reason", "usage"}.
+  Result<HttpResponse> WholeAttempt(const ModelCall& call, const HttpRequest& req,
+                                    const TokenCallback& on_token, ModelReply* reply) {
+    auto response = PerformHttp(req);
+    if (!response.ok()) return response;
+    if (response->status < 200 || response->status >= 300) {
+      if (response->body.size() > kMaxErrorBody) response->body.resize(kMaxErrorBody);
+      return response;
+    }
+    boost::system::error_code ec;
+    json::value v = json::parse(response->body, ec);
+    if (ec || !v.is_object()) {
+      return Status::Corruption("model server sent a reply that is not a JSON object: " +
+                                response->body.substr(0, 200));
+    }
+    const auto& o = v.as_object();
+    if (StringField(o, "type") == "error") {
+      response->status = 500;
+      response->body.resize(std::min(response->body.size(), kMaxErrorBody));
+      return response;
+    }
+    if (const auto* u = o.if_contains("usage"); u != nullptr && u->is_object()) {
+      reply->prompt_tokens = UintField(u->as_object(), "input_tokens");
+      reply->cached_prompt_tokens = UintField(u->as_object(), "cache_read_input_tokens");
+      reply->completion_tokens = UintField(u->as_object(), "output_tokens");
+    }
+    reply->stop_reason = StringField(o, "stop_reason");
+    std::map<uint64_t, ModelToolCall> blocks;
+    if (const auto* content = o.if_contains("content"); content != nullptr && content->is_array()) {
+      uint64_t index = 0;
+      for (const auto& bv : content->as_array()) {
+        if (!bv.is_object()) continue;
+        const auto& b = bv.as_object();
+        const std::string type = StringField(b, "type");
+        if (type == "text") reply->text += StringField(b, "text");
+        if (type == "thinking") reply->reasoning += StringField(b, "thinking");
+        if (type == "tool_use") {
+          ModelToolCall& tc = blocks[index];
+          tc.id = StringField(b, "id");
+          tc.name = StringField(b, "name");
+          if (const auto* in = b.if_contains("input"); in != nullptr && in->is_object()) {
+            tc.input_json = json::serialize(*in);
+          }
+        }
+        ++index;
+      }
+    }
+    if (!reply->text.empty() && on_token) on_token(reply->text);
+    FinishReply(call, std::move(blocks), reply);
+    response->body.clear();
+    return response;
+  }
+
+  Result<HttpResponse> StreamedAttempt(const ModelCall& call, const HttpRequest& req,
+                                       const TokenCallback& on_token, ModelReply* reply) {
     const auto start = std::chrono::steady_clock::now();
     std::map<uint64_t, ModelToolCall> tool_blocks;
     std::string error_body;
@@ -144,6 +216,9 @@ class AnthropicClient final : public ModelClient {
             reply->text += text;
             if (on_token) on_token(text);
           }
+        } else if (dtype == "thinking_delta") {
+          mark_first();
+          reply->reasoning += StringField(delta, "thinking");
         } else if (dtype == "input_json_delta") {
           tool_blocks[UintField(o, "index")].input_json += StringField(delta, "partial_json");
         }
@@ -167,7 +242,7 @@ class AnthropicClient final : public ModelClient {
       return true;
     });
     auto response = PerformHttp(req, [&](std::string_view chunk) {
-      if (error_body.size() < 4096) error_body.append(chunk.substr(0, 4096 - error_body.size()));
+      if (error_body.size() < kMaxErrorBody) error_body.append(chunk.substr(0, kMaxErrorBody - error_body.size()));
       return parser.Feed(chunk);
     });
     if (!response.ok()) {
@@ -188,17 +263,13 @@ class AnthropicClient final : public ModelClient {
     }
     parser.Feed("\n\n");
     if (!stream_error.ok()) return stream_error;
-    for (auto& [index, tc] : tool_blocks) {
-      if (tc.input_json.empty()) tc.input_json = "{}";
-      if (tc.id.empty()) tc.id = "toolu_" + std::to_string(call.turn) + "_" + std::to_string(index);
-      reply->tool_calls.push_back(std::move(tc));
-    }
-    if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
+    FinishReply(call, std::move(tool_blocks), reply);
     return response;
   }
 
   const ModelEndpointConfig config_;
   const std::string api_key_;
+  StreamMemory memory_;
 };
 
 }  // namespace

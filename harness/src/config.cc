@@ -26,7 +26,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
       "kind,base_url,model,api_key_secret,script,context_tokens,max_output_tokens,"
-      "timeout_seconds,max_retries,backoff_ms,tools",
+      "timeout_seconds,max_retries,backoff_ms,tools,stream",
       where));
   SINEW_RETURN_IF_ERROR(ReadString(o, "kind", where, &m->kind));
   SINEW_RETURN_IF_ERROR(ReadString(o, "base_url", where, &m->base_url));
@@ -40,6 +40,10 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_retries", where, &m->max_retries));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "backoff_ms", where, &m->backoff_ms));
   SINEW_RETURN_IF_ERROR(ReadBool(o, "tools", where, &m->tools));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "stream", where, &m->stream));
+  if (m->stream != "auto" && m->stream != "on" && m->stream != "off") {
+    return Status::InvalidArgument(where + ".stream must be \"auto\", \"on\" or \"off\"");
+  }
   if (m->kind != "openai" && m->kind != "anthropic" && m->kind != "scripted") {
     return Status::InvalidArgument(where + ".kind must be \"openai\", \"anthropic\" or \"scripted\"");
   }

@@ -233,13 +233,15 @@ Status SessionDriver::ReleaseSandbox(const std::string& reason) {
 }
 
 Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
-                             const std::string& error_code) {
+                             const std::string& error_code, int32_t http_status, bool retryable) {
   SINEW_RETURN_IF_ERROR(ReleaseSandbox("session " + store::SessionStatusName(to)));
   std::vector<v1::Event> events;
   if (!error_code.empty()) {
     v1::Event ev;
     ev.mutable_error()->set_code(error_code);
     ev.mutable_error()->set_message(reason);
+    ev.mutable_error()->set_http_status(http_status);
+    ev.mutable_error()->set_retryable(retryable);
     events.push_back(std::move(ev));
   }
   events.push_back(StatusEvent(state_.status, to, reason));

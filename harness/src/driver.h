@@ -43,9 +43,11 @@ class SessionDriver {
   [[nodiscard]] Status LoadLog();
   [[nodiscard]] Status Append(std::vector<v1::Event> events);
   [[nodiscard]] Status AppendOne(v1::Event event) { return Append({std::move(event)}); }
-  // Appends an error event (when code is set), releases the sandbox, writes the status.
+  // Appends an error event (when code is set; with a model server's HTTP status and
+  // whether retrying later may help), releases the sandbox, writes the status.
   [[nodiscard]] Status Finish(v1::SessionStatus to, const std::string& reason,
-                              const std::string& error_code = "");
+                              const std::string& error_code = "", int32_t http_status = 0,
+                              bool retryable = false);
   // Appends queued user messages; returns true when a cancel was requested.
   [[nodiscard]] Result<bool> DrainInbox();
   [[nodiscard]] Status RunPendingTools();

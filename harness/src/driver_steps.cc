@@ -157,6 +157,8 @@ Status SessionDriver::CallModel() {
   call.turn = state_.turns;
   call.session_id = id_;
   call.cancelled = &abort_;
+  ModelFailure failure;
+  call.failure = &failure;
   const uint64_t left = task_.max_output_tokens - state_.output_tokens;
   call.max_output_tokens = static_cast<uint32_t>(std::min<uint64_t>(mc.max_output_tokens, left));
   uint64_t tools_tokens = call.system.size() / 4;
@@ -198,7 +200,8 @@ Status SessionDriver::CallModel() {
     if (reply.status().code() == StatusCode::kCancelled || fenced_ || deps_.stopping->load()) {
       return Status::Ok();  // the loop sees the cancel, the stop or the lost lease
     }
-    return Finish(v1::SESSION_STATUS_FAILED, "model call failed: " + reply.status().ToString(), "model_error");
+    return Finish(v1::SESSION_STATUS_FAILED, "model call failed: " + reply.status().ToString(), "model_error",
+                  static_cast<int32_t>(failure.http_status), failure.retryable);
   }
   deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"ok\"");
   deps_.metrics->Add("sinew_harness_tokens_total", labels + ",kind=\"prompt\"", static_cast<double>(reply->prompt_tokens));
@@ -212,6 +215,7 @@ Status SessionDriver::CallModel() {
   r->set_request_id(request_id);
   r->set_model(task_.model);
   r->set_text(reply->text);
+  r->set_reasoning(reply->reasoning);
   for (const auto& tcall : reply->tool_calls) {
     auto* spec = r->add_tool_calls();
     spec->set_call_id(tcall.id);

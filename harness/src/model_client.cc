@@ -1,62 +1,270 @@
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cctype>
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 #include "model_clients.h"
 
 namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+constexpr long kMaxRetryAfterSeconds = 60;
+
+// Cuts `text` to at most `max` bytes on a UTF-8 boundary, marking the cut with "...".
+std::string Bounded(std::string text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+  return text + "...";
+}
+
+// The length of the longest end of `text` that is a proper beginning of `tag`.
+size_t PartialTagAtEnd(std::string_view text, std::string_view tag) {
+  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+bool IsBlank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+}
+
+// Sleeps `ms`, waking early when the call is cancelled.
+void SleepUnlessCancelled(uint32_t ms, const std::atomic<bool>* cancelled) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (cancelled != nullptr && cancelled->load()) return;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(50), until - std::chrono::steady_clock::now()));
+  }
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ModelClient>> MakeModelClient(const ModelEndpointConfig& config,
                                                      const std::string& api_key) {
+  if (config.stream != "auto" && config.stream != "on" && config.stream != "off") {
+    return Status::InvalidArgument("model stream mode must be auto, on or off, not '" + config.stream + "'");
+  }
   if (config.kind == "openai") return NewOpenAiClient(config, api_key);
   if (config.kind == "anthropic") return NewAnthropicClient(config, api_key);
   if (config.kind == "scripted") return NewScriptedModel(config);
   return Status::InvalidArgument("unknown model kind '" + config.kind + "'");
 }
 
+RetryPolicy RetryPolicyFor(long http_status, bool has_body) {
+  switch (http_status) {
+    case 408: case 429: case 502: case 503: case 504: case 529:
+      return RetryPolicy::kRetry;
+    case 500:
+      return has_body ? RetryPolicy::kOnce : RetryPolicy::kRetry;
+    default:
+      return RetryPolicy::kNever;
+  }
+}
+
+std::string ServerErrorMessage(std::string_view body) {
+  std::string message;
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    const auto& o = v.as_object();
+    if (const auto* e = o.if_contains("error")) {
+      if (e->is_string()) message = std::string(e->as_string());
+      if (e->is_object()) {
+        if (const auto* m = e->as_object().if_contains("message"); m && m->is_string()) {
+          message = std::string(m->as_string());
+        } else {
+          message = json::serialize(*e);
+        }
+      }
+    }
+    if (message.empty()) {
+      if (const auto* m = o.if_contains("message"); m && m->is_string()) message = std::string(m->as_string());
+    }
+  }
+  if (message.empty()) message = std::string(body);
+  while (!message.empty() && std::isspace(static_cast<unsigned char>(message.back()))) message.pop_back();
+  if (message.empty()) message = "(empty body)";
+  return Bounded(std::move(message), kMaxServerMessage);
+}
+
+bool IsStreamRefusal(long http_status, std::string_view server_message) {
+  if (http_status != 400 && http_status != 422 && http_status != 500 && http_status != 501) return false;
+  std::string lower(server_message);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("stream") != std::string::npos;
+}
+
+long RetryAfterSeconds(const HttpResponse& response) {
+  for (const auto& [name, value] : response.headers) {
+    if (name != "retry-after" || value.empty()) continue;
+    if (std::all_of(value.begin(), value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      return value.size() > 9 ? 999999999L : std::stol(value);
+    }
+    const time_t at = curl_getdate(value.c_str(), nullptr);
+    if (at < 0) return -1;
+    return std::max<long>(0, static_cast<long>(at - std::time(nullptr)));
+  }
+  return -1;
+}
+
+std::string ThinkSplitter::Feed(std::string_view piece, std::string* reasoning) {
+  std::string text = held_;
+  text.append(piece);
+  held_.clear();
+  std::string answer;
+  auto emit = [&](std::string_view out) {
+    if (in_think_) {
+      reasoning->append(out);
+      return;
+    }
+    if (trim_) {
+      while (!out.empty() && std::isspace(static_cast<unsigned char>(out.front()))) out.remove_prefix(1);
+      if (!out.empty()) trim_ = false;
+    }
+    answer.append(out);
+  };
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    // An opening tag counts only before any answer text: a model that mentions <think>
+    // later in its answer keeps it.
+    const bool looking = in_think_ || (IsBlank(answer) && !answered_);
+    if (!looking) {
+      emit(rest);
+      break;
+    }
+    const std::string_view tag = in_think_ ? kThinkClose : kThinkOpen;
+    const size_t at = rest.find(tag);
+    if (at == std::string_view::npos) {
+      const size_t partial = PartialTagAtEnd(rest, tag);
+      const std::string_view before = rest.substr(0, rest.size() - partial);
+      if (!in_think_ && !IsBlank(before)) {
+        emit(rest);  // answer text came first: no reasoning block follows
+        answered_ = true;
+        break;
+      }
+      emit(before);
+      held_ = std::string(rest.substr(rest.size() - partial));
+      break;
+    }
+    if (!in_think_ && !IsBlank(rest.substr(0, at))) {
+      emit(rest);
+      answered_ = true;
+      break;
+    }
+    emit(rest.substr(0, at));
+    in_think_ = !in_think_;
+    if (!in_think_) trim_ = true;
+    rest.remove_prefix(at + tag.size());
+  }
+  if (!IsBlank(answer)) answered_ = true;
+  return answer;
+}
+
+std::string ThinkSplitter::Finish(std::string* reasoning) {
+  std::string rest = std::move(held_);
+  held_.clear();
+  if (in_think_) {
+    reasoning->append(rest);
+    return "";
+  }
+  return rest;
+}
+
 Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const ModelCall& call,
-                                  const ModelAttempt& attempt) {
+                                  StreamMemory* memory, const ModelAttempt& attempt) {
   uint32_t backoff_ms = std::max<uint32_t>(config.backoff_ms, 1);
+  bool stream = config.stream == "on" || (config.stream == "auto" && !memory->refused.load());
+  bool retried_once = false;  // a 500 with a body was retried already
+  uint32_t retries = 0;
+  ModelFailure failure;
   Status last;
-  for (uint32_t n = 0; n <= config.max_retries; ++n) {
+  auto fail = [&](Status s) -> Status {
+    if (call.failure != nullptr) *call.failure = failure;
+    return s;
+  };
+  for (;;) {
     if (call.cancelled != nullptr && call.cancelled->load()) {
-      return Status::Cancelled("model call cancelled");
+      return fail(Status::Cancelled("model call cancelled"));
     }
     ModelReply reply;
-    auto response = attempt(&reply);
+    ++failure.attempts;
+    auto response = attempt(stream, &reply);
     uint32_t wait_ms = backoff_ms;
     if (response.ok()) {
       const long code = response->status;
       if (code >= 200 && code < 300) {
-        reply.attempts = n + 1;
+        reply.attempts = failure.attempts;
+        reply.streamed = stream;
         return reply;
       }
-      std::string body = response->body.substr(0, 500);
-      if (code != 429 && code < 500) {
-        return Status::InvalidArgument("model server refused the request: HTTP " +
-                                       std::to_string(code) + ": " + body);
-      }
-      last = Status::Unavailable("model server answered HTTP " + std::to_string(code) + ": " + body);
-      for (const auto& [name, value] : response->headers) {
-        if (name == "retry-after") {
-          char* end = nullptr;
-          const long seconds = std::strtol(value.c_str(), &end, 10);
-          if (end != value.c_str() && seconds >= 0 && seconds < 60) {
-            wait_ms = std::max<uint32_t>(wait_ms, static_cast<uint32_t>(seconds * 1000));
-          }
+      failure.http_status = code;
+      failure.server_message = ServerErrorMessage(response->body);
+      const std::string what = "HTTP " + std::to_string(code) + ": " + failure.server_message;
+      if (stream && IsStreamRefusal(code, failure.server_message)) {
+        if (config.stream == "auto") {
+          memory->refused = true;
+          std::call_once(memory->logged, [&] {
+            spdlog::warn("model {} at {}: the server refused streaming ({}); calling it without streaming from now on",
+                         config.model, config.base_url, what);
+          });
+          stream = false;
+          continue;  // the same call at once, not counted as a retry
         }
+        failure.retryable = false;
+        return fail(Status::InvalidArgument("model server refused streaming: " + what +
+                                            " (this model's stream is \"on\"; \"auto\" or \"off\" calls it without)"));
+      }
+      RetryPolicy policy = RetryPolicyFor(code, !response->body.empty());
+      if (policy == RetryPolicy::kOnce && retried_once) policy = RetryPolicy::kNever;
+      const std::string attempts = failure.attempts > 1 ? " (after " + std::to_string(failure.attempts) + " attempts)" : "";
+      if (policy == RetryPolicy::kNever) {
+        failure.retryable = false;
+        if (code < 500) return fail(Status::InvalidArgument("model server refused the request: " + what));
+        return fail(Status::Unavailable("model server failed the request" + attempts + ": " + what));
+      }
+      if (policy == RetryPolicy::kOnce) retried_once = true;
+      last = Status::Unavailable(what);
+      if (const long after = RetryAfterSeconds(*response); after >= 0) {
+        if (after > kMaxRetryAfterSeconds) {
+          failure.retryable = true;
+          return fail(Status::Unavailable("model server asks to retry after " + std::to_string(after) +
+                                          " s, longer than the harness waits" + attempts + ": " + what));
+        }
+        wait_ms = std::max<uint32_t>(wait_ms, static_cast<uint32_t>(after * 1000));
       }
     } else {
       const StatusCode code = response.status().code();
-      if (code == StatusCode::kCancelled || code == StatusCode::kCorruption) return response.status();
+      failure.http_status = 0;
+      failure.server_message = Bounded(response.status().message(), kMaxServerMessage);
+      if (code == StatusCode::kCancelled || code == StatusCode::kCorruption) {
+        failure.retryable = false;
+        return fail(response.status());
+      }
       last = response.status();
     }
-    if (n == config.max_retries) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    failure.retryable = true;
+    if (retries >= config.max_retries) break;
+    ++retries;
+    SleepUnlessCancelled(wait_ms, call.cancelled);
     backoff_ms = std::min<uint32_t>(backoff_ms * 2, 30000);
   }
-  if (last.code() == StatusCode::kDeadlineExceeded) return last;
-  return Status::Unavailable("model call failed after " + std::to_string(config.max_retries + 1) +
-                             " attempts: " + last.message());
+  const std::string summary =
+      "model call failed after " + std::to_string(failure.attempts) + " attempts: " + last.message();
+  if (last.code() == StatusCode::kDeadlineExceeded) return fail(Status::DeadlineExceeded(summary));
+  return fail(Status::Unavailable(summary));
 }
 
 }  // namespace sinew::harness

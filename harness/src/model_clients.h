@@ -1,8 +1,14 @@
-// The ModelClient implementations and the retry loop they share (internal).
+// The ModelClient implementations and the pieces they share (internal): the retry loop
+// with the streaming fallback, the retry policy, server error messages and the
+// <think> splitter.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
 
 #include "curl_http.h"
 #include "sinew/harness/model_client.h"
@@ -16,13 +22,57 @@ std::unique_ptr<ModelClient> NewAnthropicClient(const ModelEndpointConfig& confi
 // JSON file, response number ModelCall::turn for each call. Errors: the file's.
 Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig& config);
 
-// One HTTP attempt of a model call: returns the HTTP response (the body may have been
-// consumed by streaming) or a transport error; fills *reply.
-using ModelAttempt = std::function<Result<HttpResponse>(ModelReply* reply)>;
+// One HTTP attempt of a model call, streaming or not: returns the HTTP response (for a
+// non-2xx answer its body holds the error body) or a transport error; fills *reply.
+using ModelAttempt = std::function<Result<HttpResponse>(bool stream, ModelReply* reply)>;
 
-// Runs attempts until one succeeds, retrying 429, 5xx and transport errors with
-// exponential backoff (Retry-After honoured) up to config.max_retries times.
+// What a client remembers about its model's server across calls (thread-safe).
+struct StreamMemory {
+  std::atomic<bool> refused{false};  // the server refused streaming once (mode "auto")
+  std::once_flag logged;
+};
+
+// Runs attempts until one succeeds. Streams per config.stream and *memory (see
+// ModelEndpointConfig::stream); retries per RetryPolicyFor with exponential backoff from
+// config.backoff_ms (Retry-After honoured) up to config.max_retries times. Fills
+// call.failure when it fails.
 Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const ModelCall& call,
-                                  const ModelAttempt& attempt);
+                                  StreamMemory* memory, const ModelAttempt& attempt);
+
+// Whether an HTTP status is worth retrying: never (4xx but 408/429, 501, 505, ...),
+// once (500 with an error body: the server may have hit a passing fault, but more likely
+// it fails this request every time), or up to max_retries (408, 429, 502, 503, 504, 529,
+// a 500 without a body).
+enum class RetryPolicy { kNever, kOnce, kRetry };
+RetryPolicy RetryPolicyFor(long http_status, bool has_body);
+
+// The server's error message from an error body: error.message (OpenAI, Anthropic,
+// vLLM, llama.cpp), a string "error", or "message"; else the body itself. Bounded to
+// kMaxServerMessage bytes (cut on a UTF-8 boundary, "..." appended).
+std::string ServerErrorMessage(std::string_view body);
+
+// Whether an error answer is a refusal to stream (400/422/500/501 naming "stream").
+bool IsStreamRefusal(long http_status, std::string_view server_message);
+
+// Seconds to wait from a Retry-After value (delta-seconds or an HTTP date); -1 when
+// absent or unreadable.
+long RetryAfterSeconds(const HttpResponse& response);
+
+// Splits model text into the answer and the reasoning inside <think>...</think>, fed in
+// pieces as they stream. A tag may be cut across pieces; an unclosed <think> keeps the
+// rest as reasoning. Whitespace right after </think> is dropped from the answer.
+class ThinkSplitter {
+ public:
+  // Returns the answer text that can be shown now; appends reasoning to *reasoning.
+  std::string Feed(std::string_view piece, std::string* reasoning);
+  // At the end: returns what was held back (a partial tag that never completed).
+  std::string Finish(std::string* reasoning);
+
+ private:
+  std::string held_;  // a possible partial tag at the end of the last piece
+  bool in_think_ = false;
+  bool trim_ = false;      // drop leading whitespace of the answer (after </think>)
+  bool answered_ = false;  // answer text came: no <think> is looked for any more
+};
 
 }  // namespace sinew::harness

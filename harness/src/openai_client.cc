@@ -1,4 +1,5 @@
-// OpenAI-compatible Chat Completions (POST {base_url}/chat/completions, stream: true).
+// OpenAI-compatible Chat Completions (POST {base_url}/chat/completions), streamed
+// (server-sent events) or whole, per ModelEndpointConfig::stream.
 #include <boost/json.hpp>
 #include <chrono>
 #include <map>
@@ -11,6 +12,9 @@ namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
+
+// Error bodies are kept up to this size (the message in them is bounded further).
+constexpr size_t kMaxErrorBody = 16384;
 
 json::value ParsedOrObject(const std::string& text) {
   boost::system::error_code ec;
@@ -26,6 +30,61 @@ std::string StopReason(std::string_view finish) {
   return std::string(finish);
 }
 
+void ReadUsage(const json::object& o, ModelReply* reply) {
+  const auto* usage = o.if_contains("usage");
+  if (usage == nullptr || !usage->is_object()) return;
+  const auto& u = usage->as_object();
+  reply->prompt_tokens = UintField(u, "prompt_tokens");
+  reply->completion_tokens = UintField(u, "completion_tokens");
+  if (const auto* d = u.if_contains("prompt_tokens_details"); d != nullptr && d->is_object()) {
+    reply->cached_prompt_tokens = UintField(d->as_object(), "cached_tokens");
+  }
+}
+
+// Reasoning apart from the content: "reasoning_content" (vLLM, llama.cpp, DeepSeek) or
+// "reasoning" (some other servers).
+std::string ReasoningField(const json::object& o) {
+  std::string r = StringField(o, "reasoning_content");
+  return r.empty() ? StringField(o, "reasoning") : r;
+}
+
+// Message content: a string, or an array of {"type":"text","text":...} parts.
+std::string ContentText(const json::object& o) {
+  const auto* c = o.if_contains("content");
+  if (c == nullptr) return "";
+  if (c->is_string()) return std::string(c->as_string());
+  std::string text;
+  if (c->is_array()) {
+    for (const auto& part : c->as_array()) {
+      if (part.is_object()) text += StringField(part.as_object(), "text");
+    }
+  }
+  return text;
+}
+
+// Function arguments: a JSON string (the standard) or an object (some servers).
+std::string Arguments(const json::object& f) {
+  const auto* a = f.if_contains("arguments");
+  if (a == nullptr) return "";
+  if (a->is_string()) return std::string(a->as_string());
+  if (a->is_object()) return json::serialize(*a);
+  return "";
+}
+
+int64_t MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// Gives every call an id and an input, and the reply a stop reason.
+void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> calls, ModelReply* reply) {
+  for (auto& [index, mc] : calls) {
+    if (mc.id.empty()) mc.id = "call_" + std::to_string(call.turn) + "_" + std::to_string(index);
+    if (mc.input_json.empty()) mc.input_json = "{}";
+    reply->tool_calls.push_back(std::move(mc));
+  }
+  if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
+}
 
 class OpenAiClient final : public ModelClient {
  public:
@@ -33,9 +92,13 @@ class OpenAiClient final : public ModelClient {
       : config_(std::move(config)), api_key_(std::move(api_key)) {}
 
   Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
-    const std::string body = json::serialize(RequestBody(call));
-    return RunWithRetries(config_, call, [&](ModelReply* reply) -> Result<HttpResponse> {
-      return Attempt(call, body, on_token, reply);
+    const json::object base = RequestBody(call);
+    return RunWithRetries(config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Result<HttpResponse> {
+      json::object body = base;
+      body["stream"] = stream;
+      if (stream) body["stream_options"] = json::object{{"include_usage", true}};
+      HttpRequest req = Request(call, json::serialize(body), stream);
+      return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
     });
   }
 
@@ -77,11 +140,7 @@ class OpenAiClient final : public ModelClient {
       }
       messages.push_back(std::move(o));
     }
-    json::object body{{"model", call.model},
-                      {"messages", std::move(messages)},
-                      {"max_tokens", call.max_output_tokens},
-                      {"stream", true},
-                      {"stream_options", json::object{{"include_usage", true}}}};
+    json::object body{{"model", call.model}, {"messages", std::move(messages)}, {"max_tokens", call.max_output_tokens}};
     if (!call.tools.empty()) {
       json::array tools;
       for (const auto& t : call.tools) {
@@ -96,20 +155,93 @@ class OpenAiClient final : public ModelClient {
     return body;
   }
 
-  Result<HttpResponse> Attempt(const ModelCall& call, const std::string& body,
-                               const TokenCallback& on_token, ModelReply* reply) {
+  HttpRequest Request(const ModelCall& call, std::string body, bool stream) const {
     HttpRequest req;
     req.method = "POST";
     req.url = config_.base_url + "/chat/completions";
-    req.headers = {"Content-Type: application/json", "Accept: text/event-stream"};
+    req.headers = {"Content-Type: application/json",
+                   stream ? "Accept: text/event-stream" : "Accept: application/json"};
     if (!api_key_.empty()) req.headers.push_back("Authorization: Bearer " + api_key_);
-    req.body = body;
+    req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
     req.cancelled = call.cancelled;
+    return req;
+  }
+
+  // One whole (non-streamed) answer: {"choices":[{"message":{...},"finish_reason"}],"usage"}.
+  Result<HttpResponse> WholeAttempt(const ModelCall& call, const HttpRequest& req,
+                                    const TokenCallback& on_token, ModelReply* reply) {
+    auto response = PerformHttp(req);
+    if (!response.ok()) return response;
+    if (response->status < 200 || response->status >= 300) {
+      if (response->body.size() > kMaxErrorBody) response->body.resize(kMaxErrorBody);
+      return response;
+    }
+    boost::system::error_code ec;
+    json::value v = json::parse(response->body, ec);
+    if (ec || !v.is_object()) {
+      return Status::Corruption("model server sent a reply that is not a JSON object: " +
+                                response->body.substr(0, 200));
+    }
+    const auto& o = v.as_object();
+    const auto* choices = o.if_contains("choices");
+    if (o.contains("error") && (choices == nullptr || !choices->is_array())) {
+      response->status = 500;  // an error inside a 200: treated as the server's failure
+      response->body.resize(std::min(response->body.size(), kMaxErrorBody));
+      return response;
+    }
+    ReadUsage(o, reply);
+    std::map<uint64_t, ModelToolCall> calls;
+    if (choices != nullptr && choices->is_array() && !choices->as_array().empty() &&
+        choices->as_array()[0].is_object()) {
+      const auto& c = choices->as_array()[0].as_object();
+      if (const auto* fr = c.if_contains("finish_reason"); fr != nullptr && fr->is_string()) {
+        reply->stop_reason = StopReason(fr->as_string());
+      }
+      const auto* message = c.if_contains("message");
+      if (message != nullptr && message->is_object()) {
+        const auto& m = message->as_object();
+        reply->reasoning = ReasoningField(m);
+        ThinkSplitter splitter;
+        reply->text = splitter.Feed(ContentText(m), &reply->reasoning);
+        reply->text += splitter.Finish(&reply->reasoning);
+        if (const auto* tcs = m.if_contains("tool_calls"); tcs != nullptr && tcs->is_array()) {
+          uint64_t index = 0;
+          for (const auto& tcv : tcs->as_array()) {
+            if (!tcv.is_object()) continue;
+            const auto& tc = tcv.as_object();
+            ModelToolCall& mc = calls[index++];
+            mc.id = StringField(tc, "id");
+            if (const auto* fn = tc.if_contains("function"); fn != nullptr && fn->is_object()) {
+              mc.name = StringField(fn->as_object(), "name");
+              mc.input_json = Arguments(fn->as_object());
+            }
+          }
+        }
+      }
+    }
+    if (!reply->text.empty() && on_token) on_token(reply->text);
+    FinishReply(call, std::move(calls), reply);
+    response->body.clear();
+    return response;
+  }
+
+  Result<HttpResponse> StreamedAttempt(const ModelCall& call, const HttpRequest& req,
+                                       const TokenCallback& on_token, ModelReply* reply) {
     const auto start = std::chrono::steady_clock::now();
     std::map<uint64_t, ModelToolCall> calls;
     std::string error_body;
+    std::string stream_error_body;  // an {"error":...} chunk inside a 200 stream
     Status parse_error;
+    ThinkSplitter splitter;
+    auto mark_first = [&] {
+      if (reply->time_to_first_token_ms < 0) reply->time_to_first_token_ms = MsSince(start);
+    };
+    auto answer = [&](std::string_view text) {
+      if (text.empty()) return;
+      reply->text.append(text);
+      if (on_token) on_token(text);
+    };
     SseParser parser([&](const SseEvent& sse) {
       const std::string& data = sse.data;
       if (data == "[DONE]") return true;
@@ -120,14 +252,11 @@ class OpenAiClient final : public ModelClient {
         return false;
       }
       const auto& o = v.as_object();
-      if (auto usage = o.find("usage"); usage != o.end() && usage->value().is_object()) {
-        const auto& u = usage->value().as_object();
-        reply->prompt_tokens = UintField(u, "prompt_tokens");
-        reply->completion_tokens = UintField(u, "completion_tokens");
-        if (auto d = u.find("prompt_tokens_details"); d != u.end() && d->value().is_object()) {
-          reply->cached_prompt_tokens = UintField(d->value().as_object(), "cached_tokens");
-        }
+      if (o.contains("error") && !o.contains("choices")) {
+        stream_error_body = data.substr(0, kMaxErrorBody);
+        return false;
       }
+      ReadUsage(o, reply);
       auto choices = o.find("choices");
       if (choices == o.end() || !choices->value().is_array()) return true;
       for (const auto& choice : choices->value().as_array()) {
@@ -139,40 +268,27 @@ class OpenAiClient final : public ModelClient {
         auto delta = c.find("delta");
         if (delta == c.end() || !delta->value().is_object()) continue;
         const auto& d = delta->value().as_object();
+        if (const std::string reasoning = ReasoningField(d); !reasoning.empty()) {
+          mark_first();
+          reply->reasoning += reasoning;
+        }
         if (auto content = d.find("content"); content != d.end() && content->value().is_string()) {
           std::string_view text = content->value().as_string();
           if (!text.empty()) {
-            if (reply->time_to_first_token_ms < 0) {
-              reply->time_to_first_token_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  std::chrono::steady_clock::now() - start)
-                                                  .count();
-            }
-            reply->text.append(text);
-            if (on_token) on_token(text);
+            mark_first();
+            answer(splitter.Feed(text, &reply->reasoning));
           }
         }
         if (auto tcs = d.find("tool_calls"); tcs != d.end() && tcs->value().is_array()) {
-          if (reply->time_to_first_token_ms < 0) {
-            reply->time_to_first_token_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                std::chrono::steady_clock::now() - start)
-                                                .count();
-          }
+          mark_first();
           for (const auto& tcv : tcs->value().as_array()) {
             if (!tcv.is_object()) continue;
             const auto& tc = tcv.as_object();
-            const uint64_t index = UintField(tc, "index");
-            ModelToolCall& mc = calls[index];
-            if (auto id = tc.find("id"); id != tc.end() && id->value().is_string()) {
-              mc.id = std::string(id->value().as_string());
-            }
+            ModelToolCall& mc = calls[UintField(tc, "index")];
+            if (const std::string id = StringField(tc, "id"); !id.empty()) mc.id = id;
             if (auto fn = tc.find("function"); fn != tc.end() && fn->value().is_object()) {
-              const auto& f = fn->value().as_object();
-              if (auto n = f.find("name"); n != f.end() && n->value().is_string()) {
-                mc.name += std::string(n->value().as_string());
-              }
-              if (auto a = f.find("arguments"); a != f.end() && a->value().is_string()) {
-                mc.input_json += std::string(a->value().as_string());
-              }
+              mc.name += StringField(fn->value().as_object(), "name");
+              mc.input_json += Arguments(fn->value().as_object());
             }
           }
         }
@@ -181,10 +297,16 @@ class OpenAiClient final : public ModelClient {
     });
     auto response = PerformHttp(req, [&](std::string_view chunk) {
       // Error bodies (non-2xx) are plain JSON, not a stream: keep them for the message.
-      if (error_body.size() < 4096) error_body.append(chunk.substr(0, 4096 - error_body.size()));
+      if (error_body.size() < kMaxErrorBody) error_body.append(chunk.substr(0, kMaxErrorBody - error_body.size()));
       return parser.Feed(chunk);
     });
     if (!parse_error.ok()) return parse_error;
+    if (!stream_error_body.empty()) {
+      HttpResponse failed;  // the server failed mid-stream: its failure, with its message
+      failed.status = 500;
+      failed.body = stream_error_body;
+      return failed;
+    }
     if (!response.ok()) return response;
     if (response->status < 200 || response->status >= 300) {
       response->body = error_body;
@@ -192,17 +314,14 @@ class OpenAiClient final : public ModelClient {
     }
     parser.Feed("\n\n");
     if (!parse_error.ok()) return parse_error;
-    for (auto& [index, mc] : calls) {
-      if (mc.id.empty()) mc.id = "call_" + std::to_string(call.turn) + "_" + std::to_string(index);
-      if (mc.input_json.empty()) mc.input_json = "{}";
-      reply->tool_calls.push_back(std::move(mc));
-    }
-    if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
+    answer(splitter.Finish(&reply->reasoning));
+    FinishReply(call, std::move(calls), reply);
     return response;
   }
 
   const ModelEndpointConfig config_;
   const std::string api_key_;
+  StreamMemory memory_;
 };
 
 }  // namespace

@@ -23,6 +23,25 @@ TEST(ConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->models.at("m").model, "m");
   EXPECT_EQ(c->lease_ttl_ms, 10000u);
   EXPECT_EQ(c->api_keys.at("k"), "t");
+  EXPECT_EQ(c->models.at("m").stream, "auto");
+}
+
+TEST(ConfigTest, ModelStreamModeIsAutoOnOrOff) {
+  for (const char* mode : {"auto", "on", "off"}) {
+    auto c = ParseConfig(std::string(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "openai", "base_url": "http://h/v1", "stream": ")") + mode + R"("}}})");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->models.at("m").stream, mode);
+  }
+  auto bad = ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+    "models": {"m": {"kind": "openai", "base_url": "http://h/v1", "stream": true}}})");
+  EXPECT_NE(bad.status().message().find("config.models.m.stream must be a string"), std::string::npos)
+      << bad.status().message();
+  auto unknown = ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+    "models": {"m": {"kind": "openai", "base_url": "http://h/v1", "stream": "sometimes"}}})");
+  EXPECT_NE(unknown.status().message().find("config.models.m.stream must be \"auto\", \"on\" or \"off\""),
+            std::string::npos)
+      << unknown.status().message();
 }
 
 TEST(ConfigTest, ErrorsNameTheField) {

@@ -139,7 +139,22 @@ TEST(OpenAiWireTest, GivesUpAfterRetriesAndNeverRetriesARefusal) {
   auto client = MakeModelClient(Endpoint("openai", always500.url()), "");
   auto reply = (*client)->Complete(SampleCall(), nullptr);
   EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(reply.status().message().find("HTTP 500"), std::string::npos);
+  EXPECT_NE(reply.status().message().find("HTTP 500: boom"), std::string::npos);
+  EXPECT_EQ(calls.load(), 2);  // a 500 with an error body: retried once
+
+  calls = 0;
+  TestHttpServer always503([&](const TestHttpServer::Request&) {
+    ++calls;
+    TestHttpServer::Response r;
+    r.status = 503;
+    r.body = "overloaded";
+    return r;
+  });
+  auto client503 = MakeModelClient(Endpoint("openai", always503.url()), "");
+  auto reply503 = (*client503)->Complete(SampleCall(), nullptr);
+  EXPECT_EQ(reply503.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(reply503.status().message().find("after 4 attempts: HTTP 503: overloaded"), std::string::npos)
+      << reply503.status().message();
   EXPECT_EQ(calls.load(), 4);
 
   calls = 0;

@@ -39,6 +39,12 @@ struct ModelEndpointConfig {
   // Whether the model takes tool definitions (a server that refuses "tools", like a
   // small completion model, gets none and simply answers). Default: true
   bool tools = true;
+  // Streaming: "on" (always stream; a server that refuses fails the call), "off" (never),
+  // or "auto": stream until the server refuses streaming (an HTTP 400/422/500/501 whose
+  // message names "stream", e.g. llama-server's "Cannot use tools with stream"), then
+  // repeat that call at once without streaming and call this model without streaming
+  // from then on (logged once). Default: "auto"
+  std::string stream = "auto";
 };
 
 // A host the proxy tool `http_request` may reach, with an optional credential injected.

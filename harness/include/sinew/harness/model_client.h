@@ -1,8 +1,9 @@
 // ModelClient: one call to a language model with a prompt view, tools and streaming.
 //
 // Implementations: OpenAI-compatible Chat Completions and Anthropic Messages over HTTP
-// (libcurl, streaming, retries with backoff on 429/5xx, timeouts), and a scripted model
-// that replays a file of responses (for tests and demos; it is named as such everywhere).
+// (libcurl, streaming or not per ModelEndpointConfig::stream, retries where a retry can
+// help, timeouts), and a scripted model that replays a file of responses (for tests and
+// demos; it is named as such everywhere).
 //
 // Thread-safety: Complete() may be called from many threads at once.
 #pragma once
@@ -41,6 +42,18 @@ struct ChatMessage {
   bool is_error = false;                  // kTool only
 };
 
+// Why a call failed, as the server said it (filled by Complete when it fails and
+// ModelCall::failure is set).
+struct ModelFailure {
+  long http_status = 0;        // the last HTTP status; 0 for a transport error or timeout
+  std::string server_message;  // the server's error message, at most kMaxServerMessage bytes
+  uint32_t attempts = 0;       // HTTP requests made
+  bool retryable = false;      // the last failure was of a kind worth retrying later
+};
+
+// The bound on ModelFailure::server_message and on the server text in error statuses.
+inline constexpr size_t kMaxServerMessage = 2048;
+
 struct ModelCall {
   std::string model;  // the wire name
   std::string system;
@@ -54,28 +67,37 @@ struct ModelCall {
   std::string session_id;
   // Set by another thread to abandon the call (cancellation); may be null.
   const std::atomic<bool>* cancelled = nullptr;
+  // Where to describe a failure; may be null.
+  ModelFailure* failure = nullptr;
 };
 
 struct ModelReply {
-  std::string text;
+  std::string text;       // the answer, without reasoning
+  // Reasoning the server returned apart from the answer: `reasoning_content` (vLLM,
+  // llama.cpp), `<think>...</think>` inside the content, or Anthropic thinking blocks.
+  std::string reasoning;
   std::vector<ModelToolCall> tool_calls;
   std::string stop_reason;  // "end_turn", "tool_use", "max_tokens", ...
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   uint64_t cached_prompt_tokens = 0;
   int64_t time_to_first_token_ms = -1;  // -1: nothing streamed
-  uint32_t attempts = 1;
+  uint32_t attempts = 1;                // HTTP requests made, the streaming fallback included
+  bool streamed = false;                // the answer came as a stream
 };
 
-// Called with each streamed piece of text as it arrives (on the calling thread).
+// Called with each streamed piece of answer text as it arrives (on the calling thread);
+// without streaming, once with the whole answer. Reasoning is not passed.
 using TokenCallback = std::function<void(std::string_view delta)>;
 
 class ModelClient {
  public:
   virtual ~ModelClient() = default;
-  // Runs one call. Errors: kUnavailable (retries exhausted on 429/5xx/transport),
-  // kDeadlineExceeded (timeout), kInvalidArgument (the server refused the request: 4xx),
-  // kCancelled, kCorruption (a reply that does not parse).
+  // Runs one call. Retried: transport errors, timeouts, HTTP 408, 429 (after Retry-After),
+  // 502, 503, 504, 529, and a 500 once. Errors: kUnavailable (retries exhausted, or a 5xx
+  // not worth retrying), kDeadlineExceeded (timeout), kInvalidArgument (the server refused
+  // the request: 4xx), kCancelled, kCorruption (a reply that does not parse). An HTTP
+  // error's message carries the status and the server's message (up to kMaxServerMessage).
   [[nodiscard]] virtual Result<ModelReply> Complete(const ModelCall& call,
                                                     const TokenCallback& on_token) = 0;
 };
