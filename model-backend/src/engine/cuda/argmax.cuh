@@ -1,0 +1,10 @@
+// Argmax over rows on the device (greedy sampling without copying the logits
+// back). Not yet wired into the engine's sampler; tested at op level.
+#pragma once
+#include "cuda/common.cuh"
+
+namespace sinew::model::cuda {
+// out[r] = index of the largest of x[r * n .. r * n + n) (the first on ties).
+cudaError_t LaunchArgmax(const float* x, int64_t n, int64_t rows, int32_t* out,
+                         cudaStream_t stream);
+}  // namespace sinew::model::cuda

@@ -1,0 +1,98 @@
+// Shared device code of the CUDA backend: error plumbing and element access
+// to every tensor type (the block layouts of quant/quants.h, read on the device).
+//
+// Every launcher in this folder returns the cudaError_t of its launch
+// (cudaGetLastError()); the backend turns it into a Status naming the kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quant/quants.h"
+#include "sinew/model/gguf.h"
+
+namespace sinew::model::cuda {
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float HalfBits(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ float Bf16Bits(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+
+// Element i of a row of `type` (any of the seven types). Reads the row's
+// blocks in place; per-element work is small enough for the memory-bound
+// kernels that use it (GetRows, dequantization, mat-vec, the KV cache).
+__device__ __forceinline__ float LoadElem(GgmlType type, const uint8_t* row, int64_t i) {
+  switch (type) {
+    case GgmlType::kF32: return reinterpret_cast<const float*>(row)[i];
+    case GgmlType::kF16: return HalfBits(reinterpret_cast<const uint16_t*>(row)[i]);
+    case GgmlType::kBF16: return Bf16Bits(reinterpret_cast<const uint16_t*>(row)[i]);
+    case GgmlType::kQ8_0: {
+      const auto* b = reinterpret_cast<const quant::BlockQ8_0*>(row) + i / quant::kQK8_0;
+      return HalfBits(b->d) * static_cast<float>(b->qs[i % quant::kQK8_0]);
+    }
+    case GgmlType::kQ4_0: {
+      const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(row) + i / quant::kQK4_0;
+      const int j = static_cast<int>(i % quant::kQK4_0);
+      const int q = j < 16 ? (b->qs[j] & 0xF) : (b->qs[j - 16] >> 4);
+      return static_cast<float>(q - 8) * HalfBits(b->d);
+    }
+    case GgmlType::kQ4_K: {
+      const auto* b = reinterpret_cast<const quant::BlockQ4_K*>(row) + i / quant::kQKK;
+      const int w = static_cast<int>(i % quant::kQKK);
+      const int pair = w / 64, hi = (w % 64) / 32, l = w % 32;
+      const int j = 2 * pair + hi;
+      const uint8_t* s = b->scales;
+      int sc, m;
+      if (j < 4) {
+        sc = s[j] & 63;
+        m = s[j + 4] & 63;
+      } else {
+        sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      }
+      const uint8_t q = b->qs[32 * pair + l];
+      const int v = hi ? (q >> 4) : (q & 0xF);
+      return HalfBits(b->d) * static_cast<float>(sc) * static_cast<float>(v) -
+             HalfBits(b->dmin) * static_cast<float>(m);
+    }
+    case GgmlType::kQ6_K: {
+      const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(row) + i / quant::kQKK;
+      const int w = static_cast<int>(i % quant::kQKK);
+      const int half = w / 128, r = w % 128, quarter = r / 32, l = r % 32;
+      const uint8_t* ql = b->ql + 64 * half;
+      const uint8_t* qh = b->qh + 32 * half;
+      const int8_t* sc = b->scales + 8 * half;
+      const int low = quarter & 1 ? ql[l + 32] : ql[l];
+      const int nib = quarter >= 2 ? (low >> 4) : (low & 0xF);
+      const int q = (nib | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
+      return HalfBits(b->d) * static_cast<float>(sc[l / 16 + 2 * quarter]) * static_cast<float>(q);
+    }
+  }
+  return 0.0f;
+}
+
+// Row of a paged cache tensor holding position `pos` (see KvBlocks).
+__device__ __forceinline__ int64_t KvRowIndex(const int32_t* table, int32_t block_size,
+                                              int64_t pos) {
+  return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
+}
+
+}  // namespace sinew::model::cuda
