@@ -16,7 +16,8 @@
 # With the device tool: run `scripts/device-check.sh pack` here, then
 #   run(command="scripts/device-check.sh run", carry=["build/device-pack"], timeout_s=540)
 # env: SINEW_BUILD_DIR (default build), SINEW_BENCH_REPS (default 2),
-#      SINEW_LLAMA_BENCH (optional path of llama.cpp's CUDA llama-bench there).
+#      SINEW_LLAMA_BENCH (optional path of llama.cpp's CUDA llama-bench there),
+#      SINEW_SKIP_BENCH=1 (tests only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -78,13 +79,14 @@ run() {
     echo "$name: exit $rc in $((SECONDS - start)) s" | tee -a "$summary"
     grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$name.log" | head -40 >> "$summary" || true
   }
-  part cuda_ops 90 "$pack_abs/bin/sinew_model_cuda_ops_test" --gtest_output="json:$out/cuda_ops.json"
-  part cuda_model 150 "$pack_abs/bin/sinew_model_cuda_model_test" \
+  part cuda_ops 80 "$pack_abs/bin/sinew_model_cuda_ops_test" --gtest_output="json:$out/cuda_ops.json"
+  part cuda_model 140 "$pack_abs/bin/sinew_model_cuda_model_test" \
     --gtest_output="json:$out/cuda_model.json"
   local bench_args=(--bin-dir "$pack_abs/bin" --work-dir /tmp/sinew-gpu-bench
                     -r "${SINEW_BENCH_REPS:-2}" --out "$out/gpu_bench.txt")
   if [ -n "${SINEW_LLAMA_BENCH:-}" ]; then bench_args+=(--llama-bench "$SINEW_LLAMA_BENCH"); fi
-  part gpu_bench 200 "$pack_abs/root/model-backend/bench/run_gpu_bench.sh" "${bench_args[@]}"
+  if [ "${SINEW_SKIP_BENCH:-0}" = 1 ]; then cat "$summary"; return; fi
+  part gpu_bench 230 "$pack_abs/root/model-backend/bench/run_gpu_bench.sh" "${bench_args[@]}"
   cat "$summary"
 }
 

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "random_model.h"
@@ -31,35 +32,44 @@ using sinew::model::GgmlType;
 using sinew::model::SamplingParams;
 
 // ~125M parameters (CPU benchmark) or, with `large`, the 1.1B llama of the
-// GPU benchmark: embedding 2048, 16 layers, feed-forward 8192, 32 heads, 8 KV heads.
+// GPU benchmark: embedding 2048, 16 layers, feed-forward 8192, 32 heads, 8 KV
+// heads. The three files are written by three threads at once.
 int WriteRandomModels(const std::string& dir, bool large) {
-  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
-    sinew::model::testing::RandomModelSpec spec;
-    spec.arch = "llama";
-    spec.n_vocab = 32000;
-    spec.n_embd = large ? 2048 : 768;
-    spec.n_layer = large ? 16 : 12;
-    spec.n_head = large ? 32 : 12;
-    spec.n_head_kv = large ? 8 : 4;
-    spec.n_ff = large ? 8192 : 2048;
-    spec.n_ctx = 2048;
-    spec.weight_type = type;
-    // Embeddings in Q8_0 for the quantized models (rows are looked up, not multiplied).
-    spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
-    spec.seed = 42;
-    const std::string path = dir + (large ? "/llama1b-" : "/bench-") +
-                             std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
-    const auto start = std::chrono::steady_clock::now();
-    auto status = sinew::model::testing::WriteRandomModel(spec, path);
-    if (!status.ok()) {
-      std::fprintf(stderr, "%s\n", status.ToString().c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "wrote %s (%.1fM params) in %.1f s\n", path.c_str(),
-                 static_cast<double>(sinew::model::testing::RandomModelParams(spec)) / 1e6,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  const GgmlType types[] = {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K};
+  int failures[3] = {0, 0, 0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 3; ++i) {
+    writers.emplace_back([&, i] {
+      const GgmlType type = types[i];
+      sinew::model::testing::RandomModelSpec spec;
+      spec.arch = "llama";
+      spec.n_vocab = 32000;
+      spec.n_embd = large ? 2048 : 768;
+      spec.n_layer = large ? 16 : 12;
+      spec.n_head = large ? 32 : 12;
+      spec.n_head_kv = large ? 8 : 4;
+      spec.n_ff = large ? 8192 : 2048;
+      spec.n_ctx = 2048;
+      spec.weight_type = type;
+      // Embeddings in Q8_0 for the quantized models (rows are looked up, not multiplied).
+      spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
+      spec.seed = 42;
+      const std::string path = dir + (large ? "/llama1b-" : "/bench-") +
+                               std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
+      const auto start = std::chrono::steady_clock::now();
+      auto status = sinew::model::testing::WriteRandomModel(spec, path);
+      if (!status.ok()) {
+        std::fprintf(stderr, "%s\n", status.ToString().c_str());
+        failures[i] = 1;
+        return;
+      }
+      std::fprintf(stderr, "wrote %s (%.1fM params) in %.1f s\n", path.c_str(),
+                   static_cast<double>(sinew::model::testing::RandomModelParams(spec)) / 1e6,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    });
   }
-  return 0;
+  for (std::thread& t : writers) t.join();
+  return failures[0] + failures[1] + failures[2] == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 #
 # usage: model-backend/bench/run_gpu_bench.sh [--bin-dir DIR] [--work-dir DIR]
 #            [--llama-bench PATH] [-p 512] [-n 128] [-r 3] [--bandwidth-tbs 4.8]
-#            [--out FILE]
+#            [--out FILE] [--device cuda:0]
 # --bin-dir: where sinew-model-bench is (default: build/bin); --out: also write
-# the table there. Models (~4 GB) go to --work-dir (default: a temporary
+# the table there; --device: cpu only to try the script itself without a GPU. Models (~4 GB) go to --work-dir (default: a temporary
 # directory removed at exit); existing files there are reused.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +24,7 @@ N_GEN=128
 REPS=3
 BANDWIDTH=4.8
 OUT_FILE=""
+DEVICE=cuda:0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin-dir) BIN_DIR=$2; shift 2 ;;
@@ -34,7 +35,8 @@ while [ $# -gt 0 ]; do
     -r) REPS=$2; shift 2 ;;
     --bandwidth-tbs) BANDWIDTH=$2; shift 2 ;;
     --out) OUT_FILE=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -60,8 +62,8 @@ MODELS=("$WORK/llama1b-F16.gguf" "$WORK/llama1b-Q8_0.gguf" "$WORK/llama1b-Q4_K.g
 
 : > "$WORK/sinew.tsv"
 for m in "${MODELS[@]}"; do
-  echo "== sinew-model-bench --device cuda:0 $(basename "$m") (pp$N_PROMPT, tg$N_GEN, best of $REPS)" >&2
-  "$BENCH" -m "$m" --device cuda:0 -t 1 -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" | tail -n +2 \
+  echo "== sinew-model-bench --device $DEVICE $(basename "$m") (pp$N_PROMPT, tg$N_GEN, best of $REPS)" >&2
+  "$BENCH" -m "$m" --device "$DEVICE" -t 1 -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" | tail -n +2 \
     >> "$WORK/sinew.tsv" || echo "sinew-model-bench failed on $m" >&2
 done
 

@@ -19,6 +19,7 @@ std::string_view OpName(Op op) {
     case Op::kSwiGlu: return "SwiGlu";
     case Op::kStoreKv: return "StoreKv";
     case Op::kAttention: return "Attention";
+    case Op::kArgmax: return "Argmax";
   }
   return "unknown";
 }

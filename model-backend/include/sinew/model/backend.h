@@ -75,6 +75,7 @@ enum class Op {
   kSwiGlu,
   kStoreKv,
   kAttention,
+  kArgmax,
 };
 std::string_view OpName(Op op);
 
@@ -141,6 +142,10 @@ class BackendOps {
                                          const KvBlocks& blocks, int32_t n_head_kv,
                                          std::span<const int32_t> positions, float scale,
                                          Tensor& out) = 0;
+  // out[r] = index of the largest value of row r of x (F32 [n, rows]; the first
+  // on ties), for greedy sampling without reading the logits back. out is host
+  // memory of x.rows() entries; the call waits for the result.
+  [[nodiscard]] virtual Status Argmax(const Tensor& x, std::span<int32_t> out) = 0;
   // Waits until queued work is done; the first error of that work, if any.
   [[nodiscard]] virtual Status Synchronize() { return Status::Ok(); }
 };

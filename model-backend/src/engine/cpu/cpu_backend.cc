@@ -324,6 +324,22 @@ class CpuOps final : public BackendOps {
     return Status::Ok();
   }
 
+  Status Argmax(const Tensor& x, std::span<int32_t> out) override {
+    if (static_cast<int64_t>(out.size()) < x.rows()) {
+      return Status::InvalidArgument("Argmax: output shorter than the rows");
+    }
+    const int64_t n = x.ne[0];
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float* row = x.f32() + r * n;
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i) {
+        if (row[i] > row[best]) best = i;
+      }
+      out[static_cast<size_t>(r)] = static_cast<int32_t>(best);
+    }
+    return Status::Ok();
+  }
+
  private:
   static Status Unsupported(Op op, GgmlType type) {
     return Status::Unimplemented(std::string(OpName(op)) + " on the CPU backend does not take " +

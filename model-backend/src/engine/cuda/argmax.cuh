@@ -1,5 +1,5 @@
 // Argmax over rows on the device (greedy sampling without copying the logits
-// back). Not yet wired into the engine's sampler; tested at op level.
+// back): BackendOps::Argmax. The engine's sampler does not use it yet.
 #pragma once
 #include "cuda/common.cuh"
 

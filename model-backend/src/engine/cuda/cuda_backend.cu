@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/argmax.cuh"
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/elementwise.cuh"
@@ -323,6 +324,22 @@ class CudaOps final : public BackendOps {
     return CudaStatus("Attention kernel", LaunchAttention(a, ctx_.stream));
   }
 
+  Status Argmax(const Tensor& x, std::span<int32_t> out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    const int64_t rows = x.rows();
+    if (static_cast<int64_t>(out.size()) < rows) {
+      return Status::InvalidArgument("Argmax: output shorter than the rows");
+    }
+    SINEW_ASSIGN_OR_RETURN(void* d_out, argmax_scratch_.Get(static_cast<size_t>(rows) * 4 + 4));
+    SINEW_RETURN_IF_ERROR(CudaStatus(
+        "Argmax kernel",
+        LaunchArgmax(x.f32(), x.ne[0], rows, static_cast<int32_t*>(d_out), ctx_.stream)));
+    SINEW_CUDA_RETURN(cudaMemcpyAsync(out.data(), d_out, static_cast<size_t>(rows) * 4,
+                                      cudaMemcpyDeviceToHost, ctx_.stream));
+    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    return Status::Ok();
+  }
+
   Status Synchronize() override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     return CudaStatus("cudaStreamSynchronize", cudaStreamSynchronize(ctx_.stream));
@@ -348,7 +365,7 @@ class CudaOps final : public BackendOps {
   }
 
   Context& ctx_;
-  Scratch weight_scratch_, act_scratch_;
+  Scratch weight_scratch_, act_scratch_, argmax_scratch_;
   Scratch index_scratch_[2];
 };
 
