@@ -44,10 +44,14 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
   Tensor x = View(x_, E, n_pad);
   SINEW_RETURN_IF_ERROR(ops.GetRows(tok_embd_, ids, x));
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  // Padding rows see zero attention output (they are never read, but stay finite).
-  const std::vector<float> zeros(static_cast<size_t>((n_pad - n) * QD), 0.0f);
-  const size_t attn_pad_offset = static_cast<size_t>(
-      reinterpret_cast<uint8_t*>(attn_ + n * QD) - static_cast<uint8_t*>(scratch_->data()));
+  // Padding rows see zero attention output (they are never read, but stay
+  // finite). Attention writes only the real rows, so once per pass suffices.
+  if (n_pad > n) {
+    const std::vector<float> zeros(static_cast<size_t>((n_pad - n) * QD), 0.0f);
+    const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(attn_ + n * QD) -
+                                              static_cast<uint8_t*>(scratch_->data()));
+    SINEW_RETURN_IF_ERROR(scratch_->Write(offset, zeros.data(), zeros.size() * 4));
+  }
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     SINEW_RETURN_IF_ERROR(ProjectQkv(w, n_pad));
@@ -63,9 +67,6 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
       const std::span<const int32_t> pos(positions_.data() + t0, static_cast<size_t>(s.n_tokens));
       SINEW_RETURN_IF_ERROR(ops.Attention(qs, kc, vc, blocks, hp_.n_head_kv, pos, scale, as));
       t0 += s.n_tokens;
-    }
-    if (!zeros.empty()) {
-      SINEW_RETURN_IF_ERROR(scratch_->Write(attn_pad_offset, zeros.data(), zeros.size() * 4));
     }
     SINEW_RETURN_IF_ERROR(FinishLayer(w, n_pad));
   }

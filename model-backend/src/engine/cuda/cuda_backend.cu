@@ -78,7 +78,9 @@ class DeviceBuffer final : public BackendBuffer {
 
   // Host -> device through the pinned staging buffer, in chunks.
   Status Write(size_t offset, const void* src, size_t n) override {
-    if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer write out of range");
+    if (offset > size_ || n > size_ - offset) {
+      return Status::OutOfRange("buffer write out of range");
+    }
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     std::lock_guard<std::mutex> lock(ctx_.staging_mutex);
     for (size_t done = 0; done < n;) {
@@ -97,13 +99,16 @@ class DeviceBuffer final : public BackendBuffer {
 
   // Waits for the queued work, then device -> host through the staging buffer.
   Status Read(size_t offset, void* dst, size_t n) const override {
-    if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer read out of range");
+    if (offset > size_ || n > size_ - offset) {
+      return Status::OutOfRange("buffer read out of range");
+    }
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     std::lock_guard<std::mutex> lock(ctx_.staging_mutex);
     for (size_t done = 0; done < n;) {
       const size_t chunk = std::min(n - done, ctx_.staging_bytes);
-      SINEW_CUDA_RETURN(cudaMemcpyAsync(ctx_.staging, static_cast<const uint8_t*>(data_) + offset + done,
-                                        chunk, cudaMemcpyDeviceToHost, ctx_.stream));
+      const uint8_t* src = static_cast<const uint8_t*>(data_) + offset + done;
+      SINEW_CUDA_RETURN(
+          cudaMemcpyAsync(ctx_.staging, src, chunk, cudaMemcpyDeviceToHost, ctx_.stream));
       SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
       std::memcpy(static_cast<uint8_t*>(dst) + done, ctx_.staging, chunk);
       done += chunk;
@@ -152,6 +157,7 @@ class Scratch {
   ~Scratch() {
     if (data_ != nullptr) cudaFree(data_);
   }
+  size_t capacity() const { return size_; }
   Result<void*> Get(size_t bytes) {
     if (bytes <= size_) return data_;
     if (data_ != nullptr) cudaFree(data_);
@@ -192,7 +198,7 @@ class CudaOps final : public BackendOps {
 
   Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
-    SINEW_ASSIGN_OR_RETURN(const int32_t* d_ids, UploadInts(ids, 0));
+    SINEW_ASSIGN_OR_RETURN(const int32_t* d_ids, UploadInts(ids, kIds));
     return CudaStatus("GetRows kernel",
                       LaunchGetRows(table.type, table.data, table.row_bytes(), table.ne[0], d_ids,
                                     static_cast<int64_t>(ids.size()), out.f32(), ctx_.stream));
@@ -228,7 +234,8 @@ class CudaOps final : public BackendOps {
       wf16 = wbuf;
     }
     SINEW_RETURN_IF_ERROR(CudaStatus(
-        "F32ToF16 kernel", LaunchF32ToF16(x.f32(), static_cast<__half*>(xbuf), K * M, ctx_.stream)));
+        "F32ToF16 kernel",
+        LaunchF32ToF16(x.f32(), static_cast<__half*>(xbuf), K * M, ctx_.stream)));
     return CublasStatus(
         "cublasGemmEx",
         cublasGemmEx(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
@@ -261,12 +268,14 @@ class CudaOps final : public BackendOps {
     if (static_cast<int64_t>(positions.size()) < n_tokens) {
       return Status::InvalidArgument("Rope: fewer positions than tokens");
     }
-    SINEW_ASSIGN_OR_RETURN(const int32_t* d_pos,
-                           UploadInts(positions.first(static_cast<size_t>(n_tokens)), 0));
+    SINEW_ASSIGN_OR_RETURN(
+        const int32_t* d_pos,
+        UploadInts(positions.first(static_cast<size_t>(n_tokens)), kPositions));
     const float* d_factors = nullptr;
     if (p.freq_factors != nullptr) {
       const size_t n = static_cast<size_t>(p.n_rot / 2);
-      SINEW_ASSIGN_OR_RETURN(d_factors, Upload(std::span<const float>(p.freq_factors, n), 1));
+      SINEW_ASSIGN_OR_RETURN(d_factors,
+                             Upload(std::span<const float>(p.freq_factors, n), kFactors));
     }
     return CudaStatus("Rope kernel",
                       LaunchRope(x.f32(), x.ne[0], x.ne[1], n_tokens, d_pos, p.style, p.n_rot,
@@ -285,7 +294,7 @@ class CudaOps final : public BackendOps {
     if (dst.ne[0] != src.ne[0] || src.ne[0] % GgmlBlockSize(dst.type) != 0) {
       return Status::InvalidArgument("StoreKv: row width does not fit the cache rows");
     }
-    SINEW_ASSIGN_OR_RETURN(const int32_t* d_table, UploadInts(blocks.table, 0));
+    SINEW_ASSIGN_OR_RETURN(const int32_t* d_table, UploadInts(blocks.table, kTable));
     return CudaStatus("StoreKv kernel",
                       LaunchStoreKv(src.f32(), src.ne[0], src.rows(), dst.type, dst.data,
                                     dst.row_bytes(), d_table, blocks.block_size, pos0,
@@ -309,8 +318,10 @@ class CudaOps final : public BackendOps {
       return Status::InvalidArgument("Attention: head size above " + std::to_string(kMaxHeadDim) +
                                      ", bad head counts or too few positions");
     }
-    SINEW_ASSIGN_OR_RETURN(a.table, UploadInts(blocks.table, 0));
-    SINEW_ASSIGN_OR_RETURN(a.positions, UploadInts(positions.first(static_cast<size_t>(a.n_tokens)), 1));
+    SINEW_ASSIGN_OR_RETURN(a.table, UploadInts(blocks.table, kTable));
+    SINEW_ASSIGN_OR_RETURN(
+        a.positions,
+        UploadInts(positions.first(static_cast<size_t>(a.n_tokens)), kAttnPositions));
     a.q = q.f32();
     a.k = static_cast<const uint8_t*>(k.data);
     a.v = static_cast<const uint8_t*>(v.data);
@@ -346,27 +357,39 @@ class CudaOps final : public BackendOps {
   }
 
  private:
-  // Copies a host index array to device slot `slot` (two per op), ordered on
-  // the stream before the op's kernel. A pageable-source cudaMemcpyAsync has
-  // consumed `values` when it returns, and an earlier kernel reading the slot
-  // runs before this copy (one stream), so reuse is safe.
+  // Host arrays an op needs on the device, each kind in its own device slot.
+  enum Slot { kIds, kPositions, kTable, kFactors, kAttnPositions, kSlots };
+
+  // Copies `values` to the device slot of its kind, ordered on the stream
+  // before the op's kernel, unless the slot already holds exactly these bytes
+  // (the positions, block table and rope factors repeat in every layer, so a
+  // decode step uploads each once). A pageable-source cudaMemcpyAsync has
+  // consumed `values` when it returns, and a kernel still reading the slot runs
+  // before the copy (one stream), so reuse is safe.
   template <typename T>
-  Result<const T*> Upload(std::span<const T> values, int slot) {
+  Result<const T*> Upload(std::span<const T> values, Slot slot) {
     const size_t bytes = values.size() * sizeof(T);
     if (bytes == 0) return static_cast<const T*>(nullptr);
-    Scratch& s = index_scratch_[slot];
-    SINEW_ASSIGN_OR_RETURN(void* dst, s.Get(std::max<size_t>(bytes, 4096)));
-    SINEW_CUDA_RETURN(
-        cudaMemcpyAsync(dst, values.data(), bytes, cudaMemcpyHostToDevice, ctx_.stream));
+    std::vector<uint8_t>& shadow = shadow_[slot];
+    if (bytes > slots_[slot].capacity()) shadow.clear();  // a new allocation holds nothing
+    SINEW_ASSIGN_OR_RETURN(void* dst, slots_[slot].Get(std::max<size_t>(bytes, 4096)));
+    if (shadow.size() != bytes || std::memcmp(shadow.data(), values.data(), bytes) != 0) {
+      shadow.clear();  // until the copy is queued
+      SINEW_CUDA_RETURN(
+          cudaMemcpyAsync(dst, values.data(), bytes, cudaMemcpyHostToDevice, ctx_.stream));
+      const auto* raw = reinterpret_cast<const uint8_t*>(values.data());
+      shadow.assign(raw, raw + bytes);
+    }
     return static_cast<const T*>(dst);
   }
-  Result<const int32_t*> UploadInts(std::span<const int32_t> values, int slot) {
+  Result<const int32_t*> UploadInts(std::span<const int32_t> values, Slot slot) {
     return Upload(values, slot);
   }
 
   Context& ctx_;
   Scratch weight_scratch_, act_scratch_, argmax_scratch_;
-  Scratch index_scratch_[2];
+  Scratch slots_[kSlots];
+  std::vector<uint8_t> shadow_[kSlots];  // what each slot holds (empty: unknown)
 };
 
 class CudaBackend final : public Backend {
