@@ -164,6 +164,14 @@ class BackendOpsTest : public ::testing::Test {
   std::vector<std::unique_ptr<Backend>> backends_;
 };
 
+// The CUDA build names its suite apart, so ctest shows both binaries' tests.
+#ifdef SINEW_OPS_TEST_CUDA
+class CudaBackendOpsTest : public BackendOpsTest {};
+#define OPS_TEST(name) TEST_F(CudaBackendOpsTest, name)
+#else
+#define OPS_TEST(name) TEST_F(BackendOpsTest, name)
+#endif
+
 bool IsFloatType(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
 }
@@ -177,7 +185,7 @@ std::vector<float> RunMatMul(Backend& b, GgmlType type, const std::string& wdata
   return Download(b, y);
 }
 
-TEST_F(BackendOpsTest, MatMulEveryTypeAndBatch) {
+OPS_TEST(MatMulEveryTypeAndBatch) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
                         GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     // K = 512 for every type; K = 96 (not a multiple of 256) where blocks allow.
@@ -207,7 +215,7 @@ TEST_F(BackendOpsTest, MatMulEveryTypeAndBatch) {
   }
 }
 
-TEST_F(BackendOpsTest, ElementwiseAndNormOps) {
+OPS_TEST(ElementwiseAndNormOps) {
   const int64_t n = 96, rows = 5;
   const std::vector<float> a = Random(static_cast<size_t>(n * rows), 5);
   const std::vector<float> c = Random(static_cast<size_t>(n * rows), 6);
@@ -250,7 +258,7 @@ TEST_F(BackendOpsTest, ElementwiseAndNormOps) {
   }
 }
 
-TEST_F(BackendOpsTest, RopeBothStylesAndHeadSizes) {
+OPS_TEST(RopeBothStylesAndHeadSizes) {
   const std::vector<int32_t> pos = {0, 5, 6, 300};
   for (int64_t hd : {64, 80, 128}) {
     const int64_t heads = 3, tokens = 4;
@@ -281,7 +289,7 @@ TEST_F(BackendOpsTest, RopeBothStylesAndHeadSizes) {
 // Paged attention: a sequence of `n_pos` positions in blocks of 16 scattered
 // over a cache of 8 blocks (the table is not in order), queries for its last
 // `tokens` positions; every KV type, head size and GQA ratio.
-TEST_F(BackendOpsTest, PagedAttentionEveryCacheType) {
+OPS_TEST(PagedAttentionEveryCacheType) {
   const int32_t block = 16;
   const std::vector<int32_t> table = {5, 2, 7, 0};
   for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
@@ -321,7 +329,7 @@ TEST_F(BackendOpsTest, PagedAttentionEveryCacheType) {
   }
 }
 
-TEST_F(BackendOpsTest, ArgmaxPerRow) {
+OPS_TEST(ArgmaxPerRow) {
   const int64_t n = 32000, rows = 3;
   std::vector<float> x = Random(static_cast<size_t>(n * rows), 14);
   x[7] = 5.0f;                    // row 0: a clear maximum early
@@ -340,7 +348,7 @@ TEST_F(BackendOpsTest, ArgmaxPerRow) {
   EXPECT_EQ(ids, (std::vector<int32_t>{7, static_cast<int32_t>(n - 1), 100}));
 }
 
-TEST_F(BackendOpsTest, SupportsEveryOpTheModelsUse) {
+OPS_TEST(SupportsEveryOpTheModelsUse) {
   for (const auto& b : backends_) {
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
                           GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
@@ -356,7 +364,7 @@ TEST_F(BackendOpsTest, SupportsEveryOpTheModelsUse) {
   }
 }
 
-TEST_F(BackendOpsTest, BufferBoundsAreChecked) {
+OPS_TEST(BufferBoundsAreChecked) {
   for (const auto& b : backends_) {
     auto buf = b->memory().Allocate(64);
     ASSERT_TRUE(buf.ok());
