@@ -36,7 +36,13 @@ Tensor View(float* base, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
 Result<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend& backend) {
   std::unique_ptr<Model> model(new Model(backend));
   SINEW_RETURN_IF_ERROR(model->LoadHParams(file));
-  SINEW_RETURN_IF_ERROR(model->LoadWeights(file));
+  if (Status s = model->LoadWeights(file); !s.ok()) {
+    if (s.code() != StatusCode::kResourceExhausted) return s;
+    int64_t need = 0;
+    for (const GgufTensorInfo& t : file.tensors()) need += static_cast<int64_t>(t.size_bytes);
+    return s.WithContext("loading the model's " + std::to_string(need) + " bytes of tensors onto " +
+                         backend.device());
+  }
   SINEW_RETURN_IF_ERROR(model->CheckBackendSupport());
   return model;
 }
