@@ -12,11 +12,12 @@
 //     < 2e-3 (the CPU path's own bound, model_reference_test.cc) — and greedy
 //     tokens equal to the CPU backend's for at least the first 16 of 32 steps;
 //   * errors: a device allocation too large for the GPU is ResourceExhausted
-//     naming the bytes asked for.
+//     naming the bytes asked for; a kernel fault is a Status, not a hang.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,40 @@ TEST(CudaErrors, TooLargeAllocationNamesTheBytes) {
   // The backend still works afterwards.
   auto small = (*backend)->memory().Allocate(1024);
   EXPECT_TRUE(small.ok()) << small.status().ToString();
+}
+
+// The child of KernelFaultBecomesAStatus: exits 0 if the fault came back as an
+// Internal Status.
+[[noreturn]] void RunFaultingAttention() {
+  auto backend = CreateCudaBackend(CudaBackendOptions{0});
+  if (!backend.ok()) std::_Exit(3);
+  BackendOps& ops = (*backend)->ops();
+  auto q = (*backend)->memory().Allocate(64 * 4);
+  auto kv = (*backend)->memory().Allocate(64 * 2 * 16);
+  auto o = (*backend)->memory().Allocate(64 * 4);
+  if (!q.ok() || !kv.ok() || !o.ok()) std::_Exit(4);
+  Tensor qt = Tensor::F32(static_cast<float*>((*q)->data()), 64, 1, 1);
+  Tensor ot = Tensor::F32(static_cast<float*>((*o)->data()), 64, 1, 1);
+  Tensor kt;
+  kt.type = GgmlType::kF16;
+  kt.ne = {64, 16, 1, 1};
+  kt.data = (*kv)->data();
+  const std::vector<int32_t> table = {1 << 28};
+  const std::vector<int32_t> pos = {15};
+  Status s = ops.Attention(qt, kt, kt, KvBlocks{table, 16}, 1, pos, 0.125f, ot);
+  if (s.ok()) s = ops.Synchronize();
+  std::fprintf(stderr, "status: %s\n", s.ToString().c_str());
+  std::_Exit(!s.ok() && s.code() == StatusCode::kInternal ? 0 : 1);
+}
+
+// An attention whose block table points far outside the cache faults on the
+// device; the fault comes back as a Status naming the call, not a hang. A fault
+// poisons the CUDA context, so it runs in a fresh child process (death test).
+TEST(CudaErrors, KernelFaultBecomesAStatus) {
+  SKIP_WITHOUT_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(RunFaultingAttention(), ::testing::ExitedWithCode(0),
+              "status: .*(cudaStreamSynchronize|Attention kernel)");
 }
 
 TEST(CudaErrors, MissingDeviceIsUnavailable) {
