@@ -28,18 +28,25 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
-__device__ __forceinline__ float HalfBits(uint16_t h) {
+// The element accessors below are also compiled for the host, where
+// tests/cuda_host_test.cu checks them against the reference dequantization
+// without a GPU.
+__host__ __device__ __forceinline__ float HalfBits(uint16_t h) {
   return __half2float(__ushort_as_half(h));
 }
 
-__device__ __forceinline__ float Bf16Bits(uint16_t h) {
+__host__ __device__ __forceinline__ float Bf16Bits(uint16_t h) {
+#ifdef __CUDA_ARCH__
   return __uint_as_float(static_cast<uint32_t>(h) << 16);
+#else
+  return quant::BF16ToF32(h);
+#endif
 }
 
 // Element i of a row of `type` (any of the seven types). Reads the row's
 // blocks in place; per-element work is small enough for the memory-bound
 // kernels that use it (GetRows, dequantization, mat-vec, the KV cache).
-__device__ __forceinline__ float LoadElem(GgmlType type, const uint8_t* row, int64_t i) {
+__host__ __device__ __forceinline__ float LoadElem(GgmlType type, const uint8_t* row, int64_t i) {
   switch (type) {
     case GgmlType::kF32: return reinterpret_cast<const float*>(row)[i];
     case GgmlType::kF16: return HalfBits(reinterpret_cast<const uint16_t*>(row)[i]);
@@ -90,7 +97,7 @@ __device__ __forceinline__ float LoadElem(GgmlType type, const uint8_t* row, int
 }
 
 // Row of a paged cache tensor holding position `pos` (see KvBlocks).
-__device__ __forceinline__ int64_t KvRowIndex(const int32_t* table, int32_t block_size,
+__host__ __device__ __forceinline__ int64_t KvRowIndex(const int32_t* table, int32_t block_size,
                                               int64_t pos) {
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
 }
