@@ -39,6 +39,36 @@ TEST(CudaLoadElemOnHost, EveryTypeMatchesTheReferenceDequantization) {
   }
 }
 
+// The mat-vec kernel's unit dot products, summed over a row, equal the dot
+// product of the dequantized row with x (relative 1e-5: summation order differs).
+TEST(CudaLoadElemOnHost, MatVecUnitsSumToTheRowDotProduct) {
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t n : {512, 96, 7}) {
+    std::vector<float> w(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    for (float& v : w) v = dist(rng);
+    for (float& v : x) v = dist(rng);
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                          GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      if (n % GgmlBlockSize(type) != 0) continue;
+      const int64_t unit = cuda::MatVecUnit(type);
+      if (n % unit != 0) continue;  // the kernel then goes element by element
+      const std::string data = EncodeTensorData(type, w.data(), n);
+      std::vector<float> deq(static_cast<size_t>(n));
+      quant::DequantizeRow(static_cast<uint32_t>(type), data.data(), deq.data(), n);
+      double want = 0, scale = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        want += static_cast<double>(deq[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+        scale += std::fabs(static_cast<double>(deq[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)]);
+      }
+      double got = 0;
+      const auto* row = reinterpret_cast<const uint8_t*>(data.data());
+      for (int64_t u = 0; u < n / unit; ++u) got += cuda::DotUnit(type, row, u, x.data());
+      EXPECT_NEAR(got, want, 1e-5 * scale) << GgmlTypeName(type) << " n=" << n;
+    }
+  }
+}
+
 TEST(CudaLoadElemOnHost, KvRowIndexFollowsTheBlockTable) {
   const int32_t table[] = {5, 2, 7};
   EXPECT_EQ(cuda::KvRowIndex(table, 16, 0), 80);

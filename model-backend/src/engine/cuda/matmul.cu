@@ -5,6 +5,8 @@ namespace {
 
 constexpr int kRowsPerBlock = 4;  // warps per block, one output row each
 
+// One warp per output row; lane l dots units l, l + 32, ... (DotUnit), so the
+// lanes of a warp read neighbouring blocks of the row.
 template <GgmlType kType>
 __global__ void MatVecKernel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t N,
                              const float* x, float* y) {
@@ -12,8 +14,13 @@ __global__ void MatVecKernel(const uint8_t* w, int64_t row_bytes, int64_t K, int
   if (n >= N) return;
   const int lane = threadIdx.x % kWarp;
   const uint8_t* row = w + n * row_bytes;
+  constexpr int64_t kUnit = MatVecUnit(kType);
   float sum = 0.0f;
-  for (int64_t k = lane; k < K; k += kWarp) sum += LoadElem(kType, row, k) * x[k];
+  if (K % kUnit == 0) {
+    for (int64_t u = lane; u < K / kUnit; u += kWarp) sum += DotUnit(kType, row, u, x);
+  } else {  // F16 rows of odd length: element by element
+    for (int64_t k = lane; k < K; k += kWarp) sum += LoadElem(kType, row, k) * x[k];
+  }
   sum = WarpSum(sum);
   if (lane == 0) y[n] = sum;
 }

@@ -2,7 +2,8 @@
 //
 // Dispatch (cuda_backend.cu): M == 1 (batch-1 decode) runs LaunchMatVec, a
 // memory-bound kernel that reads the weight blocks in place (one warp per
-// output row, F32 activations); M > 1 dequantizes the weight to F16
+// output row, each lane one block-sized unit at a time (common.cuh DotUnit),
+// F32 activations); M > 1 dequantizes the weight to F16
 // (LaunchDequantF16, F16 weights skip it), converts the activations to F16 and
 // runs a cuBLAS GEMM with F32 accumulation on the tensor cores; F32 weights use
 // SGEMM. This first rule is to be revised by the measurements of
