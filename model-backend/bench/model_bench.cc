@@ -4,7 +4,9 @@
 // benchmark models.
 //
 //   sinew-model-bench --write-random DIR         writes bench-{F16,Q8_0,Q4_K}.gguf (~125M params)
+//   sinew-model-bench --write-llama-1b DIR       writes llama1b-{F16,Q8_0,Q4_K}.gguf (1.1B params)
 //   sinew-model-bench -m A.gguf [-m B.gguf] [-t 1,2] [-p 128] [-n 32] [-r 3]
+//                     [--device cpu|cuda[:N]] [--cache-type-k f16] [--cache-type-v f16]
 //
 // Prints one line per (model, threads, test) as tab-separated values:
 //   model  type  params  threads  test  tokens_per_second
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "random_model.h"
@@ -28,33 +31,45 @@ using sinew::model::GenerationResult;
 using sinew::model::GgmlType;
 using sinew::model::SamplingParams;
 
-int WriteRandomModels(const std::string& dir) {
-  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
-    sinew::model::testing::RandomModelSpec spec;
-    spec.arch = "llama";
-    spec.n_vocab = 32000;
-    spec.n_embd = 768;
-    spec.n_layer = 12;
-    spec.n_head = 12;
-    spec.n_head_kv = 4;
-    spec.n_ff = 2048;
-    spec.n_ctx = 2048;
-    spec.weight_type = type;
-    // Embeddings in Q8_0 for the quantized models (rows are looked up, not multiplied).
-    spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
-    spec.seed = 42;
-    const std::string path = dir + "/bench-" + std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
-    const auto start = std::chrono::steady_clock::now();
-    auto status = sinew::model::testing::WriteRandomModel(spec, path);
-    if (!status.ok()) {
-      std::fprintf(stderr, "%s\n", status.ToString().c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "wrote %s (%.1fM params) in %.1f s\n", path.c_str(),
-                 static_cast<double>(sinew::model::testing::RandomModelParams(spec)) / 1e6,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+// ~125M parameters (CPU benchmark) or, with `large`, the 1.1B llama of the
+// GPU benchmark: embedding 2048, 16 layers, feed-forward 8192, 32 heads, 8 KV
+// heads. The three files are written by three threads at once.
+int WriteRandomModels(const std::string& dir, bool large) {
+  const GgmlType types[] = {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K};
+  int failures[3] = {0, 0, 0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 3; ++i) {
+    writers.emplace_back([&, i] {
+      const GgmlType type = types[i];
+      sinew::model::testing::RandomModelSpec spec;
+      spec.arch = "llama";
+      spec.n_vocab = 32000;
+      spec.n_embd = large ? 2048 : 768;
+      spec.n_layer = large ? 16 : 12;
+      spec.n_head = large ? 32 : 12;
+      spec.n_head_kv = large ? 8 : 4;
+      spec.n_ff = large ? 8192 : 2048;
+      spec.n_ctx = 2048;
+      spec.weight_type = type;
+      // Embeddings in Q8_0 for the quantized models (rows are looked up, not multiplied).
+      spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
+      spec.seed = 42;
+      const std::string path = dir + (large ? "/llama1b-" : "/bench-") +
+                               std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
+      const auto start = std::chrono::steady_clock::now();
+      auto status = sinew::model::testing::WriteRandomModel(spec, path);
+      if (!status.ok()) {
+        std::fprintf(stderr, "%s\n", status.ToString().c_str());
+        failures[i] = 1;
+        return;
+      }
+      std::fprintf(stderr, "wrote %s (%.1fM params) in %.1f s\n", path.c_str(),
+                   static_cast<double>(sinew::model::testing::RandomModelParams(spec)) / 1e6,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    });
   }
-  return 0;
+  for (std::thread& t : writers) t.join();
+  return failures[0] + failures[1] + failures[2] == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -67,6 +82,9 @@ int main(int argc, char** argv) {
   int n_prompt = 128, n_gen = 32, reps = 3;
   std::string simd = "auto";
   app.add_option("--write-random", write_dir, "write the random-weight benchmark models to DIR");
+  std::string write_1b_dir;
+  app.add_option("--write-llama-1b", write_1b_dir,
+                 "write the 1.1B random llama of the GPU benchmark (F16, Q8_0, Q4_K) to DIR");
   app.add_option("-m,--model", models, "GGUF model(s) to benchmark");
   app.add_option("-t,--threads", threads, "thread counts")->delimiter(',');
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(1, 4096));
@@ -74,8 +92,21 @@ int main(int argc, char** argv) {
   app.add_option("-r,--repetitions", reps, "repetitions (the best is reported)")
       ->check(CLI::Range(1, 100));
   app.add_option("--simd", simd, "auto, avx512, avx2 or scalar");
+  std::string device = "cpu", cache_type_k = "f16", cache_type_v = "f16";
+  app.add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")
+      ->capture_default_str();
+  app.add_option("--cache-type-v", cache_type_v, "KV cache value type: f32, f16 or q8_0")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (!write_dir.empty()) return WriteRandomModels(write_dir);
+  auto type_k = sinew::model::ParseCacheType(cache_type_k);
+  auto type_v = sinew::model::ParseCacheType(cache_type_v);
+  if (!type_k.ok() || !type_v.ok()) {
+    std::fprintf(stderr, "%s\n", (type_k.ok() ? type_v : type_k).status().ToString().c_str());
+    return 2;
+  }
+  if (!write_dir.empty()) return WriteRandomModels(write_dir, false);
+  if (!write_1b_dir.empty()) return WriteRandomModels(write_1b_dir, true);
   if (models.empty()) {
     std::fprintf(stderr, "nothing to do: give --write-random DIR or -m MODEL\n");
     return 2;
@@ -86,6 +117,9 @@ int main(int argc, char** argv) {
       EngineOptions options;
       options.n_threads = t;
       options.simd = simd;
+      options.device = device;
+      options.cache_type_k = *type_k;
+      options.cache_type_v = *type_v;
       options.n_batch = n_prompt;
       options.n_ctx = std::max(n_prompt, n_gen) + 8;
       auto engine = Engine::Load(path, options);

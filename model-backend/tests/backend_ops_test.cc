@@ -1,14 +1,25 @@
-// Operation-level test: every op of every available backend against the scalar
-// CPU backend on one thread (the reference), by normalised mean squared error
-// NMSE = sum (got - ref)^2 / sum ref^2. A CUDA backend joins the list later.
+// Operation-level test: every op of every backend against the scalar CPU
+// backend on one thread (the reference), by normalised mean squared error
+// NMSE = sum (got - ref)^2 / sum ref^2. Every tensor is allocated through the
+// backend's own Allocate, filled with Write and read back with Read, so the
+// same test runs on device memory.
 //
-// Tolerances: float ops 1e-10; matmuls over quantized activations 1e-10 too,
-// since the SIMD kernels compute the same integer sums (only float summation
-// order differs).
+// Built twice: as sinew_model_backend_ops_test (candidates: every CPU SIMD level
+// with 1 and 3 threads) and, with SINEW_OPS_TEST_CUDA, as the gpu-labelled
+// sinew_model_cuda_ops_test (candidate: CUDA device 0; skipped with the reason
+// when there is none).
+//
+// Tolerances: CPU candidates 1e-10 (the SIMD kernels compute the same integer
+// sums over quantized activations; only float summation order differs). CUDA:
+// 1e-6 for float ops, F32/F16/BF16 matmuls and the F32/F16 caches; 1e-4 for
+// quantized matmuls and the Q8_0 cache (the CPU reference quantizes the
+// activations to 8 bits, which alone costs ~1e-5).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,22 +29,34 @@
 namespace sinew::model {
 namespace {
 
-constexpr double kTolerance = 1e-10;
-
 struct Candidate {
-  std::string simd;
-  int32_t threads;
+  std::string label;
+  std::function<Result<std::unique_ptr<Backend>>()> make;
+  bool device = false;  // a GPU backend: the looser tolerances
 };
 
-std::vector<Candidate> AvailableCandidates() {
+std::vector<Candidate> AvailableCandidates(std::string* why_none) {
   std::vector<Candidate> out;
+#ifdef SINEW_OPS_TEST_CUDA
+  auto cuda = CreateCudaBackend(CudaBackendOptions{0});
+  if (cuda.ok()) {
+    out.push_back({"cuda:0", [] { return CreateCudaBackend(CudaBackendOptions{0}); }, true});
+  } else {
+    *why_none = "no CUDA backend: " + cuda.status().ToString();
+  }
+#else
   for (const char* simd : {"scalar", "avx2", "avx512"}) {
     for (int32_t threads : {1, 3}) {
       if (std::string(simd) == "scalar" && threads == 1) continue;  // the reference itself
       CpuBackendOptions o{threads, simd};
-      if (CreateCpuBackend(o).ok()) out.push_back({simd, threads});
+      if (CreateCpuBackend(o).ok()) {
+        out.push_back({std::string(simd) + " x" + std::to_string(threads),
+                       [o] { return CreateCpuBackend(o); }, false});
+      }
     }
   }
+  if (out.empty()) *why_none = "no CPU candidate";
+#endif
   return out;
 }
 
@@ -54,168 +77,333 @@ double Nmse(const std::vector<float>& got, const std::vector<float>& ref) {
   return norm == 0 ? err : err / norm;
 }
 
+void Must(const Status& s) {
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+}
+
+// A tensor in a backend's memory.
+struct Buf {
+  std::unique_ptr<BackendBuffer> buffer;
+  Tensor t;
+};
+
+// A tensor of `type` and shape `ne` in b's memory holding `bytes` (t.bytes() of them).
+Buf Upload(Backend& b, GgmlType type, std::array<int64_t, 4> ne, const void* bytes) {
+  Buf out;
+  out.t.type = type;
+  out.t.ne = ne;
+  auto buffer = b.memory().Allocate(static_cast<size_t>(out.t.bytes()));
+  Must(buffer.status());
+  out.buffer = std::move(buffer).value();
+  out.t.data = out.buffer->data();
+  if (bytes != nullptr) Must(out.buffer->Write(0, bytes, static_cast<size_t>(out.t.bytes())));
+  return out;
+}
+
+Buf UploadF32(Backend& b, const std::vector<float>& v, int64_t ne0, int64_t ne1 = 1,
+              int64_t ne2 = 1) {
+  if (static_cast<int64_t>(v.size()) != ne0 * ne1 * ne2) throw std::logic_error("shape");
+  return Upload(b, GgmlType::kF32, {ne0, ne1, ne2, 1}, v.data());
+}
+
+Buf ZerosF32(Backend& b, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+  return Upload(b, GgmlType::kF32, {ne0, ne1, ne2, 1}, nullptr);
+}
+
+std::vector<float> Download(Backend& b, const Buf& buf) {
+  Must(b.ops().Synchronize());
+  std::vector<float> out(static_cast<size_t>(buf.t.elements()));
+  Must(buf.buffer->Read(0, out.data(), out.size() * 4));
+  return out;
+}
+
 class BackendOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto ref = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
     ASSERT_TRUE(ref.ok());
     reference_ = std::move(ref).value();
-    candidates_ = AvailableCandidates();
-    ASSERT_FALSE(candidates_.empty());
+    std::string why_none;
+    candidates_ = AvailableCandidates(&why_none);
+    if (candidates_.empty()) GTEST_SKIP() << why_none;
+    for (const Candidate& c : candidates_) {
+      auto b = c.make();
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      backends_.push_back(std::move(b).value());
+    }
   }
 
-  // Runs `op` on the reference and on every candidate backend (each with its own
-  // copies of the inputs, made by `op` itself) and compares the outputs.
+  // Runs `op` on the reference and on every candidate backend (each with its
+  // own copies of the inputs, made by `op` itself) and compares the outputs.
+  // `device_tolerance` applies to device backends, 1e-10 to CPU ones.
   template <typename Op>
-  void Compare(const std::string& what, Op op) {
+  void Compare(const std::string& what, double device_tolerance, Op op) {
     const std::vector<float> want = op(*reference_);
-    for (const Candidate& c : candidates_) {
-      auto backend = CreateCpuBackend(CpuBackendOptions{c.threads, c.simd});
-      ASSERT_TRUE(backend.ok());
-      const std::vector<float> got = op(**backend);
+    double norm = 0;
+    for (float v : want) norm += static_cast<double>(v) * v;
+    ASSERT_GT(norm, 0) << what << ": the reference output is all zeros";
+    for (size_t i = 0; i < backends_.size(); ++i) {
+      Backend& b = *backends_[i];
+      std::vector<float> got;
+      try {
+        got = op(b);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << what << " on " << candidates_[i].label << ": " << e.what();
+        continue;
+      }
       ASSERT_EQ(got.size(), want.size());
       const double nmse = Nmse(got, want);
-      EXPECT_LT(nmse, kTolerance) << what << " on " << (*backend)->name() << " x" << c.threads;
+      const double tolerance = candidates_[i].device ? device_tolerance : 1e-10;
+      EXPECT_LE(nmse, tolerance) << what << " on " << b.name() << " (" << candidates_[i].label
+                                 << ")";
     }
   }
 
   std::unique_ptr<Backend> reference_;
   std::vector<Candidate> candidates_;
+  std::vector<std::unique_ptr<Backend>> backends_;
 };
 
-TEST_F(BackendOpsTest, MatMulEveryType) {
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                        GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    for (int64_t m : {1, 7}) {
-      const int64_t K = 512, N = 67;
-      const std::vector<float> wf = Random(static_cast<size_t>(K * N), 1);
-      std::string wdata = EncodeTensorData(type, wf.data(), K * N);
-      const std::vector<float> x = Random(static_cast<size_t>(K * m), 2);
-      Compare(std::string("MatMul ") + std::string(GgmlTypeName(type)) + " M=" + std::to_string(m),
-              [&](Backend& b) {
-                Tensor w;
-                w.type = type;
-                w.ne = {K, N, 1, 1};
-                w.data = wdata.data();
-                std::vector<float> xin = x, y(static_cast<size_t>(N * m));
-                Tensor xt = Tensor::F32(xin.data(), K, m), yt = Tensor::F32(y.data(), N, m);
-                b.ops().MatMul(w, xt, yt);
-                return y;
-              });
-    }
-  }
-  // A row length with a tail that no SIMD width divides (stories260K's 172).
-  const int64_t K = 172, N = 9;
-  const std::vector<float> wf = Random(static_cast<size_t>(K * N), 3);
-  const std::vector<float> x = Random(static_cast<size_t>(K * 2), 4);
-  Compare("MatMul F32 K=172", [&](Backend& b) {
-    std::vector<float> win = wf, xin = x, y(static_cast<size_t>(N * 2));
-    Tensor w = Tensor::F32(win.data(), K, N), xt = Tensor::F32(xin.data(), K, 2);
-    Tensor yt = Tensor::F32(y.data(), N, 2);
-    b.ops().MatMul(w, xt, yt);
-    return y;
-  });
+// The CUDA build names its suite apart, so ctest shows both binaries' tests.
+#ifdef SINEW_OPS_TEST_CUDA
+class CudaBackendOpsTest : public BackendOpsTest {};
+#define OPS_TEST(name) TEST_F(CudaBackendOpsTest, name)
+#else
+#define OPS_TEST(name) TEST_F(BackendOpsTest, name)
+#endif
+
+bool IsFloatType(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
 }
 
-TEST_F(BackendOpsTest, ElementwiseAndNormOps) {
+std::vector<float> RunMatMul(Backend& b, GgmlType type, const std::string& wdata,
+                             const std::vector<float>& x, int64_t K, int64_t N, int64_t M) {
+  Buf w = Upload(b, type, {K, N, 1, 1}, wdata.data());
+  Buf xt = UploadF32(b, x, K, M);
+  Buf y = ZerosF32(b, N, M);
+  Must(b.ops().MatMul(w.t, xt.t, y.t));
+  return Download(b, y);
+}
+
+OPS_TEST(MatMulEveryTypeAndBatch) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                        GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    // K = 512 for every type; K = 96 (not a multiple of 256) where blocks allow.
+    std::vector<int64_t> ks = {512};
+    if (GgmlBlockSize(type) <= 32) ks.push_back(96);
+    for (int64_t K : ks) {
+      for (int64_t M : {1, 2, 5, 8, 17, 67}) {
+        const int64_t N = 67;
+        const std::vector<float> wf = Random(static_cast<size_t>(K * N), 1);
+        const std::string wdata = EncodeTensorData(type, wf.data(), K * N);
+        const std::vector<float> x = Random(static_cast<size_t>(K * M), 2);
+        Compare(std::string("MatMul ") + std::string(GgmlTypeName(type)) + " K=" +
+                    std::to_string(K) + " M=" + std::to_string(M),
+                IsFloatType(type) ? 1e-6 : 1e-4,
+                [&](Backend& b) { return RunMatMul(b, type, wdata, x, K, N, M); });
+      }
+    }
+  }
+  // A row length with a tail that no SIMD width divides (stories260K's 172), and N = 1.
+  for (int64_t N : {9, 1}) {
+    const int64_t K = 172;
+    const std::vector<float> wf = Random(static_cast<size_t>(K * N), 3);
+    const std::string wdata(reinterpret_cast<const char*>(wf.data()), wf.size() * 4);
+    const std::vector<float> x = Random(static_cast<size_t>(K * 2), 4);
+    Compare("MatMul F32 K=172 N=" + std::to_string(N), 1e-6,
+            [&](Backend& b) { return RunMatMul(b, GgmlType::kF32, wdata, x, K, N, 2); });
+  }
+}
+
+OPS_TEST(ElementwiseAndNormOps) {
   const int64_t n = 96, rows = 5;
   const std::vector<float> a = Random(static_cast<size_t>(n * rows), 5);
   const std::vector<float> c = Random(static_cast<size_t>(n * rows), 6);
   const std::vector<float> w = Random(static_cast<size_t>(n), 7);
-  Compare("RmsNorm", [&](Backend& b) {
-    std::vector<float> x = a, wt = w, out(a.size());
-    Tensor xt = Tensor::F32(x.data(), n, rows), o = Tensor::F32(out.data(), n, rows);
-    b.ops().RmsNorm(xt, Tensor::F32(wt.data(), n), 1e-5f, o);
-    return out;
+  Compare("RmsNorm", 1e-6, [&](Backend& b) {
+    Buf x = UploadF32(b, a, n, rows), wt = UploadF32(b, w, n), o = ZerosF32(b, n, rows);
+    Must(b.ops().RmsNorm(x.t, wt.t, 1e-5f, o.t));
+    return Download(b, o);
   });
-  Compare("Add+AddBias", [&](Backend& b) {
-    std::vector<float> x = a, y = c, wt = w, out(a.size());
-    Tensor xt = Tensor::F32(x.data(), n, rows), yt = Tensor::F32(y.data(), n, rows);
-    Tensor o = Tensor::F32(out.data(), n, rows);
-    b.ops().Add(xt, yt, o);
-    b.ops().AddBias(o, Tensor::F32(wt.data(), n));
-    return out;
+  Compare("RmsNorm in place", 1e-6, [&](Backend& b) {
+    Buf x = UploadF32(b, a, n, rows), wt = UploadF32(b, w, n);
+    Must(b.ops().RmsNorm(x.t, wt.t, 1e-5f, x.t));
+    return Download(b, x);
   });
-  Compare("SwiGlu", [&](Backend& b) {
-    std::vector<float> g = a, u = c, out(a.size());
-    Tensor gt = Tensor::F32(g.data(), n, rows), ut = Tensor::F32(u.data(), n, rows);
-    Tensor o = Tensor::F32(out.data(), n, rows);
-    b.ops().SwiGlu(gt, ut, o);
-    return out;
+  Compare("Add+AddBias", 1e-6, [&](Backend& b) {
+    Buf x = UploadF32(b, a, n, rows), y = UploadF32(b, c, n, rows), wt = UploadF32(b, w, n);
+    Buf o = ZerosF32(b, n, rows);
+    Must(b.ops().Add(x.t, y.t, o.t));
+    Must(b.ops().AddBias(o.t, wt.t));
+    Must(b.ops().Add(o.t, x.t, o.t));  // aliasing the output
+    return Download(b, o);
   });
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+  Compare("SwiGlu", 1e-6, [&](Backend& b) {
+    Buf g = UploadF32(b, a, n, rows), u = UploadF32(b, c, n, rows);
+    Must(b.ops().SwiGlu(g.t, u.t, g.t));
+    return Download(b, g);
+  });
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                        GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const int64_t E = 256, V = 10;
     const std::vector<float> table = Random(static_cast<size_t>(E * V), 8);
-    std::string data = EncodeTensorData(type, table.data(), E * V);
-    Compare(std::string("GetRows ") + std::string(GgmlTypeName(type)), [&](Backend& b) {
-      Tensor t;
-      t.type = type;
-      t.ne = {E, V, 1, 1};
-      t.data = data.data();
-      const int32_t ids[] = {3, 0, 9, 3};
-      std::vector<float> out(static_cast<size_t>(E * 4));
-      Tensor o = Tensor::F32(out.data(), E, 4);
-      b.ops().GetRows(t, ids, 4, o);
-      return out;
+    const std::string data = EncodeTensorData(type, table.data(), E * V);
+    Compare(std::string("GetRows ") + std::string(GgmlTypeName(type)), 1e-6, [&](Backend& b) {
+      Buf t = Upload(b, type, {E, V, 1, 1}, data.data());
+      const std::vector<int32_t> ids = {3, 0, 9, 3};
+      Buf o = ZerosF32(b, E, 4);
+      Must(b.ops().GetRows(t.t, ids, o.t));
+      return Download(b, o);
     });
   }
 }
 
-TEST_F(BackendOpsTest, RopeBothStyles) {
-  const int64_t hd = 64, heads = 3, tokens = 4;
-  const std::vector<float> x = Random(static_cast<size_t>(hd * heads * tokens), 9);
-  const int32_t pos[] = {0, 5, 6, 300};
-  const std::vector<float> factors = Random(16, 10, 0.5f);
-  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
-    RopeParams p;
-    p.style = style;
-    p.n_rot = 32;
-    p.freq_base = 500000.0f;
-    p.freq_scale = 0.5f;
-    std::vector<float> ff(16);
-    for (size_t i = 0; i < 16; ++i) ff[i] = 1.0f + std::fabs(factors[i]);
-    p.freq_factors = ff.data();
-    Compare(style == RopeStyle::kNormal ? "Rope normal" : "Rope neox", [&](Backend& b) {
-      std::vector<float> v = x;
-      Tensor t = Tensor::F32(v.data(), hd, heads, tokens);
-      b.ops().Rope(t, pos, p);
-      return v;
-    });
+OPS_TEST(RopeBothStylesAndHeadSizes) {
+  const std::vector<int32_t> pos = {0, 5, 6, 300};
+  for (int64_t hd : {64, 80, 128}) {
+    const int64_t heads = 3, tokens = 4;
+    const std::vector<float> x = Random(static_cast<size_t>(hd * heads * tokens), 9);
+    for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+      for (bool factors : {false, true}) {
+        RopeParams p;
+        p.style = style;
+        p.n_rot = static_cast<int32_t>(hd == 80 ? 64 : hd / 2);  // partial rotation too
+        p.freq_base = 500000.0f;
+        p.freq_scale = 0.5f;
+        const std::vector<float> raw = Random(static_cast<size_t>(p.n_rot / 2), 10, 0.5f);
+        std::vector<float> ff(raw.size());
+        for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + std::fabs(raw[i]);
+        if (factors) p.freq_factors = ff.data();
+        Compare(std::string(style == RopeStyle::kNormal ? "Rope normal" : "Rope neox") +
+                    " hd=" + std::to_string(hd) + (factors ? " factors" : ""),
+                1e-6, [&](Backend& b) {
+                  Buf t = UploadF32(b, x, hd, heads, tokens);
+                  Must(b.ops().Rope(t.t, pos, p));
+                  return Download(b, t);
+                });
+      }
+    }
   }
 }
 
-TEST_F(BackendOpsTest, AttentionF32AndF16Cache) {
-  const int64_t hd = 32, n_head = 8, n_kv = 2, tokens = 3, cached = 10;
-  const std::vector<float> q = Random(static_cast<size_t>(hd * n_head * tokens), 11);
-  const std::vector<float> k = Random(static_cast<size_t>(hd * n_kv * cached), 12);
-  const std::vector<float> v = Random(static_cast<size_t>(hd * n_kv * cached), 13);
-  const int32_t pos[] = {7, 8, 9};
-  for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16}) {
-    Compare(std::string("Attention ") + std::string(GgmlTypeName(kv_type)), [&](Backend& b) {
-      std::vector<float> kin = k, vin = v, qin = q, out(q.size());
-      std::string kc(static_cast<size_t>(GgmlRowSize(kv_type, hd * n_kv) * cached), '\0');
-      std::string vc = kc;
-      Tensor kt, vt;
-      kt.type = vt.type = kv_type;
-      kt.ne = vt.ne = {hd * n_kv, cached, 1, 1};
-      kt.data = kc.data();
-      vt.data = vc.data();
-      b.ops().CopyRows(Tensor::F32(kin.data(), hd * n_kv, cached), kt, 0);
-      b.ops().CopyRows(Tensor::F32(vin.data(), hd * n_kv, cached), vt, 0);
-      Tensor qt = Tensor::F32(qin.data(), hd, n_head, tokens);
-      Tensor o = Tensor::F32(out.data(), hd, n_head, tokens);
-      b.ops().Attention(qt, kt, vt, static_cast<int32_t>(n_kv), pos, 0.17f, o);
-      return out;
-    });
+// Paged attention: a sequence of `n_pos` positions in blocks of 16 scattered
+// over a cache of 8 blocks (the table is not in order), queries for its last
+// `tokens` positions; every KV type, head size and GQA ratio.
+OPS_TEST(PagedAttentionEveryCacheType) {
+  const int32_t block = 16;
+  const std::vector<int32_t> table = {5, 2, 7, 0};
+  for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
+    for (int64_t hd : {64, 80, 128}) {
+      for (int64_t group : {1, 4, 8}) {
+        const int64_t n_kv = 2, n_head = n_kv * group, tokens = 3;
+        const int32_t n_pos = 37;  // across two block boundaries
+        const int64_t kv_dim = hd * n_kv;
+        const std::vector<float> q = Random(static_cast<size_t>(hd * n_head * tokens), 11);
+        const std::vector<float> k = Random(static_cast<size_t>(kv_dim * n_pos), 12);
+        const std::vector<float> v = Random(static_cast<size_t>(kv_dim * n_pos), 13);
+        std::vector<int32_t> pos;
+        for (int32_t p = n_pos - static_cast<int32_t>(tokens); p < n_pos; ++p) pos.push_back(p);
+        const bool exact = kv_type != GgmlType::kQ8_0;
+        Compare(std::string("Attention ") + std::string(GgmlTypeName(kv_type)) + " hd=" +
+                    std::to_string(hd) + " gqa=" + std::to_string(group),
+                exact ? 1e-6 : 1e-4, [&](Backend& b) {
+                  Buf kc = Upload(b, kv_type, {kv_dim, 8 * block, 1, 1}, nullptr);
+                  Buf vc = Upload(b, kv_type, {kv_dim, 8 * block, 1, 1}, nullptr);
+                  const KvBlocks blocks{table, block};
+                  // Stored in two pieces, the second starting inside a block.
+                  for (int32_t p0 : {0, 20}) {
+                    const int32_t p1 = p0 == 0 ? 20 : n_pos;
+                    const std::vector<float> ks(k.begin() + p0 * kv_dim, k.begin() + p1 * kv_dim);
+                    const std::vector<float> vs(v.begin() + p0 * kv_dim, v.begin() + p1 * kv_dim);
+                    Buf kt = UploadF32(b, ks, kv_dim, p1 - p0), vt = UploadF32(b, vs, kv_dim, p1 - p0);
+                    Must(b.ops().StoreKv(kt.t, kc.t, blocks, p0));
+                    Must(b.ops().StoreKv(vt.t, vc.t, blocks, p0));
+                  }
+                  Buf qt = UploadF32(b, q, hd, n_head, tokens), o = ZerosF32(b, hd, n_head, tokens);
+                  Must(b.ops().Attention(qt.t, kc.t, vc.t, blocks, static_cast<int32_t>(n_kv), pos,
+                                         0.17f, o.t));
+                  return Download(b, o);
+                });
+      }
+    }
   }
 }
 
+OPS_TEST(ArgmaxPerRow) {
+  const int64_t n = 32000, rows = 3;
+  std::vector<float> x = Random(static_cast<size_t>(n * rows), 14);
+  x[7] = 5.0f;                    // row 0: a clear maximum early
+  x[n + n - 1] = 5.0f;            // row 1: at the very end
+  x[2 * n + 100] = 5.0f;          // row 2: a tie, the first wins
+  x[2 * n + 200] = 5.0f;
+  Compare("Argmax", 0.0, [&](Backend& b) {
+    Buf t = UploadF32(b, x, n, rows);
+    std::vector<int32_t> ids(static_cast<size_t>(rows), -1);
+    Must(b.ops().Argmax(t.t, ids));
+    return std::vector<float>(ids.begin(), ids.end());
+  });
+  std::vector<int32_t> ids(3);
+  std::vector<float> copy = x;
+  ASSERT_TRUE(reference_->ops().Argmax(Tensor::F32(copy.data(), n, rows), ids).ok());
+  EXPECT_EQ(ids, (std::vector<int32_t>{7, static_cast<int32_t>(n - 1), 100}));
+}
+
+OPS_TEST(SupportsEveryOpTheModelsUse) {
+  for (const auto& b : backends_) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                          GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      EXPECT_TRUE(b->ops().Supports(Op::kMatMul, type)) << b->name() << " " << GgmlTypeName(type);
+      EXPECT_TRUE(b->ops().Supports(Op::kGetRows, type)) << b->name() << " " << GgmlTypeName(type);
+    }
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
+      EXPECT_TRUE(b->ops().Supports(Op::kStoreKv, type)) << b->name();
+      EXPECT_TRUE(b->ops().Supports(Op::kAttention, type)) << b->name();
+    }
+    EXPECT_FALSE(b->ops().Supports(Op::kAttention, GgmlType::kQ4_K)) << b->name();
+    EXPECT_FALSE(b->ops().Supports(Op::kRmsNorm, GgmlType::kQ8_0)) << b->name();
+  }
+}
+
+OPS_TEST(BufferBoundsAreChecked) {
+  for (const auto& b : backends_) {
+    auto buf = b->memory().Allocate(64);
+    ASSERT_TRUE(buf.ok());
+    char bytes[65] = {};
+    EXPECT_EQ((*buf)->Write(1, bytes, 64).code(), StatusCode::kOutOfRange) << b->name();
+    EXPECT_EQ((*buf)->Read(0, bytes, 65).code(), StatusCode::kOutOfRange) << b->name();
+    EXPECT_TRUE((*buf)->Write(0, bytes, 64).ok()) << b->name();
+  }
+}
+
+#ifndef SINEW_OPS_TEST_CUDA
 TEST(CpuBackendTest, RejectsBadOptions) {
   EXPECT_EQ(CreateCpuBackend(CpuBackendOptions{1, "sse9"}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(CreateCpuBackend(CpuBackendOptions{-1, "auto"}).status().code(),
             StatusCode::kInvalidArgument);
 }
+
+TEST(BackendForDeviceTest, ParsesDevices) {
+  auto cpu = CreateBackendForDevice("cpu", CpuBackendOptions{1, "scalar"});
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ((*cpu)->device(), "cpu");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:0x", ""}) {
+    EXPECT_EQ(CreateBackendForDevice(bad, CpuBackendOptions{}).status().code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+  }
+  // Without CUDA in the build, or without a GPU, asking for one is a clear error.
+  auto cuda = CreateBackendForDevice("cuda:0", CpuBackendOptions{});
+  if (!cuda.ok()) {
+    EXPECT_TRUE(cuda.status().code() == StatusCode::kUnimplemented ||
+                cuda.status().code() == StatusCode::kUnavailable)
+        << cuda.status().ToString();
+    EXPECT_NE(cuda.status().message().find(HaveCudaBackend() ? "CUDA" : "SINEW_CUDA"),
+              std::string::npos)
+        << cuda.status().ToString();
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace sinew::model

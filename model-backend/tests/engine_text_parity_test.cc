@@ -18,11 +18,16 @@ constexpr const char* kExpected =
     ", there was a little girl named Lily. She loved to play outside in the park. One day, she "
     "saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said";
 
-TEST(Stories260KTextParity, GreedyTextThroughTokenizer) {
+// llama.cpp's greedy text is the same with its default F16 KV cache and with
+// -ctk f32 -ctv f32; so must ours be.
+class Stories260KTextParity : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(Stories260KTextParity, GreedyTextThroughTokenizer) {
   const std::string path = testutil::Stories260KPath();
   ASSERT_EQ(testutil::FileSha256(path), testutil::kStories260KSha256);
   EngineOptions options;
   options.n_threads = 2;
+  options.cache_type_k = options.cache_type_v = GetParam();
   auto engine = Engine::Load(path, options);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   auto tokenizer = Tokenizer::FromGguf((*engine)->gguf());
@@ -50,6 +55,10 @@ TEST(Stories260KTextParity, GreedyTextThroughTokenizer) {
   EXPECT_EQ((*tokenizer)->Decode(ids), kExpected);
   EXPECT_EQ(streamed, kExpected);
 }
+
+INSTANTIATE_TEST_SUITE_P(CacheTypes, Stories260KTextParity,
+                         ::testing::Values(GgmlType::kF16, GgmlType::kF32),
+                         [](const auto& p) { return std::string(GgmlTypeName(p.param)); });
 
 }  // namespace
 }  // namespace sinew::model

@@ -1,4 +1,4 @@
-// Engine: loads a GGUF model onto the CPU backend and runs generation.
+// Engine: loads a GGUF model onto a backend (EngineOptions::device) and runs generation.
 #include "sinew/model/engine.h"
 
 #include <algorithm>
@@ -21,6 +21,8 @@ std::string_view FinishReasonName(FinishReason reason) {
   }
   return "unknown";
 }
+
+Result<GgmlType> ParseCacheType(std::string_view name) { return ParseKvType(name); }
 
 namespace {
 
@@ -97,7 +99,7 @@ Status EngineImpl::Init(const std::string& path, const EngineOptions& options) {
   CpuBackendOptions backend_options;
   backend_options.n_threads = options.n_threads;
   backend_options.simd = options.simd;
-  SINEW_ASSIGN_OR_RETURN(backend_, CreateCpuBackend(backend_options));
+  SINEW_ASSIGN_OR_RETURN(backend_, CreateBackendForDevice(options.device, backend_options));
   auto model = Model::Load(*file_, *backend_);
   if (!model.ok()) return model.status().WithContext(path);
   model_ = std::move(model).value();
@@ -128,12 +130,16 @@ Status EngineImpl::Init(const std::string& path, const EngineOptions& options) {
   info_.add_bos = info_.bos_id >= 0 && (add_bos.ok() ? *add_bos : spm);
   info_.weight_type = std::string(GgmlTypeName(model_->main_weight_type()));
   info_.simd = std::string(backend_->name());
+  info_.device = backend_->device();
+  info_.cache_type_k = std::string(GgmlTypeName(options.cache_type_k));
+  info_.cache_type_v = std::string(GgmlTypeName(options.cache_type_v));
   info_.n_threads = options.n_threads > 0
                         ? options.n_threads
                         : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   auto cache = KvCache::Create(*backend_, hp.n_layer, info_.n_ctx,
-                               int64_t{hp.n_head_kv} * hp.head_dim, options.kv_f16);
-  if (!cache.ok()) return cache.status();
+                               int64_t{hp.n_head_kv} * hp.head_dim, options.cache_type_k,
+                               options.cache_type_v);
+  if (!cache.ok()) return cache.status().WithContext(path);
   cache_ = std::move(cache).value();
   return Status::Ok();
 }

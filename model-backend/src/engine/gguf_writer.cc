@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cpu/quants.h"
+#include "quant/quants.h"
 
 namespace sinew::model {
 namespace {
@@ -125,7 +125,7 @@ Status GgufWriter::WriteFile(const std::string& path) const {
 
 std::string EncodeTensorData(GgmlType type, const float* values, int64_t n) {
   std::string out(static_cast<size_t>(GgmlRowSize(type, n)), '\0');
-  cpu::QuantizeRow(static_cast<uint32_t>(type), values, out.data(), n);
+  quant::QuantizeRow(static_cast<uint32_t>(type), values, out.data(), n);
   return out;
 }
 

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "sinew/model/backend.h"
@@ -16,22 +18,33 @@
 
 namespace sinew::model {
 
+// Ok if `backend` can store and attend over a cache of `type` with rows of
+// kv_dim values: InvalidArgument for a type that is not F32, F16 or Q8_0 or
+// whose blocks do not divide kv_dim; Unimplemented if the backend lacks it.
+[[nodiscard]] Status CheckKvType(Backend& backend, GgmlType type, int64_t kv_dim);
+
+// Parses a KV cache type name: "f32", "f16" or "q8_0" (any case).
+[[nodiscard]] Result<GgmlType> ParseKvType(std::string_view name);
+
 class KvCache {
  public:
-  // ResourceExhausted if the backend cannot hold it.
+  // ResourceExhausted if the backend cannot hold it; the errors of CheckKvType.
   [[nodiscard]] static Result<std::unique_ptr<KvCache>> Create(Backend& backend, int32_t n_layer,
                                                                int32_t n_ctx, int64_t kv_dim,
-                                                               bool f16);
+                                                               GgmlType type_k, GgmlType type_v);
 
   int32_t n_ctx() const { return n_ctx_; }
   // Layer l's K / V with all n_ctx rows; views of the first rows are made by
   // the model (ne[1] = number of positions in use).
   Tensor k(int32_t layer) const { return k_[static_cast<size_t>(layer)]; }
   Tensor v(int32_t layer) const { return v_[static_cast<size_t>(layer)]; }
+  // The whole cache as one block (for StoreKv and Attention).
+  KvBlocks blocks() const { return KvBlocks{std::span<const int32_t>(&zero_, 1), n_ctx_}; }
 
  private:
   KvCache() = default;
   int32_t n_ctx_ = 0;
+  int32_t zero_ = 0;
   std::unique_ptr<BackendBuffer> buffer_;
   std::vector<Tensor> k_, v_;
 };

@@ -5,7 +5,7 @@
 #include <map>
 #include <optional>
 
-#include "cpu/quants.h"
+#include "quant/quants.h"
 
 namespace sinew::model {
 namespace {
@@ -36,7 +36,14 @@ Tensor View(float* base, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
 Result<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend& backend) {
   std::unique_ptr<Model> model(new Model(backend));
   SINEW_RETURN_IF_ERROR(model->LoadHParams(file));
-  SINEW_RETURN_IF_ERROR(model->LoadWeights(file));
+  if (Status s = model->LoadWeights(file); !s.ok()) {
+    if (s.code() != StatusCode::kResourceExhausted) return s;
+    int64_t need = 0;
+    for (const GgufTensorInfo& t : file.tensors()) need += static_cast<int64_t>(t.size_bytes);
+    return s.WithContext("loading the model's " + std::to_string(need) + " bytes of tensors onto " +
+                         backend.device());
+  }
+  SINEW_RETURN_IF_ERROR(model->CheckBackendSupport());
   return model;
 }
 
@@ -130,7 +137,7 @@ Result<Tensor> Model::F32Vector(const GgufFile& f, const std::string& name, int6
     return Bad("tensor '" + name + "' must be a vector of " + std::to_string(n));
   }
   std::vector<float> values(static_cast<size_t>(n));
-  cpu::DequantizeRow(static_cast<uint32_t>(info->type), info->data, values.data(), n);
+  quant::DequantizeRow(static_cast<uint32_t>(info->type), info->data, values.data(), n);
   SINEW_ASSIGN_OR_RETURN(auto buf, backend_.memory().Allocate(static_cast<size_t>(n) * 4));
   SINEW_RETURN_IF_ERROR(buf->Write(0, values.data(), values.size() * 4));
   Tensor t = Tensor::F32(static_cast<float*>(buf->data()), n);
@@ -191,6 +198,27 @@ Status Model::LoadWeights(const GgufFile& f) {
   return Status::Ok();
 }
 
+Status Model::CheckBackendSupport() {
+  BackendOps& ops = backend_.ops();
+  auto need = [&](Op op, GgmlType type, const std::string& what) -> Status {
+    if (ops.Supports(op, type)) return Status::Ok();
+    return Status::Unimplemented("backend " + std::string(backend_.name()) + " has no " +
+                                 std::string(OpName(op)) + " for " +
+                                 std::string(GgmlTypeName(type)) + " (" + what + ")");
+  };
+  SINEW_RETURN_IF_ERROR(need(Op::kGetRows, tok_embd_.type, "token_embd.weight"));
+  SINEW_RETURN_IF_ERROR(need(Op::kMatMul, output_.type, "output.weight"));
+  for (const LayerWeights& w : layers_) {
+    for (const Tensor* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      SINEW_RETURN_IF_ERROR(need(Op::kMatMul, t->type, "layer weight"));
+    }
+  }
+  for (Op op : {Op::kGetRows, Op::kAddBias, Op::kAdd, Op::kRmsNorm, Op::kRope, Op::kSwiGlu}) {
+    SINEW_RETURN_IF_ERROR(need(op, GgmlType::kF32, "activations"));
+  }
+  return Status::Ok();
+}
+
 Status Model::EnsureScratch(int64_t n) {
   if (n <= scratch_tokens_) return Status::Ok();
   const int64_t E = hp_.n_embd, QD = int64_t{hp_.n_head} * hp_.head_dim;
@@ -224,69 +252,70 @@ Status Model::Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& ca
   for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
 
   Tensor x = View(x_, E, n);
-  ops.GetRows(tok_embd_, tokens.data(), n, x);
+  SINEW_RETURN_IF_ERROR(ops.GetRows(tok_embd_, tokens, x));
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const KvBlocks blocks = cache.blocks();
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    ProjectQkv(w, n);
+    SINEW_RETURN_IF_ERROR(ProjectQkv(w, n));
     Tensor k = View(k_, KD, n), v = View(v_, KD, n);
     Tensor qh = View(q_, HD, hp_.n_head, n);
     Tensor kc = cache.k(l), vc = cache.v(l);
-    ops.CopyRows(k, kc, pos0);
-    ops.CopyRows(v, vc, pos0);
-    kc.ne[1] = pos0 + n;
-    vc.ne[1] = pos0 + n;
+    SINEW_RETURN_IF_ERROR(ops.StoreKv(k, kc, blocks, pos0));
+    SINEW_RETURN_IF_ERROR(ops.StoreKv(v, vc, blocks, pos0));
     Tensor attn = View(attn_, HD, hp_.n_head, n);
-    ops.Attention(qh, kc, vc, hp_.n_head_kv, positions_.data(), scale, attn);
-    FinishLayer(w, n);
+    SINEW_RETURN_IF_ERROR(
+        ops.Attention(qh, kc, vc, blocks, hp_.n_head_kv, positions_, scale, attn));
+    SINEW_RETURN_IF_ERROR(FinishLayer(w, n));
   }
   const int64_t n_out = all_logits ? n : 1;
-  return OutputLogits(n - n_out, n_out, n_out, logits);
+  return OutputLogits(View(x_ + (n - n_out) * E, E, n_out), n_out, logits);
 }
 
-void Model::ProjectQkv(const LayerWeights& w, int64_t n) {
+Status Model::ProjectQkv(const LayerWeights& w, int64_t n) {
   BackendOps& ops = backend_.ops();
   const int64_t E = hp_.n_embd, HD = hp_.head_dim;
   const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
   Tensor x = View(x_, E, n), h = View(h_, E, n);
-  ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h);
+  SINEW_RETURN_IF_ERROR(ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h));
   Tensor q = View(q_, QD, n), k = View(k_, KD, n), v = View(v_, KD, n);
-  ops.MatMul(w.wq, h, q);
-  ops.MatMul(w.wk, h, k);
-  ops.MatMul(w.wv, h, v);
-  if (w.bq.data != nullptr) ops.AddBias(q, w.bq);
-  if (w.bk.data != nullptr) ops.AddBias(k, w.bk);
-  if (w.bv.data != nullptr) ops.AddBias(v, w.bv);
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wq, h, q));
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wk, h, k));
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wv, h, v));
+  if (w.bq.data != nullptr) SINEW_RETURN_IF_ERROR(ops.AddBias(q, w.bq));
+  if (w.bk.data != nullptr) SINEW_RETURN_IF_ERROR(ops.AddBias(k, w.bk));
+  if (w.bv.data != nullptr) SINEW_RETURN_IF_ERROR(ops.AddBias(v, w.bv));
   Tensor qh = View(q_, HD, hp_.n_head, n), kh = View(k_, HD, hp_.n_head_kv, n);
-  if (w.q_norm.data != nullptr) ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh);
-  if (w.k_norm.data != nullptr) ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh);
-  ops.Rope(qh, positions_.data(), hp_.rope);
-  ops.Rope(kh, positions_.data(), hp_.rope);
+  if (w.q_norm.data != nullptr) SINEW_RETURN_IF_ERROR(ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh));
+  if (w.k_norm.data != nullptr) SINEW_RETURN_IF_ERROR(ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh));
+  const std::span<const int32_t> pos(positions_.data(), static_cast<size_t>(n));
+  SINEW_RETURN_IF_ERROR(ops.Rope(qh, pos, hp_.rope));
+  return ops.Rope(kh, pos, hp_.rope);
 }
 
-void Model::FinishLayer(const LayerWeights& w, int64_t n) {
+Status Model::FinishLayer(const LayerWeights& w, int64_t n) {
   BackendOps& ops = backend_.ops();
   const int64_t E = hp_.n_embd, F = hp_.n_ff, QD = int64_t{hp_.n_head} * hp_.head_dim;
   Tensor x = View(x_, E, n), h = View(h_, E, n);
   Tensor attn2 = View(attn_, QD, n), o = View(h_, E, n);
-  ops.MatMul(w.wo, attn2, o);
-  ops.Add(x, o, x);
-  ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h);
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wo, attn2, o));
+  SINEW_RETURN_IF_ERROR(ops.Add(x, o, x));
+  SINEW_RETURN_IF_ERROR(ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h));
   Tensor gate = View(gate_, F, n), up = View(up_, F, n);
-  ops.MatMul(w.w_gate, h, gate);
-  ops.MatMul(w.w_up, h, up);
-  ops.SwiGlu(gate, up, gate);
-  ops.MatMul(w.w_down, gate, o);
-  ops.Add(x, o, x);
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.w_gate, h, gate));
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.w_up, h, up));
+  SINEW_RETURN_IF_ERROR(ops.SwiGlu(gate, up, gate));
+  SINEW_RETURN_IF_ERROR(ops.MatMul(w.w_down, gate, o));
+  return ops.Add(x, o, x);
 }
 
-Status Model::OutputLogits(int64_t row0, int64_t n_rows, int64_t n_read, float* logits) {
+Status Model::OutputLogits(const Tensor& rows, int64_t n_read, float* logits) {
   BackendOps& ops = backend_.ops();
-  const int64_t E = hp_.n_embd;
-  Tensor xo = View(x_ + row0 * E, E, n_rows), ho = View(h_, E, n_rows);
-  ops.RmsNorm(xo, output_norm_, hp_.rms_eps, ho);
+  const int64_t n_rows = rows.rows();
+  Tensor ho = View(h_, hp_.n_embd, n_rows);
+  SINEW_RETURN_IF_ERROR(ops.RmsNorm(rows, output_norm_, hp_.rms_eps, ho));
   Tensor out = View(logits_, hp_.n_vocab, n_rows);
-  ops.MatMul(output_, ho, out);
+  SINEW_RETURN_IF_ERROR(ops.MatMul(output_, ho, out));
   const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(logits_) -
                                             static_cast<uint8_t*>(scratch_->data()));
   return scratch_->Read(offset, logits, static_cast<size_t>(n_read * hp_.n_vocab) * 4);

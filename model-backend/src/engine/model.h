@@ -7,6 +7,9 @@
 //
 // Ownership: the Model keeps pointers into the GgufFile (mapped weights), which
 // must outlive it, and owns the backend buffers it allocates.
+// Activations, scratch and the KV cache live in buffers of the backend; the
+// model moves bytes to and from them only through BackendBuffer Write/Read.
+//
 // Thread-safety: Forward() is not reentrant (it uses scratch buffers).
 #pragma once
 
@@ -85,11 +88,14 @@ class Model {
   // ProjectQkv: h = norm(x); q, k, v projected (biases, q/k norms) and rotated at
   // positions_. FinishLayer, once attention has written attn_: output projection and
   // residual, then the SwiGLU feed-forward and residual.
-  void ProjectQkv(const LayerWeights& w, int64_t n);
-  void FinishLayer(const LayerWeights& w, int64_t n);
-  // Final norm and output projection of x rows [row0, row0 + n_rows); copies the logits
-  // of the first n_read of those rows to `logits`.
-  Status OutputLogits(int64_t row0, int64_t n_rows, int64_t n_read, float* logits);
+  Status ProjectQkv(const LayerWeights& w, int64_t n);
+  Status FinishLayer(const LayerWeights& w, int64_t n);
+  // Unimplemented naming the op and type if the backend lacks an op this
+  // model's weights need (so a missing op fails at load).
+  Status CheckBackendSupport();
+  // Final norm and output projection of the F32 rows `rows` (a view of x_ or h_);
+  // copies the logits of the first n_read of them to host `logits`.
+  Status OutputLogits(const Tensor& rows, int64_t n_read, float* logits);
 
   Backend& backend_;
   HParams hp_;
@@ -97,10 +103,13 @@ class Model {
   GgmlType main_type_ = GgmlType::kF32;
   std::vector<std::unique_ptr<BackendBuffer>> buffers_;
   Tensor tok_embd_, output_norm_, output_;
-  std::vector<float> rope_freqs_;
+  std::vector<float> rope_freqs_;  // host memory (RopeParams::freq_factors)
   std::vector<LayerWeights> layers_;
 
-  // Scratch activations for up to scratch_tokens_ tokens.
+  // Scratch activations for up to scratch_tokens_ tokens, in one buffer of the
+  // backend. The pointers below are addresses in the backend's memory (device
+  // addresses for CUDA): the model makes tensor views of them and moves bytes
+  // only through scratch_->Write/Read, never by dereferencing them.
   int64_t scratch_tokens_ = 0;
   std::unique_ptr<BackendBuffer> scratch_;
   float* x_ = nullptr;

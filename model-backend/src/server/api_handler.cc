@@ -69,6 +69,10 @@ std::string ApiHandler::ModelsBody() const {
   meta["n_vocab"] = info.n_vocab;
   meta["n_params"] = info.n_params;
   meta["weight_type"] = info.weight_type;
+  meta["device"] = info.device;
+  meta["backend"] = info.simd;
+  meta["cache_type_k"] = info.cache_type_k;
+  meta["cache_type_v"] = info.cache_type_v;
   meta["chat_template"] = runner_.chat_template().name();
   json::object model;
   model["id"] = runner_.model_id();

@@ -67,7 +67,22 @@ int Run(int argc, char** argv) {
   bool no_batch_invariance = false;
   app.add_flag("--no-batch-invariance", no_batch_invariance,
                "skip the padding that makes batched outputs bit-identical to single ones");
+  app.add_option("--device", engine.device, "cpu, cuda or cuda:N")->capture_default_str();
+  std::string cache_type_k = "f16", cache_type_v = "f16";
+  app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")
+      ->capture_default_str();
+  app.add_option("--cache-type-v", cache_type_v, "KV cache value type: f32, f16 or q8_0")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  for (auto [name, dst] : {std::pair{&cache_type_k, &engine.cache_type_k},
+                           std::pair{&cache_type_v, &engine.cache_type_v}}) {
+    auto type = ParseCacheType(*name);
+    if (!type.ok()) {
+      std::fprintf(stderr, "sinew-model: %s\n", type.status().ToString().c_str());
+      return 2;
+    }
+    *dst = *type;
+  }
   serving.prefix_cache = !no_prefix_cache;
   serving.batch_invariant = !no_batch_invariance;
   serving.max_waiting = static_cast<int32_t>(std::min<size_t>(queue_capacity, INT32_MAX));
@@ -88,15 +103,18 @@ int Run(int argc, char** argv) {
   }
   const ModelInfo& info = (*runner)->info();
   spdlog::info(
-      "loaded {} ({}, {} params, {} layers, ctx {}, {} threads, simd {}), chat template {}",
+      "loaded {} ({}, {} params, {} layers, ctx {}, {} threads, device {} backend {}, KV {}/{}), "
+      "chat template {}",
       (*runner)->model_id(), info.arch, info.n_params, info.n_layer, info.n_ctx, info.n_threads,
-      info.simd, (*runner)->chat_template().name());
+      info.device, info.simd, info.cache_type_k, info.cache_type_v,
+      (*runner)->chat_template().name());
 
   Metrics metrics;
   auto queue = std::make_unique<JobQueue>(
       std::max<size_t>(1, queue_capacity),
       [&metrics](size_t depth) { metrics.SetQueueDepth(static_cast<int64_t>(depth)); },
       static_cast<size_t>(std::max(1, serving.max_running)));
+  metrics.SetDevice(info.device, info.simd);
   metrics.SetServingStats([runner = runner->get()] { return runner->serving_stats(); });
   ApiHandler handler(**runner, metrics, *queue);
   auto server = HttpServer::Start(

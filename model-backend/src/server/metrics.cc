@@ -87,7 +87,17 @@ std::string Metrics::Render() const {
   out += "# TYPE sinew_model_queue_depth gauge\n";
   out += "sinew_model_queue_depth " + std::to_string(queue_depth_) + "\n";
   if (serving_stats_) RenderServing(serving_stats_(), out);
+  if (!device_.empty()) {
+    out += "# HELP sinew_model_device_info The device and backend the model runs on.\n";
+    out += "# TYPE sinew_model_device_info gauge\n";
+    out += "sinew_model_device_info{device=\"" + device_ + "\",backend=\"" + backend_ + "\"} 1\n";
+  }
   return out;
+}
+
+void Metrics::SetDevice(std::string device, std::string backend) {
+  device_ = std::move(device);
+  backend_ = std::move(backend);
 }
 
 void Metrics::SetServingStats(std::function<ServingStats()> source) {

@@ -26,6 +26,9 @@ class Metrics {
   // Where Render() reads the serving engine's counters (prefix cache hits and
   // misses, preemptions, KV blocks, batch). Set once, before serving.
   void SetServingStats(std::function<ServingStats()> source);
+  // The device and backend the model runs on, rendered as the info gauge
+  // sinew_model_device_info{device="cuda:0",backend="cuda-sm90"} 1. Set once, before serving.
+  void SetDevice(std::string device, std::string backend);
 
   std::string Render() const;
 
@@ -51,6 +54,7 @@ class Metrics {
   double generation_seconds_ = 0;                             // GUARDED_BY(mutex_)
   int64_t queue_depth_ = 0;                                   // GUARDED_BY(mutex_)
   std::function<ServingStats()> serving_stats_;               // set before serving
+  std::string device_, backend_;                              // set before serving
 };
 
 }  // namespace sinew::model

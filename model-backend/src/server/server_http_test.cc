@@ -88,6 +88,13 @@ TEST_F(ServerHttpTest, HealthAndModels) {
   EXPECT_EQ(model.at("id"), "stories260K");
   EXPECT_EQ(model.at("meta").at("n_vocab"), 512);
   EXPECT_EQ(model.at("meta").at("chat_template"), "plain");
+  EXPECT_EQ(model.at("meta").at("device"), "cpu");
+  EXPECT_EQ(model.at("meta").at("cache_type_k"), "F16");
+  auto metrics = HttpCall(server_->http_port(), "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("sinew_model_device_info{device=\"cpu\",backend=\"cpu-"),
+            std::string::npos)
+      << metrics.body;
 }
 
 TEST_F(ServerHttpTest, GreedyCompletionMatchesTheReferenceEngine) {

@@ -54,6 +54,28 @@ TEST(ServerStartup, BadFlags) {
   EXPECT_NE(output.find("not-an-ip"), std::string::npos) << output;
 }
 
+// A device this build or machine lacks, or a bad cache type, is a clear start-up error.
+TEST(ServerStartup, BadDeviceAndCacheType) {
+  std::string output;
+  EXPECT_EQ(RunServerToExit({"--model", testing::StoriesPath(), "--port", "0", "--grpc-port", "-1",
+                             "--device", "cuda:63"},
+                            &output),
+            1)
+      << "no GPU here (a machine with one runs the gpu-labelled tests instead)";
+  EXPECT_NE(output.find("CUDA"), std::string::npos) << output;
+  output.clear();
+  EXPECT_EQ(RunServerToExit({"--model", testing::StoriesPath(), "--port", "0", "--device", "tpu"},
+                            &output),
+            1);
+  EXPECT_NE(output.find("unknown device 'tpu'"), std::string::npos) << output;
+  output.clear();
+  EXPECT_EQ(RunServerToExit(
+                {"--model", testing::StoriesPath(), "--port", "0", "--cache-type-k", "q4_k"},
+                &output),
+            2);
+  EXPECT_NE(output.find("unknown KV cache type 'q4_k'"), std::string::npos) << output;
+}
+
 TEST(ServerStartup, PortAlreadyInUse) {
   std::string error;
   auto first = testing::ServerProcess::Start({}, &error);

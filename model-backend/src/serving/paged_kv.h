@@ -2,7 +2,7 @@
 // paged forward pass runs (Model::ForwardPaged, src/serving/paged_forward.cc).
 //
 // Layer l's K (and V) is a tensor of n_blocks * block_size rows of
-// head_dim * n_head_kv values (F32 or F16); block b holds rows
+// head_dim * n_head_kv values (F32, F16 or Q8_0; K and V may differ); block b holds rows
 // [b * block_size, (b + 1) * block_size). Which block holds which positions of
 // which sequence is the BlockManager's business (block_manager.h).
 //
@@ -21,20 +21,16 @@ namespace sinew::model {
 
 class PagedKvStore {
  public:
-  // ResourceExhausted if the backend cannot hold it.
-  [[nodiscard]] static Result<std::unique_ptr<PagedKvStore>> Create(Backend& backend,
-                                                                    int32_t n_layer,
-                                                                    int32_t n_blocks,
-                                                                    int32_t block_size,
-                                                                    int64_t kv_dim, bool f16);
+  // ResourceExhausted if the backend cannot hold it; the errors of CheckKvType
+  // (src/engine/kv_cache.h).
+  [[nodiscard]] static Result<std::unique_ptr<PagedKvStore>> Create(
+      Backend& backend, int32_t n_layer, int32_t n_blocks, int32_t block_size, int64_t kv_dim,
+      GgmlType type_k, GgmlType type_v);
 
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return n_blocks_; }
   Tensor k(int32_t layer) const { return k_[static_cast<size_t>(layer)]; }
   Tensor v(int32_t layer) const { return v_[static_cast<size_t>(layer)]; }
-  // Contiguous scratch for one sequence's keys/values during attention.
-  std::vector<uint8_t>& gather_k() { return gather_k_; }
-  std::vector<uint8_t>& gather_v() { return gather_v_; }
 
  private:
   PagedKvStore() = default;
@@ -42,7 +38,6 @@ class PagedKvStore {
   int32_t n_blocks_ = 0;
   std::unique_ptr<BackendBuffer> buffer_;
   std::vector<Tensor> k_, v_;
-  std::vector<uint8_t> gather_k_, gather_v_;
 };
 
 // One sequence's part of a batch: n_tokens consecutive tokens from position

@@ -90,11 +90,13 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
   CpuBackendOptions backend_options;
   backend_options.n_threads = engine_options.n_threads;
   backend_options.simd = engine_options.simd;
-  SINEW_ASSIGN_OR_RETURN(backend_, CreateCpuBackend(backend_options));
+  SINEW_ASSIGN_OR_RETURN(backend_,
+                         CreateBackendForDevice(engine_options.device, backend_options));
   SINEW_ASSIGN_OR_RETURN(model_, Model::Load(engine_->gguf(), *backend_));
   SINEW_ASSIGN_OR_RETURN(
       kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks, options_.block_size,
-                                int64_t{mi.n_head_kv} * mi.head_dim, engine_options.kv_f16));
+                                int64_t{mi.n_head_kv} * mi.head_dim, engine_options.cache_type_k,
+                                engine_options.cache_type_v));
   scheduler_ = std::make_unique<Scheduler>(*model_, *kv_, options_, engine_->info(), mutex_);
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();

@@ -1,13 +1,14 @@
 // Backend: where tensors live (BackendMemory, BackendBuffer) and what runs on
-// them (BackendOps). The CPU backend implements both now and is the reference;
-// a CUDA backend implements the same interface later, and the op-level test
-// (model-backend/tests/backend_ops_test.cc) compares any backend with the
-// scalar CPU reference by normalised mean squared error.
+// them (BackendOps). The CPU backend is the reference; the CUDA backend
+// (src/engine/cuda/) implements the same interface on device memory, and the
+// op-level test (model-backend/tests/backend_ops_test.cc) compares every
+// backend with the scalar CPU reference by normalised mean squared error.
 //
 // Tensors passed to ops must live in memory of the same backend (for the CPU
-// backend: any host memory). Activations are contiguous F32; weights may be any
-// GgmlType. Every op may be called with the output aliasing an input only where
-// its comment says so.
+// backend: any host memory; for CUDA: its device buffers). Callers never
+// dereference a tensor's data on the host: they move bytes with the buffer's
+// Write/Read. Activations are contiguous F32; weights may be any GgmlType. An
+// op's output may alias an input only where its comment says so.
 //
 // Thread-safety: a Backend runs one op at a time (its ops use its own worker
 // threads inside); buffers are not synchronised.
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -62,44 +64,98 @@ struct RopeParams {
   const float* freq_factors = nullptr;  // optional n_rot/2 divisors of the frequencies
 };
 
-// The compute part of a backend.
+// The ops of a backend, named for Supports() and error messages.
+enum class Op {
+  kGetRows,
+  kMatMul,
+  kAddBias,
+  kAdd,
+  kRmsNorm,
+  kRope,
+  kSwiGlu,
+  kStoreKv,
+  kAttention,
+  kArgmax,
+};
+std::string_view OpName(Op op);
+
+// Where one sequence's positions live in a paged KV tensor (a tensor of
+// n_blocks * block_size rows): position p is row
+// table[p / block_size] * block_size + p % block_size. A contiguous cache is one
+// block of n_ctx rows with table {0}. The table is host memory; a device
+// backend copies it.
+struct KvBlocks {
+  std::span<const int32_t> table;
+  int32_t block_size = 0;
+};
+
+// The compute part of a backend. Every op returns a Status: InvalidArgument
+// for shapes or types it was not given by contract, Unimplemented for a type
+// the backend lacks (see Supports), Internal for a device error (naming the
+// call that failed). A device backend may queue the work and report an
+// asynchronous error at a later op, Synchronize() or buffer Read.
+//
+// Index arrays (ids, positions, block tables) and RopeParams::freq_factors are
+// host memory and need only live for the call.
 class BackendOps {
  public:
   virtual ~BackendOps() = default;
 
+  // Whether `op` runs with `type` as its typed operand: the table for kGetRows,
+  // the weight for kMatMul, the cache tensor (K or V) for kStoreKv and
+  // kAttention. The other ops take F32 only. The model asks at load, so a
+  // missing op is a load error, never a wrong result.
+  virtual bool Supports(Op op, GgmlType type) const = 0;
+
   // out[:, i] = dequantized table row ids[i]. table: any type [n_embd, n_rows];
-  // out: F32 [n_embd, n_ids]. REQUIRES: ids in range.
-  virtual void GetRows(const Tensor& table, const int32_t* ids, int64_t n_ids, Tensor& out) = 0;
+  // out: F32 [n_embd, ids.size()]. REQUIRES: ids in range.
+  [[nodiscard]] virtual Status GetRows(const Tensor& table, std::span<const int32_t> ids,
+                                       Tensor& out) = 0;
   // y[n, m] = sum_k w[k, n] * x[k, m]. w: any type [K, N]; x: F32 [K, M]; y: F32 [N, M].
   // Quantized weights may use quantized activations (documented per type).
-  virtual void MatMul(const Tensor& w, const Tensor& x, Tensor& y) = 0;
+  [[nodiscard]] virtual Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) = 0;
   // y[:, m] += bias. bias: F32 [N]. In place.
-  virtual void AddBias(Tensor& y, const Tensor& bias) = 0;
+  [[nodiscard]] virtual Status AddBias(Tensor& y, const Tensor& bias) = 0;
   // out = a + b, elementwise, same shapes. out may alias a or b.
-  virtual void Add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  [[nodiscard]] virtual Status Add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // Each row r of x (length ne[0]): out = x / sqrt(mean(x^2) + eps) * weight.
   // weight: F32 [ne0]. out may alias x.
-  virtual void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  [[nodiscard]] virtual Status RmsNorm(const Tensor& x, const Tensor& weight, float eps,
+                                       Tensor& out) = 0;
   // Rotary embedding in place. x: F32 [head_dim, n_heads, n_tokens];
   // positions: n_tokens entries.
-  virtual void Rope(Tensor& x, const int32_t* positions, const RopeParams& params) = 0;
+  [[nodiscard]] virtual Status Rope(Tensor& x, std::span<const int32_t> positions,
+                                    const RopeParams& params) = 0;
   // out = silu(gate) * up, elementwise. out may alias gate or up.
-  virtual void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
-  // Copies F32 rows `src` [ne0, n] into rows [first_row, first_row + n) of
-  // `dst` (F32 or F16, same ne0), converting.
-  virtual void CopyRows(const Tensor& src, Tensor& dst, int64_t first_row) = 0;
-  // Causal attention of one sequence. q: F32 [head_dim, n_head, n_tokens];
-  // k, v: F32 or F16 [head_dim * n_head_kv, n_kv] (a row per position); the
-  // query token t sits at position positions[t] and sees keys 0..positions[t].
+  [[nodiscard]] virtual Status SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // Writes the F32 rows of `src` [ne0, n] as positions pos0 .. pos0 + n - 1 of
+  // one sequence into the paged cache tensor `dst` (F32, F16 or Q8_0, same
+  // ne0), converting. REQUIRES: blocks cover positions up to pos0 + n - 1.
+  [[nodiscard]] virtual Status StoreKv(const Tensor& src, Tensor& dst, const KvBlocks& blocks,
+                                       int32_t pos0) = 0;
+  // Causal attention of one sequence over its paged cache. q: F32
+  // [head_dim, n_head, n_tokens]; k, v: paged cache tensors (F32, F16 or Q8_0)
+  // of rows head_dim * n_head_kv wide; query token t sits at position
+  // positions[t] and sees the positions 0..positions[t] of `blocks`.
   // out: F32 [head_dim, n_head, n_tokens]. n_head must be a multiple of n_head_kv.
-  virtual void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int32_t n_head_kv,
-                         const int32_t* positions, float scale, Tensor& out) = 0;
+  [[nodiscard]] virtual Status Attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const KvBlocks& blocks, int32_t n_head_kv,
+                                         std::span<const int32_t> positions, float scale,
+                                         Tensor& out) = 0;
+  // out[r] = index of the largest value of row r of x (F32 [n, rows]; the first
+  // on ties), for greedy sampling without reading the logits back. out is host
+  // memory of x.rows() entries; the call waits for the result.
+  [[nodiscard]] virtual Status Argmax(const Tensor& x, std::span<int32_t> out) = 0;
+  // Waits until queued work is done; the first error of that work, if any.
+  [[nodiscard]] virtual Status Synchronize() { return Status::Ok(); }
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  // "cpu" or "cuda:N".
+  virtual std::string device() const = 0;
   virtual BackendMemory& memory() = 0;
   virtual BackendOps& ops() = 0;
 };
@@ -110,6 +166,24 @@ struct CpuBackendOptions {
   // "auto", "avx512", "avx2" or "scalar". Default: "auto"
   std::string simd = "auto";
 };
+
+struct CudaBackendOptions {
+  // CUDA device ordinal. Default: 0
+  int32_t device = 0;
+};
+
+// The CUDA backend (only in builds with SINEW_CUDA; see HaveCudaBackend()).
+// Unavailable when there is no such CUDA device (naming what the driver said);
+// Unimplemented in builds without CUDA. Its name() is "cuda-sm<cc>".
+[[nodiscard]] Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options);
+// Whether this build contains the CUDA backend.
+bool HaveCudaBackend();
+
+// The backend for a device string: "cpu" (with `cpu`'s options), "cuda" (=
+// "cuda:0") or "cuda:N". InvalidArgument for anything else; the errors of the
+// backend's factory.
+[[nodiscard]] Result<std::unique_ptr<Backend>> CreateBackendForDevice(std::string_view device,
+                                                                      const CpuBackendOptions& cpu);
 
 // The CPU backend. InvalidArgument for an unknown SIMD level, Unimplemented for
 // a level this CPU lacks. Its name() is "cpu-<level>", e.g. "cpu-avx512".

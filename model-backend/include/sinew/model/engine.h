@@ -2,7 +2,7 @@
 //
 // Load() maps the GGUF file, checks the architecture (llama, qwen2, qwen3) and
 // every tensor's shape and type, and places the weights on a backend (the CPU
-// backend uses the mapping in place). The KV cache is a separate object owned
+// backend uses the mapping in place; CUDA uploads them once). The KV cache is a separate object owned
 // by the engine; the model's forward pass takes a batch of tokens of one
 // sequence, so that a paged cache and continuous batching can take its place.
 //
@@ -37,8 +37,15 @@ struct EngineOptions {
   int32_t n_ctx = 0;
   // Prompt tokens per forward pass. Default: 256
   int32_t n_batch = 256;
-  // Store the KV cache as F16 (half the memory) instead of F32. Default: false
-  bool kv_f16 = false;
+  // Element types of the KV cache's keys and values: kF32, kF16 or kQ8_0
+  // (its rows must then be a multiple of 32 values). F16 is half of F32's
+  // memory and what llama.cpp and vLLM default to. Default: kF16, kF16
+  GgmlType cache_type_k = GgmlType::kF16;
+  GgmlType cache_type_v = GgmlType::kF16;
+  // Where the model runs: "cpu", "cuda" (= "cuda:0") or "cuda:N". Asking for
+  // CUDA in a build without it, or on a machine without that device, is a
+  // load error. Default: "cpu"
+  std::string device = "cpu";
   // SIMD level of the CPU backend: "auto", "avx512", "avx2" or "scalar".
   // "auto" picks the best the CPU supports. Default: "auto"
   std::string simd = "auto";
@@ -46,6 +53,10 @@ struct EngineOptions {
   static constexpr int32_t kDefaultMaxContext = 4096;
   static constexpr int32_t kMaxContext = 1 << 20;
 };
+
+// Parses a KV cache type name for EngineOptions: "f32", "f16" or "q8_0" (any
+// case). InvalidArgument otherwise.
+[[nodiscard]] Result<GgmlType> ParseCacheType(std::string_view name);
 
 struct ModelInfo {
   std::string arch;  // "llama", "qwen2", "qwen3"
@@ -65,7 +76,10 @@ struct ModelInfo {
   std::vector<int32_t> eog_ids;  // every token that ends a generation (eos, eot, ...)
   bool add_bos = false;          // tokenizer.ggml.add_bos_token (default true for llama/SPM)
   std::string weight_type;       // type of most weight bytes, e.g. "Q4_K"
-  std::string simd;              // SIMD level in use
+  std::string simd;              // the backend in use, e.g. "cpu-avx512", "cuda-sm90"
+  std::string device;            // "cpu" or "cuda:N"
+  std::string cache_type_k;      // "F16", "F32" or "Q8_0"
+  std::string cache_type_v;
   int32_t n_threads = 0;
 };
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "cpu/quants.h"
 #include "cpu/thread_pool.h"
+#include "quant/quants.h"
 #include "sinew/model/backend.h"
 
 namespace sinew::model {
@@ -85,18 +85,44 @@ int64_t Grain(int64_t work_per_item) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_item));
 }
 
+// Row of a paged cache tensor that holds position `pos` (KvBlocks).
+inline const uint8_t* KvRow(const Tensor& t, const KvBlocks& b, int64_t pos) {
+  return t.row(int64_t{b.table[static_cast<size_t>(pos / b.block_size)]} * b.block_size +
+               pos % b.block_size);
+}
+
+bool IsKvType(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kQ8_0;
+}
+
+Status NotF32(Op op) {
+  return Status::InvalidArgument(std::string(OpName(op)) + ": the CPU backend takes F32 tensors");
+}
+
 class CpuOps final : public BackendOps {
  public:
   CpuOps(const KernelTable& kernels, int n_threads) : k_(kernels), pool_(n_threads) {}
 
-  void GetRows(const Tensor& table, const int32_t* ids, int64_t n_ids, Tensor& out) override {
-    for (int64_t i = 0; i < n_ids; ++i) {
-      cpu::DequantizeRow(static_cast<uint32_t>(table.type), table.row(ids[i]),
-                         out.f32() + i * out.ne[0], table.ne[0]);
+  bool Supports(Op op, GgmlType type) const override {
+    switch (op) {
+      case Op::kGetRows:
+      case Op::kMatMul: return true;  // all seven weight types
+      case Op::kStoreKv:
+      case Op::kAttention: return IsKvType(type);
+      default: return type == GgmlType::kF32;
     }
   }
 
-  void MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
+  Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      quant::DequantizeRow(static_cast<uint32_t>(table.type), table.row(ids[i]),
+                           out.f32() + static_cast<int64_t>(i) * out.ne[0], table.ne[0]);
+    }
+    return Status::Ok();
+  }
+
+  Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
+    if (x.type != GgmlType::kF32 || y.type != GgmlType::kF32) return NotF32(Op::kMatMul);
     const int64_t K = w.ne[0];
     const int64_t N = w.rows();
     const int64_t M = x.rows();
@@ -113,14 +139,14 @@ class CpuOps final : public BackendOps {
         dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
         dot4 = w.type == GgmlType::kQ8_0 ? k_.dot4_q8_0 : nullptr;
         quantize = k_.quantize_q8_0;
-        act_row_bytes = K / cpu::kQK8_0 * static_cast<int64_t>(sizeof(cpu::BlockQ8_0));
+        act_row_bytes = K / quant::kQK8_0 * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
         break;
       case GgmlType::kQ4_K:
       case GgmlType::kQ6_K:
         dot = w.type == GgmlType::kQ4_K ? k_.dot_q4_k : k_.dot_q6_k;
         dot4 = w.type == GgmlType::kQ4_K ? k_.dot4_q4_k : nullptr;
         quantize = k_.quantize_q8_k;
-        act_row_bytes = K / cpu::kQKK * static_cast<int64_t>(sizeof(cpu::BlockQ8_K));
+        act_row_bytes = K / quant::kQKK * static_cast<int64_t>(sizeof(quant::BlockQ8_K));
         break;
     }
     const uint8_t* act = static_cast<const uint8_t*>(x.data);
@@ -158,22 +184,25 @@ class CpuOps final : public BackendOps {
         }
       }
     });
+    return Status::Ok();
   }
 
-  void AddBias(Tensor& y, const Tensor& bias) override {
+  Status AddBias(Tensor& y, const Tensor& bias) override {
     const int64_t N = y.ne[0];
     for (int64_t r = 0; r < y.rows(); ++r) {
       float* row = y.f32() + r * N;
       for (int64_t n = 0; n < N; ++n) row[n] += bias.f32()[n];
     }
+    return Status::Ok();
   }
 
-  void Add(const Tensor& a, const Tensor& b, Tensor& out) override {
+  Status Add(const Tensor& a, const Tensor& b, Tensor& out) override {
     const int64_t n = a.elements();
     for (int64_t i = 0; i < n; ++i) out.f32()[i] = a.f32()[i] + b.f32()[i];
+    return Status::Ok();
   }
 
-  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+  Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     const int64_t n = x.ne[0];
     for (int64_t r = 0; r < x.rows(); ++r) {
       const float* in = x.f32() + r * n;
@@ -184,14 +213,18 @@ class CpuOps final : public BackendOps {
       const float scale = 1.0f / std::sqrt(mean + eps);
       for (int64_t i = 0; i < n; ++i) o[i] = (in[i] * scale) * weight.f32()[i];
     }
+    return Status::Ok();
   }
 
-  void Rope(Tensor& x, const int32_t* positions, const RopeParams& p) override {
+  Status Rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& p) override {
     const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tokens = x.ne[2];
+    if (static_cast<int64_t>(positions.size()) < n_tokens) {
+      return Status::InvalidArgument("Rope: fewer positions than tokens");
+    }
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
     std::vector<float> cos_cache(static_cast<size_t>(p.n_rot / 2)), sin_cache(cos_cache.size());
     for (int64_t t = 0; t < n_tokens; ++t) {
-      float theta = static_cast<float>(positions[t]) * p.freq_scale;
+      float theta = static_cast<float>(positions[static_cast<size_t>(t)]) * p.freq_scale;
       for (int32_t i = 0; i < p.n_rot / 2; ++i) {
         const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
         cos_cache[static_cast<size_t>(i)] = std::cos(theta / ff);
@@ -210,9 +243,10 @@ class CpuOps final : public BackendOps {
         }
       }
     }
+    return Status::Ok();
   }
 
-  void SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) override {
+  Status SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) override {
     const int64_t n = gate.elements();
     const float* g = gate.f32();
     const float* u = up.f32();
@@ -220,56 +254,54 @@ class CpuOps final : public BackendOps {
     pool_.ParallelFor(n, 8192, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     });
+    return Status::Ok();
   }
 
-  void CopyRows(const Tensor& src, Tensor& dst, int64_t first_row) override {
+  Status StoreKv(const Tensor& src, Tensor& dst, const KvBlocks& blocks, int32_t pos0) override {
+    if (!IsKvType(dst.type)) return Unsupported(Op::kStoreKv, dst.type);
     const int64_t n = src.ne[0];
-    for (int64_t r = 0; r < src.rows(); ++r) {
-      const float* in = src.f32() + r * n;
-      if (dst.type == GgmlType::kF32) {
-        std::memcpy(dst.row(first_row + r), in, static_cast<size_t>(n) * 4);
-      } else {
-        uint16_t* o = reinterpret_cast<uint16_t*>(dst.row(first_row + r));
-        for (int64_t i = 0; i < n; ++i) o[i] = cpu::F32ToF16(in[i]);
-      }
+    if (dst.ne[0] != n || n % GgmlBlockSize(dst.type) != 0) {
+      return Status::InvalidArgument("StoreKv: row width " + std::to_string(n) +
+                                     " does not fit the cache rows of " +
+                                     std::to_string(dst.ne[0]) + " " +
+                                     std::string(GgmlTypeName(dst.type)));
     }
+    for (int64_t r = 0; r < src.rows(); ++r) {
+      quant::QuantizeRow(static_cast<uint32_t>(dst.type), src.f32() + r * n,
+                         const_cast<uint8_t*>(KvRow(dst, blocks, pos0 + r)), n);
+    }
+    return Status::Ok();
   }
 
-  void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int32_t n_head_kv,
-                 const int32_t* positions, float scale, Tensor& out) override {
+  Status Attention(const Tensor& q, const Tensor& k, const Tensor& v, const KvBlocks& blocks,
+                   int32_t n_head_kv, std::span<const int32_t> positions, float scale,
+                   Tensor& out) override {
+    if (!IsKvType(k.type)) return Unsupported(Op::kAttention, k.type);
+    if (!IsKvType(v.type)) return Unsupported(Op::kAttention, v.type);
     const int64_t head_dim = q.ne[0], n_head = q.ne[1], n_tokens = q.ne[2];
+    if (n_head_kv < 1 || n_head % n_head_kv != 0 ||
+        static_cast<int64_t>(positions.size()) < n_tokens) {
+      return Status::InvalidArgument("Attention: bad head counts or positions");
+    }
     const int64_t group = n_head / n_head_kv;
-    const bool f16 = k.type == GgmlType::kF16;
-    const int64_t elem = f16 ? 2 : 4;
-    const cpu::VecDotFn dot = f16 ? k_.dot_f16 : k_.dot_f32;
-    const cpu::AxpyFn axpy = f16 ? k_.axpy_f16 : k_.axpy_f32;
-    const int64_t k_stride = k.row_bytes(), v_stride = v.row_bytes();
     int64_t max_keys = 0;
-    for (int64_t t = 0; t < n_tokens; ++t) max_keys = std::max<int64_t>(max_keys, positions[t] + 1);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      max_keys = std::max<int64_t>(max_keys, positions[static_cast<size_t>(t)] + 1);
+    }
     pool_.ParallelFor(n_tokens * n_head, Grain(max_keys * head_dim * 2), [&](int64_t begin,
                                                                              int64_t end) {
-      thread_local std::vector<float> scores;
+      thread_local std::vector<float> scores, row;
       scores.resize(static_cast<size_t>(max_keys));
+      row.resize(static_cast<size_t>(head_dim));
       for (int64_t item = begin; item < end; ++item) {
         const int64_t t = item / n_head, h = item % n_head;
         const int64_t kvh = h / group;
-        const int64_t n_keys = positions[t] + 1;
+        const int64_t n_keys = positions[static_cast<size_t>(t)] + 1;
         const float* qv = q.f32() + (t * n_head + h) * head_dim;
-        const uint8_t* kbase = static_cast<const uint8_t*>(k.data) + kvh * head_dim * elem;
-        const uint8_t* vbase = static_cast<const uint8_t*>(v.data) + kvh * head_dim * elem;
-        // Small F32 heads (e.g. 8 wide): plain loops beat a kernel call per key.
-        const bool inline_f32 = !f16 && head_dim <= 16;
         float max_score = -INFINITY;
         for (int64_t j = 0; j < n_keys; ++j) {
-          float s;
-          if (inline_f32) {
-            const float* kr = reinterpret_cast<const float*>(kbase + j * k_stride);
-            s = 0;
-            for (int64_t d = 0; d < head_dim; ++d) s += kr[d] * qv[d];
-          } else {
-            s = dot(head_dim, kbase + j * k_stride, qv);
-          }
-          s *= scale;
+          const float s = HeadDot(k, KvRow(k, blocks, j), kvh * head_dim, head_dim, qv, row.data()) *
+                          scale;
           scores[static_cast<size_t>(j)] = s;
           max_score = std::max(max_score, s);
         }
@@ -282,18 +314,76 @@ class CpuOps final : public BackendOps {
         float* o = out.f32() + (t * n_head + h) * head_dim;
         std::fill(o, o + head_dim, 0.0f);
         for (int64_t j = 0; j < n_keys; ++j) {
-          const float p = scores[static_cast<size_t>(j)];
-          if (inline_f32) {
-            const float* vr = reinterpret_cast<const float*>(vbase + j * v_stride);
-            for (int64_t d = 0; d < head_dim; ++d) o[d] += p * vr[d];
-          } else {
-            axpy(head_dim, p, vbase + j * v_stride, o);
-          }
+          HeadAxpy(v, KvRow(v, blocks, j), kvh * head_dim, head_dim,
+                   scores[static_cast<size_t>(j)], o, row.data());
         }
         const float inv = 1.0f / sum;
         for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
       }
     });
+    return Status::Ok();
+  }
+
+  Status Argmax(const Tensor& x, std::span<int32_t> out) override {
+    if (static_cast<int64_t>(out.size()) < x.rows()) {
+      return Status::InvalidArgument("Argmax: output shorter than the rows");
+    }
+    const int64_t n = x.ne[0];
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float* row = x.f32() + r * n;
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i) {
+        if (row[i] > row[best]) best = i;
+      }
+      out[static_cast<size_t>(r)] = static_cast<int32_t>(best);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static Status Unsupported(Op op, GgmlType type) {
+    return Status::Unimplemented(std::string(OpName(op)) + " on the CPU backend does not take " +
+                                 std::string(GgmlTypeName(type)));
+  }
+
+  // Dot product of q with elements [off, off + n) of a cache row; `tmp` holds n
+  // floats for dequantizing a Q8_0 slice.
+  float HeadDot(const Tensor& t, const uint8_t* row, int64_t off, int64_t n, const float* q,
+                float* tmp) const {
+    switch (t.type) {
+      case GgmlType::kF16: return k_.dot_f16(n, row + off * 2, q);
+      case GgmlType::kF32: {
+        const float* r = reinterpret_cast<const float*>(row) + off;
+        if (n > 16) return k_.dot_f32(n, r, q);
+        // Small heads (e.g. 8 wide): a plain loop beats a kernel call per key.
+        float s = 0;
+        for (int64_t d = 0; d < n; ++d) s += r[d] * q[d];
+        return s;
+      }
+      default:
+        quant::DequantizeSpan(static_cast<uint32_t>(t.type), row, off, n, tmp);
+        return k_.dot_f32(n, tmp, q);
+    }
+  }
+
+  // o += a * elements [off, off + n) of a cache row.
+  void HeadAxpy(const Tensor& t, const uint8_t* row, int64_t off, int64_t n, float a, float* o,
+                float* tmp) const {
+    switch (t.type) {
+      case GgmlType::kF16: k_.axpy_f16(n, a, row + off * 2, o); return;
+      case GgmlType::kF32: {
+        const float* r = reinterpret_cast<const float*>(row) + off;
+        if (n > 16) {
+          k_.axpy_f32(n, a, r, o);
+        } else {
+          for (int64_t d = 0; d < n; ++d) o[d] += a * r[d];
+        }
+        return;
+      }
+      default:
+        quant::DequantizeSpan(static_cast<uint32_t>(t.type), row, off, n, tmp);
+        k_.axpy_f32(n, a, tmp, o);
+    }
   }
 
  private:
@@ -307,6 +397,7 @@ class CpuBackend final : public Backend {
   CpuBackend(const KernelTable& kernels, int n_threads)
       : name_(std::string("cpu-") + kernels.name), ops_(kernels, n_threads) {}
   std::string_view name() const override { return name_; }
+  std::string device() const override { return "cpu"; }
   BackendMemory& memory() override { return memory_; }
   BackendOps& ops() override { return ops_; }
 

@@ -8,7 +8,12 @@
 
 #include <cstdint>
 
+#include "quant/quants.h"
+
 namespace sinew::model::cpu {
+
+// The kernels work on the shared block layouts (quant/quants.h).
+using namespace ::sinew::model::quant;  // NOLINT(google-build-using-namespace)
 
 enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 
 #include "cpu/kernels.h"
-#include "cpu/quants.h"
+#include "quant/quants.h"
 
 namespace sinew::model::cpu {
 namespace {

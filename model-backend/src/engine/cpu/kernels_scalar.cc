@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "cpu/kernels.h"
-#include "cpu/quants.h"
+#include "quant/quants.h"
 
 namespace sinew::model::cpu {
 namespace {

@@ -1,6 +1,8 @@
 // Block layouts of the quantized tensor types (bit-compatible with GGUF files)
 // and their scalar reference routines: conversion, dequantization, quantization
-// and dot products. The SIMD kernels must agree with these.
+// and dot products. Shared by the model loader, the CPU backend (whose SIMD
+// kernels must agree with these) and the CUDA backend (whose device code reads
+// the same layouts; cuda/common.cuh).
 //
 // This header is included by translation units compiled with different SIMD
 // flags, so everything defined here has internal linkage (static inline) or is
@@ -10,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace sinew::model::cpu {
+namespace sinew::model::quant {
 
 constexpr int kQK4_0 = 32;
 constexpr int kQK8_0 = 32;
@@ -149,10 +151,13 @@ static inline void Q4KScalesMins(const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // Scalar reference routines (quants.cc). n is the element count, a multiple of
 // the block size.
 void DequantizeRow(uint32_t type, const void* src, float* dst, int64_t n);
+// Elements [start, start + n) of a row of any type (e.g. one head's slice of a
+// Q8_0 KV row, which need not be block-aligned).
+void DequantizeSpan(uint32_t type, const void* row, int64_t start, int64_t n, float* dst);
 // Quantizes weights (used by GGUF writers). For Q4_K/Q6_K this is a simple
 // quantizer, not llama.cpp's search; any valid encoding decodes the same way.
 void QuantizeRow(uint32_t type, const float* src, void* dst, int64_t n);
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n);
 
-}  // namespace sinew::model::cpu
+}  // namespace sinew::model::quant

@@ -1,11 +1,11 @@
-#include "cpu/quants.h"
+#include "quant/quants.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "sinew/model/gguf.h"
 
-namespace sinew::model::cpu {
+namespace sinew::model::quant {
 namespace {
 
 void DequantQ4_0(const BlockQ4_0* x, float* y, int64_t n) {
@@ -237,6 +237,17 @@ void DequantizeRow(uint32_t type, const void* src, float* dst, int64_t n) {
   }
 }
 
+void DequantizeSpan(uint32_t type, const void* row, int64_t start, int64_t n, float* dst) {
+  const GgmlType t = static_cast<GgmlType>(type);
+  const int64_t bs = GgmlBlockSize(t), block_bytes = GgmlTypeSize(t);
+  float block[kQKK];
+  for (int64_t b = start / bs; b * bs < start + n; ++b) {
+    DequantizeRow(type, static_cast<const uint8_t*>(row) + b * block_bytes, block, bs);
+    const int64_t lo = std::max(start, b * bs), hi = std::min(start + n, (b + 1) * bs);
+    for (int64_t i = lo; i < hi; ++i) dst[i - start] = block[i - b * bs];
+  }
+}
+
 void QuantizeRow(uint32_t type, const float* src, void* dst, int64_t n) {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
@@ -257,4 +268,4 @@ void QuantizeRow(uint32_t type, const float* src, void* dst, int64_t n) {
   }
 }
 
-}  // namespace sinew::model::cpu
+}  // namespace sinew::model::quant

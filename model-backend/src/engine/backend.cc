@@ -1,0 +1,53 @@
+// Backend helpers shared by every backend: op names and the device-string
+// factory. The CUDA factory lives in cuda/cuda_backend.cu when the build has
+// CUDA (SINEW_HAVE_CUDA), and is a stub here otherwise.
+#include <charconv>
+#include <string>
+
+#include "sinew/model/backend.h"
+
+namespace sinew::model {
+
+std::string_view OpName(Op op) {
+  switch (op) {
+    case Op::kGetRows: return "GetRows";
+    case Op::kMatMul: return "MatMul";
+    case Op::kAddBias: return "AddBias";
+    case Op::kAdd: return "Add";
+    case Op::kRmsNorm: return "RmsNorm";
+    case Op::kRope: return "Rope";
+    case Op::kSwiGlu: return "SwiGlu";
+    case Op::kStoreKv: return "StoreKv";
+    case Op::kAttention: return "Attention";
+    case Op::kArgmax: return "Argmax";
+  }
+  return "unknown";
+}
+
+#ifndef SINEW_HAVE_CUDA
+bool HaveCudaBackend() { return false; }
+
+Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions&) {
+  return Status::Unimplemented(
+      "this build has no CUDA backend (configure with SINEW_CUDA=ON and the CUDA Toolkit)");
+}
+#endif
+
+Result<std::unique_ptr<Backend>> CreateBackendForDevice(std::string_view device,
+                                                        const CpuBackendOptions& cpu) {
+  if (device == "cpu") return CreateCpuBackend(cpu);
+  if (device == "cuda") return CreateCudaBackend(CudaBackendOptions{});
+  if (device.starts_with("cuda:")) {
+    const std::string_view digits = device.substr(5);
+    int32_t ordinal = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ordinal);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty() &&
+        ordinal >= 0 && ordinal < 64) {
+      return CreateCudaBackend(CudaBackendOptions{ordinal});
+    }
+  }
+  return Status::InvalidArgument("unknown device '" + std::string(device) +
+                                 "' (expected cpu, cuda or cuda:N)");
+}
+
+}  // namespace sinew::model

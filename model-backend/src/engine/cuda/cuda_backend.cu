@@ -1,0 +1,445 @@
+// The CUDA backend: device buffers (cudaMalloc, never managed memory), host
+// copies through a pinned staging buffer, one stream, and ops that launch the
+// kernels of this folder. Every CUDA and cuBLAS error becomes a Status that
+// names the call; kernels are checked at launch, and faults during execution
+// surface at the next synchronising call (Synchronize, Read) as a Status.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/argmax.cuh"
+#include "cuda/attention.cuh"
+#include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/getrows.cuh"
+#include "cuda/kv_store.cuh"
+#include "cuda/matmul.cuh"
+#include "cuda/norm.cuh"
+#include "cuda/rope.cuh"
+#include "sinew/model/backend.h"
+
+namespace sinew::model {
+
+bool HaveCudaBackend() { return true; }
+
+namespace cuda {
+namespace {
+
+Status CudaStatus(const char* call, cudaError_t err) {
+  if (err == cudaSuccess) return Status::Ok();
+  const std::string what = std::string(call) + ": " + cudaGetErrorName(err) + " (" +
+                           cudaGetErrorString(err) + ")";
+  if (err == cudaErrorMemoryAllocation) return Status::ResourceExhausted(what);
+  return Status::Internal(what);
+}
+
+Status CublasStatus(const char* call, cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Status::Internal(std::string(call) + ": " + cublasGetStatusName(s) + " (" +
+                          cublasGetStatusString(s) + ")");
+}
+
+#define SINEW_CUDA_RETURN(call) SINEW_RETURN_IF_ERROR(CudaStatus(#call, (call)))
+
+// The state a backend's buffers and ops share: device, stream, pinned staging.
+struct Context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::mutex staging_mutex;
+  void* staging = nullptr;  // pinned host memory
+  size_t staging_bytes = 0;
+
+  ~Context() {
+    cudaSetDevice(device);
+    if (staging != nullptr) cudaFreeHost(staging);
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  Status Use() const { return CudaStatus("cudaSetDevice", cudaSetDevice(device)); }
+};
+
+constexpr size_t kStagingBytes = size_t{32} << 20;
+
+class DeviceBuffer final : public BackendBuffer {
+ public:
+  DeviceBuffer(Context& ctx, void* data, size_t size) : ctx_(ctx), data_(data), size_(size) {}
+  ~DeviceBuffer() override {
+    cudaSetDevice(ctx_.device);
+    cudaFree(data_);
+  }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+
+  // Host -> device through the pinned staging buffer, in chunks.
+  Status Write(size_t offset, const void* src, size_t n) override {
+    if (offset > size_ || n > size_ - offset) {
+      return Status::OutOfRange("buffer write out of range");
+    }
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    std::lock_guard<std::mutex> lock(ctx_.staging_mutex);
+    for (size_t done = 0; done < n;) {
+      const size_t chunk = std::min(n - done, ctx_.staging_bytes);
+      // The previous chunk's copy must be done before the staging is reused.
+      SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+      std::memcpy(ctx_.staging, static_cast<const uint8_t*>(src) + done, chunk);
+      SINEW_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(data_) + offset + done,
+                                        ctx_.staging, chunk, cudaMemcpyHostToDevice,
+                                        ctx_.stream));
+      done += chunk;
+    }
+    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    return Status::Ok();
+  }
+
+  // Waits for the queued work, then device -> host through the staging buffer.
+  Status Read(size_t offset, void* dst, size_t n) const override {
+    if (offset > size_ || n > size_ - offset) {
+      return Status::OutOfRange("buffer read out of range");
+    }
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    std::lock_guard<std::mutex> lock(ctx_.staging_mutex);
+    for (size_t done = 0; done < n;) {
+      const size_t chunk = std::min(n - done, ctx_.staging_bytes);
+      const uint8_t* src = static_cast<const uint8_t*>(data_) + offset + done;
+      SINEW_CUDA_RETURN(
+          cudaMemcpyAsync(ctx_.staging, src, chunk, cudaMemcpyDeviceToHost, ctx_.stream));
+      SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+      std::memcpy(static_cast<uint8_t*>(dst) + done, ctx_.staging, chunk);
+      done += chunk;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Context& ctx_;
+  void* data_;
+  size_t size_;
+};
+
+class DeviceMemory final : public BackendMemory {
+ public:
+  explicit DeviceMemory(Context& ctx) : ctx_(ctx) {}
+
+  Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free allocation error
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      return Status::ResourceExhausted(
+          "cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" +
+          std::to_string(ctx_.device) + " failed: " + cudaGetErrorString(err) + " (" +
+          std::to_string(free_bytes) + " of " + std::to_string(total_bytes) + " bytes free)");
+    }
+    SINEW_CUDA_RETURN(cudaMemsetAsync(p, 0, bytes, ctx_.stream));
+    return std::unique_ptr<BackendBuffer>(std::make_unique<DeviceBuffer>(ctx_, p, bytes));
+  }
+
+  Result<std::unique_ptr<BackendBuffer>> WrapHost(const void*, size_t) override {
+    return Status::Unimplemented("the CUDA backend copies host memory (Allocate + Write)");
+  }
+
+ private:
+  Context& ctx_;
+};
+
+// A device scratch area that grows on demand (contents are per op).
+class Scratch {
+ public:
+  ~Scratch() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  size_t capacity() const { return size_; }
+  Result<void*> Get(size_t bytes) {
+    if (bytes <= size_) return data_;
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = nullptr;
+    size_ = 0;
+    const cudaError_t err = cudaMalloc(&data_, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      data_ = nullptr;
+      return CudaStatus(("cudaMalloc of " + std::to_string(bytes) + " scratch bytes").c_str(), err);
+    }
+    size_ = bytes;
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+bool IsKvType(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kQ8_0;
+}
+
+class CudaOps final : public BackendOps {
+ public:
+  explicit CudaOps(Context& ctx) : ctx_(ctx) {}
+
+  bool Supports(Op op, GgmlType type) const override {
+    switch (op) {
+      case Op::kGetRows:
+      case Op::kMatMul: return true;
+      case Op::kStoreKv:
+      case Op::kAttention: return IsKvType(type);
+      default: return type == GgmlType::kF32;
+    }
+  }
+
+  Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    SINEW_ASSIGN_OR_RETURN(const int32_t* d_ids, UploadInts(ids, kIds));
+    return CudaStatus("GetRows kernel",
+                      LaunchGetRows(table.type, table.data, table.row_bytes(), table.ne[0], d_ids,
+                                    static_cast<int64_t>(ids.size()), out.f32(), ctx_.stream));
+  }
+
+  Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    const int64_t K = w.ne[0], N = w.rows(), M = x.rows();
+    if (x.ne[0] != K || y.ne[0] != N || y.rows() != M) {
+      return Status::InvalidArgument("MatMul: shapes disagree");
+    }
+    if (M == 1) {
+      return CudaStatus("MatVec kernel", LaunchMatVec(w.type, w.data, w.row_bytes(), K, N, x.f32(),
+                                                      y.f32(), ctx_.stream));
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    if (w.type == GgmlType::kF32) {
+      return CublasStatus("cublasSgemm",
+                          cublasSgemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
+                                      static_cast<int>(M), static_cast<int>(K), &alpha, w.f32(),
+                                      static_cast<int>(K), x.f32(), static_cast<int>(K), &beta,
+                                      y.f32(), static_cast<int>(N)));
+    }
+    // Weights as F16 (dequantized unless they are F16 already), activations as F16.
+    const size_t w_bytes = w.type == GgmlType::kF16 ? 0 : static_cast<size_t>(K * N) * 2;
+    SINEW_ASSIGN_OR_RETURN(void* wbuf, weight_scratch_.Get(std::max<size_t>(w_bytes, 256)));
+    SINEW_ASSIGN_OR_RETURN(void* xbuf, act_scratch_.Get(static_cast<size_t>(K * M) * 2));
+    const void* wf16 = w.data;
+    if (w.type != GgmlType::kF16) {
+      SINEW_RETURN_IF_ERROR(CudaStatus(
+          "DequantF16 kernel", LaunchDequantF16(w.type, w.data, w.row_bytes(), K, N,
+                                                static_cast<__half*>(wbuf), ctx_.stream)));
+      wf16 = wbuf;
+    }
+    SINEW_RETURN_IF_ERROR(CudaStatus(
+        "F32ToF16 kernel",
+        LaunchF32ToF16(x.f32(), static_cast<__half*>(xbuf), K * M, ctx_.stream)));
+    return CublasStatus(
+        "cublasGemmEx",
+        cublasGemmEx(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
+                     static_cast<int>(M), static_cast<int>(K), &alpha, wf16, CUDA_R_16F,
+                     static_cast<int>(K), xbuf, CUDA_R_16F, static_cast<int>(K), &beta, y.f32(),
+                     CUDA_R_32F, static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  Status AddBias(Tensor& y, const Tensor& bias) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    return CudaStatus("AddBias kernel",
+                      LaunchAddBias(y.f32(), bias.f32(), y.ne[0], y.rows(), ctx_.stream));
+  }
+
+  Status Add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    return CudaStatus("Add kernel",
+                      LaunchAdd(a.f32(), b.f32(), out.f32(), a.elements(), ctx_.stream));
+  }
+
+  Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    return CudaStatus("RmsNorm kernel", LaunchRmsNorm(x.f32(), weight.f32(), eps, x.ne[0],
+                                                      x.rows(), out.f32(), ctx_.stream));
+  }
+
+  Status Rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& p) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    const int64_t n_tokens = x.ne[2];
+    if (static_cast<int64_t>(positions.size()) < n_tokens) {
+      return Status::InvalidArgument("Rope: fewer positions than tokens");
+    }
+    SINEW_ASSIGN_OR_RETURN(
+        const int32_t* d_pos,
+        UploadInts(positions.first(static_cast<size_t>(n_tokens)), kPositions));
+    const float* d_factors = nullptr;
+    if (p.freq_factors != nullptr) {
+      const size_t n = static_cast<size_t>(p.n_rot / 2);
+      SINEW_ASSIGN_OR_RETURN(d_factors,
+                             Upload(std::span<const float>(p.freq_factors, n), kFactors));
+    }
+    return CudaStatus("Rope kernel",
+                      LaunchRope(x.f32(), x.ne[0], x.ne[1], n_tokens, d_pos, p.style, p.n_rot,
+                                 p.freq_base, p.freq_scale, d_factors, ctx_.stream));
+  }
+
+  Status SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    return CudaStatus("SwiGlu kernel",
+                      LaunchSwiGlu(gate.f32(), up.f32(), out.f32(), gate.elements(), ctx_.stream));
+  }
+
+  Status StoreKv(const Tensor& src, Tensor& dst, const KvBlocks& blocks, int32_t pos0) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (!IsKvType(dst.type)) return Status::Unimplemented("StoreKv: unsupported cache type");
+    if (dst.ne[0] != src.ne[0] || src.ne[0] % GgmlBlockSize(dst.type) != 0) {
+      return Status::InvalidArgument("StoreKv: row width does not fit the cache rows");
+    }
+    SINEW_ASSIGN_OR_RETURN(const int32_t* d_table, UploadInts(blocks.table, kTable));
+    return CudaStatus("StoreKv kernel",
+                      LaunchStoreKv(src.f32(), src.ne[0], src.rows(), dst.type, dst.data,
+                                    dst.row_bytes(), d_table, blocks.block_size, pos0,
+                                    ctx_.stream));
+  }
+
+  Status Attention(const Tensor& q, const Tensor& k, const Tensor& v, const KvBlocks& blocks,
+                   int32_t n_head_kv, std::span<const int32_t> positions, float scale,
+                   Tensor& out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (!IsKvType(k.type) || !IsKvType(v.type)) {
+      return Status::Unimplemented("Attention: unsupported cache type");
+    }
+    AttentionArgs a;
+    a.head_dim = q.ne[0];
+    a.n_head = q.ne[1];
+    a.n_tokens = q.ne[2];
+    a.n_head_kv = n_head_kv;
+    if (a.head_dim > kMaxHeadDim || n_head_kv < 1 || a.n_head % n_head_kv != 0 ||
+        static_cast<int64_t>(positions.size()) < a.n_tokens) {
+      return Status::InvalidArgument("Attention: head size above " + std::to_string(kMaxHeadDim) +
+                                     ", bad head counts or too few positions");
+    }
+    SINEW_ASSIGN_OR_RETURN(a.table, UploadInts(blocks.table, kTable));
+    SINEW_ASSIGN_OR_RETURN(
+        a.positions,
+        UploadInts(positions.first(static_cast<size_t>(a.n_tokens)), kAttnPositions));
+    a.q = q.f32();
+    a.k = static_cast<const uint8_t*>(k.data);
+    a.v = static_cast<const uint8_t*>(v.data);
+    a.k_type = k.type;
+    a.v_type = v.type;
+    a.k_row_bytes = k.row_bytes();
+    a.v_row_bytes = v.row_bytes();
+    a.block_size = blocks.block_size;
+    a.scale = scale;
+    a.out = out.f32();
+    return CudaStatus("Attention kernel", LaunchAttention(a, ctx_.stream));
+  }
+
+  Status Argmax(const Tensor& x, std::span<int32_t> out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    const int64_t rows = x.rows();
+    if (static_cast<int64_t>(out.size()) < rows) {
+      return Status::InvalidArgument("Argmax: output shorter than the rows");
+    }
+    SINEW_ASSIGN_OR_RETURN(void* d_out, argmax_scratch_.Get(static_cast<size_t>(rows) * 4 + 4));
+    SINEW_RETURN_IF_ERROR(CudaStatus(
+        "Argmax kernel",
+        LaunchArgmax(x.f32(), x.ne[0], rows, static_cast<int32_t*>(d_out), ctx_.stream)));
+    SINEW_CUDA_RETURN(cudaMemcpyAsync(out.data(), d_out, static_cast<size_t>(rows) * 4,
+                                      cudaMemcpyDeviceToHost, ctx_.stream));
+    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    return Status::Ok();
+  }
+
+  Status Synchronize() override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    return CudaStatus("cudaStreamSynchronize", cudaStreamSynchronize(ctx_.stream));
+  }
+
+ private:
+  // Host arrays an op needs on the device, each kind in its own device slot.
+  enum Slot { kIds, kPositions, kTable, kFactors, kAttnPositions, kSlots };
+
+  // Copies `values` to the device slot of its kind, ordered on the stream
+  // before the op's kernel, unless the slot already holds exactly these bytes
+  // (the positions, block table and rope factors repeat in every layer, so a
+  // decode step uploads each once). A pageable-source cudaMemcpyAsync has
+  // consumed `values` when it returns, and a kernel still reading the slot runs
+  // before the copy (one stream), so reuse is safe.
+  template <typename T>
+  Result<const T*> Upload(std::span<const T> values, Slot slot) {
+    const size_t bytes = values.size() * sizeof(T);
+    if (bytes == 0) return static_cast<const T*>(nullptr);
+    std::vector<uint8_t>& shadow = shadow_[slot];
+    if (bytes > slots_[slot].capacity()) shadow.clear();  // a new allocation holds nothing
+    SINEW_ASSIGN_OR_RETURN(void* dst, slots_[slot].Get(std::max<size_t>(bytes, 4096)));
+    if (shadow.size() != bytes || std::memcmp(shadow.data(), values.data(), bytes) != 0) {
+      shadow.clear();  // until the copy is queued
+      SINEW_CUDA_RETURN(
+          cudaMemcpyAsync(dst, values.data(), bytes, cudaMemcpyHostToDevice, ctx_.stream));
+      const auto* raw = reinterpret_cast<const uint8_t*>(values.data());
+      shadow.assign(raw, raw + bytes);
+    }
+    return static_cast<const T*>(dst);
+  }
+  Result<const int32_t*> UploadInts(std::span<const int32_t> values, Slot slot) {
+    return Upload(values, slot);
+  }
+
+  Context& ctx_;
+  Scratch weight_scratch_, act_scratch_, argmax_scratch_;
+  Scratch slots_[kSlots];
+  std::vector<uint8_t> shadow_[kSlots];  // what each slot holds (empty: unknown)
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::unique_ptr<Context> ctx, std::string name)
+      : ctx_(std::move(ctx)), name_(std::move(name)), memory_(*ctx_), ops_(*ctx_) {}
+  std::string_view name() const override { return name_; }
+  std::string device() const override { return "cuda:" + std::to_string(ctx_->device); }
+  BackendMemory& memory() override { return memory_; }
+  BackendOps& ops() override { return ops_; }
+
+ private:
+  std::unique_ptr<Context> ctx_;
+  std::string name_;
+  DeviceMemory memory_;
+  CudaOps ops_;
+};
+
+}  // namespace
+}  // namespace cuda
+
+Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options) {
+  using cuda::CudaStatus;
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    return Status::Unavailable(
+        "no CUDA device: cudaGetDeviceCount: " +
+        std::string(err != cudaSuccess ? cudaGetErrorString(err) : "0 devices"));
+  }
+  if (options.device < 0 || options.device >= count) {
+    return Status::Unavailable("no CUDA device cuda:" + std::to_string(options.device) + " (" +
+                               std::to_string(count) + " present)");
+  }
+  auto ctx = std::make_unique<cuda::Context>();
+  ctx->device = options.device;
+  SINEW_RETURN_IF_ERROR(ctx->Use());
+  cudaDeviceProp prop{};
+  SINEW_RETURN_IF_ERROR(
+      CudaStatus("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, options.device)));
+  SINEW_RETURN_IF_ERROR(CudaStatus("cudaStreamCreateWithFlags",
+                                   cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)));
+  SINEW_RETURN_IF_ERROR(cuda::CublasStatus("cublasCreate", cublasCreate(&ctx->cublas)));
+  SINEW_RETURN_IF_ERROR(
+      cuda::CublasStatus("cublasSetStream", cublasSetStream(ctx->cublas, ctx->stream)));
+  SINEW_RETURN_IF_ERROR(CudaStatus("cudaMallocHost",
+                                   cudaMallocHost(&ctx->staging, cuda::kStagingBytes)));
+  ctx->staging_bytes = cuda::kStagingBytes;
+  const std::string name = "cuda-sm" + std::to_string(prop.major * 10 + prop.minor);
+  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(std::move(ctx), name));
+}
+
+}  // namespace sinew::model

@@ -1,0 +1,83 @@
+#include "cuda/matmul.cuh"
+
+namespace sinew::model::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 4;  // warps per block, one output row each
+
+// One warp per output row; lane l dots units l, l + 32, ... (DotUnit), so the
+// lanes of a warp read neighbouring blocks of the row.
+template <GgmlType kType>
+__global__ void MatVecKernel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t N,
+                             const float* x, float* y) {
+  const int64_t n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+  if (n >= N) return;
+  const int lane = threadIdx.x % kWarp;
+  const uint8_t* row = w + n * row_bytes;
+  constexpr int64_t kUnit = MatVecUnit(kType);
+  float sum = 0.0f;
+  if (K % kUnit == 0) {
+    for (int64_t u = lane; u < K / kUnit; u += kWarp) sum += DotUnit(kType, row, u, x);
+  } else {  // F16 rows of odd length: element by element
+    for (int64_t k = lane; k < K; k += kWarp) sum += LoadElem(kType, row, k) * x[k];
+  }
+  sum = WarpSum(sum);
+  if (lane == 0) y[n] = sum;
+}
+
+template <GgmlType kType>
+cudaError_t MatVec(const void* w, int64_t row_bytes, int64_t K, int64_t N, const float* x,
+                   float* y, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  MatVecKernel<kType><<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(
+      static_cast<const uint8_t*>(w), row_bytes, K, N, x, y);
+  return cudaGetLastError();
+}
+
+__global__ void DequantF16Kernel(GgmlType type, const uint8_t* w, int64_t row_bytes, int64_t K,
+                                 __half* out) {
+  const int64_t r = blockIdx.y;
+  const uint8_t* row = w + r * row_bytes;
+  for (int64_t k = blockIdx.x * blockDim.x + threadIdx.x; k < K; k += gridDim.x * blockDim.x) {
+    out[r * K + k] = __float2half_rn(LoadElem(type, row, k));
+  }
+}
+
+__global__ void F32ToF16Kernel(const float* x, __half* out, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(x[i]);
+}
+
+}  // namespace
+
+cudaError_t LaunchMatVec(GgmlType type, const void* w, int64_t row_bytes, int64_t K, int64_t N,
+                         const float* x, float* y, cudaStream_t stream) {
+  if (N == 0) return cudaSuccess;
+  switch (type) {
+    case GgmlType::kF32: return MatVec<GgmlType::kF32>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kF16: return MatVec<GgmlType::kF16>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kBF16: return MatVec<GgmlType::kBF16>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kQ8_0: return MatVec<GgmlType::kQ8_0>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kQ4_0: return MatVec<GgmlType::kQ4_0>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kQ4_K: return MatVec<GgmlType::kQ4_K>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kQ6_K: return MatVec<GgmlType::kQ6_K>(w, row_bytes, K, N, x, y, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchDequantF16(GgmlType type, const void* w, int64_t row_bytes, int64_t K,
+                             int64_t N, __half* out, cudaStream_t stream) {
+  if (N == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((K + 255) / 256), static_cast<unsigned>(N));
+  DequantF16Kernel<<<grid, 256, 0, stream>>>(type, static_cast<const uint8_t*>(w), row_bytes, K,
+                                             out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchF32ToF16(const float* x, __half* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  F32ToF16Kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, out, n);
+  return cudaGetLastError();
+}
+
+}  // namespace sinew::model::cuda
