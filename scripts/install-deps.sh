@@ -11,7 +11,7 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev
-  runc debootstrap iproute2 procps util-linux
+  runc runsc debootstrap iproute2 procps util-linux
   clang-format wrk curl python3 ccache
 )
 

@@ -9,7 +9,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -47,6 +49,30 @@ std::string ReadSecret(int fd) {
   return secret;
 }
 
+// gVisor mode: binds the socket as root in a directory only root can write, then becomes
+// the sandbox user with no capability left (bounding set included) before any thread
+// starts. Returns the bound socket, or -1 (after printing why).
+int BindThenDrop(const std::string& path, uid_t uid, gid_t gid) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (fd < 0 || path.size() >= sizeof(addr.sun_path)) return -1;
+  path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    std::cerr << "sinew-sandbox-agent: bind " << path << ": " << strerror(errno) << "\n";
+    return -1;
+  }
+  chmod(path.c_str(), 0600);
+  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0 ||
+      getuid() != uid || geteuid() != uid) {
+    std::cerr << "sinew-sandbox-agent: cannot drop to uid " << uid << ": " << strerror(errno) << "\n";
+    return -1;
+  }
+  return fd;
+}
+
 // Accepts connections on the inherited socket and hands each one to the gRPC server.
 void AcceptLoop(int listen_fd, grpc::Server* server) {
   for (;;) {
@@ -78,6 +104,13 @@ int main(int argc, char** argv) {
       ->excludes(socket_opt);
   app.add_option("--secret-fd", secret_fd,
                  "an inherited pipe holding this sandbox's secret; calls must then carry it");
+  std::string secret_env;
+  app.add_option("--secret-env", secret_env,
+                 "an environment variable holding the secret (read, then removed; gVisor mode)");
+  int drop_uid = -1, drop_gid = -1;
+  app.add_option("--drop-to-uid", drop_uid,
+                 "started as root: bind --socket, then become this uid with no capabilities");
+  app.add_option("--drop-to-gid", drop_gid, "the gid for --drop-to-uid");
   app.add_option("--sandbox-id", sandbox_id, "this sandbox's id (bound into each call's proof)");
   rlim_t max_open_files = 4096;
   app.add_option("--max-open-files", max_open_files, "RLIMIT_NOFILE of the agent and its commands")
@@ -100,6 +133,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string secret;
+  if (!secret_env.empty()) {
+    const char* v = getenv(secret_env.c_str());
+    if (v != nullptr) secret = v;
+    unsetenv(secret_env.c_str());  // the commands it runs never see it
+  }
+  if (drop_uid >= 0) {
+    if (socket_path.empty() || drop_gid < 0) {
+      std::cerr << "sinew-sandbox-agent: --drop-to-uid needs --socket and --drop-to-gid\n";
+      return 2;
+    }
+    listen_fd = BindThenDrop(socket_path, static_cast<uid_t>(drop_uid), static_cast<gid_t>(drop_gid));
+    if (listen_fd < 0) return 1;
+    socket_path.clear();
+  }
   if (secret_fd >= 0) {
     secret = ReadSecret(secret_fd);
     if (secret.empty()) {

@@ -24,6 +24,10 @@ struct ProvisionerConfig {
   std::string agent_binary;
   // The runc binary. Default: runc (from PATH)
   std::string runc = "runc";
+  // gVisor's runsc binary, for sandboxes whose resources.runtime is "runsc"; when it is
+  // missing or unusable such sandboxes are refused with FAILED_PRECONDITION.
+  // Default: runsc (from PATH)
+  std::string runsc = "runsc";
   // Parent cgroup of all sandboxes (a name below each hierarchy's root). Default: sinew
   std::string cgroup_parent = "sinew";
   // Ready sandboxes kept per resource shape (the default shape and each shape asked
@@ -54,6 +58,7 @@ struct ProvisionerConfig {
     r.set_lifetime_seconds(3600);
     r.set_network("none");
     r.set_image("default");
+    r.set_runtime("runc");
     return r;
   }
 };

@@ -59,9 +59,27 @@ ContainerRunner::~ContainerRunner() {
 }
 
 std::vector<std::string> ContainerRunner::Runc(std::initializer_list<std::string> args) const {
-  std::vector<std::string> argv = {config_.runc, "--root", runc_root()};
+  return Runtime("runc", args);
+}
+
+std::vector<std::string> ContainerRunner::Runtime(const std::string& runtime,
+                                                  std::initializer_list<std::string> args) const {
+  std::vector<std::string> argv;
+  if (runtime == "runsc") {
+    // No network stack but loopback; unix sockets may be created in bind mounts (the
+    // agent's socket directory is the only writable one).
+    argv = {config_.runsc, "--root", runsc_root(), "--network=none", "--host-uds=create"};
+  } else {
+    argv = {config_.runc, "--root", runc_root()};
+  }
   argv.insert(argv.end(), args);
   return argv;
+}
+
+std::string ContainerRunner::RuntimeOf(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(uid_mu_);
+  auto it = runtimes_.find(id);
+  return it == runtimes_.end() ? "runc" : it->second;
 }
 
 Status ContainerRunner::Init() {
@@ -84,6 +102,10 @@ Status ContainerRunner::Init() {
                                       "' (apt-get install runc, or pass --runc)");
   }
   runtime_version_ = version->output.substr(0, version->output.find('\n'));
+  if (auto v = RunProcess({config_.runsc, "--version"}, kRuncTimeout); v.ok() && v->exit_code == 0) {
+    runsc_version_ = v->output.substr(0, v->output.find('\n'));
+    fs::create_directories(runsc_root(), ec);
+  }
   SINEW_RETURN_IF_ERROR(CheckUidRange());
   // The agent's directory is a small tmpfs of its own, so that the bind mount of it in
   // each sandbox shows "/" as its root in mountinfo, not a host path.
@@ -149,12 +171,16 @@ std::vector<std::string> ContainerRunner::ReapLeftovers() {
   std::vector<std::string> reaped;
   // A runc that the previous instance started may still be creating a container.
   KillProcessesMentioning("--root\0" + runc_root() + "\0");
-  if (auto list = RunProcess(Runc({"list", "-q"}), kRuncTimeout); list.ok()) {
-    std::istringstream in(list->output);
-    std::string id;
-    while (in >> id) {
-      (void)RunProcess(Runc({"kill", id, "KILL"}), kRuncTimeout);
-      (void)RunProcess(Runc({"delete", "--force", id}), kRuncTimeout);
+  KillProcessesMentioning("--root\0" + runsc_root() + "\0");
+  for (std::string runtime : {"runc", "runsc"}) {
+    if (runtime == "runsc" && runsc_version_.empty()) continue;
+    if (auto list = RunProcess(Runtime(runtime, {"list", "-q"}), kRuncTimeout); list.ok()) {
+      std::istringstream in(list->output);
+      std::string id;
+      while (in >> id) {
+        (void)RunProcess(Runtime(runtime, {"kill", id, "KILL"}), kRuncTimeout);
+        (void)RunProcess(Runtime(runtime, {"delete", "--force", id}), kRuncTimeout);
+      }
     }
   }
   std::error_code ec;
@@ -210,6 +236,7 @@ size_t ContainerRunner::uid_ranges_in_use() const {
 
 Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resources& resources) {
   SINEW_ASSIGN_OR_RETURN(std::string rootfs, ImageRootfs(resources.image()));
+  if (resources.runtime() == "runsc") return StartGvisor(id, resources, rootfs);
   Container c;
   c.id = id;
   c.dir = sandbox_dir(id);
@@ -332,8 +359,85 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
                           " did not start: " + (why.empty() ? "(no log)" : why));
 }
 
+Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::Resources& resources,
+                                               const std::string& rootfs) {
+  if (runsc_version_.empty()) {
+    return Status::FailedPrecondition("runtime 'runsc' asked for, but '" + config_.runsc +
+                                      "' is not usable here (apt-get install runsc, or pass --runsc)");
+  }
+  Container c;
+  c.id = id;
+  c.dir = sandbox_dir(id);
+  {
+    std::lock_guard<std::mutex> lock(uid_mu_);
+    runtimes_[id] = "runsc";
+  }
+  std::error_code ec;
+  fs::create_directories(c.dir + "/bundle", ec);
+  fs::create_directories(c.dir + "/run", ec);
+  if (ec) {
+    Remove(id);
+    return Status::IOError("cannot create " + c.dir + ": " + ec.message());
+  }
+  chmod(c.dir.c_str(), 0711);
+  chmod((c.dir + "/run").c_str(), 0755);  // root's: inside, only the agent before it drops to uid 1000
+  c.secret = RandomHex(16);
+  OciParams params;
+  params.rootfs = rootfs;
+  params.agent_dir = config_.state_dir + "/agent";
+  params.sandbox_id = id;
+  params.cgroups_path = "/" + config_.cgroup_parent + "/" + id;
+  params.resources = resources;
+  params.memory_swap_accounting = swap_accounting_;
+  params.max_output_bytes = config_.max_output_bytes;
+  params.agent_static = agent_static_;
+  params.gvisor = true;
+  params.run_dir = c.dir + "/run";
+  params.agent_secret = c.secret;
+  {
+    int fd = open((c.dir + "/bundle/config.json").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    UniqueFd file(fd);
+    std::string text = BuildOciConfig(params);
+    if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      Remove(id);
+      return Status::IOError("cannot write " + c.dir + "/bundle/config.json");
+    }
+  }
+  auto run = RunProcess(Runtime("runsc", {"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle",
+                                          c.dir + "/bundle", id}),
+                        kRuncTimeout, c.dir + "/agent.log");
+  if (!run.ok() || run->exit_code != 0) {
+    std::string why = run.ok() ? LogTail(id) : run.status().message();
+    Remove(id);
+    return Status::Internal("runsc run failed for " + id + ": " + why);
+  }
+  {
+    std::ifstream pid_in(c.dir + "/pid");
+    pid_in >> c.init_pid;
+  }
+  if (c.init_pid <= 0) {
+    Remove(id);
+    return Status::Internal("runsc wrote no pid for " + id);
+  }
+  std::string socket_path = c.dir + "/run/agent.sock";
+  c.endpoint = "unix://" + socket_path;
+  auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
+  for (int spins = 0;; ++spins) {
+    if (CanConnect(socket_path)) return c;
+    if (ProcessGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 200 ? 500 : 5000));
+  }
+  std::string why = LogTail(id);
+  kill(c.init_pid, SIGKILL);
+  int status = 0;
+  waitpid(c.init_pid, &status, 0);
+  Remove(id);
+  return Status::Internal("the agent of " + id + " did not start under runsc: " +
+                          (why.empty() ? "(no log)" : why));
+}
+
 void ContainerRunner::Remove(const std::string& id) {
-  (void)RunProcess(Runc({"delete", "--force", id}), kRuncTimeout);
+  (void)RunProcess(Runtime(RuntimeOf(id), {"delete", "--force", id}), kRuncTimeout);
   (void)RemoveCgroups(config_.cgroup_parent, id);
   std::string dir = sandbox_dir(id);
   for (const auto& mp : MountsBelow(dir)) umount2(mp.c_str(), MNT_DETACH);
@@ -341,6 +445,8 @@ void ContainerRunner::Remove(const std::string& id) {
   fs::remove_all(dir, ec);
   // Last: the uid range is free only once nothing of the sandbox is left.
   ReleaseUidBase(id);
+  std::lock_guard<std::mutex> lock(uid_mu_);
+  runtimes_.erase(id);
 }
 
 std::string ContainerRunner::LogTail(const std::string& id) const {

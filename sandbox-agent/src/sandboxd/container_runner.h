@@ -65,12 +65,21 @@ class ContainerRunner {
   // First line of `runc --version`, e.g. "runc version 1.1.5+ds1". Set by Init.
   const std::string& runtime_version() const { return runtime_version_; }
   std::string runc_root() const { return config_.state_dir + "/runc"; }
+  std::string runsc_root() const { return config_.state_dir + "/runsc"; }
+  // First line of `runsc --version`; empty when runsc is not usable. Set by Init.
+  const std::string& runsc_version() const { return runsc_version_; }
   std::string sandbox_dir(const std::string& id) const {
     return config_.state_dir + "/sandboxes/" + id;
   }
 
  private:
   std::vector<std::string> Runc(std::initializer_list<std::string> args) const;
+  // The command line of `runtime` ("runc" or "runsc") with its root and global flags.
+  std::vector<std::string> Runtime(const std::string& runtime,
+                                   std::initializer_list<std::string> args) const;
+  std::string RuntimeOf(const std::string& id) const;
+  [[nodiscard]] Result<Container> StartGvisor(const std::string& id, const v1::Resources& resources,
+                                              const std::string& rootfs);
   // The configured uid range is valid and overlaps no host account or subordinate range.
   [[nodiscard]] Status CheckUidRange() const;
   // Claims a free user-namespace slot for `id` (kResourceExhausted when none is free).
@@ -80,10 +89,12 @@ class ContainerRunner {
   const ProvisionerConfig config_;
   mutable std::mutex uid_mu_;
   std::map<std::string, uint32_t> uid_slots_;  // sandbox id -> slot; guarded by uid_mu_
+  std::map<std::string, std::string> runtimes_;  // sandbox id -> "runsc" (absent: runc); guarded by uid_mu_
   bool swap_accounting_ = false;  // constant after Init
   bool agent_static_ = true;      // constant after Init
   bool agent_mounted_ = false;    // constant after Init
   std::string runtime_version_;   // constant after Init
+  std::string runsc_version_;     // constant after Init; empty: runsc not usable
 };
 
 }  // namespace sinew::sandbox

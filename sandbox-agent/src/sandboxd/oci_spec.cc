@@ -78,21 +78,38 @@ std::string BuildOciConfig(const OciParams& p) {
   std::string agent = std::string(kAgentMountPoint);
   json::array args;
   if (!p.agent_static) args = {agent + "/ld.so", "--library-path", agent + "/lib"};
-  for (std::string a : {agent + "/sinew-sandbox-agent", std::string("--listen-fd"),
-                        std::to_string(kAgentListenFd), std::string("--secret-fd"),
-                        std::to_string(kAgentSecretFd), std::string("--sandbox-id"), p.sandbox_id,
-                        std::string("--workspace"), std::string(kWorkspace),
-                        std::string("--max-output-bytes"), std::to_string(p.max_output_bytes)}) {
-    args.emplace_back(a);
+  std::vector<std::string> agent_args = {agent + "/sinew-sandbox-agent", "--sandbox-id", p.sandbox_id,
+                                         "--workspace", kWorkspace, "--max-output-bytes",
+                                         std::to_string(p.max_output_bytes)};
+  if (p.gvisor) {
+    agent_args.insert(agent_args.end(),
+                      {"--socket", std::string(kRunMountPoint) + "/agent.sock", "--secret-env",
+                       "SINEW_AGENT_SECRET", "--drop-to-uid", std::to_string(kSandboxUid),
+                       "--drop-to-gid", std::to_string(kSandboxGid)});
+  } else {
+    agent_args.insert(agent_args.end(), {"--listen-fd", std::to_string(kAgentListenFd),
+                                         "--secret-fd", std::to_string(kAgentSecretFd)});
+  }
+  for (const auto& a : agent_args) args.emplace_back(a);
+  json::array env = Strings({"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                             "HOME=/workspace", "LANG=C.UTF-8", "TERM=dumb"});
+  json::object user = {{"uid", kSandboxUid}, {"gid", kSandboxGid}};
+  json::object caps = NoCapabilities();
+  if (p.gvisor) {
+    env.emplace_back("SINEW_AGENT_SECRET=" + p.agent_secret);
+    user = {{"uid", 0}, {"gid", 0}};
+    // Only what the agent needs to become the sandbox user; it drops them all at once.
+    json::array drop = Strings({"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"});
+    caps = {{"bounding", drop}, {"effective", drop}, {"permitted", drop},
+            {"inheritable", json::array()}, {"ambient", json::array()}};
   }
   json::object process = {
       {"terminal", false},
-      {"user", {{"uid", kSandboxUid}, {"gid", kSandboxGid}}},
+      {"user", user},
       {"args", args},
-      {"env", Strings({"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                       "HOME=/workspace", "LANG=C.UTF-8", "TERM=dumb"})},
+      {"env", env},
       {"cwd", kWorkspace},
-      {"capabilities", NoCapabilities()},
+      {"capabilities", caps},
       {"noNewPrivileges", true},
   };
   // runc cannot prlimit a process in a user namespace it joined (EPERM), so the limits
@@ -112,6 +129,9 @@ std::string BuildOciConfig(const OciParams& p) {
       Mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777", "size=67108864"}));
   mounts.push_back(
       Mount(kAgentMountPoint, "bind", p.agent_dir, {"rbind", "ro", "nosuid", "nodev"}));
+  if (p.gvisor) {
+    mounts.push_back(Mount(kRunMountPoint, "bind", p.run_dir, {"rbind", "rw", "nosuid", "nodev", "noexec"}));
+  }
 
   int64_t period = 100000;
   int64_t quota = static_cast<int64_t>(r.cpu_millicores()) * period / 1000;
@@ -130,8 +150,11 @@ std::string BuildOciConfig(const OciParams& p) {
   json::object linux_section = {
       {"resources", resources},           {"cgroupsPath", p.cgroups_path},
       {"namespaces", Namespaces(p.uid_base != 0, p.userns_path)}, {"maskedPaths", MaskedPaths()},
-      {"readonlyPaths", ReadonlyPaths()},           {"seccomp", SeccompProfile()},
+      {"readonlyPaths", ReadonlyPaths()},
   };
+  // Under gVisor the sandbox's system calls go to gVisor's own kernel (itself confined by
+  // its seccomp filters); runc's profile applies to runc containers.
+  if (!p.gvisor) linux_section["seccomp"] = SeccompProfile();
   if (p.uid_base != 0) {
     linux_section["uidMappings"] = IdMapping(p.uid_base);
     linux_section["gidMappings"] = IdMapping(p.uid_base);

@@ -34,6 +34,13 @@ struct OciParams {
   bool memory_swap_accounting = false;  // cgroup v1 memsw files exist: also cap swap
   uint32_t max_output_bytes = 30000;
   bool agent_static = true;  // false: start the agent through the copied ld.so
+  // gVisor (runsc): it cannot pass descriptors, so the agent starts as root inside the
+  // sandbox's own kernel, creates its socket in `run_dir` (mounted at /.sinew/run,
+  // writable by root alone), reads its secret from the environment, then drops to the
+  // sandbox user and every capability before it serves anything.
+  bool gvisor = false;
+  std::string run_dir;       // host directory for the socket (gvisor only)
+  std::string agent_secret;  // gvisor only
 };
 
 // The config.json text.

@@ -30,6 +30,7 @@ Result<v1::Resources> NormalizeResources(const v1::Resources& requested,
   if (r.lifetime_seconds() == 0) r.set_lifetime_seconds(defaults.lifetime_seconds());
   if (r.network().empty()) r.set_network(defaults.network());
   if (r.image().empty()) r.set_image(defaults.image());
+  if (r.runtime().empty()) r.set_runtime(defaults.runtime().empty() ? "runc" : defaults.runtime());
 
   if (r.cpu_millicores() < 10 || r.cpu_millicores() > 256000)
     return OutOfRange("cpu_millicores", r.cpu_millicores(), 10, 256000);
@@ -49,6 +50,10 @@ Result<v1::Resources> NormalizeResources(const v1::Resources& requested,
   }
   if (r.lifetime_seconds() > 7 * 24 * 3600)
     return OutOfRange("lifetime_seconds", r.lifetime_seconds(), 1, 7 * 24 * 3600);
+  if (r.runtime() != "runc" && r.runtime() != "runsc") {
+    return Status::InvalidArgument("resources.runtime '" + r.runtime() +
+                                   "' is not supported; use \"runc\" or \"runsc\" (gVisor)");
+  }
   if (r.network() != "none") {
     return Status::InvalidArgument(
         "resources.network '" + r.network() +

@@ -182,7 +182,8 @@ v1::ProvisionerHealthResponse SandboxManagerImpl::Health() {
   std::lock_guard<std::mutex> lock(mu_);
   v1::ProvisionerHealthResponse h;
   h.set_ok(!stopping_);
-  h.set_runtime(runner_.runtime_version());
+  h.set_runtime(runner_.runtime_version() +
+                (runner_.runsc_version().empty() ? "" : "; " + runner_.runsc_version()));
   for (auto& [id, e] : live_) {
     if (e->pooled) {
       h.set_warm(h.warm() + 1);

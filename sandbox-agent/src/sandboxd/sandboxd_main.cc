@@ -22,6 +22,12 @@ int main(int argc, char** argv) {
   app.add_option("--agent-binary", config.agent_binary,
                  "sinew-sandbox-agent (default: next to this binary)");
   app.add_option("--runc", config.runc, "runc binary")->capture_default_str();
+  app.add_option("--runsc", config.runsc, "gVisor runsc binary (resources.runtime \"runsc\")")
+      ->capture_default_str();
+  std::string default_runtime = "runc";
+  app.add_option("--runtime", default_runtime, "runtime of sandboxes that name none: runc or runsc")
+      ->check(CLI::IsMember({"runc", "runsc"}))
+      ->capture_default_str();
   app.add_option("--cgroup-parent", config.cgroup_parent, "parent cgroup name")
       ->capture_default_str();
   app.add_option("--warm-pool-size", config.warm_pool_size, "ready sandboxes per shape (0: none)")
@@ -52,6 +58,7 @@ int main(int argc, char** argv) {
   config.defaults.set_cpu_millicores(cpu);
   config.defaults.set_pids_limit(pids);
   config.defaults.set_lifetime_seconds(life);
+  config.defaults.set_runtime(default_runtime);
   if (config.agent_binary.empty()) {
     std::error_code ec;
     auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
