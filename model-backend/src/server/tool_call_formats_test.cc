@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "sinew/model/chat_template.h"
+#include "openai_response.h"
 #include "tool_calls.h"
 
 namespace sinew::model {
@@ -194,6 +195,74 @@ TEST(ReasoningSplitter, ThinkIsReasoningContentNotContent) {
   content += tail.content;
   EXPECT_EQ(reasoning, "a</thi b");
   EXPECT_EQ(content, "content</think>");
+}
+
+}  // namespace
+}  // namespace sinew::model
+
+namespace sinew::model {
+namespace {
+
+std::unique_ptr<Tokenizer> TinyTokenizer() {
+  Vocab vocab;
+  vocab.tokens = {"<unk>", "<s>", "</s>", "a"};
+  vocab.unk_id = 0;
+  vocab.bos_id = 1;
+  vocab.eos_id = 2;
+  return std::move(Tokenizer::Create(vocab)).value();
+}
+
+// The reasoning_content and content of a stream's events, in order.
+std::pair<std::string, std::string> Collect(const std::string& events) {
+  std::string reasoning, content;
+  size_t pos = 0;
+  while ((pos = events.find("data: {", pos)) != std::string::npos) {
+    const size_t end = events.find("\n\n", pos);
+    json::value event = json::parse(events.substr(pos + 6, end - pos - 6));
+    for (const auto& choice : event.at("choices").as_array()) {
+      const json::object& delta = choice.at("delta").as_object();
+      if (auto* r = delta.if_contains("reasoning_content")) reasoning += r->as_string();
+      if (auto* c = delta.if_contains("content")) content += c->as_string();
+    }
+    pos = end;
+  }
+  return {reasoning, content};
+}
+
+TEST(OpenAiResponderReasoning, StreamedSeparatelyAndKeptOutOfContent) {
+  auto tokenizer = TinyTokenizer();
+  OpenAiRequest request;
+  request.generation.chat = true;
+  request.stream = true;
+  const ChatTemplate hermes(ChatTemplateKind::kChatMl);
+  for (bool opened : {false, true}) {
+    OpenAiResponder responder(request, *tokenizer, "m", "id", 0);
+    responder.SetReasoningOpenedByPrompt(opened);
+    responder.EnableTools(hermes, false);
+    std::string events;
+    const std::string text = std::string(opened ? "" : "<think>") +
+                             "Weather needed.</think>\n\nSure.<tool_call>{\"name\": \"get_weather\", "
+                             "\"arguments\": {\"location\": \"Paris\"}}</tool_call>";
+    for (size_t i = 0; i < text.size(); i += 5) events += responder.StreamChunk({text.substr(i, 5), {}});
+    GenerationOutcome outcome;
+    outcome.finish_reason = "stop";
+    events += responder.StreamEnd(outcome);
+    auto [reasoning, content] = Collect(events);
+    EXPECT_EQ(reasoning, "Weather needed.");
+    EXPECT_EQ(content, "Sure.");
+    EXPECT_NE(events.find("\"tool_calls\""), std::string::npos) << events;
+    EXPECT_NE(events.find("\"finish_reason\":\"tool_calls\""), std::string::npos) << events;
+
+    OpenAiRequest plain = request;
+    plain.stream = false;
+    OpenAiResponder body_responder(plain, *tokenizer, "m", "id", 0);
+    body_responder.SetReasoningOpenedByPrompt(opened);
+    body_responder.Accumulate({text, {}});
+    json::value body = json::parse(body_responder.Body(outcome));
+    const json::object& message = body.at("choices").at(0).at("message").as_object();
+    EXPECT_EQ(message.at("reasoning_content"), "Weather needed.");
+    EXPECT_EQ(message.at("content").as_string().find("think"), std::string::npos);
+  }
 }
 
 }  // namespace
