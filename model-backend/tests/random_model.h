@@ -32,6 +32,7 @@ struct RandomModelSpec {
   float rope_linear_factor = 0.0f;  // > 0: rope.scaling.type = linear
   int32_t rope_dims = 0;            // 0: head_dim
   int32_t eos_id = 2;  // tokenizer.ggml.eos_token_id
+  std::string chat_template;  // tokenizer.chat_template (Jinja). Default: "" (none)
   uint64_t seed = 1;
 };
 

@@ -104,6 +104,24 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
     HandleGeneration(path, path == "/v1/chat/completions", std::move(request), std::move(stream));
     return;
   }
+  if (path == "/apply-template") {
+    if (request.method != "POST") {
+      reply(path, 405, "application/json",
+            ErrorBody("use POST for " + path, "invalid_request_error", "method_not_allowed"));
+      return;
+    }
+    std::optional<OpenAiRequest> parsed = ParseChatBody(path, request, true, *stream, start);
+    if (!parsed) return;
+    Result<std::string> prompt = runner_.PromptText(parsed->generation);
+    if (!prompt.ok()) {
+      ApiError error = ApiErrorFor(prompt.status());
+      reply(path, error.http_status, "application/json",
+            ErrorBody(prompt.status().message(), error.type, error.code));
+      return;
+    }
+    reply(path, 200, "application/json", json::serialize(json::object{{"prompt", *prompt}}));
+    return;
+  }
   if (path.starts_with("/v1/models/") && is_get) {
     std::string id = path.substr(std::string("/v1/models/").size());
     if (id != runner_.model_id()) {
@@ -140,6 +158,35 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
                   "not_found"));
 }
 
+std::optional<OpenAiRequest> ApiHandler::ParseChatBody(const std::string& endpoint,
+                                                       const HttpRequest& request, bool chat,
+                                                       ResponseStream& stream, Clock::time_point start) {
+  auto fail = [&](int status, std::string_view message, std::string_view type,
+                  std::string_view code) {
+    metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+    stream.Send(status, "application/json", ErrorBody(message, type, code));
+    return std::nullopt;
+  };
+  if (!IsJsonContentType(request.content_type)) {
+    return fail(400, "Content-Type must be application/json (got \"" + request.content_type + "\")",
+                "invalid_request_error", "unsupported_media_type");
+  }
+  boost::system::error_code ec;
+  json::parse_options options;
+  options.max_depth = 64;
+  json::value body = json::parse(request.body, ec, json::storage_ptr(), options);
+  if (ec) return fail(400, "malformed JSON body: " + ec.message(), "invalid_request_error", "invalid_json");
+  ParseLimits limits;
+  limits.model_id = runner_.model_id();
+  limits.default_max_tokens = chat ? runner_.info().n_ctx : 16;
+  Result<OpenAiRequest> parsed = ParseOpenAiRequest(body, chat, limits);
+  if (!parsed.ok()) {
+    ApiError error = ApiErrorFor(parsed.status());
+    return fail(error.http_status, parsed.status().message(), error.type, error.code);
+  }
+  return std::move(parsed).value();
+}
+
 void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRequest request,
                                   std::shared_ptr<ResponseStream> stream) {
   Clock::time_point start = Clock::now();
@@ -148,35 +195,23 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     metrics_.RecordRequest(endpoint, status, SecondsSince(start));
     stream->Send(status, "application/json", ErrorBody(message, type, code));
   };
-  if (!IsJsonContentType(request.content_type)) {
-    fail(400, "Content-Type must be application/json (got \"" + request.content_type + "\")",
-         "invalid_request_error", "unsupported_media_type");
-    return;
-  }
-  boost::system::error_code ec;
-  json::parse_options options;
-  options.max_depth = 64;
-  json::value body = json::parse(request.body, ec, json::storage_ptr(), options);
-  if (ec) {
-    fail(400, "malformed JSON body: " + ec.message(), "invalid_request_error", "invalid_json");
-    return;
-  }
-  ParseLimits limits;
-  limits.model_id = runner_.model_id();
-  limits.default_max_tokens = chat ? runner_.info().n_ctx : 16;
-  Result<OpenAiRequest> parsed = ParseOpenAiRequest(body, chat, limits);
-  if (!parsed.ok()) {
-    ApiError error = ApiErrorFor(parsed.status());
-    fail(error.http_status, parsed.status().message(), error.type, error.code);
-    return;
-  }
-  auto shared_request = std::make_shared<OpenAiRequest>(std::move(parsed).value());
+  std::optional<OpenAiRequest> parsed = ParseChatBody(endpoint, request, chat, *stream, start);
+  if (!parsed) return;
+  auto shared_request = std::make_shared<OpenAiRequest>(std::move(*parsed));
   std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_at_) + "-" +
                    std::to_string(next_id_.fetch_add(1));
   auto job = [this, endpoint, start, stream, shared_request, id] {
     const OpenAiRequest& openai = *shared_request;
     OpenAiResponder responder(openai, runner_.tokenizer(), runner_.model_id(), id, UnixSeconds());
     const GenerationRequest& g = openai.generation;
+    if (g.chat) {  // a prompt ending in <think> (DeepSeek R1) starts the output in reasoning
+      Result<std::string> prompt = runner_.PromptText(g);
+      if (prompt.ok()) {
+        std::string_view p = *prompt;
+        while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.remove_suffix(1);
+        responder.SetReasoningOpenedByPrompt(p.ends_with("<think>"));
+      }
+    }
     if (g.chat && !g.tools.empty() && g.tool_choice != ToolChoice::kNone) {
       responder.EnableTools(runner_.chat_template(), g.tool_choice != ToolChoice::kAuto);
     }

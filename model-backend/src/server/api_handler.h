@@ -2,6 +2,8 @@
 // it, runs generations on the JobQueue and answers through the ResponseStream:
 //   GET  /health, /metrics, /v1/models
 //   POST /v1/completions, /v1/chat/completions   (stream: true -> server-sent events)
+//   POST /apply-template   a chat request's messages, tools and add_generation_prompt
+//                          (default true) -> {"prompt": the text the model would be fed}
 // Errors are {"error":{"message","type","code"}} with 400 for bad requests, 404/405 for
 // unknown paths/methods, 503 when the queue is full.
 //
@@ -9,12 +11,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <memory>
 #include <string>
 
 #include "job_queue.h"
 #include "metrics.h"
 #include "model_runner.h"
+#include "openai_request.h"
 #include "response_stream.h"
 
 namespace sinew::model {
@@ -38,6 +43,10 @@ class ApiHandler {
   void HandleGeneration(const std::string& endpoint, bool chat, HttpRequest request,
                         std::shared_ptr<ResponseStream> stream);
   std::string ModelsBody() const;
+  // Parses a JSON chat request body; on failure answers with the 400 and returns nullopt.
+  std::optional<OpenAiRequest> ParseChatBody(const std::string& endpoint, const HttpRequest& request,
+                                             bool chat, ResponseStream& stream,
+                                             std::chrono::steady_clock::time_point start);
 
   ModelRunner& runner_;
   Metrics& metrics_;

@@ -29,6 +29,7 @@ ChatTemplate ChatTemplate::Detect(std::string_view jinja_source) {
 }
 
 std::string_view ChatTemplate::name() const {
+  if (jinja_) return "jinja";
   switch (kind_) {
     case ChatTemplateKind::kChatMl:
       return "chatml";
@@ -40,14 +41,20 @@ std::string_view ChatTemplate::name() const {
   return "plain";
 }
 
+// A forced call is one constrained JSON object after the family's opening text.
 std::string_view ChatTemplate::ToolCallOpen() const {
-  return kind_ == ChatTemplateKind::kLlama3 ? "" : "<tool_call>\n";
+  switch (tool_format_) {
+    case ToolCallFormat::kHermes: return "<tool_call>\n";
+    case ToolCallFormat::kMistral: return "[TOOL_CALLS]";
+    case ToolCallFormat::kFirefunction: return " functools[";
+    default: return "";
+  }
 }
 std::string_view ChatTemplate::ToolCallClose() const {
-  return kind_ == ChatTemplateKind::kLlama3 ? "" : "\n</tool_call>";
+  return tool_format_ == ToolCallFormat::kHermes ? "\n</tool_call>" : "";
 }
 std::string_view ChatTemplate::ToolArgumentsKey() const {
-  return kind_ == ChatTemplateKind::kLlama3 ? "parameters" : "arguments";
+  return tool_format_ == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
 }
 
 namespace {
@@ -68,7 +75,15 @@ std::string ToolJson(const ChatTool& tool) {
 }  // namespace
 
 Result<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
-                                         std::span<const ChatTool> tools) const {
+                                         std::span<const ChatTool> tools,
+                                         bool add_generation_prompt) const {
+  if (jinja_) return RenderJinja(messages, tools, add_generation_prompt);
+  return RenderBuiltIn(messages, tools, add_generation_prompt);
+}
+
+Result<std::string> ChatTemplate::RenderBuiltIn(std::span<const ChatMessage> messages,
+                                                std::span<const ChatTool> tools,
+                                                bool add_generation_prompt) const {
   if (messages.empty()) return Status::InvalidArgument("messages must not be empty");
   std::string tool_text;
   if (!tools.empty()) {
@@ -141,6 +156,7 @@ Result<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
         break;
     }
   }
+  if (!add_generation_prompt) return out;
   switch (kind_) {
     case ChatTemplateKind::kChatMl:
       out += "<|im_start|>assistant\n";

@@ -30,6 +30,7 @@ struct GenerationRequest {
   std::string prompt;                  // completions
   std::vector<int32_t> prompt_tokens;  // completions given as token ids (used as is, no BOS)
   std::vector<ChatMessage> messages;   // chat
+  bool add_generation_prompt = true;   // chat: end the prompt with the assistant's turn
   SamplingParams sampling;             // max_tokens, logprobs (top alternatives) included
   bool max_tokens_given = false;       // false: max_tokens may shrink to fit the context
   std::vector<std::string> stop;       // text-level stop strings

@@ -1,5 +1,6 @@
 // sinew-model: serves one GGUF model over an OpenAI-compatible HTTP API and gRPC.
 //   sinew-model --model FILE.gguf [--host 127.0.0.1] [--port 8081] [--grpc-port 7703]
+//               [--chat-template FILE.jinja]
 // Prints "http listening on HOST:PORT" and "grpc listening on HOST:PORT" on stdout once
 // ready (port 0 picks a free port). Stops on SIGINT/SIGTERM.
 #include <grpcpp/grpcpp.h>
@@ -8,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "api_handler.h"
 #include "grpc_service.h"
@@ -32,6 +35,9 @@ int Run(int argc, char** argv) {
   int read_timeout_s = 30;
   int write_timeout_s = 60;
   app.add_option("--model", model_path, "GGUF model file")->required();
+  std::string chat_template_path;
+  app.add_option("--chat-template", chat_template_path,
+                 "Jinja chat template file used instead of the model's tokenizer.chat_template");
   app.add_option("--model-id", model_id,
                  "model name in the API (default: file name without .gguf)");
   app.add_option("--host", http.host, "address for HTTP and gRPC")->capture_default_str();
@@ -96,7 +102,19 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto runner = ModelRunner::Load(model_path, engine, model_id, serving);
+  std::string chat_template_source;
+  if (!chat_template_path.empty()) {
+    std::ifstream file(chat_template_path, std::ios::binary);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file || text.str().empty()) {
+      std::fprintf(stderr, "sinew-model: --chat-template %s: cannot read the file or it is empty\n",
+                   chat_template_path.c_str());
+      return 1;
+    }
+    chat_template_source = text.str();
+  }
+  auto runner = ModelRunner::Load(model_path, engine, model_id, serving, chat_template_source);
   if (!runner.ok()) {
     std::fprintf(stderr, "sinew-model: %s\n", runner.status().ToString().c_str());
     return 1;

@@ -11,7 +11,7 @@ ModelRunner::ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<
                          ChatTemplate chat_template, std::string model_id)
     : engine_(std::move(engine)),
       tokenizer_(std::move(tokenizer)),
-      template_(chat_template),
+      template_(std::move(chat_template)),
       model_id_(std::move(model_id)) {
   auto table = std::make_shared<TokenTable>();
   for (int32_t id = 0; id < tokenizer_->size(); ++id) table->pieces.push_back(tokenizer_->TokenPiece(id));
@@ -22,7 +22,8 @@ ModelRunner::ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<
 Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_path,
                                                        const EngineOptions& options,
                                                        std::string model_id,
-                                                       const ServingOptions& serving) {
+                                                       const ServingOptions& serving,
+                                                       std::string_view chat_template_source) {
   SINEW_ASSIGN_OR_RETURN(std::unique_ptr<ServingEngine> engine,
                          ServingEngine::Load(gguf_path, options, serving));
   Result<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(engine->gguf());
@@ -34,14 +35,29 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_p
   }
   Result<std::string_view> source = engine->gguf().GetStringOr("tokenizer.chat_template", "");
   if (!source.ok()) return source.status().WithContext("tokenizer.chat_template");
-  ChatTemplate chat_template = ChatTemplate::Detect(*source);
+  ChatTemplate chat_template(ChatTemplateKind::kPlain);
+  const bool overridden = !chat_template_source.empty();
+  if (overridden || !source->empty()) {
+    const Vocab& vocab = (*tokenizer)->vocab();
+    ChatTemplateTokens tokens;
+    if (vocab.bos_id >= 0) tokens.bos = (*tokenizer)->TokenPiece(vocab.bos_id, /*render_special=*/true);
+    if (vocab.eos_id >= 0) tokens.eos = (*tokenizer)->TokenPiece(vocab.eos_id, /*render_special=*/true);
+    Result<ChatTemplate> jinja =
+        ChatTemplate::FromJinja(overridden ? chat_template_source : *source, std::move(tokens));
+    if (!jinja.ok()) {
+      return jinja.status().WithContext(overridden ? std::string("--chat-template")
+                                                   : "tokenizer.chat_template of " + gguf_path +
+                                                         " (override it with --chat-template FILE)");
+    }
+    chat_template = std::move(jinja).value();
+  }
   if (model_id.empty()) {
     size_t slash = gguf_path.find_last_of('/');
     model_id = slash == std::string::npos ? gguf_path : gguf_path.substr(slash + 1);
     if (model_id.size() > 5 && model_id.ends_with(".gguf")) model_id.resize(model_id.size() - 5);
   }
   return std::unique_ptr<ModelRunner>(new ModelRunner(
-      std::move(engine), std::move(tokenizer).value(), chat_template, std::move(model_id)));
+      std::move(engine), std::move(tokenizer).value(), std::move(chat_template), std::move(model_id)));
 }
 
 Result<std::vector<int32_t>> ModelRunner::PromptTokens(const GenerationRequest& request) const {
@@ -55,24 +71,31 @@ Result<std::vector<int32_t>> ModelRunner::PromptTokens(const GenerationRequest& 
     }
     return request.prompt_tokens;
   }
-  std::string text = request.prompt;
-  if (request.chat) {
-    std::vector<ChatTool> tools;
-    if (request.tool_choice != ToolChoice::kNone) {
-      for (const ToolSpec& t : request.tools) {
-        tools.push_back({t.name, t.description, boost::json::serialize(t.parameters)});
-      }
-    }
-    SINEW_ASSIGN_OR_RETURN(text, template_.Render(request.messages, tools));
-    // A forced call: its opening tag is part of the prompt; the output is the call object.
-    if (!tools.empty() && request.tool_choice != ToolChoice::kAuto) {
-      text += template_.ToolCallOpen();
-    }
-  }
+  SINEW_ASSIGN_OR_RETURN(std::string text, PromptText(request));
+  // A template that prints {{ bos_token }} itself gets no second BOS.
+  const std::string& bos = template_.tokens().bos;
+  const bool has_bos = request.chat && template_.is_jinja() && !bos.empty() && text.starts_with(bos);
   std::vector<int32_t> tokens =
-      tokenizer_->Encode(text, {.add_special = true, .parse_special = true});
+      tokenizer_->Encode(text, {.add_special = !has_bos, .parse_special = true});
   if (tokens.empty()) return Status::InvalidArgument("the prompt is empty");
   return tokens;
+}
+
+Result<std::string> ModelRunner::PromptText(const GenerationRequest& request) const {
+  if (!request.chat) return request.prompt;
+  std::vector<ChatTool> tools;
+  if (request.tool_choice != ToolChoice::kNone) {
+    for (const ToolSpec& t : request.tools) {
+      tools.push_back({t.name, t.description, boost::json::serialize(t.parameters)});
+    }
+  }
+  SINEW_ASSIGN_OR_RETURN(std::string text,
+                         template_.Render(request.messages, tools, request.add_generation_prompt));
+  // A forced call: its opening tag is part of the prompt; the output is the call object.
+  if (!tools.empty() && request.tool_choice != ToolChoice::kAuto) {
+    text += template_.ToolCallOpen();
+  }
+  return text;
 }
 
 Result<GenerationOutcome> ModelRunner::Run(const GenerationRequest& request,

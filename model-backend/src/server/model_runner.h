@@ -26,11 +26,16 @@ class ModelRunner {
   using ChunkSink = std::function<bool(TextChunk&&)>;
 
   // Loads the engine and the tokenizer from `gguf_path`. `model_id` names the model in
-  // the API (default: the file name without .gguf).
+  // the API (default: the file name without .gguf). The chat template is
+  // `chat_template_source` (Jinja) when not empty, else the GGUF's
+  // `tokenizer.chat_template`, else the built-in plain fallback.
+  // Errors: those of the engine and tokenizer; InvalidArgument naming the template
+  // line for a template that does not parse.
   [[nodiscard]] static Result<std::unique_ptr<ModelRunner>> Load(const std::string& gguf_path,
                                                                  const EngineOptions& options,
                                                                  std::string model_id,
-                                                                 const ServingOptions& serving = {});
+                                                                 const ServingOptions& serving = {},
+                                                                 std::string_view chat_template_source = {});
 
   const std::string& model_id() const { return model_id_; }
   const ModelInfo& info() const { return engine_->info(); }
@@ -45,6 +50,11 @@ class ModelRunner {
 
   // The prompt tokens `request` would be given (BOS included when the vocabulary has it).
   [[nodiscard]] Result<std::vector<int32_t>> PromptTokens(const GenerationRequest& request) const;
+
+  // The text a chat request's prompt is tokenized from (the rendered template, plus the
+  // opening of a forced tool call); a completion's prompt as given.
+  // Errors: InvalidArgument from the chat template.
+  [[nodiscard]] Result<std::string> PromptText(const GenerationRequest& request) const;
 
  private:
   ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<Tokenizer> tokenizer,

@@ -117,7 +117,9 @@ Status ReadToolCalls(const json::value& value, const std::string& prefix,
       return Status::InvalidArgument(prefix + ".tool_calls: function.arguments must be a JSON "
                                               "object in a string");
     }
-    out.push_back({std::string(name->as_string()), json::serialize(parsed)});
+    const json::value* id = call->if_contains("id");
+    out.push_back({std::string(name->as_string()), json::serialize(parsed),
+                   id && id->is_string() ? std::string(id->as_string()) : std::string()});
   }
   return Status::Ok();
 }
@@ -253,6 +255,14 @@ Status ReadMessages(const json::object& body, GenerationRequest& out) {
     }
     if (content != nullptr && !content->is_null()) {
       SINEW_RETURN_IF_ERROR(ReadContent(*content, index, message.content));
+    } else {
+      message.content_null = true;
+    }
+    for (auto [field, target] : {std::pair{"tool_call_id", &message.tool_call_id}, std::pair{"name", &message.name}}) {
+      const json::value* v = object->if_contains(field);
+      if (v == nullptr || v->is_null()) continue;
+      if (!v->is_string()) return WrongType(prefix + "." + field, "a string");
+      *target = std::string(v->as_string());
     }
     out.messages.push_back(std::move(message));
     ++index;
@@ -369,6 +379,7 @@ Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
   }
   SINEW_RETURN_IF_ERROR(ReadInteger(*body, "n", 1, 1, integer, present));
   if (chat) {
+    SINEW_RETURN_IF_ERROR(ReadBool(*body, "add_generation_prompt", generation.add_generation_prompt));
     SINEW_RETURN_IF_ERROR(ReadTools(*body, generation));
     SINEW_RETURN_IF_ERROR(ReadToolChoice(*body, generation));
     SINEW_RETURN_IF_ERROR(ReadResponseFormat(*body, generation));

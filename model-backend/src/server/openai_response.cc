@@ -32,7 +32,29 @@ OpenAiResponder::OpenAiResponder(const OpenAiRequest& request, const Tokenizer& 
       tokenizer_(tokenizer),
       model_id_(std::move(model_id)),
       id_(std::move(id)),
-      created_(created) {}
+      created_(created) {
+  if (request_.generation.chat) reasoning_ = std::make_unique<ReasoningSplitter>(false);
+}
+
+void OpenAiResponder::SetReasoningOpenedByPrompt(bool opened_by_prompt) {
+  reasoning_opened_ = opened_by_prompt;
+  if (request_.generation.chat) reasoning_ = std::make_unique<ReasoningSplitter>(opened_by_prompt);
+}
+
+std::string OpenAiResponder::DeltaEvent(const std::string& reasoning, const std::string& content,
+                                        const std::vector<GeneratedToken>* tokens) {
+  json::object delta;
+  if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+  if (!content.empty() || reasoning.empty()) delta["content"] = content;
+  json::object choice;
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = tokens ? Logprobs(*tokens, 0) : json::value(nullptr);
+  choice["finish_reason"] = nullptr;
+  json::object out = Envelope(true);
+  out["choices"] = json::array{std::move(choice)};
+  return Event(out);
+}
 
 json::object OpenAiResponder::Envelope(bool chunk) const {
   json::object out;
@@ -138,39 +160,37 @@ json::array OpenAiResponder::ToolCallsJson(const std::vector<ToolCallOut>& calls
   return out;
 }
 
-std::string OpenAiResponder::StreamChunk(const TextChunk& original) {
-  TextChunk filtered;
-  const TextChunk* use = &original;
-  if (tool_filter_) {
-    filtered.text = tool_filter_->Push(original.text);
-    filtered.tokens = original.tokens;
-    use = &filtered;
-  }
-  const TextChunk& chunk = *use;
-  if (chunk.text.empty() && !request_.generation.want_logprobs) return {};
-  json::object choice;
-  choice["index"] = 0;
-  if (request_.generation.chat) {
-    json::object delta;
-    delta["content"] = chunk.text;
-    choice["delta"] = std::move(delta);
-  } else {
+std::string OpenAiResponder::StreamChunk(const TextChunk& chunk) {
+  if (!request_.generation.chat) {
+    if (chunk.text.empty() && !request_.generation.want_logprobs) return {};
+    json::object choice;
+    choice["index"] = 0;
     choice["text"] = chunk.text;
+    choice["logprobs"] = Logprobs(chunk.tokens, 0);
+    choice["finish_reason"] = nullptr;
+    json::object out = Envelope(true);
+    out["choices"] = json::array{std::move(choice)};
+    return Event(out);
   }
-  choice["logprobs"] = Logprobs(chunk.tokens, 0);
-  choice["finish_reason"] = nullptr;
-  json::object out = Envelope(true);
-  out["choices"] = json::array{std::move(choice)};
-  return Event(out);
+  ReasoningSplitter::Parts parts = reasoning_->Push(chunk.text);
+  if (tool_filter_) parts.content = tool_filter_->Push(parts.content);
+  if (parts.content.empty() && parts.reasoning.empty() && !request_.generation.want_logprobs) return {};
+  return DeltaEvent(parts.reasoning, parts.content, &chunk.tokens);
 }
 
 std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) {
   std::string events;
   std::string finish_reason = outcome.finish_reason;
+  if (reasoning_) {
+    ReasoningSplitter::Parts tail = reasoning_->Finish();
+    if (tool_filter_) tail.content = tool_filter_->Push(tail.content);
+    if (!tail.reasoning.empty() || !tail.content.empty()) events += DeltaEvent(tail.reasoning, tail.content, nullptr);
+  }
   if (tool_filter_) {
     std::string held;
     ParsedToolOutput parsed = tool_filter_->Finish(&held);
     json::object delta;
+    if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
     if (!parsed.calls.empty()) {
       delta["tool_calls"] = ToolCallsJson(parsed.calls, true);
       if (finish_reason == "stop") finish_reason = "tool_calls";
@@ -221,10 +241,13 @@ std::string OpenAiResponder::Body(const GenerationOutcome& outcome) const {
   if (request_.generation.chat) {
     json::object message;
     message["role"] = "assistant";
-    message["content"] = text_;
+    const ReasoningSplitter::Parts split = SplitReasoning(text_, reasoning_opened_);
+    message["content"] = split.content;
+    if (!split.reasoning.empty()) message["reasoning_content"] = split.reasoning;
     std::string finish_reason = outcome.finish_reason;
     if (tool_template_ != nullptr) {
-      ParsedToolOutput parsed = ParseToolCalls(text_, *tool_template_, tool_forced_);
+      ParsedToolOutput parsed = ParseToolCalls(split.content, *tool_template_, tool_forced_);
+      if (!parsed.reasoning.empty()) message["reasoning_content"] = parsed.reasoning;
       if (!parsed.calls.empty()) {
         message["content"] = parsed.content.empty() ? json::value(nullptr)
                                                     : json::value(parsed.content);

@@ -38,6 +38,10 @@ class OpenAiResponder {
   // call. REQUIRES: `chat_template` outlives this object.
   void EnableTools(const ChatTemplate& chat_template, bool forced);
 
+  // Chat: reasoning (<think>...</think>) goes to `reasoning_content`, never to content;
+  // `opened_by_prompt`: the prompt ended with "<think>" so the output starts inside it.
+  void SetReasoningOpenedByPrompt(bool opened_by_prompt);
+
   // Non-streaming: collect every chunk, then build the body.
   void Accumulate(const TextChunk& chunk);
   std::string Body(const GenerationOutcome& outcome) const;
@@ -59,6 +63,10 @@ class OpenAiResponder {
   const ChatTemplate* tool_template_ = nullptr;
   bool tool_forced_ = false;
   std::unique_ptr<ToolCallStreamFilter> tool_filter_;
+  bool reasoning_opened_ = false;
+  std::unique_ptr<ReasoningSplitter> reasoning_;  // chat only
+  std::string DeltaEvent(const std::string& reasoning, const std::string& content,
+                         const std::vector<GeneratedToken>* tokens);
   boost::json::array ToolCallsJson(const std::vector<ToolCallOut>& calls, bool with_index) const;
 };
 

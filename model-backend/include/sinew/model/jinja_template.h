@@ -1,0 +1,45 @@
+// JinjaTemplate: renders a model's chat template (`tokenizer.chat_template`, Jinja2) the
+// way Hugging Face transformers does: Jinja2's ImmutableSandboxedEnvironment with
+// trim_blocks and lstrip_blocks on and the loopcontrols extension, `tojson` as
+// json.dumps(ensure_ascii=False) without HTML escaping, and the globals
+// `raise_exception(message)` and `strftime_now(format)` (plus Jinja's range, dict,
+// namespace). Output is character for character what Python's jinja2 produces for the
+// templates real models ship (tests compare against it); a construct outside the
+// supported subset (macros with caller, include/import, recursive loops, `%` string
+// formatting) is an error, never different text.
+//
+// Thread-safety: a JinjaTemplate is immutable; Render may be called from several threads.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/json/object.hpp>
+
+#include "sinew/status.h"
+
+namespace sinew::model {
+
+class JinjaTemplate {
+ public:
+  // Parses `source`. Errors: InvalidArgument "chat template line N: ..." for a syntax
+  // error or an unknown filter or test.
+  [[nodiscard]] static Result<JinjaTemplate> Parse(std::string_view source);
+
+  // Renders with `variables` as the template's context (JSON values map to the Python
+  // values json.loads gives). `now` is what strftime_now formats (local time).
+  // Errors: InvalidArgument "chat template line N: ..." for raise_exception or a runtime
+  // error (undefined attribute of an undefined value, a type error, ...).
+  [[nodiscard]] Result<std::string> Render(
+      const boost::json::object& variables,
+      std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) const;
+
+ private:
+  struct Program;
+  explicit JinjaTemplate(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
+  std::shared_ptr<const Program> program_;
+};
+
+}  // namespace sinew::model

@@ -1,0 +1,148 @@
+// sinew-model with a real model's Jinja chat template (--chat-template), over loopback:
+// POST /apply-template answers exactly what Python's jinja2 (configured as transformers)
+// renders for the same request; template errors are 400s naming the template line; a
+// template that does not parse stops the server at start-up with the line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "jinja_peer_util.h"
+#include "server_test_util.h"
+
+namespace sinew::model {
+namespace {
+
+namespace json = boost::json;
+using testing::HttpCall;
+using testing::ServerProcess;
+
+std::string TemplatePath(const std::string& name) {
+  return std::string(SINEW_TEMPLATES_DIR) + "/" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// An OpenAI request body: a tool call, its result and a follow-up, with tools.
+const char* const kRequest = R"({
+  "messages": [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call12345", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call12345", "name": "get_weather", "content": "21 C"},
+    {"role": "assistant", "content": "21 °C."},
+    {"role": "user", "content": "And Rome?"}],
+  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+                   "required": ["location"]}}}]})";
+
+// The same request as the context transformers would give the template.
+json::object PythonContext(bool add_generation_prompt) {
+  json::object request = json::parse(kRequest).as_object();
+  for (auto& message : request["messages"].as_array()) {
+    json::object& m = message.as_object();
+    if (auto* calls = m.if_contains("tool_calls")) {
+      for (auto& call : calls->as_array()) {
+        json::object& fn = call.as_object()["function"].as_object();
+        fn["arguments"] = json::parse(fn["arguments"].as_string());
+      }
+    }
+  }
+  return json::object{{"messages", request["messages"]},
+                      {"tools", request["tools"]},
+                      {"add_generation_prompt", add_generation_prompt},
+                      {"bos_token", "<s>"},
+                      {"eos_token", "</s>"}};
+}
+
+TEST(ServerTemplate, ApplyTemplateMatchesPythonJinja2) {
+  for (const std::string name : {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
+                                 "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja"}) {
+    SCOPED_TRACE(name);
+    std::string error;
+    auto server = ServerProcess::Start({"--chat-template", TemplatePath(name)}, &error);
+    ASSERT_NE(server, nullptr) << error;
+    auto models = HttpCall(server->http_port(), "GET", "/v1/models");
+    EXPECT_EQ(json::parse(models.body).at("data").at(0).at("meta").at("chat_template"), "jinja");
+
+    std::vector<jinja_test::PeerCase> cases;
+    for (bool gen : {true, false}) {
+      jinja_test::PeerCase c{ReadFile(TemplatePath(name)), PythonContext(gen)};
+      c.now = time(nullptr);  // Llama 3.1 prints today's date
+      cases.push_back(c);
+    }
+    const auto expected = jinja_test::RenderWithPython(cases);
+    ASSERT_EQ(expected.size(), 2u);
+    for (int gen = 0; gen < 2; ++gen) {
+      json::object body = json::parse(kRequest).as_object();
+      body["add_generation_prompt"] = gen == 0;
+      auto result = HttpCall(server->http_port(), "POST", "/apply-template", json::serialize(body));
+      ASSERT_EQ(result.status, 200) << result.body;
+      ASSERT_TRUE(expected[gen].ok) << expected[gen].text;
+      EXPECT_EQ(json::parse(result.body).at("prompt").as_string(), expected[gen].text);
+    }
+    // The template drives a real generation too.
+    auto chat = HttpCall(server->http_port(), "POST", "/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})");
+    EXPECT_EQ(chat.status, 200) << chat.body;
+  }
+}
+
+TEST(ServerTemplate, TemplateErrorsAreBadRequestsNamingTheLine) {
+  std::string error;
+  auto server = ServerProcess::Start({"--chat-template", TemplatePath("google-gemma-2-2b-it.jinja")}, &error);
+  ASSERT_NE(server, nullptr) << error;
+  const std::string with_system =
+      R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]})";
+  for (const char* path : {"/apply-template", "/v1/chat/completions"}) {
+    auto result = HttpCall(server->http_port(), "POST", path, with_system);
+    EXPECT_EQ(result.status, 400) << path << ": " << result.body;
+    EXPECT_NE(result.body.find("chat template line 1: System role not supported"), std::string::npos)
+        << result.body;
+  }
+  auto fine = HttpCall(server->http_port(), "POST", "/apply-template",
+                       R"({"messages": [{"role": "user", "content": "u"}], "add_generation_prompt": false})");
+  ASSERT_EQ(fine.status, 200) << fine.body;
+  EXPECT_EQ(json::parse(fine.body).at("prompt"), "<s><start_of_turn>user\nu<end_of_turn>\n");
+  EXPECT_EQ(HttpCall(server->http_port(), "GET", "/apply-template").status, 405);
+  EXPECT_EQ(HttpCall(server->http_port(), "POST", "/apply-template", R"({"messages": []})").status, 400);
+  EXPECT_EQ(HttpCall(server->http_port(), "POST", "/apply-template", "{").status, 400);
+}
+
+TEST(ServerTemplate, FallbackWithoutTemplateAndBadTemplateFile) {
+  std::string error;
+  auto server = ServerProcess::Start({}, &error);  // stories260K has no chat template
+  ASSERT_NE(server, nullptr) << error;
+  auto result = HttpCall(server->http_port(), "POST", "/apply-template",
+                         R"({"messages": [{"role": "user", "content": "Hello"}]})");
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(json::parse(result.body).at("prompt"), "User: Hello\nAssistant:");
+
+  char path[] = "/tmp/sinew-bad-template-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string bad = "{% for m in messages %}\n{{ m.content + }}\n{% endfor %}";
+  ASSERT_EQ(write(fd, bad.data(), bad.size()), static_cast<ssize_t>(bad.size()));
+  close(fd);
+  std::string output;
+  EXPECT_EQ(testing::RunServerToExit({"--model", testing::StoriesPath(), "--chat-template", path,
+                                      "--port", "0", "--grpc-port", "-1"}, &output), 1);
+  EXPECT_NE(output.find("--chat-template"), std::string::npos) << output;
+  EXPECT_NE(output.find("chat template line 2"), std::string::npos) << output;
+  std::remove(path);
+  output.clear();
+  EXPECT_EQ(testing::RunServerToExit({"--model", testing::StoriesPath(), "--chat-template",
+                                      "/nonexistent.jinja", "--port", "0"}, &output), 1);
+  EXPECT_NE(output.find("/nonexistent.jinja"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace sinew::model
