@@ -13,6 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev
   runc debootstrap iproute2 procps util-linux
   clang-format wrk curl python3 ccache
+  libcpptoml-dev chromium
 )
 
 missing=()
