@@ -60,15 +60,18 @@ int RunJob(Context& ctx, const std::string& dir, const eval::JobSpec& spec) {
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       size_t left = p.total > p.done ? p.total - p.done : 0;
-      double eta = finished_here ? elapsed / static_cast<double>(finished_here) * static_cast<double>(left) /
-                                       std::max<double>(1, spec.concurrency)
-                                 : 0;
-      std::fprintf(stderr, "\r\033[K%zu/%zu done, %zu running, %zu passed, %zu infra errors, ETA %.0f s",
+      double eta = finished_here
+                       ? elapsed / static_cast<double>(finished_here) * static_cast<double>(left) /
+                             std::max<double>(1, spec.concurrency)
+                       : 0;
+      std::fprintf(stderr,
+                   "\r\033[K%zu/%zu done, %zu running, %zu passed, %zu infra errors, ETA %.0f s",
                    p.done, p.total, p.running, p.passed, p.infra_errors, eta);
     } else if (!started) {
-      std::fprintf(stderr, "%s %s #%u.%u %s%s%s (%.1f s)\n", r.key.task.c_str(), r.key.config.c_str(),
-                   r.key.trial, r.attempt, r.outcome.c_str(), r.cause.empty() ? "" : ": ",
-                   r.cause.substr(0, 160).c_str(), static_cast<double>(r.total_ms) / 1000);
+      std::fprintf(stderr, "%s %s #%u.%u %s%s%s (%.1f s)\n", r.key.task.c_str(),
+                   r.key.config.c_str(), r.key.trial, r.attempt, r.outcome.c_str(),
+                   r.cause.empty() ? "" : ": ", r.cause.substr(0, 160).c_str(),
+                   static_cast<double>(r.total_ms) / 1000);
     }
     std::fflush(stderr);
   };
@@ -89,7 +92,8 @@ int RunJob(Context& ctx, const std::string& dir, const eval::JobSpec& spec) {
     ctx.Fail(table.status());
     return ctx.exit_code;
   }
-  std::cout << *table << "results: " << dir << "/results.json\nreport:  " << dir << "/report.html\n";
+  std::cout << *table << "results: " << dir << "/results.json\nreport:  " << dir
+            << "/report.html\n";
   if (g_stop.load()) {
     std::cerr << "stopped; continue with `sinew eval resume " << dir << "`\n";
     ctx.exit_code = kExitCancelled;
@@ -100,12 +104,14 @@ int RunJob(Context& ctx, const std::string& dir, const eval::JobSpec& spec) {
 }  // namespace
 
 void AddEvalCommands(CLI::App& app, Context& ctx) {
-  auto* ev = app.add_subcommand("eval", "evaluation runs: task suites x trials x resource configurations");
+  auto* ev =
+      app.add_subcommand("eval", "evaluation runs: task suites x trials x resource configurations");
   ev->require_subcommand(1);
 
   auto args = std::make_shared<EvalArgs>();
   auto* run = ev->add_subcommand("run", "run a task suite and write results.json and report.html");
-  run->add_option("suite", args->suite, "suite folder (task folders in Harbor / Terminal-Bench format)")
+  run->add_option("suite", args->suite,
+                  "suite folder (task folders in Harbor / Terminal-Bench format)")
       ->required();
   run->add_option("--agent", args->agent, "harness | oracle | nop (default oracle)")
       ->check(CLI::IsMember({"harness", "oracle", "nop"}));
@@ -161,7 +167,8 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
   });
 
   auto report_dir = std::make_shared<std::string>();
-  auto* report = ev->add_subcommand("report", "print the summary and write results.json and report.html");
+  auto* report =
+      ev->add_subcommand("report", "print the summary and write results.json and report.html");
   report->add_option("job", *report_dir, "job directory")->required();
   report->callback([&ctx, report_dir] {
     auto table = eval::WriteReport(*report_dir);

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <thread>
 
-#include <boost/json.hpp>
 #include <google/protobuf/util/json_util.h>
+#include <boost/json.hpp>
 
 #include "api_client.h"
 #include "sinew/sandbox/outcome.h"
@@ -117,7 +117,8 @@ class Attempt {
     auto lifetime = task_.agent_timeout_sec + task_.verifier_timeout_sec + 600;
     res.set_lifetime_seconds(static_cast<uint32_t>(lifetime));
     auto info = ctx_.provisioner->Provision(res, ctx_.label);
-    if (!info.ok()) return End(kInfraError, "the sandbox could not be provisioned: " + info.status().message());
+    if (!info.ok())
+      return End(kInfraError, "the sandbox could not be provisioned: " + info.status().message());
     box_ = *info;
     r_->sandbox_id = box_.id();
     google::protobuf::util::JsonPrintOptions options;
@@ -139,8 +140,8 @@ class Attempt {
       auto info = ctx_.provisioner->Get(box_.id());
       if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) {
         ended_ = *info;
-        return End(kInfraError, std::string(sandbox::OutcomeName(info->outcome())) +
-                                    ": " + info->outcome_detail());
+        return End(kInfraError, std::string(sandbox::OutcomeName(info->outcome())) + ": " +
+                                    info->outcome_detail());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -159,8 +160,9 @@ class Attempt {
 
   // Runs `command` with bash in the sandbox. False when the sandbox broke (r_ filled).
   bool Bash(const std::string& command, double timeout_s, v1::ExecuteResult* out) {
-    json::object input{{"command", command},
-                       {"timeout", std::clamp<int64_t>(static_cast<int64_t>(std::ceil(timeout_s)), 1, 3600)}};
+    json::object input{
+        {"command", command},
+        {"timeout", std::clamp<int64_t>(static_cast<int64_t>(std::ceil(timeout_s)), 1, 3600)}};
     auto res = client_->Execute("bash", json::serialize(input));
     if (!res.ok()) return Lost(res.status().message());
     *out = *res;
@@ -180,13 +182,15 @@ class Attempt {
       v1::ExecuteResult res;
       if (!Bash("set -e\n" + script, 120, &res)) return false;
       script.clear();
-      if (res.exit_code() != 0) return End(kInfraError, "could not copy " + dir + " into the sandbox: " + Tail(res.output()));
+      if (res.exit_code() != 0)
+        return End(kInfraError,
+                   "could not copy " + dir + " into the sandbox: " + Tail(res.output()));
       return true;
     };
     for (const auto& rel : files) {
       const std::string src = dir + "/" + rel;
       const std::string target = dest + "/" + rel;
-      struct stat st{};
+      struct stat st {};
       bool exec = ::stat(src.c_str(), &st) == 0 && (st.st_mode & S_IXUSR);
       script += "mkdir -p " + Quote(fs::path(target).parent_path().string()) + "\nbase64 -d > " +
                 Quote(target) + " <<'__SINEW_EOF__'\n" + Base64(ReadAll(src)) + "\n__SINEW_EOF__\n";
@@ -217,11 +221,13 @@ class Attempt {
       v1::ExecuteResult res;
       if (!Bash("bash /solution/solve.sh", task_.agent_timeout_sec, &res)) return false;
       if (res.timed_out()) {
-        return End(kAgentTimeout, "solve.sh ran past the agent timeout of " +
-                                      std::to_string(static_cast<int64_t>(task_.agent_timeout_sec)) + " s");
+        return End(kAgentTimeout,
+                   "solve.sh ran past the agent timeout of " +
+                       std::to_string(static_cast<int64_t>(task_.agent_timeout_sec)) + " s");
       }
       if (res.exit_code() != 0) {
-        agent_note_ = "solve.sh exited " + std::to_string(res.exit_code()) + ": " + Tail(res.output(), 200);
+        agent_note_ =
+            "solve.sh exited " + std::to_string(res.exit_code()) + ": " + Tail(res.output(), 200);
       }
       return true;
     }
@@ -235,15 +241,19 @@ class Attempt {
         {"prompt", task_.instruction + "\n\n(Your working directory is /workspace.)"},
         {"title", ctx_.label},
         {"sandbox", json::object{{"attach", attach}}},
-        {"limits", json::object{{"max_wall_seconds", static_cast<int64_t>(std::ceil(task_.agent_timeout_sec))}}},
+        {"limits", json::object{{"max_wall_seconds",
+                                 static_cast<int64_t>(std::ceil(task_.agent_timeout_sec))}}},
         {"metadata", json::object{{"eval_task", task_.name}}}};
     if (!ctx_.model.empty()) body["model"] = ctx_.model;
     auto session = api.Submit(body);
-    if (!session.ok()) return End(kInfraError, "the harness did not take the session: " + session.status().message());
+    if (!session.ok())
+      return End(kInfraError,
+                 "the harness did not take the session: " + session.status().message());
     r_->session_id = session->id;
     if (ctx_.on_session) ctx_.on_session(session->id);
-    const auto deadline = Clock::now() + std::chrono::milliseconds(
-                                             static_cast<int64_t>(task_.agent_timeout_sec * 1000) + 30000);
+    const auto deadline =
+        Clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(task_.agent_timeout_sec * 1000) + 30000);
     std::string status = session->status;
     int unreachable = 0;
     while (status != "completed" && status != "failed" && status != "cancelled") {
@@ -254,7 +264,8 @@ class Attempt {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       auto s = api.GetSession(session->id);
       if (!s.ok()) {
-        if (++unreachable > 50) return End(kInfraError, "harness unavailable: " + s.status().message());
+        if (++unreachable > 50)
+          return End(kInfraError, "harness unavailable: " + s.status().message());
         continue;
       }
       unreachable = 0;
@@ -269,13 +280,20 @@ class Attempt {
           r_->tokens_in += static_cast<int64_t>(ev.model_response().usage().prompt_tokens());
           r_->tokens_out += static_cast<int64_t>(ev.model_response().usage().completion_tokens());
           break;
-        case v1::Event::kToolCall: ++r_->tool_calls; break;
+        case v1::Event::kToolCall:
+          ++r_->tool_calls;
+          break;
         case v1::Event::kSandboxLost:
           lost = ev.sandbox_lost().outcome() + ": " + ev.sandbox_lost().detail();
           break;
-        case v1::Event::kError: error_code = ev.error().code(); break;
-        case v1::Event::kStatusChange: reason = ev.status_change().reason(); break;
-        default: break;
+        case v1::Event::kError:
+          error_code = ev.error().code();
+          break;
+        case v1::Event::kStatusChange:
+          reason = ev.status_change().reason();
+          break;
+        default:
+          break;
       }
     }
     if (!lost.empty()) {
@@ -284,7 +302,8 @@ class Attempt {
       return End(kInfraError, lost);
     }
     auto info = ctx_.provisioner->Get(box_.id());
-    if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) return Lost("ended during the session");
+    if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED)
+      return Lost("ended during the session");
     if (status == "completed") return true;
     if (status == "cancelled") return End(kAgentError, "the session was cancelled: " + reason);
     if (reason.find("max_wall_seconds") != std::string::npos) return End(kAgentTimeout, reason);
@@ -293,12 +312,14 @@ class Attempt {
 
   void Verify() {
     v1::ExecuteResult res;
-    if (!Bash("rm -rf /tmp/tests /tmp/logs/verifier && mkdir -p /tmp/logs/verifier", 30, &res)) return;
+    if (!Bash("rm -rf /tmp/tests /tmp/logs/verifier && mkdir -p /tmp/logs/verifier", 30, &res))
+      return;
     if (!CopyDir(task_.dir + "/tests", "/tmp/tests")) return;
     if (!Bash("bash /tests/test.sh", task_.verifier_timeout_sec, &res)) return;
     if (res.timed_out()) {
       End(kVerifierTimeout, "test.sh ran past the verifier timeout of " +
-                                std::to_string(static_cast<int64_t>(task_.verifier_timeout_sec)) + " s");
+                                std::to_string(static_cast<int64_t>(task_.verifier_timeout_sec)) +
+                                " s");
       return;
     }
     const std::string test_output = res.output();
@@ -311,12 +332,13 @@ class Attempt {
       return;
     }
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.erase(0, 1);
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+      text.erase(0, 1);
     char* end = nullptr;
     double reward = std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || !(reward >= 0 && reward <= 1)) {
-      End(kInfraError, "verifier crashed: reward.txt holds '" + Tail(text, 60) +
-                           "', not a number in [0, 1]");
+      End(kInfraError,
+          "verifier crashed: reward.txt holds '" + Tail(text, 60) + "', not a number in [0, 1]");
       return;
     }
     r_->reward = reward;

@@ -54,10 +54,17 @@ json::object KeyJson(const TrialKey& k, uint32_t attempt) {
 json::object JobSpec::ToJson() const {
   json::array cfgs;
   for (const auto& c : configs) cfgs.emplace_back(c);
-  return {{"suite", suite},       {"task_glob", task_glob},     {"agent", agent},
-          {"model", model},       {"trials", trials},           {"configs", cfgs},
-          {"concurrency", concurrency}, {"max_attempts", max_attempts}, {"server", server},
-          {"sandboxd", sandboxd}, {"created_unix_ms", created_unix_ms}};
+  return {{"suite", suite},
+          {"task_glob", task_glob},
+          {"agent", agent},
+          {"model", model},
+          {"trials", trials},
+          {"configs", cfgs},
+          {"concurrency", concurrency},
+          {"max_attempts", max_attempts},
+          {"server", server},
+          {"sandboxd", sandboxd},
+          {"created_unix_ms", created_unix_ms}};
 }
 
 Result<JobSpec> JobSpec::FromJson(const json::value& v) {
@@ -133,7 +140,8 @@ Result<TrialRecord> TrialRecord::FromJson(const json::object& o) {
   r.memory_peak_bytes = static_cast<uint64_t>(Int(o, "memory_peak_bytes"));
   r.cpu_seconds = Dbl(o, "cpu_seconds");
   if (auto* s = o.if_contains("resources"); s && s->is_object()) r.shape = json::serialize(*s);
-  if (r.attempt == 0 || r.outcome.empty()) return Status::Corruption("journal end line without attempt or outcome");
+  if (r.attempt == 0 || r.outcome.empty())
+    return Status::Corruption("journal end line without attempt or outcome");
   return r;
 }
 
@@ -185,7 +193,8 @@ Status Journal::Append(const json::object& line) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fdatasync(fd_) != 0) return Status::IOError(std::string("fdatasync: ") + std::strerror(errno));
+  if (::fdatasync(fd_) != 0)
+    return Status::IOError(std::string("fdatasync: ") + std::strerror(errno));
   Apply(line);
   return Status::Ok();
 }
@@ -202,9 +211,11 @@ void Journal::Apply(const json::object& line) {
     o.attempt = attempt;
     o.started_unix_ms = Int(line, "unix_ms");
   } else if (type == "sandbox") {
-    if (auto it = open_.find(id); it != open_.end()) it->second.sandbox_id = Str(line, "sandbox_id");
+    if (auto it = open_.find(id); it != open_.end())
+      it->second.sandbox_id = Str(line, "sandbox_id");
   } else if (type == "session") {
-    if (auto it = open_.find(id); it != open_.end()) it->second.session_id = Str(line, "session_id");
+    if (auto it = open_.find(id); it != open_.end())
+      it->second.session_id = Str(line, "session_id");
   } else if (type == "end") {
     auto r = TrialRecord::FromJson(line);
     if (!r.ok()) return;

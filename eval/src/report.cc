@@ -18,7 +18,7 @@ namespace json = boost::json;
 namespace {
 
 const std::vector<std::string>& OutcomeNames() {
-  static const std::vector<std::string> kNames = {kPassed,       kFailed,     kAgentTimeout,
+  static const std::vector<std::string> kNames = {kPassed,          kFailed,     kAgentTimeout,
                                                   kVerifierTimeout, kAgentError, kInfraError};
   return kNames;
 }
@@ -53,12 +53,23 @@ std::string Esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -211,9 +222,10 @@ std::string SummaryTable(const json::object& results) {
     const auto& iw = s.at("infra_wilson_95").as_array();
     const auto& total = s.at("seconds").as_object().at("total").as_object();
     const auto& tokens = s.at("tokens").as_object();
-    double tok = Num(tokens.at("in").as_object(), "mean") + Num(tokens.at("out").as_object(), "mean");
-    std::string rate = Fmt("%.1f%%", 100 * Num(s, "pass_rate")) + " [" + Fmt("%.1f", 100 * Num(w[0])) +
-                       ", " + Fmt("%.1f", 100 * Num(w[1])) + "]";
+    double tok =
+        Num(tokens.at("in").as_object(), "mean") + Num(tokens.at("out").as_object(), "mean");
+    std::string rate = Fmt("%.1f%%", 100 * Num(s, "pass_rate")) + " [" +
+                       Fmt("%.1f", 100 * Num(w[0])) + ", " + Fmt("%.1f", 100 * Num(w[1])) + "]";
     std::string irate = Fmt("%.1f%%", 100 * Num(s, "infra_error_rate")) + " [" +
                         Fmt("%.1f", 100 * Num(iw[0])) + ", " + Fmt("%.1f", 100 * Num(iw[1])) + "]";
     std::snprintf(line, sizeof line, "%-16s %5.0f %6.0f  %-22s %6.0f  %-22s %8.2f %8.2f %9.0f\n",
@@ -233,8 +245,8 @@ std::string SummaryTable(const json::object& results) {
         << " points [" << Fmt("%+.1f", 100 * Num(iv[0])) << ", " << Fmt("%+.1f", 100 * Num(iv[1]))
         << "] over " << Fmt("%.0f", Num(c, "pairs")) << " pairs (only " << Str(c, "a") << ": "
         << Fmt("%.0f", Num(c, "only_a_passed")) << ", only " << Str(c, "b") << ": "
-        << Fmt("%.0f", Num(c, "only_b_passed")) << "), exact McNemar p = "
-        << Fmt("%.4g", Num(c, "mcnemar_exact_p"))
+        << Fmt("%.0f", Num(c, "only_b_passed"))
+        << "), exact McNemar p = " << Fmt("%.4g", Num(c, "mcnemar_exact_p"))
         << (Num(c, "mcnemar_exact_p") < 0.05 ? " (a real difference at 5%)" : " (could be noise)")
         << "\n";
   }
@@ -278,9 +290,10 @@ std::string RateChart(const json::object& results, const char* rate_key, const c
       o << "<line x1='" << cx - 8 << "' x2='" << cx + 8 << "' y1='" << y << "' y2='" << y
         << "' stroke='#111' stroke-width='1.5'/>";
     }
-    o << "<text x='" << cx << "' y='" << top + height + 16 << "' text-anchor='middle' font-size='12'>"
-      << Esc(name) << "</text><text x='" << cx << "' y='" << top + height + 32
-      << "' text-anchor='middle' font-size='11'>" << Fmt("%.1f%%", rate * 100) << "</text>";
+    o << "<text x='" << cx << "' y='" << top + height + 16
+      << "' text-anchor='middle' font-size='12'>" << Esc(name) << "</text><text x='" << cx
+      << "' y='" << top + height + 32 << "' text-anchor='middle' font-size='11'>"
+      << Fmt("%.1f%%", rate * 100) << "</text>";
     x += bar + gap;
   }
   o << "</svg>";
@@ -336,15 +349,17 @@ std::string RenderHtml(const json::object& results) {
   const auto& job = results.at("job").as_object();
   o << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>sinew eval report</title>"
        "<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}"
-       "table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:4px 8px;"
+       "table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:4px "
+       "8px;"
        "font-size:13px;text-align:left;vertical-align:top}th{background:#f3f3f3}"
        ".cell span{display:inline-block;margin:1px;padding:1px 4px;border-radius:3px;color:#fff;"
        "font-size:11px;font-family:monospace}.legend span{display:inline-block;padding:2px 6px;"
        "margin-right:6px;color:#fff;border-radius:3px;font-size:12px}h2{margin-top:28px}"
        "pre{background:#f7f7f7;padding:8px}</style></head><body>";
   o << "<h1>Evaluation report</h1><p>suite <code>" << Esc(Str(job, "suite")) << "</code>, agent <b>"
-    << Esc(Str(job, "agent")) << "</b>" << (Str(job, "model").empty() ? "" : " (model " + Esc(Str(job, "model")) + ")")
-    << ", " << Num(job, "trials") << " trial(s) per task and configuration.</p>";
+    << Esc(Str(job, "agent")) << "</b>"
+    << (Str(job, "model").empty() ? "" : " (model " + Esc(Str(job, "model")) + ")") << ", "
+    << Num(job, "trials") << " trial(s) per task and configuration.</p>";
   o << "<h2>Summary</h2><pre id='summary'>" << Esc(SummaryTable(results)) << "</pre>";
   o << "<h2>Pass rate per configuration (95% Wilson intervals)</h2>"
     << RateChart(results, "pass_rate", "wilson_95", "#2e9e44");
@@ -355,7 +370,8 @@ std::string RenderHtml(const json::object& results) {
     o << "<span style='background:" << Colour(name) << "'>" << name << "</span>";
   }
   o << "</p><table id='grid'><tr><th>task</th>";
-  for (const auto& c : results.at("configs").as_array()) o << "<th>" << Esc(std::string(c.as_string())) << "</th>";
+  for (const auto& c : results.at("configs").as_array())
+    o << "<th>" << Esc(std::string(c.as_string())) << "</th>";
   o << "</tr>";
   for (const auto& tv : results.at("tasks").as_array()) {
     const std::string task(tv.as_string());
@@ -365,10 +381,12 @@ std::string RenderHtml(const json::object& results) {
       for (const auto& rv : results.at("trials").as_array()) {
         const auto& r = rv.as_object();
         if (Str(r, "task") != task || Str(r, "config") != std::string(cv.as_string())) continue;
-        std::string who = Str(r, "session_id").empty() ? Str(r, "sandbox_id") : Str(r, "session_id");
-        o << "<span style='background:" << Colour(Str(r, "outcome")) << (r.at("final").as_bool() ? "" : ";opacity:0.55")
-          << "' title='" << Esc(Str(r, "outcome") + (Str(r, "cause").empty() ? "" : ": " + Str(r, "cause"))) << "'>#"
-          << Num(r, "trial") << "." << Num(r, "attempt") << " " << Esc(who) << "</span>";
+        std::string who =
+            Str(r, "session_id").empty() ? Str(r, "sandbox_id") : Str(r, "session_id");
+        o << "<span style='background:" << Colour(Str(r, "outcome"))
+          << (r.at("final").as_bool() ? "" : ";opacity:0.55") << "' title='"
+          << Esc(Str(r, "outcome") + (Str(r, "cause").empty() ? "" : ": " + Str(r, "cause")))
+          << "'>#" << Num(r, "trial") << "." << Num(r, "attempt") << " " << Esc(who) << "</span>";
       }
       o << "</td>";
     }
@@ -378,7 +396,8 @@ std::string RenderHtml(const json::object& results) {
   o << "<h2>Time per attempt</h2>" << StripChart(results, "total_ms", 0.001, "s");
   o << "<h2>Tokens per attempt (in + out)</h2>" << StripChart(results, "tokens_in", 1, "tokens in");
   o << StripChart(results, "tokens_out", 1, "tokens out");
-  o << "<h2>Peak sandbox memory per attempt</h2>" << StripChart(results, "memory_peak_bytes", 1.0 / (1 << 20), "MiB");
+  o << "<h2>Peak sandbox memory per attempt</h2>"
+    << StripChart(results, "memory_peak_bytes", 1.0 / (1 << 20), "MiB");
   o << "</body></html>\n";
   return o.str();
 }
@@ -413,8 +432,10 @@ Result<std::string> WriteReport(const std::string& dir) {
   }
   std::string unfinished;
   if (auto open = journal->Unfinished(); !open.empty()) {
-    unfinished = std::to_string(open.size()) + " attempt(s) still open (running, or a killed runner: "
-                 "`sinew eval resume " + dir + "`)\n";
+    unfinished = std::to_string(open.size()) +
+                 " attempt(s) still open (running, or a killed runner: "
+                 "`sinew eval resume " +
+                 dir + "`)\n";
   }
   return SummaryTable(results) + unfinished;
 }

@@ -131,7 +131,8 @@ Result<ResourceConfig> ParseResourceConfig(const std::string& arg) {
   // NAME=PRESET names a preset.
   if (rest.find('=') == std::string::npos) {
     if (!ParsePreset(rest, &c)) {
-      return Status::InvalidArgument("--config " + arg + ": unknown preset " + rest + "; " + kForms);
+      return Status::InvalidArgument("--config " + arg + ": unknown preset " + rest + "; " +
+                                     kForms);
     }
     return c;
   }
@@ -141,7 +142,8 @@ Result<ResourceConfig> ParseResourceConfig(const std::string& arg) {
   while (std::getline(ss, item, ',')) {
     size_t e = item.find('=');
     if (e == std::string::npos) {
-      return Status::InvalidArgument("--config " + arg + ": '" + item + "' is not KEY=VALUE; " + kForms);
+      return Status::InvalidArgument("--config " + arg + ": '" + item + "' is not KEY=VALUE; " +
+                                     kForms);
     }
     std::string key = item.substr(0, e), value = item.substr(e + 1);
     Status err = Status::Ok();
@@ -162,13 +164,15 @@ Result<ResourceConfig> ParseResourceConfig(const std::string& arg) {
     } else if (key == "pids") {
       auto n = ParseNumber(value);
       if (!n.ok() || *n < 32 || *n > 65536 || std::floor(*n) != *n) {
-        return Status::InvalidArgument("--config " + arg + ": pids must be an integer in [32, 65536]");
+        return Status::InvalidArgument("--config " + arg +
+                                       ": pids must be an integer in [32, 65536]");
       }
       c.pids = static_cast<uint32_t>(*n);
     } else {
       return Status::InvalidArgument("--config " + arg + ": unknown key '" + key + "'; " + kForms);
     }
-    if (!err.ok()) return Status::InvalidArgument("--config " + arg + ": " + key + ": " + err.message());
+    if (!err.ok())
+      return Status::InvalidArgument("--config " + arg + ": " + key + ": " + err.message());
   }
   if (has_guarantee && !has_ceiling) c.ceiling = c.guarantee;
   if (has_ceiling && !has_guarantee) c.guarantee = c.ceiling;

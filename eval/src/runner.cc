@@ -31,7 +31,6 @@ int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-
 }  // namespace
 
 Result<RunPlan> PlanJob(const JobSpec& spec) {
@@ -60,7 +59,8 @@ Status CreateJob(const std::string& dir, const JobSpec& spec) {
   if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
   const std::string path = dir + "/job.json";
   if (fs::exists(path, ec)) {
-    return Status::AlreadyExists(dir + " already holds a job; continue it with `sinew eval resume " +
+    return Status::AlreadyExists(dir +
+                                 " already holds a job; continue it with `sinew eval resume " +
                                  dir + "` or choose another --job");
   }
   std::ofstream out(path + ".tmp");
@@ -138,7 +138,8 @@ struct Runner::Impl {
   }
 
   // Attempts so far of `key` and whether the trial is finished.
-  std::pair<uint32_t, bool> State(const TrialKey& key, const std::vector<TrialRecord>& ended) const {
+  std::pair<uint32_t, bool> State(const TrialKey& key,
+                                  const std::vector<TrialRecord>& ended) const {
     uint32_t last_attempt = 0, counted = 0;
     bool finished = false;
     for (const auto& r : ended) {

@@ -64,7 +64,8 @@ PairedComparison ComparePaired(const std::vector<std::pair<bool, bool>>& pairs) 
   r.difference = (c - b) / n;
   const double var = std::max(0.0, (b + c) - (c - b) * (c - b) / n);
   const double se = std::sqrt(var) / n;
-  r.interval_95 = {std::max(-1.0, r.difference - kZ95 * se), std::min(1.0, r.difference + kZ95 * se)};
+  r.interval_95 = {std::max(-1.0, r.difference - kZ95 * se),
+                   std::min(1.0, r.difference + kZ95 * se)};
   r.p_value = McNemarExactP(r.only_a, r.only_b);
   return r;
 }

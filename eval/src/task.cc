@@ -2,8 +2,8 @@
 
 #include <fnmatch.h>
 
-#include <algorithm>
 #include <cpptoml.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -77,7 +77,8 @@ Result<Task> LoadTask(const std::string& dir_arg, std::vector<std::string>* warn
   Task t;
   t.dir = dir.string();
   t.name = dir.filename().string();
-  for (const char* required : {"instruction.md", "task.toml", "solution/solve.sh", "tests/test.sh"}) {
+  for (const char* required :
+       {"instruction.md", "task.toml", "solution/solve.sh", "tests/test.sh"}) {
     if (!fs::is_regular_file(dir / required, ec)) {
       return Status::InvalidArgument("task " + t.name + ": missing required file " +
                                      (dir / required).string());
@@ -132,8 +133,9 @@ Result<Task> LoadTask(const std::string& dir_arg, std::vector<std::string>* warn
       if (!allow) return Status::InvalidArgument(where + ": allow_internet must be true or false");
       if (*allow) {
         return Status::InvalidArgument(
-            where + ": allow_internet = true is not supported (sandboxes have no network); set "
-                    "it to false");
+            where +
+            ": allow_internet = true is not supported (sandboxes have no network); set "
+            "it to false");
       }
     }
     WarnUnknown(*env, "environment",
@@ -145,8 +147,10 @@ Result<Task> LoadTask(const std::string& dir_arg, std::vector<std::string>* warn
     return Status::InvalidArgument(where + ": timeouts must be positive");
   }
   if (t.cpus <= 0) return Status::InvalidArgument(where + ": [environment] cpus must be positive");
-  if (t.memory_mb < 16) return Status::InvalidArgument(where + ": [environment] memory_mb must be >= 16");
-  if (t.storage_mb < 1) return Status::InvalidArgument(where + ": [environment] storage_mb must be >= 1");
+  if (t.memory_mb < 16)
+    return Status::InvalidArgument(where + ": [environment] memory_mb must be >= 16");
+  if (t.storage_mb < 1)
+    return Status::InvalidArgument(where + ": [environment] storage_mb must be >= 1");
   return t;
 }
 

@@ -28,7 +28,8 @@ using harness::test::WriteFile;
 
 std::string Examples() {
   const char* src = std::getenv("SINEW_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/evals/examples";
+  // Absolute: the suites of the tests link to these folders.
+  return fs::absolute(std::string(src ? src : ".") + "/evals/examples").lexically_normal().string();
 }
 
 json::object Results(const std::string& job) {
@@ -36,19 +37,21 @@ json::object Results(const std::string& job) {
 }
 
 // (task, config) -> outcomes of final attempts; and every attempt.
-std::map<std::pair<std::string, std::string>, std::vector<std::string>> Finals(const json::object& r) {
+std::map<std::pair<std::string, std::string>, std::vector<std::string>> Finals(
+    const json::object& r) {
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> m;
   for (const auto& t : r.at("trials").as_array()) {
     const auto& o = t.as_object();
     if (!o.at("final").as_bool()) continue;
-    m[{std::string(o.at("task").as_string()), std::string(o.at("config").as_string())}].emplace_back(
-        o.at("outcome").as_string());
+    m[{std::string(o.at("task").as_string()), std::string(o.at("config").as_string())}]
+        .emplace_back(o.at("outcome").as_string());
   }
   return m;
 }
 
 void MakeTask(const std::string& dir, const std::string& solve, const std::string& test,
-              const std::string& setup = "", const std::string& toml = "[agent]\ntimeout_sec = 60\n") {
+              const std::string& setup = "",
+              const std::string& toml = "[agent]\ntimeout_sec = 60\n") {
   fs::create_directories(dir + "/solution");
   fs::create_directories(dir + "/tests");
   WriteFile(dir + "/instruction.md", "Write ok to /workspace/out.txt.\n");
@@ -62,13 +65,15 @@ void MakeTask(const std::string& dir, const std::string& solve, const std::strin
 }
 
 const char* kOkTest =
-    "grep -qx ok /workspace/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n";
+    "grep -qx ok /workspace/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > "
+    "/logs/verifier/reward.txt\n";
 
 class EvalE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     sandboxd_ = std::make_unique<SandboxdProcess>();
-    ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
+    ASSERT_FALSE(sandboxd_->address.empty())
+        << "sinew-sandboxd did not start (root, runc and the image needed)";
   }
   // A suite folder holding links to the named shipped tasks.
   std::string SuiteOf(const std::vector<std::string>& names) {
@@ -116,15 +121,18 @@ TEST_F(EvalE2E, OracleShowsOomAsInfraErrorUnderOneXAndPassesWithAHigherCeiling) 
     EXPECT_EQ(o.at("attempt").as_int64(), 1);
     if (o.at("task").as_string() != "memory-checksum-buffer") continue;
     if (o.at("config").as_string() == "1x") {
-      EXPECT_NE(std::string(o.at("cause").as_string()).find("oom"), std::string::npos) << o.at("cause");
+      EXPECT_NE(std::string(o.at("cause").as_string()).find("oom"), std::string::npos)
+          << o.at("cause");
       EXPECT_TRUE(o.at("reward").is_null());
     } else {
       EXPECT_EQ(o.at("reward").as_double(), 1.0);
       // The buffer is 251 MiB: the cgroup saw it; the CPU time is counted too.
       EXPECT_GT(o.at("memory_peak_bytes").as_int64(), 251ll << 20);
       EXPECT_GT(o.at("cpu_seconds").as_double(), 0.0);
-      EXPECT_EQ(o.at("resources").at("memory_limit_bytes").as_string(), std::to_string(384ull << 20));
-      EXPECT_EQ(o.at("resources").at("memory_guaranteed_bytes").as_string(), std::to_string(128ull << 20));
+      EXPECT_EQ(o.at("resources").at("memory_limit_bytes").as_string(),
+                std::to_string(384ull << 20));
+      EXPECT_EQ(o.at("resources").at("memory_guaranteed_bytes").as_string(),
+                std::to_string(128ull << 20));
     }
   }
   const auto& s1 = r.at("summary").at("1x").as_object();
@@ -142,7 +150,8 @@ TEST_F(EvalE2E, OracleShowsOomAsInfraErrorUnderOneXAndPassesWithAHigherCeiling) 
   run = RunSinew(Eval({"run", suite, "--agent", "nop", "--config", "g1x-c3x", "--job", nop_job,
                        "--concurrency", "2", "--sandboxd", sandboxd_->address}));
   ASSERT_EQ(run.exit_code, 0) << run.out;
-  for (const auto& [key, outs] : Finals(Results(nop_job))) EXPECT_EQ(outs, Outs{"failed"}) << key.first;
+  for (const auto& [key, outs] : Finals(Results(nop_job)))
+    EXPECT_EQ(outs, Outs{"failed"}) << key.first;
 }
 
 TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
@@ -162,7 +171,8 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
   ASSERT_EQ(by_task["setup-fails"].size(), 2u);  // retried once, both kept
   for (const auto& a : by_task["setup-fails"]) {
     EXPECT_EQ(a.at("outcome").as_string(), "infra_error");
-    EXPECT_NE(std::string(a.at("cause").as_string()).find("setup.sh failed (exit 3)"), std::string::npos);
+    EXPECT_NE(std::string(a.at("cause").as_string()).find("setup.sh failed (exit 3)"),
+              std::string::npos);
   }
   EXPECT_EQ(by_task["setup-fails"][1].at("attempt").as_int64(), 2);
   ASSERT_EQ(by_task["no-reward"].size(), 2u);
@@ -179,8 +189,8 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.out.find("unknown preset"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir_.Sub("never")));
-  bad = RunSinew(Eval({"run", dir_.Sub("nowhere"), "--job", dir_.Sub("never"), "--sandboxd",
-                       sandboxd_->address}));
+  bad = RunSinew(Eval(
+      {"run", dir_.Sub("nowhere"), "--job", dir_.Sub("never"), "--sandboxd", sandboxd_->address}));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_FALSE(fs::exists(dir_.Sub("never")));
   bad = RunSinew(Eval({"run", suite, "--job", job, "--sandboxd", sandboxd_->address}));
@@ -195,8 +205,8 @@ TEST_F(EvalE2E, AKilledRunnerResumesAndNoFinishedTrialRunsTwice) {
   }
   const std::string job = dir_.Sub("job-kill");
   std::string cmd = "exec '" + testing::BinaryPath("sinew") + "' eval run '" + suite +
-                    "' --agent oracle --trials 2 --job '" + job + "' --sandboxd " + sandboxd_->address +
-                    " >/dev/null 2>&1";
+                    "' --agent oracle --trials 2 --job '" + job + "' --sandboxd " +
+                    sandboxd_->address + " >/dev/null 2>&1";
   {
     testing::Subprocess runner({"/bin/sh", "-c", cmd});
     // Wait until some trials finished and another one is running, then SIGKILL.
@@ -210,7 +220,6 @@ TEST_F(EvalE2E, AKilledRunnerResumesAndNoFinishedTrialRunsTwice) {
     runner.Signal(SIGKILL);
     runner.Wait();
   }
-  json::value before_v = json::parse("[]");
   size_t finished_before = 0;
   {
     std::ifstream in(job + "/trials.jsonl");
@@ -255,18 +264,23 @@ TEST_F(EvalE2E, HarnessAgentRunsAScriptedModelSessionInTheTrialSandbox) {
   const std::string solves = WriteFile(dir_.Sub("solves.json"), R"({"responses": [
     {"text": "Summing.", "tool_calls": [{"name": "bash", "input": {"command": "awk -F, 'NR > 1 { s += $2 } END { print s }' sales.csv > total.txt"}}]},
     {"text": "Done."}]})");
-  const std::string idles = WriteFile(dir_.Sub("idles.json"), R"({"responses": [{"text": "I will not do it."}]})");
-  HarnessProcess harness(dir_.Sub("h.json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" +
-                                                 store.address + R"("}, "sandboxd": {"address": ")" +
-                                                 sandboxd_->address + R"("}, "api_keys": {"k1": "t"},
-      "models": {"solver": {"kind": "scripted", "script": ")" + solves + R"("},
-                 "idler": {"kind": "scripted", "script": ")" + idles + R"("}}})");
+  const std::string idles =
+      WriteFile(dir_.Sub("idles.json"), R"({"responses": [{"text": "I will not do it."}]})");
+  HarnessProcess harness(dir_.Sub("h.json"),
+                         R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store.address +
+                             R"("}, "sandboxd": {"address": ")" + sandboxd_->address +
+                             R"("}, "api_keys": {"k1": "t"},
+      "models": {"solver": {"kind": "scripted", "script": ")" +
+                             solves + R"("},
+                 "idler": {"kind": "scripted", "script": ")" +
+                             idles + R"("}}})");
   ASSERT_FALSE(harness.address.empty());
   const std::string suite = SuiteOf({"csv-total"});
   for (const std::string model : {"solver", "idler"}) {
     const std::string job = dir_.Sub("job-" + model);
-    auto run = RunSinew({"--server", harness.url(), "--api-key", "k1", "eval", "run", suite, "--agent",
-                         "harness", "--model", model, "--job", job, "--sandboxd", sandboxd_->address});
+    auto run =
+        RunSinew({"--server", harness.url(), "--api-key", "k1", "eval", "run", suite, "--agent",
+                  "harness", "--model", model, "--job", job, "--sandboxd", sandboxd_->address});
     ASSERT_EQ(run.exit_code, 0) << run.out;
     json::object r = Results(job);
     ASSERT_EQ(r.at("trials").as_array().size(), 1u);
@@ -279,7 +293,8 @@ TEST_F(EvalE2E, HarnessAgentRunsAScriptedModelSessionInTheTrialSandbox) {
                             std::string(t.at("session_id").as_string())});
     EXPECT_EQ(replay.exit_code, 0) << replay.out;
     if (model == "solver") {
-      EXPECT_NE(replay.out.find("attached sandbox left to its owner"), std::string::npos) << replay.out;
+      EXPECT_NE(replay.out.find("attached sandbox left to its owner"), std::string::npos)
+          << replay.out;
     }
   }
   EXPECT_EQ(RunningSandboxes(), 0u);
@@ -304,20 +319,22 @@ TEST_F(EvalE2E, ReportRendersInHeadlessChromiumWithoutErrors) {
 
   const std::string chromium = "/usr/bin/chromium";
   ASSERT_TRUE(fs::exists(chromium)) << "chromium is missing: run scripts/install-deps.sh";
-  const std::string flags = " --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions"
-                            " --user-data-dir=" + dir_.Sub("chromium-profile") +
-                            " --enable-logging=stderr --v=0 --window-size=1200,1800 ";
+  const std::string flags =
+      " --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions"
+      " --user-data-dir=" +
+      dir_.Sub("chromium-profile") + " --enable-logging=stderr --v=0 --window-size=1200,1800 ";
   const std::string url = "file://" + job + "/report.html";
   const std::string shot = job + "/report.png";
-  testing::Subprocess shooter({"/bin/sh", "-c", "exec " + chromium + flags + "--screenshot=" + shot +
-                                                    " " + url + " 2>&1"});
+  testing::Subprocess shooter(
+      {"/bin/sh", "-c", "exec " + chromium + flags + "--screenshot=" + shot + " " + url + " 2>&1"});
   std::string log;
   while (auto line = shooter.ReadLine(std::chrono::seconds(120))) log += *line + "\n";
   shooter.Wait();
   const std::string png = ReadFile(shot);
   ASSERT_GT(png.size(), 10000u) << log;
   EXPECT_EQ(png.substr(1, 3), "PNG");
-  testing::Subprocess dumper({"/bin/sh", "-c", "exec " + chromium + flags + "--dump-dom " + url + " 2>&1"});
+  testing::Subprocess dumper(
+      {"/bin/sh", "-c", "exec " + chromium + flags + "--dump-dom " + url + " 2>&1"});
   std::string dom;
   while (auto line = dumper.ReadLine(std::chrono::seconds(120))) dom += *line + "\n";
   dumper.Wait();
@@ -334,19 +351,23 @@ TEST_F(EvalE2E, ReportRendersInHeadlessChromiumWithoutErrors) {
 // and nop fails every one.
 TEST_F(EvalE2E, LongOracleAndNopOnTheWholeShippedSuite) {
   const std::string job = dir_.Sub("job-suite");
-  auto run = RunSinew(Eval({"run", Examples(), "--agent", "oracle", "--config", "g1x-c3x", "--concurrency",
-                            "2", "--max-attempts", "1", "--job", job, "--sandboxd", sandboxd_->address}));
+  auto run =
+      RunSinew(Eval({"run", Examples(), "--agent", "oracle", "--config", "g1x-c3x", "--concurrency",
+                     "2", "--max-attempts", "1", "--job", job, "--sandboxd", sandboxd_->address}));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   auto finals = Finals(Results(job));
   EXPECT_GE(finals.size(), 12u);
-  for (const auto& [key, outs] : finals) EXPECT_EQ(outs, std::vector<std::string>{"passed"}) << key.first;
+  for (const auto& [key, outs] : finals)
+    EXPECT_EQ(outs, std::vector<std::string>{"passed"}) << key.first;
   const std::string nop = dir_.Sub("job-suite-nop");
-  run = RunSinew(Eval({"run", Examples(), "--agent", "nop", "--config", "g1x-c3x", "--concurrency", "2",
-                       "--max-attempts", "1", "--job", nop, "--sandboxd", sandboxd_->address}));
+  run =
+      RunSinew(Eval({"run", Examples(), "--agent", "nop", "--config", "g1x-c3x", "--concurrency",
+                     "2", "--max-attempts", "1", "--job", nop, "--sandboxd", sandboxd_->address}));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   finals = Finals(Results(nop));
   EXPECT_GE(finals.size(), 12u);
-  for (const auto& [key, outs] : finals) EXPECT_EQ(outs, std::vector<std::string>{"failed"}) << key.first;
+  for (const auto& [key, outs] : finals)
+    EXPECT_EQ(outs, std::vector<std::string>{"failed"}) << key.first;
 }
 
 }  // namespace

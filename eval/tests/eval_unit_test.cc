@@ -36,9 +36,9 @@ TEST(Stats, WilsonMatchesNewcombe1998) {
 
 // pass@k = 1 - C(n-c, k) / C(n, k), worked by hand.
 TEST(Stats, PassAtKUnbiasedEstimator) {
-  EXPECT_NEAR(PassAtK(10, 3, 1), 0.3, 1e-12);             // c/n
-  EXPECT_NEAR(PassAtK(10, 3, 2), 1 - 21.0 / 45.0, 1e-12); // 1 - C(7,2)/C(10,2)
-  EXPECT_NEAR(PassAtK(5, 2, 3), 1 - 1.0 / 10.0, 1e-12);   // 1 - C(3,3)/C(5,3)
+  EXPECT_NEAR(PassAtK(10, 3, 1), 0.3, 1e-12);              // c/n
+  EXPECT_NEAR(PassAtK(10, 3, 2), 1 - 21.0 / 45.0, 1e-12);  // 1 - C(7,2)/C(10,2)
+  EXPECT_NEAR(PassAtK(5, 2, 3), 1 - 1.0 / 10.0, 1e-12);    // 1 - C(3,3)/C(5,3)
   EXPECT_EQ(PassAtK(5, 0, 5), 0.0);
   EXPECT_EQ(PassAtK(5, 1, 5), 1.0);
   EXPECT_EQ(PassAtK(4, 3, 2), 1.0);  // n - c < k

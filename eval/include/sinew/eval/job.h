@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,16 +31,16 @@ inline constexpr const char* kAgentError = "agent_error";
 inline constexpr const char* kInfraError = "infra_error";
 
 struct JobSpec {
-  std::string suite;               // absolute path of the suite folder
-  std::string task_glob;           // --task; "" = all
-  std::string agent;               // "harness", "oracle" or "nop"
-  std::string model;               // for agent harness; "" = the harness's default model
-  uint32_t trials = 1;             // trials per task and configuration. Default: 1
+  std::string suite;                 // absolute path of the suite folder
+  std::string task_glob;             // --task; "" = all
+  std::string agent;                 // "harness", "oracle" or "nop"
+  std::string model;                 // for agent harness; "" = the harness's default model
+  uint32_t trials = 1;               // trials per task and configuration. Default: 1
   std::vector<std::string> configs;  // --config arguments as given. Default: {"1x"}
-  uint32_t concurrency = 1;        // trials at once. Default: 1
-  uint32_t max_attempts = 2;       // attempts per trial; only infra errors are retried. Default: 2
-  std::string server;              // harness URL (agent harness)
-  std::string sandboxd;            // sinew-sandboxd address
+  uint32_t concurrency = 1;          // trials at once. Default: 1
+  uint32_t max_attempts = 2;  // attempts per trial; only infra errors are retried. Default: 2
+  std::string server;         // harness URL (agent harness)
+  std::string sandboxd;       // sinew-sandboxd address
   int64_t created_unix_ms = 0;
 
   boost::json::object ToJson() const;
@@ -57,18 +57,18 @@ struct TrialKey {
 // One attempt of one trial: everything results.json says about it.
 struct TrialRecord {
   TrialKey key;
-  uint32_t attempt = 1;  // 1-based
-  std::string outcome;   // one of the names above
-  std::string cause;     // why (for everything but passed); "" when passed
+  uint32_t attempt = 1;    // 1-based
+  std::string outcome;     // one of the names above
+  std::string cause;       // why (for everything but passed); "" when passed
   std::string session_id;  // harness session (agent harness); "" otherwise
   std::string sandbox_id;
   std::optional<double> reward;
   bool interrupted = false;  // the runner stopped during this attempt (found on resume)
   int64_t started_unix_ms = 0;
-  int64_t setup_ms = 0;      // provision + files + setup.sh
+  int64_t setup_ms = 0;  // provision + files + setup.sh
   int64_t agent_ms = 0;
   int64_t verifier_ms = 0;
-  int64_t total_ms = 0;      // the whole attempt as the runner saw it
+  int64_t total_ms = 0;  // the whole attempt as the runner saw it
   int64_t tokens_in = 0, tokens_out = 0;
   int64_t tool_calls = 0;
   uint64_t memory_peak_bytes = 0;  // from the sandbox's cgroup
@@ -78,7 +78,9 @@ struct TrialRecord {
   bool passed() const { return outcome == kPassed; }
   bool infra() const { return outcome == kInfraError; }
   // total_ms minus setup, agent and verifier time: what the runner itself cost.
-  int64_t overhead_ms() const { return std::max<int64_t>(0, total_ms - setup_ms - agent_ms - verifier_ms); }
+  int64_t overhead_ms() const {
+    return std::max<int64_t>(0, total_ms - setup_ms - agent_ms - verifier_ms);
+  }
 
   boost::json::object ToJson() const;
   [[nodiscard]] static Result<TrialRecord> FromJson(const boost::json::object& o);

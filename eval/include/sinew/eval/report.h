@@ -16,9 +16,9 @@ namespace sinew::eval {
 
 struct ReportInput {
   JobSpec spec;
-  std::vector<std::string> tasks;    // in suite order
-  std::vector<std::string> configs;  // configuration names, in --config order
-  std::vector<TrialRecord> attempts; // every attempt, retries and interrupted ones included
+  std::vector<std::string> tasks;     // in suite order
+  std::vector<std::string> configs;   // configuration names, in --config order
+  std::vector<TrialRecord> attempts;  // every attempt, retries and interrupted ones included
 };
 
 // results.json: {"job", "trials" (every attempt, with "final": true on the attempt that
