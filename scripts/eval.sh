@@ -10,7 +10,8 @@
 # directory is ./sinew-eval-<UTC time>. For --agent harness the harness gets the model of
 # SINEW_MODEL_URL (+ SINEW_MODEL_KIND, SINEW_MODEL_NAME, SINEW_MODEL_API_KEY) named
 # "remote", and always "scripted-demo" (a scripted stand-in for a tool-using model).
-# Needs root and runc (the sandboxes); builds the image on first use.
+# Needs root and runc (the sandboxes); builds the image on first use. SINEW_NO_BUILD=1 skips
+# the build (scripts/build.sh) and uses build/bin as it is.
 set -euo pipefail
 if [ $# -lt 1 ]; then
   echo "usage: scripts/eval.sh SUITE [sinew eval run arguments...]" >&2; exit 2
@@ -22,7 +23,7 @@ case "$SUITE" in /*) ;; *) SUITE=$ROOT/$SUITE ;; esac
 if [ "$(id -u)" != 0 ] || ! command -v runc >/dev/null; then
   echo "eval.sh: needs root and runc (sandboxes); run scripts/install-deps.sh as root" >&2; exit 1
 fi
-./scripts/build.sh
+[ "${SINEW_NO_BUILD:-0}" = 1 ] || ./scripts/build.sh  # SINEW_NO_BUILD=1: use the existing build
 BIN=$ROOT/${SINEW_BUILD_DIR:-build}/bin
 DATA=$(mktemp -d /tmp/sinew-eval-XXXXXX)
 PIDS=()
