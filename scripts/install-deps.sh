@@ -13,6 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev
   runc runsc debootstrap iproute2 procps util-linux
   clang-format wrk curl python3 python3-jinja2 ccache
+  libcpptoml-dev chromium
 )
 
 missing=()

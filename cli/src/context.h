@@ -51,5 +51,6 @@ int FollowSession(Context& ctx, const std::string& id, uint64_t after);
 void AddSessionCommands(CLI::App& app, Context& ctx);  // run, tail, sessions, cancel, message
 void AddHistoryCommands(CLI::App& app, Context& ctx);  // replay, fork, export, import
 void AddStoreCommands(CLI::App& app, Context& ctx);    // store inspect, store backup
+void AddEvalCommands(CLI::App& app, Context& ctx);     // eval run, resume, report
 
 }  // namespace sinew::cli

@@ -224,6 +224,12 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
 Status SessionDriver::ReleaseSandbox(const std::string& reason) {
   if (state_.sandbox_id.empty()) return Status::Ok();
   const std::string id = state_.sandbox_id;
+  if (AttachesSandbox(task_.sandbox_json)) {
+    v1::Event ev;
+    ev.mutable_sandbox_released()->set_sandbox_id(id);
+    ev.mutable_sandbox_released()->set_reason(reason + " (attached sandbox left to its owner)");
+    return AppendOne(std::move(ev));
+  }
   Status destroyed = deps_.sandboxes->Destroy(id);
   v1::Event ev;
   ev.mutable_sandbox_released()->set_sandbox_id(id);

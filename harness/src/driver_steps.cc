@@ -121,7 +121,9 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
       lost.mutable_sandbox_lost()->set_outcome(how);
       lost.mutable_sandbox_lost()->set_detail(detail.empty() ? r.status().message() : detail);
       after.push_back(std::move(lost));
-      (void)deps_.sandboxes->Destroy(state_.sandbox_id);
+      if (!AttachesSandbox(task_.sandbox_json)) {
+        (void)deps_.sandboxes->Destroy(state_.sandbox_id);
+      }
       deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
       outcome.is_error = true;
       outcome.output = "the sandbox was lost (" + how + (detail.empty() ? "" : ": " + detail) +

@@ -46,6 +46,7 @@ class GrpcSandboxBackend final : public SandboxBackend {
       json::value v = json::parse(spec_json, ec);
       if (!ec && v.is_object()) {
         const auto& o = v.as_object();
+        if (auto a = o.find("attach"); a != o.end() && a->value().is_object()) return Attach(a->value().as_object());
         r.set_cpu_millicores(static_cast<uint32_t>(Field(o, "cpu_millis")));
         r.set_memory_guaranteed_bytes(Field(o, "memory_bytes"));
         r.set_memory_limit_bytes(Field(o, "memory_limit_bytes"));
@@ -58,6 +59,9 @@ class GrpcSandboxBackend final : public SandboxBackend {
         if (auto i = o.find("image"); i != o.end() && i->value().is_string()) {
           r.set_image(std::string(i->value().as_string()));
         }
+        if (auto rt = o.find("runtime"); rt != o.end() && rt->value().is_string()) {
+          r.set_runtime(std::string(rt->value().as_string()));  // "runc" or "runsc"
+        }
       }
     }
     SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->Provision(r, label));
@@ -66,6 +70,25 @@ class GrpcSandboxBackend final : public SandboxBackend {
     p.endpoint = info.endpoint();
     p.provision_ms = info.provision_ms();
     p.from_warm_pool = info.from_warm_pool();
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(info.resources(), &p.resources_json, options);
+    return p;
+  }
+
+  // An existing sandbox named by the task (an evaluation runner's): it must be running.
+  Result<Provisioned> Attach(const json::object& a) {
+    auto str = [&](const char* k) {
+      auto* v = a.if_contains(k);
+      return v && v->is_string() ? std::string(v->as_string()) : std::string();
+    };
+    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->Get(str("id")));
+    if (info.state() != v1::SANDBOX_STATE_READY || info.endpoint() != str("endpoint")) {
+      return Status::FailedPrecondition("the attached sandbox " + str("id") + " is not running");
+    }
+    Provisioned p;
+    p.id = info.id();
+    p.endpoint = info.endpoint();
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
     (void)google::protobuf::util::MessageToJsonString(info.resources(), &p.resources_json, options);

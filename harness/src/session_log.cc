@@ -7,6 +7,13 @@ namespace sinew::harness {
 
 namespace json = boost::json;
 
+bool AttachesSandbox(const std::string& sandbox_json) {
+  if (sandbox_json.empty()) return false;
+  boost::system::error_code ec;
+  json::value v = json::parse(sandbox_json, ec);
+  return !ec && v.is_object() && v.as_object().contains("attach");
+}
+
 Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& config) {
   SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
   const std::string w = "body";
@@ -43,7 +50,23 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     const auto& s = it->value().as_object();
     const std::string sw = "body.sandbox";
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
-        s, "cpu_millis,memory_bytes,memory_limit_bytes,pids,disk_bytes,lifetime_seconds,network,image", sw));
+        s, "cpu_millis,memory_bytes,memory_limit_bytes,pids,disk_bytes,lifetime_seconds,network,image,attach",
+        sw));
+    if (auto a = s.find("attach"); a != s.end()) {
+      // An existing sandbox of the caller's (an evaluation runner's): used, never destroyed.
+      if (!a->value().is_object()) {
+        return Status::InvalidArgument("body.sandbox.attach must be an object {\"id\", \"endpoint\"}");
+      }
+      const auto& at = a->value().as_object();
+      SINEW_RETURN_IF_ERROR(RejectUnknownKeys(at, "id,endpoint", sw + ".attach"));
+      std::string id, endpoint;
+      SINEW_RETURN_IF_ERROR(ReadString(at, "id", sw + ".attach", &id));
+      SINEW_RETURN_IF_ERROR(ReadString(at, "endpoint", sw + ".attach", &endpoint));
+      if (id.empty() || endpoint.rfind("unix://", 0) != 0) {
+        return Status::InvalidArgument(
+            "body.sandbox.attach needs a sandbox id and its endpoint (unix://...)");
+      }
+    }
     uint64_t scratch = 0;
     for (const char* key : {"cpu_millis", "memory_bytes", "memory_limit_bytes", "pids", "disk_bytes",
                             "lifetime_seconds"}) {

@@ -28,6 +28,9 @@ struct TaskSpec {
 
 // Validates a POST /v1/sessions body against the config and fills defaults.
 // Errors: kInvalidArgument naming the field.
+// True when the task's "sandbox" object attaches an existing sandbox ("attach": {"id",
+// "endpoint"}): the session uses it and leaves it to its owner (never destroys it).
+bool AttachesSandbox(const std::string& sandbox_json);
 [[nodiscard]] Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& config);
 // The normalized task JSON stored in session_created.task_json (and read back by wake).
 std::string TaskToJson(const TaskSpec& task);

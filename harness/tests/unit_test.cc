@@ -113,6 +113,9 @@ TEST(TaskTest, ValidatesEveryField) {
       {R"({"prompt": "x", "limits": {"max_turns": 0}})", "at least 1"},
       {R"({"prompt": "x", "limits": {"max_turns": -3}})", "non-negative integer"},
       {R"({"prompt": "x", "sandbox": {"cpu": 1}})", "unknown field 'cpu'"},
+      {R"({"prompt": "x", "sandbox": {"attach": "sb-1"}})", "body.sandbox.attach must be an object"},
+      {R"({"prompt": "x", "sandbox": {"attach": {"id": "sb-1"}}})", "needs a sandbox id and its endpoint"},
+      {R"({"prompt": "x", "sandbox": {"attach": {"id": "a", "endpoint": "unix:///x", "z": 1}}})", "unknown field 'z'"},
       {R"({"prompt": "x", "metadata": {"a": 1}})", "body.metadata.a must be a string"},
       {R"({"prompt": "x", "extra": 1})", "unknown field 'extra'"},
   };
@@ -131,6 +134,11 @@ TEST(TaskTest, ValidatesEveryField) {
   EXPECT_EQ(back->max_turns, 3u);
   EXPECT_EQ(back->tools, std::vector<std::string>{"bash"});
   EXPECT_NE(back->sandbox_json.find("500"), std::string::npos);
+  EXPECT_FALSE(AttachesSandbox(back->sandbox_json));
+  auto attached = ParseTaskRequest(
+      R"({"prompt": "p", "sandbox": {"attach": {"id": "sb-1", "endpoint": "unix:///run/x/agent.sock"}}})", *config);
+  ASSERT_TRUE(attached.ok()) << attached.status().message();
+  EXPECT_TRUE(AttachesSandbox(attached->sandbox_json));
 }
 
 TEST(ScriptedModelTest, ReplaysResponseNumberTurnWithTemplates) {

@@ -33,7 +33,15 @@ image=$root/$name
 mkdir -p "$root"
 exec 9>"$root/.$name.lock"
 flock 9
+# Evaluation paths (docs/eval.md): /logs, /tests and /solution point into the writable
+# /tmp of each sandbox, so a verifier can write /logs/verifier/reward.txt in a read-only root.
+eval_links() {
+  for d in logs tests solution; do
+    [ -e "$1/$d" ] || [ -L "$1/$d" ] || ln -s "/tmp/$d" "$1/$d"
+  done
+}
 if [ -f "$image/READY" ] && [ "$force" = 0 ]; then
+  eval_links "$image/rootfs"
   echo "build-image: $image is ready"; exit 0
 fi
 if ! command -v debootstrap >/dev/null; then
@@ -54,6 +62,7 @@ chroot "$rfs" useradd -u 1000 -g 1000 -d /workspace -M -s /bin/bash sandbox
 # Mount points the provisioner needs in a read-only root: the workspace, the agent
 # (bind-mounted read-only from the host) and the directory of its socket.
 mkdir -p "$rfs/workspace" "$rfs/.sinew/agent" "$rfs/.sinew/run"
+eval_links "$rfs"
 # Smaller image: no apt caches, docs or man pages.
 rm -rf "$rfs"/var/cache/apt/archives/*.deb "$rfs"/var/lib/apt/lists/* \
        "$rfs"/usr/share/doc/* "$rfs"/usr/share/man/* "$rfs"/usr/share/info/*

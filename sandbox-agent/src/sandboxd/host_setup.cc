@@ -123,6 +123,36 @@ uint64_t OomKills(const std::string& parent, const std::string& name) {
   return ReadKey(base + "/memory.oom_control", "oom_kill");
 }
 
+namespace {
+uint64_t ReadNumber(const std::string& file) {
+  std::ifstream in(file);
+  uint64_t v = 0;
+  in >> v;
+  return in ? v : 0;
+}
+}  // namespace
+
+CgroupUsage ReadCgroupUsage(const std::string& parent, const std::string& name) {
+  CgroupUsage u;
+  if (IsCgroupV2()) {
+    std::string base = std::string(kCgroupRoot) + "/" + parent + "/" + name;
+    u.memory_peak_bytes = ReadNumber(base + "/memory.peak");
+    u.cpu_usage_ns = ReadKey(base + "/cpu.stat", "usage_usec") * 1000;
+    return u;
+  }
+  for (const auto& root : V1Hierarchies()) {
+    std::string base = root + "/" + parent + "/" + name;
+    std::error_code ec;
+    if (u.memory_peak_bytes == 0 && fs::exists(base + "/memory.max_usage_in_bytes", ec)) {
+      u.memory_peak_bytes = ReadNumber(base + "/memory.max_usage_in_bytes");
+    }
+    if (u.cpu_usage_ns == 0 && fs::exists(base + "/cpuacct.usage", ec)) {
+      u.cpu_usage_ns = ReadNumber(base + "/cpuacct.usage");
+    }
+  }
+  return u;
+}
+
 bool HasMemorySwapAccounting() {
   return fs::exists(std::string(kCgroupRoot) + "/memory/memory.memsw.limit_in_bytes");
 }

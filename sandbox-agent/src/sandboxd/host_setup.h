@@ -28,6 +28,12 @@ std::vector<std::string> CgroupDirs(const std::string& parent, const std::string
 // Number of processes the kernel OOM-killed in that cgroup (memory.oom_control's
 // oom_kill on v1, memory.events' oom_kill on v2); 0 if unknown.
 uint64_t OomKills(const std::string& parent, const std::string& name);
+// What a sandbox's cgroup has used: peak memory and CPU time; 0 for what cannot be read.
+struct CgroupUsage {
+  uint64_t memory_peak_bytes = 0;
+  uint64_t cpu_usage_ns = 0;
+};
+CgroupUsage ReadCgroupUsage(const std::string& parent, const std::string& name);
 // True when cgroup v1's memory.memsw.* files exist (swap can be capped).
 bool HasMemorySwapAccounting();
 // Names of the sandbox cgroups below `parent` in any hierarchy.

@@ -146,8 +146,10 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
   int status = 0;
   waitpid(pid, &status, 0);
   uint64_t oom = OomKills(config_.cgroup_parent, id);
+  CgroupUsage usage = ReadCgroupUsage(config_.cgroup_parent, id);
   runner_.Remove(id);
   lock.lock();
+  SetUsage(e.info, usage);
   e.info.set_oom_kills(static_cast<uint32_t>(oom > e.oom_base ? oom - e.oom_base : 0));
   if (oom > e.oom_base) {
     Finish(e, v1::SANDBOX_OUTCOME_OOM,
@@ -162,7 +164,11 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
 Result<v1::SandboxInfo> SandboxManagerImpl::Get(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(id);
-  if (it != live_.end() && !it->second->pooled) return it->second->info;
+  if (it != live_.end() && !it->second->pooled) {
+    v1::SandboxInfo info = it->second->info;
+    if (!it->second->ending) SetUsage(info, ReadCgroupUsage(config_.cgroup_parent, id));
+    return info;
+  }
   return EndedInfo(id);
 }
 

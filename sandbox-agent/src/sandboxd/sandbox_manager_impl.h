@@ -16,9 +16,16 @@
 #include <vector>
 
 #include "sandboxd/container_runner.h"
+#include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager.h"
 
 namespace sinew::sandbox {
+
+// Copies what the cgroup reported into `info` (keeps earlier figures the read missed).
+inline void SetUsage(v1::SandboxInfo& info, const CgroupUsage& u) {
+  if (u.memory_peak_bytes != 0) info.set_memory_peak_bytes(u.memory_peak_bytes);
+  if (u.cpu_usage_ns != 0) info.set_cpu_usage_ns(u.cpu_usage_ns);
+}
 
 using Clock = std::chrono::steady_clock;
 inline constexpr auto kMonitorInterval = std::chrono::milliseconds(50);

@@ -88,8 +88,10 @@ void SandboxManagerImpl::MonitorLoop() {
     if (exited.empty()) continue;
     lock.unlock();
     std::map<std::string, uint64_t> ooms;
+    std::map<std::string, CgroupUsage> usages;
     for (const auto& [id, status] : exited) {
       ooms[id] = OomKills(config_.cgroup_parent, id);
+      usages[id] = ReadCgroupUsage(config_.cgroup_parent, id);
       runner_.Remove(id);
     }
     lock.lock();
@@ -98,6 +100,7 @@ void SandboxManagerImpl::MonitorLoop() {
       if (it == live_.end()) continue;
       LiveSandbox& e = *it->second;
       uint64_t oom = ooms[id];
+      SetUsage(e.info, usages[id]);
       e.info.set_oom_kills(static_cast<uint32_t>(oom > e.oom_base ? oom - e.oom_base : 0));
       if (e.oom || oom > e.oom_base) {
         Finish(e, v1::SANDBOX_OUTCOME_OOM,

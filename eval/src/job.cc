@@ -1,0 +1,239 @@
+#include "sinew/eval/job.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace sinew::eval {
+namespace json = boost::json;
+
+namespace {
+
+std::string Str(const json::object& o, const char* k) {
+  auto* v = o.if_contains(k);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+int64_t Int(const json::object& o, const char* k) {
+  auto* v = o.if_contains(k);
+  if (!v) return 0;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
+  if (v->is_double()) return static_cast<int64_t>(v->as_double());
+  return 0;
+}
+double Dbl(const json::object& o, const char* k) {
+  auto* v = o.if_contains(k);
+  if (!v) return 0;
+  if (v->is_double()) return v->as_double();
+  if (v->is_int64()) return static_cast<double>(v->as_int64());
+  if (v->is_uint64()) return static_cast<double>(v->as_uint64());
+  return 0;
+}
+
+Result<TrialKey> KeyFrom(const json::object& o) {
+  TrialKey k;
+  k.task = Str(o, "task");
+  k.config = Str(o, "config");
+  k.trial = static_cast<uint32_t>(Int(o, "trial"));
+  if (k.task.empty() || k.config.empty() || k.trial == 0) {
+    return Status::Corruption("journal line without task, config or trial");
+  }
+  return k;
+}
+
+}  // namespace
+
+json::object KeyJson(const TrialKey& k, uint32_t attempt) {
+  return {{"task", k.task}, {"config", k.config}, {"trial", k.trial}, {"attempt", attempt}};
+}
+
+json::object JobSpec::ToJson() const {
+  json::array cfgs;
+  for (const auto& c : configs) cfgs.emplace_back(c);
+  return {{"suite", suite},
+          {"task_glob", task_glob},
+          {"agent", agent},
+          {"model", model},
+          {"trials", trials},
+          {"configs", cfgs},
+          {"concurrency", concurrency},
+          {"max_attempts", max_attempts},
+          {"server", server},
+          {"sandboxd", sandboxd},
+          {"created_unix_ms", created_unix_ms}};
+}
+
+Result<JobSpec> JobSpec::FromJson(const json::value& v) {
+  if (!v.is_object()) return Status::Corruption("job.json is not a JSON object");
+  const auto& o = v.as_object();
+  JobSpec s;
+  s.suite = Str(o, "suite");
+  s.task_glob = Str(o, "task_glob");
+  s.agent = Str(o, "agent");
+  s.model = Str(o, "model");
+  s.trials = static_cast<uint32_t>(Int(o, "trials"));
+  s.concurrency = static_cast<uint32_t>(Int(o, "concurrency"));
+  s.max_attempts = static_cast<uint32_t>(Int(o, "max_attempts"));
+  s.server = Str(o, "server");
+  s.sandboxd = Str(o, "sandboxd");
+  s.created_unix_ms = Int(o, "created_unix_ms");
+  if (auto* c = o.if_contains("configs"); c && c->is_array()) {
+    for (const auto& x : c->as_array()) {
+      if (x.is_string()) s.configs.emplace_back(x.as_string());
+    }
+  }
+  if (s.suite.empty() || s.agent.empty() || s.trials == 0 || s.configs.empty()) {
+    return Status::Corruption("job.json lacks suite, agent, trials or configs");
+  }
+  if (s.concurrency == 0) s.concurrency = 1;
+  if (s.max_attempts == 0) s.max_attempts = 1;
+  return s;
+}
+
+json::object TrialRecord::ToJson() const {
+  json::object o = KeyJson(key, attempt);
+  o["outcome"] = outcome;
+  o["cause"] = cause;
+  o["session_id"] = session_id.empty() ? json::value(nullptr) : json::value(session_id);
+  o["sandbox_id"] = sandbox_id;
+  o["reward"] = reward ? json::value(*reward) : json::value(nullptr);
+  o["interrupted"] = interrupted;
+  o["started_unix_ms"] = started_unix_ms;
+  o["setup_ms"] = setup_ms;
+  o["agent_ms"] = agent_ms;
+  o["verifier_ms"] = verifier_ms;
+  o["total_ms"] = total_ms;
+  o["overhead_ms"] = overhead_ms();
+  o["tokens_in"] = tokens_in;
+  o["tokens_out"] = tokens_out;
+  o["tool_calls"] = tool_calls;
+  o["memory_peak_bytes"] = memory_peak_bytes;
+  o["cpu_seconds"] = cpu_seconds;
+  boost::system::error_code ec;
+  json::value shape_v = shape.empty() ? json::value(nullptr) : json::parse(shape, ec);
+  o["resources"] = ec ? json::value(nullptr) : shape_v;
+  return o;
+}
+
+Result<TrialRecord> TrialRecord::FromJson(const json::object& o) {
+  TrialRecord r;
+  SINEW_ASSIGN_OR_RETURN(r.key, KeyFrom(o));
+  r.attempt = static_cast<uint32_t>(Int(o, "attempt"));
+  r.outcome = Str(o, "outcome");
+  r.cause = Str(o, "cause");
+  r.session_id = Str(o, "session_id");
+  r.sandbox_id = Str(o, "sandbox_id");
+  if (auto* rw = o.if_contains("reward"); rw && !rw->is_null()) r.reward = Dbl(o, "reward");
+  if (auto* i = o.if_contains("interrupted"); i && i->is_bool()) r.interrupted = i->as_bool();
+  r.started_unix_ms = Int(o, "started_unix_ms");
+  r.setup_ms = Int(o, "setup_ms");
+  r.agent_ms = Int(o, "agent_ms");
+  r.verifier_ms = Int(o, "verifier_ms");
+  r.total_ms = Int(o, "total_ms");
+  r.tokens_in = Int(o, "tokens_in");
+  r.tokens_out = Int(o, "tokens_out");
+  r.tool_calls = Int(o, "tool_calls");
+  r.memory_peak_bytes = static_cast<uint64_t>(Int(o, "memory_peak_bytes"));
+  r.cpu_seconds = Dbl(o, "cpu_seconds");
+  if (auto* s = o.if_contains("resources"); s && s->is_object()) r.shape = json::serialize(*s);
+  if (r.attempt == 0 || r.outcome.empty())
+    return Status::Corruption("journal end line without attempt or outcome");
+  return r;
+}
+
+Result<std::unique_ptr<Journal>> Journal::Open(const std::string& dir) {
+  std::unique_ptr<Journal> j(new Journal());
+  const std::string path = dir + "/trials.jsonl";
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      boost::system::error_code ec;
+      json::value v = json::parse(line, ec);
+      if (ec || !v.is_object()) continue;  // a torn last line
+      j->Apply(v.as_object());
+    }
+  }
+  j->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (j->fd_ < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  // A torn last line gets a newline of its own so that the next line starts clean.
+  off_t size = ::lseek(j->fd_, 0, SEEK_END);
+  if (size > 0) {
+    int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    char last = '\n';
+    if (rfd >= 0) {
+      if (::pread(rfd, &last, 1, size - 1) != 1) last = '\n';
+      ::close(rfd);
+    }
+    if (last != '\n' && ::write(j->fd_, "\n", 1) != 1) {
+      return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+    }
+  }
+  return j;
+}
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status Journal::Append(const json::object& line) {
+  std::string text = json::serialize(line) + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError(std::string("cannot append to the journal: ") + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd_) != 0)
+    return Status::IOError(std::string("fdatasync: ") + std::strerror(errno));
+  Apply(line);
+  return Status::Ok();
+}
+
+void Journal::Apply(const json::object& line) {
+  const std::string type = Str(line, "type");
+  auto key = KeyFrom(line);
+  if (!key.ok()) return;
+  const uint32_t attempt = static_cast<uint32_t>(Int(line, "attempt"));
+  auto id = std::make_pair(*key, attempt);
+  if (type == "start") {
+    Open_& o = open_[id];
+    o.key = *key;
+    o.attempt = attempt;
+    o.started_unix_ms = Int(line, "unix_ms");
+  } else if (type == "sandbox") {
+    if (auto it = open_.find(id); it != open_.end())
+      it->second.sandbox_id = Str(line, "sandbox_id");
+  } else if (type == "session") {
+    if (auto it = open_.find(id); it != open_.end())
+      it->second.session_id = Str(line, "session_id");
+  } else if (type == "end") {
+    auto r = TrialRecord::FromJson(line);
+    if (!r.ok()) return;
+    open_.erase(id);
+    ended_.push_back(std::move(*r));
+  }
+}
+
+std::vector<TrialRecord> Journal::Ended() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+std::vector<Journal::Open_> Journal::Unfinished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Open_> out;
+  for (const auto& [id, o] : open_) out.push_back(o);
+  return out;
+}
+
+}  // namespace sinew::eval

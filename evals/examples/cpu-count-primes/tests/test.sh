@@ -1,0 +1,4 @@
+#!/bin/bash
+cd /workspace
+reward() { echo "$1" > /logs/verifier/reward.txt; exit 0; }
+[ "$(tr -d ' \n' < primes.txt 2>/dev/null)" = "216816" ] && reward 1 || reward 0

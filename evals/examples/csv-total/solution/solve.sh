@@ -1,0 +1,4 @@
+#!/bin/bash
+set -euo pipefail
+cd /workspace
+awk -F, 'NR > 1 { s += $2 } END { print s }' sales.csv > total.txt
