@@ -50,7 +50,7 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     const auto& s = it->value().as_object();
     const std::string sw = "body.sandbox";
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
-        s, "cpu_millis,memory_bytes,memory_limit_bytes,pids,disk_bytes,lifetime_seconds,network,image,attach",
+        s, "cpu_millis,memory_bytes,memory_limit_bytes,pids,disk_bytes,lifetime_seconds,network,image,runtime,attach",
         sw));
     if (auto a = s.find("attach"); a != s.end()) {
       // An existing sandbox of the caller's (an evaluation runner's): used, never destroyed.
@@ -75,6 +75,10 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     std::string text;
     SINEW_RETURN_IF_ERROR(ReadString(s, "network", sw, &text));
     SINEW_RETURN_IF_ERROR(ReadString(s, "image", sw, &text));
+    SINEW_RETURN_IF_ERROR(ReadString(s, "runtime", sw, &text));
+    if (!text.empty() && text != "runc" && text != "runsc") {
+      return Status::InvalidArgument("body.sandbox.runtime must be \"runc\" or \"runsc\"");
+    }
     t.sandbox_json = json::serialize(s);
   }
   t.max_turns = config.limits.max_turns;
