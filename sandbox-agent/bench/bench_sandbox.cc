@@ -1,9 +1,13 @@
 // bench_sandbox: provision-to-ready latency (cold and from the warm pool) next to a bare
 // `runc run` of /bin/true on the same machine in the same run, and the Execute round
-// trip of `echo` next to a local fork/exec of the same command. Prints ratios.
+// trip of `echo` next to a local fork/exec of the same command. Then the runtimes side
+// by side: cold start and a system-call-heavy command (200,000 one-byte reads and writes
+// with dd) under runc and gVisor's runsc, against the same command run bare on the host.
+// Prints ratios.
 //
-//   bench_sandbox [--iterations N] [--exec-iterations M] [--image-root DIR]
+//   bench_sandbox [--iterations N] [--exec-iterations M] [--image-root DIR] [--no-runsc]
 // Needs root, runc and the default image (sandbox-agent/image/build-image.sh).
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -90,7 +94,38 @@ class Daemon {
 };
 
 // The daemon's default shape, which has a warm pool from the start.
-sinew::v1::Resources Shape() { return sinew::v1::Resources(); }
+sinew::v1::Resources Shape(const std::string& runtime = "") {
+  sinew::v1::Resources r;
+  r.set_runtime(runtime);
+  return r;
+}
+
+constexpr const char* kSyscallHeavy = "dd if=/dev/zero of=/dev/null bs=1 count=100000 2>/dev/null; echo done";
+
+// Wall time of `command` run by bash on the host.
+double LocalCommand(const char* command) {
+  const char* argv[] = {"bash", "-c", command, nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  auto start = Clock::now();
+  pid_t pid;
+  posix_spawn(&pid, "/bin/bash", &fa, nullptr, const_cast<char* const*>(argv), environ);
+  waitpid(pid, nullptr, 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return Ms(Clock::now() - start);
+}
+
+struct RuntimeFigures {
+  Stats cold;
+  Stats syscalls;
+  bool ok = false;
+};
+
+// Cold provisions and the system-call-heavy command in one runtime.
+RuntimeFigures MeasureRuntime(const std::string& bin_dir, const std::string& image_root, int port,
+                              const std::string& runtime, int n, int runs);
+
 
 // `runc run` of /bin/true (create, start, wait, delete), or with `detach` a start-only
 // `runc run --detach` of a sleeping container (deleted outside the measurement).
@@ -169,6 +204,44 @@ double LocalEcho() {
   return ms;
 }
 
+RuntimeFigures MeasureRuntime(const std::string& bin_dir, const std::string& image_root, int port,
+                              const std::string& runtime, int n, int runs) {
+  RuntimeFigures f;
+  Daemon d(bin_dir, image_root, port, 0);
+  std::vector<double> cold;
+  for (int i = 0; i < n; ++i) {
+    auto start = Clock::now();
+    auto box = d.client().Provision(Shape(runtime));
+    double ms = Ms(Clock::now() - start);
+    if (!box.ok()) {
+      std::cerr << runtime << " provision failed: " << box.status().ToString() << "\n";
+      return f;
+    }
+    cold.push_back(ms);
+    (void)d.client().Destroy(box->id());
+  }
+  auto box = d.client().Provision(Shape(runtime));
+  if (!box.ok()) return f;
+  auto tools = sinew::sandbox::SandboxClient::ConnectTo(*box);
+  if (!tools.ok()) return f;
+  std::string input = std::string(R"({"command":")") + kSyscallHeavy + R"(","timeout":600})";
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    auto start = Clock::now();
+    auto r = (*tools)->Execute("bash", input);
+    times.push_back(Ms(Clock::now() - start));
+    if (!r.ok() || r->output() != "done\n") {
+      std::cerr << runtime << " syscall run failed\n";
+      return f;
+    }
+  }
+  (void)d.client().Destroy(box->id());
+  f.cold = Percentiles(cold);
+  f.syscalls = Percentiles(times);
+  f.ok = true;
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +253,8 @@ int main(int argc, char** argv) {
   app.add_option("--exec-iterations", m, "Execute calls")->capture_default_str();
   app.add_option("--image-root", image_root, "image directory")->capture_default_str();
   app.add_option("--bin-dir", bin_dir, "where sinew-sandboxd is (default: next to this binary)");
+  bool no_runsc = false;
+  app.add_flag("--no-runsc", no_runsc, "skip the gVisor comparison");
   CLI11_PARSE(app, argc, argv);
   if (bin_dir.empty()) bin_dir = fs::read_symlink("/proc/self/exe").parent_path().string();
   std::string rootfs = image_root + "/default/rootfs";
@@ -244,5 +319,33 @@ int main(int argc, char** argv) {
   std::printf("  cold / bare run -d     %6.2fx\n", cold.p50 / bare_detached.p50);
   std::printf("  warm / cold            %6.3fx  (target < 0.1x)\n", warm.p50 / cold.p50);
   std::printf("  Execute / fork-exec    %6.2fx\n", exec.p50 / local.p50);
+
+  // Runtimes side by side.
+  const int runs = 5;
+  std::vector<double> bare_sys;
+  for (int i = 0; i < runs; ++i) bare_sys.push_back(LocalCommand(kSyscallHeavy));
+  auto bare_syscalls = Percentiles(bare_sys);
+  auto runc_f = MeasureRuntime(bin_dir, image_root, port + 2, "runc", n, runs);
+  RuntimeFigures runsc_f;
+  if (!no_runsc) runsc_f = MeasureRuntime(bin_dir, image_root, port + 3, "runsc", n, runs);
+  std::printf("runtimes (%s; p50 of %d cold starts, %d runs of the dd command):\n", kSyscallHeavy, n,
+              runs);
+  std::printf("  %-10s cold start %8.2f ms   syscall-heavy command %9.2f ms\n", "bare", bare.p50,
+              bare_syscalls.p50);
+  const std::vector<std::pair<const char*, RuntimeFigures*>> measured = {{"runc", &runc_f},
+                                                                        {"runsc", &runsc_f}};
+  for (const auto& [name, f] : measured) {
+    if (!f->ok) {
+      std::printf("  %-10s not measured\n", name);
+      continue;
+    }
+    std::printf("  %-10s cold start %8.2f ms   syscall-heavy command %9.2f ms   (%.2fx / %.2fx bare)\n",
+                name, f->cold.p50, f->syscalls.p50, f->cold.p50 / bare.p50,
+                f->syscalls.p50 / bare_syscalls.p50);
+  }
+  if (runc_f.ok && runsc_f.ok) {
+    std::printf("  runsc / runc: cold start %.2fx, syscall-heavy command %.2fx\n",
+                runsc_f.cold.p50 / runc_f.cold.p50, runsc_f.syscalls.p50 / runc_f.syscalls.p50);
+  }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "agent/output_limiter.h"
+#include "agent/beneath.h"
 #include "agent/tools.h"
 
 namespace sinew::sandbox {
@@ -240,6 +241,51 @@ TEST_F(ToolsTest, GrepFindsMatchesWithLimitAndRejectsBadRegex) {
   EXPECT_NE(bad.output().find("invalid regular expression"), std::string::npos);
   EXPECT_FALSE(Run("grep", R"({"pattern":"zzz"})").is_error());
 }
+
+// write_file and edit_file never follow a link out of the workspace, whichever way the
+// kernel resolves (openat2, or the O_NOFOLLOW walk of older kernels).
+class BeneathTest : public ToolsTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    ToolsTest::SetUp();
+    SetOpenat2ForTesting(GetParam());
+    fs::create_directories(root_ / "outside");
+    std::ofstream(root_ / "outside" / "secret") << "host";
+    fs::create_directory_symlink(root_ / "outside", config_.workspace / "out");
+    fs::create_symlink(root_ / "outside" / "secret", config_.workspace / "secret-link");
+  }
+  void TearDown() override {
+    SetOpenat2ForTesting(true);
+    ToolsTest::TearDown();
+  }
+};
+
+TEST_P(BeneathTest, LinksOutOfTheWorkspaceAreNeverFollowed) {
+  if (GetParam() && !HaveOpenat2()) GTEST_SKIP() << "this kernel has no openat2";
+  auto through_dir = Run("write_file", R"({"path":"out/x","content":"escaped"})");
+  EXPECT_TRUE(through_dir.is_error());
+  EXPECT_FALSE(fs::exists(root_ / "outside" / "x"));
+  auto nested = Run("write_file", R"({"path":"out/new/deeper/x","content":"escaped"})");
+  EXPECT_TRUE(nested.is_error());
+  EXPECT_FALSE(fs::exists(root_ / "outside" / "new"));
+  auto edit = Run("edit_file", R"({"path":"secret-link","old_string":"host","new_string":"pwned"})");
+  EXPECT_TRUE(edit.is_error()) << edit.output();
+  // A link as the final name is replaced by the new file, never written through.
+  auto replace = Run("write_file", R"({"path":"secret-link","content":"mine"})");
+  EXPECT_FALSE(replace.is_error()) << replace.output();
+  EXPECT_FALSE(fs::is_symlink(config_.workspace / "secret-link"));
+  EXPECT_EQ(ReadFile("secret-link"), "mine");
+  std::ifstream in(root_ / "outside" / "secret");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "host");
+  // Ordinary nested writes still work.
+  EXPECT_FALSE(Run("write_file", R"({"path":"a/b/c.txt","content":"ok"})").is_error());
+  EXPECT_EQ(ReadFile("a/b/c.txt"), "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(Resolution, BeneathTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? std::string("openat2") : std::string("nofollow_walk");
+                         });
 
 TEST(OutputLimiterTest, KeepsHeadAndTail) {
   OutputLimiter lim(10);

@@ -205,6 +205,16 @@ int main(int argc, char** argv) {
   } else {
     chmod(socket_path.c_str(), 0660);
   }
+  // Serving: nothing more goes to the host's log file, and the descriptors that name it
+  // are gone, so no process of the sandbox can reach it in any way.
+  if (listen_fd >= 0) {
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+      close(devnull);
+    }
+  }
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
