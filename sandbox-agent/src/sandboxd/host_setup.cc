@@ -140,7 +140,7 @@ CgroupUsage ReadCgroupUsage(const std::string& parent, const std::string& name) 
     u.cpu_usage_ns = ReadKey(base + "/cpu.stat", "usage_usec") * 1000;
     return u;
   }
-  for (const auto& root : V1Hierarchies()) {
+  for (const auto& root : Hierarchies()) {
     std::string base = root + "/" + parent + "/" + name;
     std::error_code ec;
     if (u.memory_peak_bytes == 0 && fs::exists(base + "/memory.max_usage_in_bytes", ec)) {
