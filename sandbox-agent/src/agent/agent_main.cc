@@ -134,9 +134,14 @@ int main(int argc, char** argv) {
   }
   std::string secret;
   if (!secret_env.empty()) {
-    const char* v = getenv(secret_env.c_str());
-    if (v != nullptr) secret = v;
-    unsetenv(secret_env.c_str());  // the commands it runs never see it
+    char* v = getenv(secret_env.c_str());
+    if (v != nullptr) {
+      secret = v;
+      // Wipe it where it lives (the initial environment, which /proc/1/environ shows),
+      // then drop it: neither the commands it runs nor a reader of /proc see it.
+      memset(v, 'x', strlen(v));
+    }
+    unsetenv(secret_env.c_str());
   }
   if (drop_uid >= 0) {
     if (socket_path.empty() || drop_gid < 0) {
