@@ -316,47 +316,13 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
     }
   }
   std::string log = c.dir + "/agent.log";
-  auto t_runc = std::chrono::steady_clock::now();
   auto run = RunProcess(Runc({"run", "--detach", "--preserve-fds", "2", "--pid-file",
                               c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
                         kRuncTimeout, log, {sock.get(), secret_read.get()});
   sock = UniqueFd();
   secret_read = UniqueFd();
   holder.reset();  // the container's processes keep the namespace now
-  if (!run.ok() || run->exit_code != 0) {
-    std::string why = run.ok() ? LogTail(id) : run.status().message();
-    Remove(id);
-    return Status::Internal("runc run failed for " + id + ": " + why);
-  }
-  {
-    std::ifstream pid_in(c.dir + "/pid");
-    pid_in >> c.init_pid;
-  }
-  if (c.init_pid <= 0) {
-    Remove(id);
-    return Status::Internal("runc wrote no pid for " + id);
-  }
-  auto t_agent = std::chrono::steady_clock::now();
-  c.endpoint = "unix://" + socket_path;
-  auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
-  for (int spins = 0;; ++spins) {
-    if (CanConnect(socket_path)) {
-      auto now = std::chrono::steady_clock::now();
-      spdlog::info("started {} (runc {} ms, agent {} ms)", id,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(t_agent - t_runc).count(),
-                   std::chrono::duration_cast<std::chrono::milliseconds>(now - t_agent).count());
-      return c;
-    }
-    if (ProcessGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(spins < 200 ? 250 : 5000));
-  }
-  std::string why = LogTail(id);
-  kill(c.init_pid, SIGKILL);
-  int status = 0;
-  waitpid(c.init_pid, &status, 0);
-  Remove(id);
-  return Status::Internal("the agent of " + id +
-                          " did not start: " + (why.empty() ? "(no log)" : why));
+  return AwaitAgent(std::move(c), "runc", run, socket_path);
 }
 
 Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::Resources& resources,
@@ -406,10 +372,18 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
   auto run = RunProcess(Runtime("runsc", {"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle",
                                           c.dir + "/bundle", id}),
                         kRuncTimeout, c.dir + "/agent.log");
+  const std::string socket_path = c.dir + "/run/agent.sock";
+  return AwaitAgent(std::move(c), "runsc", run, socket_path);
+}
+
+Result<Container> ContainerRunner::AwaitAgent(Container c, const std::string& runtime,
+                                              const Result<ProcessResult>& run,
+                                              const std::string& socket_path) {
+  const std::string& id = c.id;
   if (!run.ok() || run->exit_code != 0) {
     std::string why = run.ok() ? LogTail(id) : run.status().message();
     Remove(id);
-    return Status::Internal("runsc run failed for " + id + ": " + why);
+    return Status::Internal(runtime + " run failed for " + id + ": " + why);
   }
   {
     std::ifstream pid_in(c.dir + "/pid");
@@ -417,22 +391,28 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
   }
   if (c.init_pid <= 0) {
     Remove(id);
-    return Status::Internal("runsc wrote no pid for " + id);
+    return Status::Internal(runtime + " wrote no pid for " + id);
   }
-  std::string socket_path = c.dir + "/run/agent.sock";
+  const auto t_agent = std::chrono::steady_clock::now();
   c.endpoint = "unix://" + socket_path;
-  auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
+  const auto deadline = t_agent + kAgentReadyTimeout;
   for (int spins = 0;; ++spins) {
-    if (CanConnect(socket_path)) return c;
+    if (CanConnect(socket_path)) {
+      spdlog::info("started {} under {} (agent ready {} ms after the runtime returned)", id, runtime,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - t_agent)
+                       .count());
+      return c;
+    }
     if (ProcessGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(spins < 200 ? 500 : 5000));
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 200 ? 250 : 5000));
   }
   std::string why = LogTail(id);
   kill(c.init_pid, SIGKILL);
   int status = 0;
   waitpid(c.init_pid, &status, 0);
   Remove(id);
-  return Status::Internal("the agent of " + id + " did not start under runsc: " +
+  return Status::Internal("the agent of " + id + " did not start under " + runtime + ": " +
                           (why.empty() ? "(no log)" : why));
 }
 

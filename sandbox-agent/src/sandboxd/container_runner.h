@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sandboxd/config.h"
+#include "sandboxd/process.h"
 #include "sinew/status.h"
 
 namespace sinew::sandbox {
@@ -78,6 +79,11 @@ class ContainerRunner {
   std::vector<std::string> Runtime(const std::string& runtime,
                                    std::initializer_list<std::string> args) const;
   std::string RuntimeOf(const std::string& id) const;
+  // After `runtime run --detach` (`run`): reads the pid and waits until the agent accepts
+  // connections on `socket_path`; on any failure removes everything and says why.
+  [[nodiscard]] Result<Container> AwaitAgent(Container c, const std::string& runtime,
+                                             const Result<ProcessResult>& run,
+                                             const std::string& socket_path);
   [[nodiscard]] Result<Container> StartGvisor(const std::string& id, const v1::Resources& resources,
                                               const std::string& rootfs);
   // The configured uid range is valid and overlaps no host account or subordinate range.
