@@ -51,6 +51,16 @@ class SessionDriver {
   // Appends queued user messages; returns true when a cancel was requested.
   [[nodiscard]] Result<bool> DrainInbox();
   [[nodiscard]] Status RunPendingTools();
+  // A tool_result event saying the call was interrupted (and counts it).
+  v1::Event Interrupted(const v1::ToolCallSpec& spec, const std::string& text);
+  // The session's sandbox broke (`transport_error` from the call): asks how it ended,
+  // releases it unless it is attached, counts it, and returns its sandbox_lost event.
+  struct LostSandbox {
+    v1::Event event;
+    std::string how;
+    std::string detail;
+  };
+  LostSandbox LoseSandbox(const Status& transport_error);
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
   [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                    const std::string& sandbox_call_id);

@@ -20,6 +20,28 @@ int64_t MsSince(Clock::time_point t0) {
 
 }  // namespace
 
+v1::Event SessionDriver::Interrupted(const v1::ToolCallSpec& spec, const std::string& text) {
+  deps_.metrics->Add("sinew_harness_tool_calls_interrupted_total", "tool=\"" + spec.name() + "\"");
+  v1::Event ev;
+  auto* r = ev.mutable_tool_result();
+  r->set_call_id(spec.call_id());
+  r->set_interrupted(true);
+  r->set_is_error(true);
+  r->set_output(text);
+  return ev;
+}
+
+SessionDriver::LostSandbox SessionDriver::LoseSandbox(const Status& transport_error) {
+  auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
+  v1::Event lost;
+  lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
+  lost.mutable_sandbox_lost()->set_outcome(how);
+  lost.mutable_sandbox_lost()->set_detail(detail.empty() ? transport_error.message() : detail);
+  if (!AttachesSandbox(task_.sandbox_json)) (void)deps_.sandboxes->Destroy(state_.sandbox_id);
+  deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
+  return {std::move(lost), std::move(how), std::move(detail)};
+}
+
 Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                   const std::string& sandbox_call_id) {
   v1::Event call;
@@ -49,14 +71,8 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     // It may or may not have taken effect, and nothing can tell: never run it again behind
     // the model's back. (A call in a sandbox that still lives is asked for below: the
     // sandbox ran it exactly once and kept its result.)
-    v1::Event ev;
-    auto* r = ev.mutable_tool_result();
-    r->set_call_id(spec.call_id());
-    r->set_interrupted(true);
-    r->set_is_error(true);
-    r->set_output("interrupted: the harness stopped while this call ran; it may or may not have taken effect");
-    deps_.metrics->Add("sinew_harness_tool_calls_interrupted_total", "tool=\"" + spec.name() + "\"");
-    return AppendOne(std::move(ev));
+    return AppendOne(Interrupted(spec, "interrupted: the harness stopped while this call ran; it may or "
+                                       "may not have taken effect"));
   }
   if (info->needs_sandbox && state_.sandbox_id.empty()) {
     const auto t0 = Clock::now();
@@ -97,34 +113,15 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     auto r = deps_.sandboxes->Execute(state_.sandbox_id, sandbox_call_id, spec.name(), spec.input_json());
     if (r.ok()) {
       outcome = std::move(r).value();
-    } else if (started_before && !idempotent) {
-      // The sandbox is gone with the call's result: it may or may not have taken effect.
-      auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
-      v1::Event lost;
-      lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
-      lost.mutable_sandbox_lost()->set_outcome(how);
-      lost.mutable_sandbox_lost()->set_detail(detail.empty() ? r.status().message() : detail);
-      (void)deps_.sandboxes->Destroy(state_.sandbox_id);
-      v1::Event ev;
-      auto* res = ev.mutable_tool_result();
-      res->set_call_id(spec.call_id());
-      res->set_interrupted(true);
-      res->set_is_error(true);
-      res->set_output("interrupted: the harness stopped while this call ran and its sandbox is gone; it "
-                      "may or may not have taken effect");
-      deps_.metrics->Add("sinew_harness_tool_calls_interrupted_total", "tool=\"" + spec.name() + "\"");
-      return Append({std::move(lost), std::move(ev)});
     } else {
-      auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
-      v1::Event lost;
-      lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
-      lost.mutable_sandbox_lost()->set_outcome(how);
-      lost.mutable_sandbox_lost()->set_detail(detail.empty() ? r.status().message() : detail);
+      auto [lost, how, detail] = LoseSandbox(r.status());
       after.push_back(std::move(lost));
-      if (!AttachesSandbox(task_.sandbox_json)) {
-        (void)deps_.sandboxes->Destroy(state_.sandbox_id);
+      if (started_before && !idempotent) {
+        // The sandbox is gone with the call's result: it may or may not have taken effect.
+        after.push_back(Interrupted(spec, "interrupted: the harness stopped while this call ran and its "
+                                          "sandbox is gone; it may or may not have taken effect"));
+        return Append(std::move(after));
       }
-      deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
       outcome.is_error = true;
       outcome.output = "the sandbox was lost (" + how + (detail.empty() ? "" : ": " + detail) +
                        "); its files are gone. The next tool call gets a fresh sandbox.";

@@ -1,21 +1,12 @@
 #include "agent/agent_service.h"
 
+#include "sinew/grpc_status.h"
+
 namespace sinew::sandbox {
 namespace {
 
 // Output streamed live per call; beyond it only the (capped) result is sent.
 constexpr size_t kMaxStreamedBytes = 8u << 20;
-
-grpc::Status ToGrpc(const Status& s) {
-  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
-    case StatusCode::kCancelled: code = grpc::StatusCode::CANCELLED; break;
-    default: break;
-  }
-  return grpc::Status(code, s.message());
-}
 
 }  // namespace
 
@@ -25,7 +16,7 @@ grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRe
   auto gone = [ctx] { return ctx->IsCancelled(); };
   if (!req->call_id().empty()) {
     auto r = calls_.Run(req->call_id(), req->name(), req->input_json(), nullptr, gone);
-    if (!r.ok()) return ToGrpc(r.status());
+    if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = std::move(r).value();
     return grpc::Status::OK;
   }
@@ -58,7 +49,7 @@ grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::Exe
   v1::ExecuteChunk last;
   if (!req->call_id().empty()) {
     auto r = calls_.Run(req->call_id(), req->name(), req->input_json(), sink, gone);
-    if (!r.ok()) return ToGrpc(r.status());
+    if (!r.ok()) return ToGrpcStatus(r.status());
     *last.mutable_result() = std::move(r).value();
   } else {
     RunContext run;

@@ -50,6 +50,17 @@ bool CanConnect(const std::string& socket_path) {
   return ok;
 }
 
+// Writes <dir>/bundle/config.json readable by root alone (under gVisor it holds the
+// agent's secret).
+Status WriteBundleConfig(const std::string& dir, const std::string& text) {
+  std::string path = dir + "/bundle/config.json";
+  UniqueFd file(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (file.get() < 0 || write(file.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return Status::IOError("cannot write " + path);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ContainerRunner::ContainerRunner(const ProvisionerConfig& config) : config_(config) {}
@@ -77,7 +88,7 @@ std::vector<std::string> ContainerRunner::Runtime(const std::string& runtime,
 }
 
 std::string ContainerRunner::RuntimeOf(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(uid_mu_);
+  std::lock_guard<std::mutex> lock(ids_mu_);
   auto it = runtimes_.find(id);
   return it == runtimes_.end() ? "runc" : it->second;
 }
@@ -213,7 +224,7 @@ Result<std::string> ContainerRunner::ImageRootfs(const std::string& name) const 
 }
 
 Result<uint32_t> ContainerRunner::AcquireUidBase(const std::string& id) {
-  std::lock_guard<std::mutex> lock(uid_mu_);
+  std::lock_guard<std::mutex> lock(ids_mu_);
   std::set<uint32_t> used;
   for (const auto& [other, slot] : uid_slots_) used.insert(slot);
   for (uint32_t slot = 0; slot < config_.max_sandboxes; ++slot) {
@@ -225,12 +236,12 @@ Result<uint32_t> ContainerRunner::AcquireUidBase(const std::string& id) {
 }
 
 void ContainerRunner::ReleaseUidBase(const std::string& id) {
-  std::lock_guard<std::mutex> lock(uid_mu_);
+  std::lock_guard<std::mutex> lock(ids_mu_);
   uid_slots_.erase(id);
 }
 
 size_t ContainerRunner::uid_ranges_in_use() const {
-  std::lock_guard<std::mutex> lock(uid_mu_);
+  std::lock_guard<std::mutex> lock(ids_mu_);
   return uid_slots_.size();
 }
 
@@ -307,13 +318,9 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
   params.memory_swap_accounting = swap_accounting_;
   params.max_output_bytes = config_.max_output_bytes;
   params.agent_static = agent_static_;
-  {
-    std::ofstream out(c.dir + "/bundle/config.json");
-    out << BuildOciConfig(params);
-    if (!out) {
-      Remove(id);
-      return Status::IOError("cannot write " + c.dir + "/bundle/config.json");
-    }
+  if (Status written = WriteBundleConfig(c.dir, BuildOciConfig(params)); !written.ok()) {
+    Remove(id);
+    return written;
   }
   std::string log = c.dir + "/agent.log";
   auto run = RunProcess(Runc({"run", "--detach", "--preserve-fds", "2", "--pid-file",
@@ -335,7 +342,7 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
   c.id = id;
   c.dir = sandbox_dir(id);
   {
-    std::lock_guard<std::mutex> lock(uid_mu_);
+    std::lock_guard<std::mutex> lock(ids_mu_);
     runtimes_[id] = "runsc";
   }
   std::error_code ec;
@@ -360,14 +367,9 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
   params.gvisor = true;
   params.run_dir = c.dir + "/run";
   params.agent_secret = c.secret;
-  {
-    int fd = open((c.dir + "/bundle/config.json").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    UniqueFd file(fd);
-    std::string text = BuildOciConfig(params);
-    if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      Remove(id);
-      return Status::IOError("cannot write " + c.dir + "/bundle/config.json");
-    }
+  if (Status written = WriteBundleConfig(c.dir, BuildOciConfig(params)); !written.ok()) {
+    Remove(id);
+    return written;
   }
   auto run = RunProcess(Runtime("runsc", {"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle",
                                           c.dir + "/bundle", id}),
@@ -425,7 +427,7 @@ void ContainerRunner::Remove(const std::string& id) {
   fs::remove_all(dir, ec);
   // Last: the uid range is free only once nothing of the sandbox is left.
   ReleaseUidBase(id);
-  std::lock_guard<std::mutex> lock(uid_mu_);
+  std::lock_guard<std::mutex> lock(ids_mu_);
   runtimes_.erase(id);
 }
 

@@ -93,9 +93,9 @@ class ContainerRunner {
   void ReleaseUidBase(const std::string& id);
 
   const ProvisionerConfig config_;
-  mutable std::mutex uid_mu_;
-  std::map<std::string, uint32_t> uid_slots_;  // sandbox id -> slot; guarded by uid_mu_
-  std::map<std::string, std::string> runtimes_;  // sandbox id -> "runsc" (absent: runc); guarded by uid_mu_
+  mutable std::mutex ids_mu_;
+  std::map<std::string, uint32_t> uid_slots_;  // sandbox id -> slot; guarded by ids_mu_
+  std::map<std::string, std::string> runtimes_;  // sandbox id -> "runsc" (absent: runc); guarded by ids_mu_
   bool swap_accounting_ = false;  // constant after Init
   bool agent_static_ = true;      // constant after Init
   bool agent_mounted_ = false;    // constant after Init
