@@ -117,6 +117,33 @@ TEST_F(OciSpecTest, NamespacesAndLimits) {
   EXPECT_EQ(linux_section.at("cgroupsPath"), "/sinew/sb-1");
 }
 
+TEST(OciSpecGvisorTest, ProcessLimitIsEnforcedInsideAndTheHostCeilingLeavesRoomForTheSentry) {
+  OciParams p;
+  p.rootfs = "/images/default/rootfs";
+  p.agent_dir = "/state/agent";
+  p.sandbox_id = "sb-1";
+  p.cgroups_path = "/sinew/sb-1";
+  p.resources = *NormalizeResources(v1::Resources(), ProvisionerConfig::DefaultResources());
+  p.resources.set_pids_limit(100);
+  p.gvisor = true;
+  p.run_dir = "/state/sandboxes/sb-1/run";
+  p.agent_secret = "s";
+  auto config = json::parse(BuildOciConfig(p)).as_object();
+  // Set by the agent inside gVisor's kernel, not as an OCI rlimit (runsc would put that on
+  // the sentry's host process, whose threads it would then refuse).
+  std::vector<std::string> args;
+  for (const auto& a : config.at("process").at("args").as_array()) args.emplace_back(a.as_string());
+  auto at = std::find(args.begin(), args.end(), "--max-processes");
+  ASSERT_NE(at, args.end());
+  ASSERT_NE(at + 1, args.end());
+  EXPECT_EQ(*(at + 1), "100");
+  for (const auto& l : config.at("process").at("rlimits").as_array()) {
+    EXPECT_NE(l.at("type"), "RLIMIT_NPROC");
+  }
+  EXPECT_EQ(config.at("linux").at("resources").at("pids").at("limit"), 4 * 100 + 256);
+  EXPECT_EQ(HostPidsLimit(100, false), 100);
+}
+
 TEST_F(OciSpecTest, WorkspaceIsSizeCappedAndAgentIsReadOnly) {
   bool workspace = false, agent = false;
   for (const auto& m : config_.at("mounts").as_array()) {

@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
   rlim_t max_open_files = 4096;
   app.add_option("--max-open-files", max_open_files, "RLIMIT_NOFILE of the agent and its commands")
       ->capture_default_str();
+  rlim_t max_processes = 0;
+  app.add_option("--max-processes", max_processes,
+                 "RLIMIT_NPROC of the agent and its commands (gVisor: the sandbox's process "
+                 "limit, enforced by its kernel); 0: unchanged")
+      ->check(CLI::Range(rlim_t{0}, rlim_t{1} << 20));
   app.add_option("--workspace", workspace, "workspace directory")->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "cap of a tool's output")
       ->check(CLI::Range(size_t{64}, size_t{16} << 20))
@@ -175,6 +180,13 @@ int main(int argc, char** argv) {
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max > max_open_files) {
     files.rlim_cur = files.rlim_max = max_open_files;
     setrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (max_processes > 0) {
+    rlimit procs{max_processes, max_processes};
+    if (setrlimit(RLIMIT_NPROC, &procs) != 0) {
+      std::cerr << "sinew-sandbox-agent: cannot set RLIMIT_NPROC: " << strerror(errno) << "\n";
+      return 1;
+    }
   }
   // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored).
   sigset_t stop_signals;

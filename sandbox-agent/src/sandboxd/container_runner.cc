@@ -371,8 +371,10 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
     Remove(id);
     return written;
   }
-  auto run = RunProcess(Runtime("runsc", {"run", "--detach", "--pid-file", c.dir + "/pid", "--bundle",
-                                          c.dir + "/bundle", id}),
+  // --panic-log: a sentry that dies (a Go panic exits with status 2) says why there.
+  auto run = RunProcess(Runtime("runsc", {"--panic-log", c.dir + "/panic.log", "run", "--detach",
+                                          "--pid-file", c.dir + "/pid", "--bundle", c.dir + "/bundle",
+                                          id}),
                         kRuncTimeout, c.dir + "/agent.log");
   const std::string socket_path = c.dir + "/run/agent.sock";
   return AwaitAgent(std::move(c), "runsc", run, socket_path);
@@ -431,11 +433,29 @@ void ContainerRunner::Remove(const std::string& id) {
   runtimes_.erase(id);
 }
 
-std::string ContainerRunner::LogTail(const std::string& id) const {
-  std::ifstream in(sandbox_dir(id) + "/agent.log");
+namespace {
+std::string FileTail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path);
   std::string content((std::istreambuf_iterator<char>(in)), {});
-  if (content.size() > 2000) content = content.substr(content.size() - 2000);
+  if (content.size() > max_bytes) content = content.substr(content.size() - max_bytes);
   return content;
+}
+}  // namespace
+
+std::string ContainerRunner::LogTail(const std::string& id) const {
+  return FileTail(sandbox_dir(id) + "/agent.log", 2000);
+}
+
+std::string ContainerRunner::SentryPanic(const std::string& id) const {
+  if (RuntimeOf(id) != "runsc") return {};
+  std::ifstream in(sandbox_dir(id) + "/panic.log");
+  // The first lines name the cause ("panic: ...", "fatal error: ..."); goroutine dumps follow.
+  std::string line, cause;
+  while (std::getline(in, line) && cause.size() < 1000) {
+    if (line.empty() && !cause.empty()) break;
+    if (!line.empty()) cause += (cause.empty() ? "" : "; ") + line;
+  }
+  return cause;
 }
 
 }  // namespace sinew::sandbox

@@ -62,6 +62,9 @@ class ContainerRunner {
   size_t uid_ranges_in_use() const;
   // Last lines of the agent's log, for error messages.
   std::string LogTail(const std::string& id) const;
+  // Why gVisor's sentry of `id` stopped, when it panicked (Go runtime messages from
+  // runsc's --panic-log, last lines); empty otherwise. Read before Remove.
+  std::string SentryPanic(const std::string& id) const;
 
   // First line of `runc --version`, e.g. "runc version 1.1.5+ds1". Set by Init.
   const std::string& runtime_version() const { return runtime_version_; }

@@ -43,6 +43,10 @@ struct OciParams {
   std::string agent_secret;  // gvisor only
 };
 
+// The host pids cgroup ceiling for a sandbox allowed `pids_limit` processes: the limit
+// itself under runc; under gVisor room for the sentry's threads as well (the sandbox's
+// processes are then held to pids_limit by RLIMIT_NPROC in gVisor's kernel).
+int64_t HostPidsLimit(uint32_t pids_limit, bool gvisor);
 // The config.json text.
 std::string BuildOciConfig(const OciParams& params);
 // The config.json of a bare container running `args` (for benchmarks): same image, no

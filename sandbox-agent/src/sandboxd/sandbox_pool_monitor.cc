@@ -89,8 +89,10 @@ void SandboxManagerImpl::MonitorLoop() {
     lock.unlock();
     std::map<std::string, uint64_t> ooms;
     std::map<std::string, CgroupUsage> usages;
+    std::map<std::string, std::string> panics;
     for (const auto& [id, status] : exited) {
       ooms[id] = OomKills(config_.cgroup_parent, id);
+      panics[id] = runner_.SentryPanic(id);
       usages[id] = ReadCgroupUsage(config_.cgroup_parent, id);
       runner_.Remove(id);
     }
@@ -114,7 +116,8 @@ void SandboxManagerImpl::MonitorLoop() {
       } else if (WIFEXITED(status)) {
         e.info.set_exit_code(WEXITSTATUS(status));
         Finish(e, v1::SANDBOX_OUTCOME_EXITED,
-               "the agent exited with status " + std::to_string(WEXITSTATUS(status)));
+               "the agent exited with status " + std::to_string(WEXITSTATUS(status)) +
+                   (panics[id].empty() ? "" : " (gVisor's sentry: " + panics[id] + ")"));
       } else {
         Finish(e, v1::SANDBOX_OUTCOME_LOST,
                "the agent was killed by signal " +
