@@ -19,6 +19,33 @@ std::string TokenText(const json::object& config, std::string_view key) {
   return {};
 }
 
+// tokenizer.json's "normalizer": null, {"type": "NFC"}, or a Sequence of those.
+Result<Normalizer> NormalizerOf(const json::object& tokenizer) {
+  const json::value* n = tokenizer.if_contains("normalizer");
+  if (n == nullptr || n->is_null()) return Normalizer::kNone;
+  const json::object* o = n->if_object();
+  const json::value* type = o ? o->if_contains("type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return Status::InvalidArgument("tokenizer.json: normalizer has no type");
+  }
+  if (*type == "NFC") return Normalizer::kNfc;
+  if (*type == "Sequence") {
+    const json::value* list = o->if_contains("normalizers");
+    Normalizer result = Normalizer::kNone;
+    if (list == nullptr || !list->is_array()) {
+      return Status::InvalidArgument("tokenizer.json: a Sequence normalizer needs \"normalizers\"");
+    }
+    for (const json::value& item : list->as_array()) {
+      if (!item.is_object()) return Status::InvalidArgument("tokenizer.json: a normalizer is not an object");
+      SINEW_ASSIGN_OR_RETURN(Normalizer one, NormalizerOf(json::object{{"normalizer", item}}));
+      if (one != Normalizer::kNone) result = one;
+    }
+    return result;
+  }
+  return Status::InvalidArgument("tokenizer.json: normalizer \"" + std::string(type->as_string()) +
+                                 "\" is not supported (supported: NFC, or none)");
+}
+
 }  // namespace
 
 Result<HfVocab> VocabFromHfTokenizer(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
@@ -79,6 +106,7 @@ Result<HfVocab> VocabFromHfTokenizer(std::string_view tokenizer_json, std::strin
       return Status::InvalidArgument("tokenizer.json: a merge is neither \"a b\" nor [a, b]");
     }
   }
+  SINEW_ASSIGN_OR_RETURN(vocab.normalizer, NormalizerOf(tokenizer.as_object()));
   auto find = [&](const std::string& text) -> int32_t {
     if (text.empty()) return -1;
     for (size_t id = 0; id < vocab.tokens.size(); ++id) {
@@ -113,6 +141,7 @@ void AddVocabToGguf(const HfVocab& hf, GgufWriter& writer) {
   if (vocab.eot_id >= 0) writer.SetUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(vocab.eot_id));
   if (vocab.pad_id >= 0) writer.SetUint32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(vocab.pad_id));
   writer.SetBool("tokenizer.ggml.add_bos_token", vocab.add_bos);
+  writer.SetString("tokenizer.sinew.normalizer", vocab.normalizer == Normalizer::kNfc ? "nfc" : "none");
   if (!hf.chat_template.empty()) writer.SetString("tokenizer.chat_template", hf.chat_template);
 }
 

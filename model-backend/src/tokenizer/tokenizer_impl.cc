@@ -181,6 +181,8 @@ std::vector<int32_t> TokenizerImpl::Encode(std::string_view text, EncodeOptions 
       if (vocab_.add_space_prefix && previous_special) piece = " ";
       piece.append(fragment.text);
       EncodeSpm(piece, out);
+    } else if (vocab_.normalizer == Normalizer::kNfc) {
+      EncodeBpe(unicode::NormalizeNfc(fragment.text), out);
     } else {
       EncodeBpe(fragment.text, out);
     }

@@ -2,13 +2,18 @@
 // read from the real GGUF files.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "sinew/model/gguf.h"
+#include "sinew/model/gguf_writer.h"
 #include "sinew/model/tokenizer.h"
+#include "sinew/model/unicode.h"
 
 namespace sinew::model {
 namespace {
@@ -60,17 +65,27 @@ TEST_P(VocabVectors, EveryLineMatches) {
   }
   ASSERT_EQ(texts.size(), expected.size());
   ASSERT_GT(texts.size(), 40u);
+  size_t compared = 0, mismatches = 0;
   for (size_t index = 0; index < texts.size(); ++index) {
     std::vector<int32_t> ids = tokenizer->Encode(texts[index], {.add_special = false});
     EXPECT_EQ(ids, expected[index])
         << GetParam() << " line " << index << ": \"" << texts[index] << "\"";
+    compared += expected[index].size();
+    mismatches += ids != expected[index];
     // Decoding gives the text back (these vocabularies cover every input byte).
     EXPECT_EQ(tokenizer->Decode(ids), texts[index]) << GetParam() << " line " << index;
   }
+  std::printf("%s vs llama.cpp: %zu texts, %zu ids, %zu mismatching texts\n", GetParam().c_str(),
+              texts.size(), compared, mismatches);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, VocabVectors,
-                         testing::Values("llama-spm", "gpt-2", "deepseek-coder"));
+                         testing::Values("llama-spm", "gpt-2", "deepseek-coder", "deepseek-llm", "phi-3"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name) c = (c == '-') ? '_' : c;
+                           return name;
+                         });
 
 TEST(Stories260K, VocabRoundTrips) {
   std::unique_ptr<Tokenizer> tokenizer = Load(SharedDir() + "/stories260K.gguf");
@@ -130,6 +145,52 @@ TEST(VocabLoader, RejectsBadVocab) {
   EXPECT_FALSE(Tokenizer::Create(vocab).ok());
   vocab.merges = {"a b"};
   EXPECT_TRUE(Tokenizer::Create(vocab).ok());
+}
+
+// tokenizer.sinew.normalizer: "nfc" or "none"; absent, Qwen's pre-tokenizer means NFC.
+TEST(VocabLoader, NormalizerKey) {
+  auto load = [](const std::string& pre, const char* normalizer) -> Result<Vocab> {
+    GgufWriter writer;
+    writer.SetString("general.architecture", "llama");
+    writer.SetString("tokenizer.ggml.model", "gpt2");
+    writer.SetString("tokenizer.ggml.pre", pre);
+    writer.SetStringArray("tokenizer.ggml.tokens", {"a", "b"});
+    writer.SetStringArray("tokenizer.ggml.merges", {"a b"});
+    if (normalizer != nullptr) writer.SetString("tokenizer.sinew.normalizer", normalizer);
+    const std::string path = "/tmp/sinew-normalizer-" + std::to_string(getpid()) + ".gguf";
+    EXPECT_TRUE(writer.WriteFile(path).ok());
+    auto file = GgufFile::Open(path);
+    std::remove(path.c_str());
+    if (!file.ok()) return file.status();
+    return LoadVocabFromGguf(**file);
+  };
+  EXPECT_EQ(load("qwen2", nullptr)->normalizer, Normalizer::kNfc);
+  EXPECT_EQ(load("llama-bpe", nullptr)->normalizer, Normalizer::kNone);
+  EXPECT_EQ(load("qwen2", "none")->normalizer, Normalizer::kNone);
+  EXPECT_EQ(load("gpt-2", "nfc")->normalizer, Normalizer::kNfc);
+  auto bad = load("gpt-2", "nfkd");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tokenizer.sinew.normalizer \"nfkd\""), std::string::npos)
+      << bad.status().message();
+}
+
+// A vocabulary with NFC encodes decomposed text as its composed form.
+TEST(Normalizer, NfcVocabularyEncodesComposedText) {
+  Vocab vocab;
+  vocab.model = VocabModel::kBytePairEncoding;
+  vocab.pre_tokenizer = "qwen2";
+  vocab.tokens = {unicode::ByteLevelEncode("\u00e9"), unicode::ByteLevelEncode("e"),
+                  unicode::ByteLevelEncode("\xcc"), unicode::ByteLevelEncode("\x81"),
+                  unicode::ByteLevelEncode("\xc3"), unicode::ByteLevelEncode("\xa9")};
+  vocab.merges = {unicode::ByteLevelEncode("\xc3") + " " + unicode::ByteLevelEncode("\xa9")};
+  vocab.normalizer = Normalizer::kNfc;
+  auto nfc = Tokenizer::Create(vocab);
+  ASSERT_TRUE(nfc.ok());
+  EXPECT_EQ((*nfc)->Encode("e\u0301", {.add_special = false}), std::vector<int32_t>{0});
+  vocab.normalizer = Normalizer::kNone;
+  auto raw = Tokenizer::Create(vocab);
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ((*raw)->Encode("e\u0301", {.add_special = false}), (std::vector<int32_t>{1, 2, 3}));
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/locale/conversion.hpp>
+#include <boost/locale/generator.hpp>
+#include <locale>
 
 namespace sinew::model::unicode {
 namespace {
@@ -169,6 +172,45 @@ std::string ByteLevelEncode(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size() * 2);
   for (char byte : bytes) AppendUtf8(ByteToPrintable(static_cast<uint8_t>(byte)), out);
+  return out;
+}
+
+namespace {
+
+// A locale of Boost.Locale's ICU backend; normalization does not depend on the language.
+const std::locale& NormalizationLocale() {
+  static const std::locale locale = [] {
+    boost::locale::generator generator;
+    return generator("en_US.UTF-8");
+  }();
+  return locale;
+}
+
+void AppendNormalized(std::string_view run, std::string& out) {
+  if (run.empty()) return;
+  if (std::all_of(run.begin(), run.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    out.append(run);
+    return;
+  }
+  out += boost::locale::normalize(run.data(), run.data() + run.size(), boost::locale::norm_nfc,
+                                  NormalizationLocale());
+}
+
+}  // namespace
+
+std::string NormalizeNfc(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t run_start = 0;
+  for (const CodePoint& cp : DecodeUtf8(text)) {
+    const bool invalid = cp.value == kReplacement && cp.length == 1 &&
+                         static_cast<unsigned char>(text[cp.offset]) >= 0x80;
+    if (!invalid) continue;
+    AppendNormalized(text.substr(run_start, cp.offset - run_start), out);
+    out += text[cp.offset];
+    run_start = cp.offset + 1;
+  }
+  AppendNormalized(text.substr(run_start), out);
   return out;
 }
 

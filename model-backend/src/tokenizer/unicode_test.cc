@@ -56,5 +56,19 @@ TEST(Unicode, ByteLevelMappingIsABijection) {
   EXPECT_EQ(PrintableToByte(U'Ā' + 200), -1);
 }
 
+TEST(Unicode, NormalizeNfcComposesAndKeepsInvalidBytes) {
+  EXPECT_EQ(NormalizeNfc("plain ascii"), "plain ascii");
+  EXPECT_EQ(NormalizeNfc("e\u0301"), "\u00e9");                 // e + acute -> é
+  EXPECT_EQ(NormalizeNfc("\u212b"), "\u00c5");                   // Angstrom sign -> Å
+  EXPECT_EQ(NormalizeNfc("\u1100\u1161\u11a8"), "\uac01");       // conjoining jamo -> 각
+  EXPECT_EQ(NormalizeNfc("q\u0307\u0323"), "q\u0323\u0307");     // marks reordered
+  EXPECT_EQ(NormalizeNfc("\ufb01"), "\ufb01");                   // NFC keeps the ligature (NFKC would not)
+  EXPECT_EQ(NormalizeNfc("\u00e9"), "\u00e9");                   // already NFC
+  // An invalid byte is kept and nothing combines across it.
+  EXPECT_EQ(NormalizeNfc("e\xff\u0301"), "e\xff\u0301");
+  EXPECT_EQ(NormalizeNfc("e\u0301\xc3"), "\u00e9\xc3");
+  EXPECT_EQ(NormalizeNfc(""), "");
+}
+
 }  // namespace
 }  // namespace sinew::model::unicode

@@ -37,6 +37,28 @@ Status ReadBool(const GgufFile& file, std::string_view name, bool& out) {
   return Status::Ok();
 }
 
+Status ReadNormalizer(const GgufFile& file, Vocab& vocab) {
+  constexpr const char* kKey = "tokenizer.sinew.normalizer";
+  if (!file.HasKey(kKey)) {
+    const bool qwen = vocab.model == VocabModel::kBytePairEncoding &&
+                      (vocab.pre_tokenizer == "qwen2" || vocab.pre_tokenizer == "qwen2.5" ||
+                       vocab.pre_tokenizer == "deepseek-r1-qwen");
+    vocab.normalizer = qwen ? Normalizer::kNfc : Normalizer::kNone;
+    return Status::Ok();
+  }
+  Result<std::string_view> name = file.GetString(kKey);
+  if (!name.ok()) return name.status().WithContext(kKey);
+  if (*name == "nfc") {
+    vocab.normalizer = Normalizer::kNfc;
+  } else if (*name == "none") {
+    vocab.normalizer = Normalizer::kNone;
+  } else {
+    return Status::InvalidArgument(std::string(kKey) + " \"" + std::string(*name) +
+                                   "\" is not supported (supported: nfc, none)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Vocab> LoadVocabFromGguf(const GgufFile& file) {
@@ -101,6 +123,7 @@ Result<Vocab> LoadVocabFromGguf(const GgufFile& file) {
   SINEW_RETURN_IF_ERROR(ReadBool(file, "add_bos_token", vocab.add_bos));
   SINEW_RETURN_IF_ERROR(ReadBool(file, "add_eos_token", vocab.add_eos));
   SINEW_RETURN_IF_ERROR(ReadBool(file, "add_space_prefix", vocab.add_space_prefix));
+  SINEW_RETURN_IF_ERROR(ReadNormalizer(file, vocab));
   return vocab;
 }
 

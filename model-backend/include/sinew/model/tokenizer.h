@@ -38,6 +38,12 @@ enum class VocabModel {
   kBytePairEncoding,  // "gpt2"
 };
 
+// What the text goes through before it is split (Hugging Face's `normalizer`).
+enum class Normalizer {
+  kNone,
+  kNfc,  // Unicode NFC, e.g. Qwen 2/3 ({"type": "NFC"} in their tokenizer.json)
+};
+
 // Everything a tokenizer needs, as read from the GGUF metadata.
 struct Vocab {
   VocabModel model = VocabModel::kSentencePiece;
@@ -55,6 +61,10 @@ struct Vocab {
   bool add_bos = false;  // prepend BOS when encoding a prompt
   bool add_eos = false;
   bool add_space_prefix = true;  // SPM: prefix the text with a space ("▁")
+  // GGUF key `tokenizer.sinew.normalizer` ("nfc" or "none"; llama.cpp has no such key).
+  // Without it: kNfc for the qwen2 pre-tokenizer (what Qwen's own tokenizer does), kNone
+  // otherwise. Applied to the text between special tokens, as Hugging Face does.
+  Normalizer normalizer = Normalizer::kNone;
 };
 
 // Reads the vocabulary from `tokenizer.ggml.*` keys. Errors: InvalidArgument naming the

