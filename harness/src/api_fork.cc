@@ -135,6 +135,12 @@ ApiResponse ApiHandler::Import(const ApiRequest& r, const std::string& tenant) {
     return Error(400, "invalid_argument", "event 1 must be a session_created event with seq 1");
   }
   const std::string id = events.front().session_id();
+  if (!IsSessionId(id)) {
+    return Error(400, "invalid_argument", "line 1: session_id '" + id + "' is not a session id (32 lower-case hex digits)");
+  }
+  if (auto task = ParseObject(events.front().session_created().task_json(), "session_created.task_json"); !task.ok()) {
+    return Error(400, "invalid_argument", "line 1: " + task.status().message());
+  }
   for (size_t i = 0; i < events.size(); ++i) {
     if (events[i].seq() != i + 1) {
       return Error(400, "invalid_argument", "line " + std::to_string(i + 1) + " has seq " +

@@ -1,6 +1,8 @@
 // ApiHandler: routing, authentication, errors, health, metrics and the event stream.
 #include "api_handler.h"
 
+#include <cerrno>
+
 #include <curl/curl.h>
 
 #include <chrono>
@@ -12,6 +14,8 @@ namespace {
 
 namespace json = boost::json;
 
+}  // namespace
+
 bool IsSessionId(std::string_view id) {
   if (id.size() != 32) return false;
   for (char c : id) {
@@ -19,6 +23,8 @@ bool IsSessionId(std::string_view id) {
   }
   return true;
 }
+
+namespace {
 
 std::vector<std::string> SplitPath(std::string_view path) {
   std::vector<std::string> parts;
@@ -217,16 +223,23 @@ void ApiHandler::Stream(const ApiRequest& r, const std::function<void(const ApiR
   if (after_text.empty() && has_after) after_text = from_query;
   uint64_t after = 0;
   if (!after_text.empty()) {
+    // The same rule as GET /events?after= (an overflowing value once wrapped to 0 and
+    // replayed the whole session).
     char* end = nullptr;
+    errno = 0;
     after = std::strtoull(after_text.c_str(), &end, 10);
-    if (end == after_text.c_str() || *end != '\0' || after_text[0] == '-') {
-      return start(Error(400, "invalid_argument", "Last-Event-ID / after must be a sequence number"));
+    if (end == after_text.c_str() || *end != '\0' || after_text[0] == '-' || errno == ERANGE ||
+        after > kMaxResumeSeq) {
+      return start(Error(400, "invalid_argument",
+                         "Last-Event-ID / after must be an integer in [0, " + std::to_string(kMaxResumeSeq) + "]"));
     }
   }
-  auto watcher = deps_.store->Watch(id, after + 1);
-  if (!watcher.ok()) return start(FromStatus(watcher.status()));
   ApiResponse ok;
   ok.content_type = "text/event-stream";
+  // A finished session with nothing after the client's point: the stream is complete.
+  if (after + 1 >= meta->next_seq() && IsTerminal(meta->status())) return start(ok);
+  auto watcher = deps_.store->Watch(id, after + 1);
+  if (!watcher.ok()) return start(FromStatus(watcher.status()));
   start(ok);
   v1::Event ev;
   int idle_seconds = 0;

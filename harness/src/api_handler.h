@@ -90,5 +90,9 @@ class ApiHandler {
 
 // Query helpers: the value of `key` in a query string ("" when absent), percent-decoded.
 std::string QueryParam(const std::string& query, const std::string& key, bool* present = nullptr);
+// The largest `after` / Last-Event-ID accepted (past the end is fine: nothing follows).
+inline constexpr uint64_t kMaxResumeSeq = UINT64_MAX / 2;
+// True for a well-formed session id: 32 lower-case hex digits.
+bool IsSessionId(std::string_view id);
 
 }  // namespace sinew::harness

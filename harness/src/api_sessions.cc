@@ -87,7 +87,14 @@ ApiResponse ApiHandler::ListSessions(const std::string& query, const std::string
   auto limit = QueryUint(query, "limit", 50, 1, 1000);
   if (!limit.ok()) return FromStatus(limit.status());
   req.set_page_size(static_cast<uint32_t>(*limit));
-  req.set_page_token(QueryParam(query, "page_token"));
+  // Tokens are what this API issued: hex. Anything else (undecodable bytes included,
+  // which a proto string cannot carry) is the caller's mistake.
+  const std::string page_token = QueryParam(query, "page_token");
+  if (page_token.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Error(400, "invalid_argument",
+                 "page_token is not one this API issued; repeat the request without it");
+  }
+  req.set_page_token(page_token);
   auto resp = deps_.store->ListSessions(req);
   if (!resp.ok()) return FromStatus(resp.status());
   json::array sessions;
@@ -108,7 +115,7 @@ ApiResponse ApiHandler::GetEvents(const std::string& id, const std::string& quer
                                   const std::string& tenant) {
   auto meta = OwnedSession(id, tenant);
   if (!meta.ok()) return FromStatus(meta.status());
-  auto after = QueryUint(query, "after", 0, 0, UINT64_MAX / 2);
+  auto after = QueryUint(query, "after", 0, 0, kMaxResumeSeq);
   if (!after.ok()) return FromStatus(after.status());
   auto limit = QueryUint(query, "limit", 100, 1, 1000);
   if (!limit.ok()) return FromStatus(limit.status());

@@ -219,8 +219,9 @@ class HarnessImpl final : public Harness, public SessionControl {
         auto resp = store_->ListSessions(req);
         if (!resp.ok()) return;
         for (const auto& s : resp->sessions()) {
-          // Imported running sessions were never leased here: they are records, not work.
-          if (status == v1::SESSION_STATUS_RUNNING && s.lease_epoch() == 0) continue;
+          // Imported sessions never leased here are records, not work (a message leases
+          // one); a running session that was never leased is one too.
+          if ((s.imported() || status == v1::SESSION_STATUS_RUNNING) && s.lease_epoch() == 0) continue;
           // Give the harness that created a queued session a moment to wake it itself.
           if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
           {

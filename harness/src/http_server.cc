@@ -144,8 +144,25 @@ class BeastServer final : public HttpServer {
         RunWithTimeout(ioc, stream, kWriteTimeout, [&](auto h) { http::async_write(stream, res, h); });
         break;
       }
-      if (ec) break;  // closed, timed out, or malformed: nothing more to say on this connection
+      if (ec && ec.category() == http::make_error_code(http::error::bad_method).category() &&
+          ec != http::error::end_of_stream && ec != http::error::partial_message) {
+        // Malformed HTTP: say so (as one 400), then close; the stream cannot be trusted.
+        auto res = ToBeast(ApiHandler::Error(400, "invalid_argument", "malformed HTTP request: " + ec.message()),
+                           11, false);
+        RunWithTimeout(ioc, stream, kWriteTimeout, [&](auto h) { http::async_write(stream, res, h); });
+        break;
+      }
+      if (ec) break;  // closed or timed out: nothing more to say on this connection
       auto& req = parser.get();
+      if (req.version() != 10 && req.version() != 11) {
+        auto res = ToBeast(ApiHandler::Error(400, "invalid_argument",
+                                             "HTTP version " + std::to_string(req.version() / 10) + "." +
+                                                 std::to_string(req.version() % 10) +
+                                                 " is not supported (use HTTP/1.1)"),
+                           11, false);
+        RunWithTimeout(ioc, stream, kWriteTimeout, [&](auto h) { http::async_write(stream, res, h); });
+        break;
+      }
       ApiRequest api;
       api.method = std::string(req.method_string());
       api.target = std::string(req.target());

@@ -220,6 +220,7 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
   meta.set_next_seq(2);
   meta.set_forked_from_session(req.forked_from_session());
   meta.set_forked_at_seq(req.forked_at_seq());
+  meta.set_imported(!req.session_id().empty());
 
   v1::Event created;
   created.set_session_id(id);

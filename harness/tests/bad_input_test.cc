@@ -1,0 +1,228 @@
+// The defects found by sending the harness bad input (issue 13), each as a test against a
+// real sinew-harness and sinew-store: a clear 4xx and no trace, never a 500, a hang or a
+// dropped connection.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api_fixture.h"
+
+namespace sinew::harness::test {
+namespace {
+
+namespace json = boost::json;
+using namespace std::string_literals;
+using BadInputTest = ApiFixture;
+
+bool ValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// Sends `raw` on a fresh connection and reads until the server closes it (or 30 s pass,
+// a bound for the test only: a stream that never ends is the defect). Returns what came back ("" if nothing did).
+std::string RawExchange(int port, const std::string& raw) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  (void)::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string out;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+
+size_t SessionCount(const std::string& base) {
+  auto r = Api("GET", base + "/v1/sessions?limit=100", kKeyA);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.json.is_object() ? r.json.at("sessions").as_array().size() : 0;
+}
+
+TEST_F(BadInputTest, ANonAsciiPromptLongerThanTheTitleGetsAWholeCharacterTitle) {
+  std::string prompt;
+  for (int i = 0; i < 70; ++i) prompt += "\xC3\xA9";  // "é": 140 bytes
+  auto r = Api("POST", base_ + "/v1/sessions", kKeyA, json::serialize(json::object{{"prompt", prompt}}));
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string title(r.json.at("session").at("title").as_string());
+  EXPECT_FALSE(title.empty());
+  EXPECT_TRUE(ValidUtf8(title)) << title;
+  EXPECT_EQ(prompt.rfind(title.substr(0, title.size() - (title.size() % 2)), 0), 0u);
+}
+
+TEST_F(BadInputTest, AnUndecodablePageTokenIs400) {
+  for (const char* token : {"%ff", "%00", "zzzz", "%C3%28"}) {
+    auto r = Api("GET", base_ + "/v1/sessions?page_token=" + token, kKeyA);
+    EXPECT_EQ(r.status, 400) << token << " -> " << r.body;
+    EXPECT_EQ(ErrorCode(r), "invalid_argument") << token;
+  }
+}
+
+TEST_F(BadInputTest, AFinishedSessionsStreamEndsForAClientAlreadyAtTheLastEvent) {
+  const std::string id = Submit(R"({"prompt": "hello"})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  const size_t last = AllEvents(base_, kKeyA, id).size();
+  const std::string path = "/v1/sessions/" + id + "/events/stream";
+  const std::string auth = "Authorization: Bearer " + std::string(kKeyA) + "\r\n";
+  for (const std::string& how : {"?after=" + std::to_string(last) + " HTTP/1.1\r\n",
+                                 std::string(" HTTP/1.1\r\nLast-Event-ID: ") + std::to_string(last) + "\r\n"}) {
+    const std::string reply =
+        RawExchange(PortOf(harness_->address), "GET " + path + how + "Host: x\r\n" + auth + "Connection: close\r\n\r\n");
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+    // The response is complete: a chunked body's last chunk arrived (the server ended it).
+    EXPECT_NE(reply.find("\r\n0\r\n\r\n"), std::string::npos) << how << ": " << reply;
+    EXPECT_EQ(reply.find("id: "), std::string::npos) << "nothing more to send: " << reply;
+  }
+}
+
+TEST_F(BadInputTest, AnOutOfRangeResumePointIs400OnTheStreamAsOnTheEventList) {
+  const std::string id = Submit(R"({"prompt": "hello"})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  const size_t last = AllEvents(base_, kKeyA, id).size();
+  const std::string s = base_ + "/v1/sessions/" + id;
+  // Past uint64 (it once wrapped to 0 and replayed from event 1), and past the API's range.
+  for (const std::string bad : {"18446744073709551616", "99999999999999999999999", "9223372036854775808"}) {
+    EXPECT_EQ(Api("GET", s + "/events?after=" + bad, kKeyA).status, 400) << bad;
+    auto stream = Api("GET", s + "/events/stream?after=" + bad, kKeyA);
+    EXPECT_EQ(stream.status, 400) << bad << " -> " << stream.body;
+    EXPECT_EQ(ErrorCode(stream), "invalid_argument");
+    auto resume = Call("GET", s + "/events/stream", "",
+                       {"Authorization: Bearer " + std::string(kKeyA), "Last-Event-ID: " + bad});
+    EXPECT_EQ(resume.status, 400) << bad << " -> " << resume.body;
+    EXPECT_EQ(ErrorCode(resume), "invalid_argument");
+  }
+  // Past the end is a valid point with nothing after it, on both.
+  const std::string beyond = std::to_string(last + 5);
+  auto list = Api("GET", s + "/events?after=" + beyond, kKeyA);
+  EXPECT_EQ(list.status, 200);
+  EXPECT_TRUE(list.json.at("events").as_array().empty());
+  EXPECT_TRUE(ReadStream(s + "/events/stream?after=" + beyond, kKeyA, "", 10, 30000).empty());
+}
+
+class ImportTest : public ApiFixture {
+ protected:
+  // The export of a completed session, one JSON event per line, as objects.
+  std::vector<json::object> Exported() {
+    const std::string id = Submit(R"({"prompt": "to be exported"})");
+    EXPECT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+    return AllEvents(base_, kKeyA, id);
+  }
+  Reply Import(const std::string& body) {
+    return Call("POST", base_ + "/v1/sessions/import", body,
+                {"Authorization: Bearer " + std::string(kKeyA), "Content-Type: application/x-ndjson"});
+  }
+  static std::string Lines(const std::vector<json::object>& events) {
+    std::string out;
+    for (const auto& e : events) out += json::serialize(e) + "\n";
+    return out;
+  }
+  static void SetSession(std::vector<json::object>& events, const std::string& id) {
+    for (auto& e : events) e["session_id"] = id;
+  }
+};
+
+TEST_F(ImportTest, ARefusedImportChangesNothing) {
+  std::vector<json::object> events = Exported();
+  ASSERT_GT(events.size(), 2u);
+  const size_t before = SessionCount(base_);
+  struct Case {
+    std::string what;
+    std::vector<json::object> events;
+  };
+  std::vector<Case> cases;
+  {
+    auto e = events;
+    SetSession(e, "");
+    cases.push_back({"an empty session id", e});
+  }
+  {
+    auto e = events;
+    SetSession(e, "../../etc");
+    cases.push_back({"a malformed session id", e});
+  }
+  {
+    auto e = events;
+    SetSession(e, std::string(32, 'b'));
+    e[0]["session_created"].as_object()["task_json"] = "{not json";
+    cases.push_back({"a task_json that is not JSON", e});
+  }
+  {
+    auto e = events;
+    SetSession(e, std::string(32, 'c'));
+    e[1]["seq"] = "7";
+    cases.push_back({"a seq gap", e});
+  }
+  for (const auto& c : cases) {
+    auto r = Import(Lines(c.events));
+    EXPECT_EQ(r.status, 400) << c.what << " -> " << r.body;
+    EXPECT_EQ(ErrorCode(r), "invalid_argument") << c.what;
+  }
+  EXPECT_EQ(SessionCount(base_), before) << "a refused import left a session behind";
+}
+
+TEST_F(ImportTest, AnImportedQueuedSessionIsARecordNotWork) {
+  std::vector<json::object> events = Exported();
+  ASSERT_GT(events.size(), 2u);
+  // Event 1 only: a session exported before any harness ran it.
+  std::vector<json::object> queued = {events.front()};
+  const std::string id(32, 'd');
+  SetSession(queued, id);
+  auto r = Import(Lines(queued));
+  ASSERT_EQ(r.status, 201) << r.body;
+  ASSERT_EQ(r.json.at("session").at("status").as_string(), "queued");
+  // Scans run every 500 ms here; a woken session would be driven within a few.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  auto s = Api("GET", base_ + "/v1/sessions/" + id, kKeyA);
+  EXPECT_EQ(s.json.at("session").at("status").as_string(), "queued") << s.body;
+  EXPECT_EQ(AllEvents(base_, kKeyA, id).size(), queued.size());
+}
+
+TEST_F(BadInputTest, MalformedHttpIsAnswered400) {
+  const int port = PortOf(harness_->address);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a bad request line", "GARBAGE\r\n\r\n"},
+      {"HTTP/9.9", "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n"},
+      {"a bad Content-Length", "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"},
+      {"a huge Content-Length",
+       "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
+      {"bad chunked encoding",
+       "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"},
+      {"a NUL in a header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n"s},
+  };
+  for (const auto& [what, raw] : cases) {
+    const std::string reply = RawExchange(port, raw);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 4", 0), 0u) << what << ": got \"" << reply << "\"";
+    EXPECT_NE(reply.find("\"error\""), std::string::npos) << what << ": " << reply;
+  }
+  EXPECT_EQ(Call("GET", base_ + "/healthz").status, 200);
+}
+
+}  // namespace
+}  // namespace sinew::harness::test
