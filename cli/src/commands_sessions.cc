@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+#include "sinew/utf8.h"
 #include "context.h"
 
 namespace sinew::cli {
@@ -150,7 +151,7 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
   run->callback([&ctx, args] {
     ctx.Resolve();
     json::object body{{"prompt", args->task}};
-    body["title"] = args->title.empty() ? args->task.substr(0, 80) : args->title;
+    body["title"] = args->title.empty() ? std::string(Utf8Prefix(args->task, 80)) : args->title;
     if (!args->model.empty()) body["model"] = args->model;
     if (!args->system.empty()) body["system"] = args->system;
     if (!args->tools.empty()) {

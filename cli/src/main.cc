@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", ctx.json, "machine-readable output (JSON, one value per line)");
   app.add_flag("--full", ctx.full, "show long outputs whole instead of folded");
   app.parse_complete_callback([&ctx] { ctx.Resolve(); });
+  // Global flags may come after the subcommand too (`sinew tail ID --json`, as
+  // docs/cli.md writes them): subcommands made below inherit this.
+  app.fallthrough();
   sinew::cli::AddSessionCommands(app, ctx);
   sinew::cli::AddHistoryCommands(app, ctx);
   sinew::cli::AddStoreCommands(app, ctx);
@@ -73,6 +76,16 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // `sinew bogus`: name the unknown command rather than "A subcommand is required".
+    if (app.get_subcommands().empty()) {
+      for (const std::string& arg : app.remaining()) {
+        if (arg.empty() || arg[0] == '-') continue;
+        std::string known;
+        for (const CLI::App* sub : app.get_subcommands({})) known += (known.empty() ? "" : ", ") + sub->get_name();
+        std::cerr << "error: unknown command '" << arg << "' (commands: " << known << ")\n";
+        return sinew::cli::kExitError;
+      }
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : sinew::cli::kExitError;
   }

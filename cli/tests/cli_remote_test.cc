@@ -269,6 +269,22 @@ TEST_F(CliRemoteTest, TailReconnectsAcrossHarnessCrashWithoutLossOrRepeat) {
   EXPECT_NE(lines.back().find("SESSION_STATUS_COMPLETED"), std::string::npos) << lines.back();
 }
 
+// Global flags after the subcommand (as docs/cli.md writes them), unknown commands named,
+// and a non-ASCII task's default title cut between characters.
+TEST_F(CliRemoteTest, GlobalFlagsAnywhereUnknownCommandsNamedTitlesWhole) {
+  std::string task = "x";
+  for (int i = 0; i < 60; ++i) task += "\xC3\xA9";  // the 80-byte cut falls inside an "é"
+  auto run = platform_->Sinew({"run", task, "--detach", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  auto listed = platform_->Sinew({"sessions", "list", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  auto first = boost::json::parse(Lines(listed.out).at(0));
+  EXPECT_EQ(std::string(first.at("title").as_string()), task.substr(0, 79));
+  auto bogus = RunSinew({"bogus"});
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.out.find("unknown command 'bogus'"), std::string::npos) << bogus.out;
+}
+
 TEST_F(CliRemoteTest, ErrorsSayWhatToDoNext) {
   auto unknown = platform_->Sinew({"sessions", "show", std::string(32, 'a')});
   EXPECT_EQ(unknown.exit_code, 2);

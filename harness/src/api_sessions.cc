@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "sinew/utf8.h"
 #include "api_handler.h"
 #include "curl_http.h"
 #include "json_util.h"
@@ -58,7 +59,7 @@ ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& te
   for (auto& [k, v] : task->metadata) v = deps_.vault->Redact(v);
   v1::CreateSessionRequest req;
   req.set_tenant(tenant);
-  req.set_title(task->title.empty() ? task->prompt.substr(0, 80) : task->title);
+  req.set_title(task->title.empty() ? std::string(Utf8Prefix(task->prompt, 80)) : task->title);
   for (const auto& [k, v] : task->metadata) (*req.mutable_metadata())[k] = v;
   req.set_task_json(TaskToJson(*task));
   req.set_initial_status(v1::SESSION_STATUS_QUEUED);

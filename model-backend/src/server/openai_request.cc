@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace sinew::model {
 namespace json = boost::json;
@@ -12,6 +13,13 @@ Status WrongType(std::string_view field, std::string_view expected) {
 }
 
 // Reads an optional number field into `out`; checks [low, high].
+// A number as people write it: 2, 0.5, -2 (not JSON's 2E0).
+std::string Plain(double number) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", number);
+  return buf;
+}
+
 Status ReadNumber(const json::object& body, std::string_view field, double low, double high,
                   double& out, bool& present) {
   present = false;
@@ -20,9 +28,8 @@ Status ReadNumber(const json::object& body, std::string_view field, double low, 
   if (!value->is_number()) return WrongType(field, "a number");
   double number = value->to_number<double>();
   if (!std::isfinite(number) || number < low || number > high) {
-    return Status::InvalidArgument("'" + std::string(field) + "' must be between " +
-                                   json::serialize(json::value(low)) + " and " +
-                                   json::serialize(json::value(high)));
+    return Status::InvalidArgument("'" + std::string(field) + "' must be between " + Plain(low) +
+                                   " and " + Plain(high));
   }
   out = number;
   present = true;

@@ -87,6 +87,13 @@ TEST(OpenAiRequest, RejectsBadInput) {
   auto named = Parse(R"({"prompt":"x","temperature":"hot"})");
   ASSERT_FALSE(named.ok());
   EXPECT_NE(named.status().message().find("temperature"), std::string::npos);
+  // Numbers as people write them (it once said "between 0E0 and 2E0").
+  auto range = Parse(R"({"prompt":"x","temperature":3})");
+  ASSERT_FALSE(range.ok());
+  EXPECT_EQ(range.status().message(), "'temperature' must be between 0 and 2");
+  auto top_p = Parse(R"({"prompt":"x","top_p":1.5})");
+  ASSERT_FALSE(top_p.ok());
+  EXPECT_EQ(top_p.status().message().find("E0"), std::string::npos) << top_p.status().message();
 }
 
 }  // namespace
