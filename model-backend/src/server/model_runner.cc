@@ -3,6 +3,7 @@
 #include "stop_matcher.h"
 #include "tool_calls.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 
 namespace sinew::model {
@@ -17,6 +18,12 @@ ModelRunner::ModelRunner(std::unique_ptr<ServingEngine> engine, std::unique_ptr<
   for (int32_t id = 0; id < tokenizer_->size(); ++id) table->pieces.push_back(tokenizer_->TokenPiece(id));
   table->eog_ids = engine_->info().eog_ids;
   token_table_ = std::move(table);
+  // A token's stored text is at least as long as the bytes it covers (byte-level BPE and
+  // SPM's "▁" only lengthen it); NFC can shrink text up to 3x before the split.
+  for (const std::string& token : tokenizer_->vocab().tokens) {
+    max_bytes_per_token_ = std::max(max_bytes_per_token_, token.size());
+  }
+  if (tokenizer_->vocab().normalizer == Normalizer::kNfc) max_bytes_per_token_ *= 3;
 }
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::Load(const std::string& gguf_path,
@@ -72,6 +79,12 @@ Result<std::vector<int32_t>> ModelRunner::PromptTokens(const GenerationRequest& 
     return request.prompt_tokens;
   }
   SINEW_ASSIGN_OR_RETURN(std::string text, PromptText(request));
+  const auto n_ctx = static_cast<size_t>(info().n_ctx);
+  if (text.size() / max_bytes_per_token_ >= n_ctx) {
+    return Status::OutOfRange("the prompt has " + std::to_string(text.size()) +
+                              " bytes, more than the context of " + std::to_string(n_ctx) +
+                              " tokens can hold (refused before tokenizing)");
+  }
   // A template that prints {{ bos_token }} itself gets no second BOS.
   const std::string& bos = template_.tokens().bos;
   const bool has_bos = request.chat && template_.is_jinja() && !bos.empty() && text.starts_with(bos);

@@ -66,6 +66,9 @@ class ModelRunner {
   ChatTemplate template_;
   std::string model_id_;
   std::shared_ptr<const TokenTable> token_table_;  // for constrained decoding
+  // No token stands for more prompt bytes than this: a prompt longer than the context
+  // times this is refused before it is tokenized (which would hold it all in memory).
+  size_t max_bytes_per_token_ = 1;
 };
 
 }  // namespace sinew::model

@@ -108,6 +108,13 @@ TEST_F(ServerErrorsTest, ContextOverflow) {
   EXPECT_EQ(ExpectError(400, "POST", "/v1/completions",
                         R"({"prompt":"Once","max_tokens":100,"stream":true})"),
             "context_length_exceeded");
+  // Far longer than the context could hold: refused by its size before it is tokenized
+  // (tokenizing 200k-token prompts first had grown the server by ~800 MB).
+  const std::string huge(60000, 'a');
+  auto refused = HttpCall(server_->http_port(), "POST", "/v1/completions", R"({"prompt":")" + huge + R"("})");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("refused before tokenizing"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("context_length_exceeded"), std::string::npos) << refused.body;
   // Without max_tokens the generation fits itself into the context.
   auto fits = HttpCall(server_->http_port(), "POST", "/v1/chat/completions",
                        R"({"messages":[{"role":"user","content":"Hi"}],"temperature":0})");
