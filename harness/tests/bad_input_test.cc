@@ -227,3 +227,93 @@ TEST_F(BadInputTest, MalformedHttpIsAnswered400) {
 
 }  // namespace
 }  // namespace sinew::harness::test
+
+namespace sinew::harness::test {
+namespace {
+
+// The OpenAPI document is well formed (scripts/check-openapi.py) and every status the live
+// server answers, on each documented operation, is one the document lists for it.
+class OpenApiTest : public ApiFixture {
+ protected:
+  void SetUp() override {
+    ApiFixture::SetUp();
+    const std::string command = std::string(SINEW_PYTHON3) + " " + SINEW_SOURCE_ROOT +
+                                "/scripts/check-openapi.py " + SINEW_SOURCE_ROOT + "/docs/harness-openapi.yaml 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+    ASSERT_EQ(pclose(pipe), 0) << "the OpenAPI document is not valid:\n" << out;
+    documented_ = json::parse(out).as_object();
+  }
+  // Checks that `status` is documented for `method` on `route` (a template like /v1/sessions/{id}).
+  void Expect(const std::string& method, const std::string& route, long status, const std::string& what) {
+    ++checked_;
+    const std::string key = method + " " + route;
+    auto it = documented_.find(key);
+    ASSERT_NE(it, documented_.end()) << key << " is not in the document";
+    bool listed = false;
+    for (const auto& code : it->value().as_array()) listed |= code.as_string() == std::to_string(status);
+    EXPECT_TRUE(listed) << key << " answered " << status << " (" << what << "), which the document does not list";
+  }
+  json::object documented_;
+  int checked_ = 0;
+};
+
+TEST_F(OpenApiTest, EveryLiveStatusIsDocumented) {
+  const std::string auth = "Authorization: Bearer " + std::string(kKeyA);
+  const std::string sessions = "/v1/sessions", one = "/v1/sessions/{id}";
+  // Creating and listing.
+  Expect("POST", sessions, Api("POST", base_ + sessions, kKeyA, R"({"prompt":"hi"})").status, "created");
+  Expect("POST", sessions, Api("POST", base_ + sessions, kKeyA, "{oops").status, "bad JSON");
+  Expect("POST", sessions, Api("POST", base_ + sessions, "wrong", R"({"prompt":"hi"})").status, "bad key");
+  Expect("POST", sessions, Call("POST", base_ + sessions, R"({"prompt":"x"})", {auth}).status, "no media type");
+  Expect("POST", sessions,
+         Api("POST", base_ + sessions, kKeyA, R"({"prompt":")" + std::string(100000, 'x') + R"("})").status,
+         "oversized");
+  Expect("GET", sessions, Api("GET", base_ + sessions, kKeyA).status, "listed");
+  Expect("GET", sessions, Api("GET", base_ + sessions + "?limit=0", kKeyA).status, "bad limit");
+  Expect("GET", sessions, Api("GET", base_ + sessions + "?page_token=%ff", kKeyA).status, "bad token");
+  Expect("GET", sessions, Api("GET", base_ + sessions, "").status, "no key");
+  // One session and its log.
+  const std::string id = Submit(R"({"prompt": "hello"})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  const std::string s = base_ + "/v1/sessions/" + id, missing = base_ + "/v1/sessions/" + std::string(32, 'f');
+  Expect("GET", one, Api("GET", s, kKeyA).status, "shown");
+  Expect("GET", one, Api("GET", missing, kKeyA).status, "unknown");
+  Expect("GET", one, Api("GET", s, kKeyB).status, "another tenant's");
+  Expect("GET", one, Api("GET", s, "wrong").status, "bad key");
+  Expect("GET", one + "/events", Api("GET", s + "/events", kKeyA).status, "events");
+  Expect("GET", one + "/events", Api("GET", s + "/events?after=-1", kKeyA).status, "bad after");
+  Expect("GET", one + "/events", Api("GET", missing + "/events", kKeyA).status, "unknown");
+  Expect("GET", one + "/events/stream", Call("GET", s + "/events/stream", "", {auth}).status, "stream");
+  Expect("GET", one + "/events/stream", Call("GET", s + "/events/stream?after=x", "", {auth}).status, "bad after");
+  Expect("GET", one + "/events/stream", Call("GET", missing + "/events/stream", "", {auth}).status, "unknown");
+  // Steering.
+  Expect("POST", one + "/cancel", Api("POST", s + "/cancel", kKeyA).status, "finished");
+  Expect("POST", one + "/cancel", Api("POST", missing + "/cancel", kKeyA).status, "unknown");
+  Expect("POST", one + "/messages", Api("POST", s + "/messages", kKeyA, R"({"text":""})").status, "empty");
+  Expect("POST", one + "/messages", Call("POST", s + "/messages", R"({"text":"x"})", {auth}).status, "no media type");
+  Expect("POST", one + "/messages", Api("POST", s + "/messages", kKeyA, R"({"text":"more"})").status, "accepted");
+  Expect("POST", one + "/fork", Api("POST", s + "/fork", kKeyA, R"({})").status, "no at_seq");
+  Expect("POST", one + "/fork", Api("POST", s + "/fork", kKeyA, R"({"at_seq": 2})").status, "forked");
+  Expect("POST", one + "/fork", Api("POST", missing + "/fork", kKeyA, R"({"at_seq": 2})").status, "unknown");
+  // Import.
+  const std::vector<std::string> ndjson = {auth, "Content-Type: application/x-ndjson"};
+  Expect("POST", sessions + "/import", Call("POST", base_ + sessions + "/import", "not json\n", ndjson).status,
+         "bad line");
+  Expect("POST", sessions + "/import", Api("POST", base_ + sessions + "/import", kKeyA, "{}").status,
+         "wrong media type");
+  std::string exported;
+  for (const auto& e : AllEvents(base_, kKeyA, id)) exported += json::serialize(e) + "\n";
+  Expect("POST", sessions + "/import", Call("POST", base_ + sessions + "/import", exported, ndjson).status,
+         "existing id");
+  // Probes.
+  Expect("GET", "/healthz", Call("GET", base_ + "/healthz").status, "health");
+  Expect("GET", "/readyz", Call("GET", base_ + "/readyz").status, "ready");
+  Expect("GET", "/metrics", Call("GET", base_ + "/metrics").status, "metrics");
+}
+
+}  // namespace
+}  // namespace sinew::harness::test
