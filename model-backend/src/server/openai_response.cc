@@ -202,8 +202,7 @@ std::string OpenAiResponder::StreamChunk(const TextChunk& chunk) {
   std::vector<ToolCallDelta> deltas;
   if (tool_filter_) parts.content = tool_filter_->Push(parts.content, &deltas);
   std::string events;
-  if (!parts.content.empty() || !parts.reasoning.empty() ||
-      (request_.generation.want_logprobs && deltas.empty())) {
+  if (!parts.content.empty() || !parts.reasoning.empty() || request_.generation.want_logprobs) {
     events = DeltaEvent(parts.reasoning, parts.content, &chunk.tokens);
   }
   return events + ToolCallDeltaEvent(deltas);

@@ -49,6 +49,10 @@ std::string AssistantText(std::string suffix) {
   return suffix;
 }
 
+void ExpectStreamMatchesParse(const std::string& text, ToolCallFormat format,
+                              const ToolCallFrame* forced, bool incremental,
+                              const std::string& what, int* checked);
+
 TEST(ToolCallFormats, RealTemplatesAssistantTurnsParseBack) {
   const std::vector<ChatTool> tools = {
       {"get_weather", "Weather now",
@@ -87,6 +91,9 @@ TEST(ToolCallFormats, RealTemplatesAssistantTurnsParseBack) {
     const std::string text = AssistantText(after->substr(before->size()));
     SCOPED_TRACE(name + ": " + text);
     ExpectCalls(ParseToolCallsOf(text, tmpl->tool_format()), {call}, name);
+    // Streamed in every chunking: the same call, the arguments in pieces.
+    int chunkings = 0;
+    ExpectStreamMatchesParse(text, tmpl->tool_format(), nullptr, true, name, &chunkings);
     ++checked[tmpl->tool_format()];
   }
   int total = 0;
