@@ -159,6 +159,14 @@ std::vector<Sample> FamilySamples() {
        "<tool_call>{\"name\": \"search\", \"arguments\": \"{\\\"q\\\": \\\"x y\\\", \\\"n\\\": 3}\"}</tool_call>",
        {b}, "", false},
       {ToolCallFormat::kLlama3Json, "\n{\"name\": \"search\", \"parameters\": {\"q\": \"x y\",\n  \"n\": 3}}", {b}, ""},
+      // Content before, between and after the calls.
+      {ToolCallFormat::kHermes,
+       "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>\n"
+       "and\n<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"x y\", \"n\": 3}}</tool_call>\nDone.",
+       {a, b}, "Let me check.\n\nand\n\nDone."},
+      {ToolCallFormat::kFunctionaryV31,
+       "Sure. <function=get_weather>{\"location\": \"Paris\"}</function> Then <function=search>{\"q\": \"x y\", \"n\": 3}</function> ok",
+       {a, b}, "Sure.  Then  ok"},
   };
 }
 

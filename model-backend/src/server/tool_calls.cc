@@ -742,11 +742,22 @@ ParsedToolOutput ToolCallStreamFilter::Finish(std::string* held_content,
       forced_ ? ParseToolCalls(std::string_view(all_).substr(frame_.open.size()), format_, &frame_)
               : ParseToolCalls(all_, format_, nullptr);
   held_content->clear();
-  const bool none_streamed = emitted_ == (forced_ ? frame_.open.size() : 0);
-  if (none_streamed) {
+  const size_t start = forced_ ? frame_.open.size() : 0;
+  if (emitted_ == start) {
     *held_content = parsed.content;  // all of it was held: the parse's content
   } else if (parsed.calls.empty()) {
     *held_content = all_.substr(emitted_);  // the held tail (e.g. "<to") was text after all
+  } else {
+    // Content was streamed before the first call: send the parse's content after it
+    // (text between and after the calls), so that the client has the whole content.
+    const std::string_view streamed = std::string_view(all_).substr(start, emitted_ - start);
+    const std::string_view kept = Trim(streamed);
+    if (!kept.empty() && parsed.content.starts_with(kept)) {
+      std::string_view rest = std::string_view(parsed.content).substr(kept.size());
+      const std::string_view trailing = streamed.substr(streamed.find(kept) + kept.size());
+      if (rest.starts_with(trailing)) rest.remove_prefix(trailing.size());
+      *held_content = std::string(rest);
+    }
   }
   // What the stream has not carried yet. A streamed call the final parse disagrees with
   // (only for malformed text) gets nothing more.
