@@ -440,5 +440,98 @@ TEST(OpenAiResponderReasoning, StreamedSeparatelyAndKeptOutOfContent) {
   }
 }
 
+// The SSE wire shape in auto mode, every family (its real template): a call's first
+// tool_calls delta carries index, id, type and name; the later ones only index and more
+// arguments text; the pieces concatenate to the non-streamed body's arguments, and the
+// streamed content equals its content.
+TEST(OpenAiResponderToolCalls, AutoModeStreamsArgumentsInEveryFamily) {
+  const std::map<ToolCallFormat, std::string> templates = {
+      {ToolCallFormat::kHermes, "Qwen-Qwen2.5-7B-Instruct.jinja"},
+      {ToolCallFormat::kLlama3Json, "meta-llama-Llama-3.1-8B-Instruct.jinja"},
+      {ToolCallFormat::kMistral, "mistralai-Mistral-Nemo-Instruct-2407.jinja"},
+      {ToolCallFormat::kFunctionaryV31, "meetkai-functionary-medium-v3.1.jinja"},
+      {ToolCallFormat::kFunctionaryV32, "meetkai-functionary-medium-v3.2.jinja"},
+      {ToolCallFormat::kFirefunction, "fireworks-ai-llama-3-firefunction-v2.jinja"},
+      {ToolCallFormat::kCommandR7B, "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"},
+      {ToolCallFormat::kDeepSeekR1, "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"},
+  };
+  auto tokenizer = TinyTokenizer();
+  OpenAiRequest request;
+  request.generation.chat = true;
+  request.generation.tools = {{"get_weather", "", json::object{{"type", "object"}}},
+                              {"search", "", json::object{{"type", "object"}}}};
+  std::set<ToolCallFormat> families;
+  for (const Sample& sample : FamilySamples()) {
+    if (sample.calls.empty()) continue;
+    const std::string file = templates.at(sample.format);
+    Result<ChatTemplate> tmpl = ChatTemplate::FromJinja(
+        ReadFile(std::filesystem::path(SINEW_TEMPLATES_DIR) / file), {"<s>", "</s>"});
+    ASSERT_TRUE(tmpl.ok()) << file;
+    ASSERT_EQ(tmpl->tool_format(), sample.format) << file;
+    SCOPED_TRACE(file + ": " + sample.text);
+    GenerationOutcome outcome;
+    outcome.finish_reason = "stop";
+
+    OpenAiRequest whole_request = request;
+    OpenAiResponder whole(whole_request, *tokenizer, "m", "id", 0);
+    whole.EnableTools(*tmpl, false);
+    whole.Accumulate({sample.text, {}});
+    const json::value body = json::parse(whole.Body(outcome));
+    const json::object& message = body.at("choices").at(0).at("message").as_object();
+    const json::array& body_calls = message.at("tool_calls").as_array();
+
+    OpenAiRequest stream_request = request;
+    stream_request.stream = true;
+    OpenAiResponder responder(stream_request, *tokenizer, "m", "id", 0);
+    responder.EnableTools(*tmpl, false);
+    std::string events;
+    for (size_t i = 0; i < sample.text.size(); i += 3) {
+      events += responder.StreamChunk({sample.text.substr(i, 3), {}});
+    }
+    events += responder.StreamEnd(outcome);
+    std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+    std::string content, finish;
+    size_t pos = 0;
+    while ((pos = events.find("data: {", pos)) != std::string::npos) {
+      const size_t end = events.find("\n\n", pos);
+      const json::value event = json::parse(events.substr(pos + 6, end - pos - 6));
+      pos = end;
+      const json::object& choice = event.at("choices").at(0).as_object();
+      if (!choice.at("finish_reason").is_null()) finish = choice.at("finish_reason").as_string();
+      const json::object& delta = choice.at("delta").as_object();
+      if (auto* c = delta.if_contains("content")) content += c->as_string();
+      const json::value* tc = delta.if_contains("tool_calls");
+      if (tc == nullptr) continue;
+      for (const json::value& d : tc->as_array()) {
+        const json::object& o = d.as_object();
+        const size_t index = static_cast<size_t>(o.at("index").as_int64());
+        const json::object& fn = o.at("function").as_object();
+        if (o.contains("id")) {
+          ASSERT_EQ(index, calls.size()) << "announced in order";
+          EXPECT_EQ(o.at("type"), "function");
+          EXPECT_EQ(o.at("id"), body_calls.at(index).at("id"));
+          calls.push_back({std::string(fn.at("name").as_string()), ""});
+        } else {
+          ASSERT_LT(index, calls.size()) << "arguments after the call's first delta";
+          EXPECT_FALSE(fn.contains("name"));
+          EXPECT_FALSE(o.contains("type"));
+        }
+        calls[index].second += fn.at("arguments").as_string();
+      }
+    }
+    EXPECT_EQ(finish, "tool_calls");
+    ASSERT_EQ(calls.size(), body_calls.size()) << events;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      EXPECT_EQ(calls[i].first, body_calls.at(i).at("function").at("name").as_string());
+      EXPECT_EQ(calls[i].second, body_calls.at(i).at("function").at("arguments").as_string());
+    }
+    const std::string body_content =
+        message.at("content").is_null() ? "" : std::string(message.at("content").as_string());
+    EXPECT_EQ(std::string(TrimSpace(content)), body_content);
+    families.insert(sample.format);
+  }
+  EXPECT_EQ(families.size(), 8u);
+}
+
 }  // namespace
 }  // namespace sinew::model
