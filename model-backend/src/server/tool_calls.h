@@ -110,6 +110,7 @@ class ToolCallStreamFilter {
   ParsedToolOutput Finish(std::string* held_content, std::vector<ToolCallDelta>* deltas);
 
  private:
+  // Re-scans all_ (O(size) per chunk; a 30 KB call in 3-byte chunks costs ~0.4 s in all).
   void StreamCalls(std::vector<ToolCallDelta>* deltas);
 
   const ToolCallFormat format_;
