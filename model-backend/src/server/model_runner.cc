@@ -104,9 +104,12 @@ Result<std::string> ModelRunner::PromptText(const GenerationRequest& request) co
   }
   SINEW_ASSIGN_OR_RETURN(std::string text,
                          template_.Render(request.messages, tools, request.add_generation_prompt));
-  // A forced call: its opening tag is part of the prompt; the output is the call object.
+  // A forced call: the family's opening text is part of the prompt; the output is the
+  // rest of the call (PlanForcedToolCall). A prompt that opened reasoning (DeepSeek R1,
+  // Qwen 3) gets it closed first: the call is the answer.
   if (!tools.empty() && request.tool_choice != ToolChoice::kAuto) {
-    text += template_.ToolCallOpen();
+    if (text.ends_with("<think>\n") || text.ends_with("<think>")) text += "\n</think>\n\n";
+    text += PlanForcedToolCall(request, template_.tool_format()).frame.open;
   }
   return text;
 }
@@ -160,8 +163,9 @@ Result<GenerationOutcome> ModelRunner::Run(const GenerationRequest& request,
              (request.tool_choice == ToolChoice::kRequired ||
               request.tool_choice == ToolChoice::kNamed)) {
     SINEW_ASSIGN_OR_RETURN(
-        constraint, MakeJsonSchemaConstraint(
-                        ToolCallSchema(request, template_.ToolArgumentsKey()), token_table_));
+        constraint, MakeFramedJsonConstraint(
+                        PlanForcedToolCall(request, template_.tool_format()).alternatives,
+                        token_table_));
   }
   Result<GenerationResult> result =
       engine_->Generate(prompt, params, on_token, std::move(constraint));

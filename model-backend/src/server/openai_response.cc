@@ -141,17 +141,43 @@ std::string OpenAiResponder::StreamStart() const {
 }
 
 void OpenAiResponder::EnableTools(const ChatTemplate& chat_template, bool forced) {
-  tool_template_ = &chat_template;
-  tool_forced_ = forced;
-  tool_filter_ = std::make_unique<ToolCallStreamFilter>(chat_template, forced);
+  tools_enabled_ = true;
+  tool_format_ = chat_template.tool_format();
+  if (forced) tool_frame_ = PlanForcedToolCall(request_.generation, tool_format_).frame;
+  tool_filter_ = std::make_unique<ToolCallStreamFilter>(
+      tool_format_, tool_frame_ ? &*tool_frame_ : nullptr);
 }
 
-json::array OpenAiResponder::ToolCallsJson(const std::vector<ToolCallOut>& calls,
-                                           bool with_index) const {
+std::string OpenAiResponder::ToolCallDeltaEvent(const std::vector<ToolCallDelta>& deltas) const {
+  if (deltas.empty()) return {};
+  json::array calls;
+  for (const ToolCallDelta& d : deltas) {
+    json::object call;
+    call["index"] = d.index;
+    json::object fn;
+    if (d.first) {
+      call["id"] = "call_" + id_ + "_" + std::to_string(d.index);
+      call["type"] = "function";
+      fn["name"] = d.name;
+    }
+    fn["arguments"] = d.arguments;
+    call["function"] = std::move(fn);
+    calls.push_back(std::move(call));
+  }
+  json::object choice;
+  choice["index"] = 0;
+  choice["delta"] = json::object{{"tool_calls", std::move(calls)}};
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = nullptr;
+  json::object out = Envelope(true);
+  out["choices"] = json::array{std::move(choice)};
+  return Event(out);
+}
+
+json::array OpenAiResponder::ToolCallsJson(const std::vector<ToolCallOut>& calls) const {
   json::array out;
   for (size_t i = 0; i < calls.size(); ++i) {
     json::object call;
-    if (with_index) call["index"] = i;
     call["id"] = "call_" + id_ + "_" + std::to_string(i);
     call["type"] = "function";
     call["function"] = json::object{{"name", calls[i].name}, {"arguments", calls[i].arguments}};
@@ -173,9 +199,13 @@ std::string OpenAiResponder::StreamChunk(const TextChunk& chunk) {
     return Event(out);
   }
   ReasoningSplitter::Parts parts = reasoning_->Push(chunk.text);
-  if (tool_filter_) parts.content = tool_filter_->Push(parts.content);
-  if (parts.content.empty() && parts.reasoning.empty() && !request_.generation.want_logprobs) return {};
-  return DeltaEvent(parts.reasoning, parts.content, &chunk.tokens);
+  std::vector<ToolCallDelta> deltas;
+  if (tool_filter_) parts.content = tool_filter_->Push(parts.content, &deltas);
+  std::string events;
+  if (!parts.content.empty() || !parts.reasoning.empty() || request_.generation.want_logprobs) {
+    events = DeltaEvent(parts.reasoning, parts.content, &chunk.tokens);
+  }
+  return events + ToolCallDeltaEvent(deltas);
 }
 
 std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) {
@@ -183,20 +213,18 @@ std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) {
   std::string finish_reason = outcome.finish_reason;
   if (reasoning_) {
     ReasoningSplitter::Parts tail = reasoning_->Finish();
-    if (tool_filter_) tail.content = tool_filter_->Push(tail.content);
+    std::vector<ToolCallDelta> deltas;
+    if (tool_filter_) tail.content = tool_filter_->Push(tail.content, &deltas);
     if (!tail.reasoning.empty() || !tail.content.empty()) events += DeltaEvent(tail.reasoning, tail.content, nullptr);
+    events += ToolCallDeltaEvent(deltas);
   }
   if (tool_filter_) {
     std::string held;
-    ParsedToolOutput parsed = tool_filter_->Finish(&held);
+    std::vector<ToolCallDelta> deltas;
+    ParsedToolOutput parsed = tool_filter_->Finish(&held, &deltas);
     json::object delta;
     if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
-    if (!parsed.calls.empty()) {
-      delta["tool_calls"] = ToolCallsJson(parsed.calls, true);
-      if (finish_reason == "stop") finish_reason = "tool_calls";
-    } else if (!held.empty()) {
-      delta["content"] = held;
-    }
+    if (!held.empty()) delta["content"] = held;
     if (!delta.empty()) {
       json::object choice;
       choice["index"] = 0;
@@ -207,6 +235,8 @@ std::string OpenAiResponder::StreamEnd(const GenerationOutcome& outcome) {
       out["choices"] = json::array{std::move(choice)};
       events += Event(out);
     }
+    events += ToolCallDeltaEvent(deltas);
+    if (!parsed.calls.empty() && finish_reason == "stop") finish_reason = "tool_calls";
   }
   json::object choice;
   choice["index"] = 0;
@@ -245,13 +275,14 @@ std::string OpenAiResponder::Body(const GenerationOutcome& outcome) const {
     message["content"] = split.content;
     if (!split.reasoning.empty()) message["reasoning_content"] = split.reasoning;
     std::string finish_reason = outcome.finish_reason;
-    if (tool_template_ != nullptr) {
-      ParsedToolOutput parsed = ParseToolCalls(split.content, *tool_template_, tool_forced_);
+    if (tools_enabled_) {
+      ParsedToolOutput parsed =
+          ParseToolCalls(split.content, tool_format_, tool_frame_ ? &*tool_frame_ : nullptr);
       if (!parsed.reasoning.empty()) message["reasoning_content"] = parsed.reasoning;
       if (!parsed.calls.empty()) {
         message["content"] = parsed.content.empty() ? json::value(nullptr)
                                                     : json::value(parsed.content);
-        message["tool_calls"] = ToolCallsJson(parsed.calls, false);
+        message["tool_calls"] = ToolCallsJson(parsed.calls);
         if (finish_reason == "stop") finish_reason = "tool_calls";
       }
     }

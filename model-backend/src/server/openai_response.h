@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "generation_request.h"
@@ -34,8 +35,10 @@ class OpenAiResponder {
   std::string StreamEnd(const GenerationOutcome& outcome);
 
   // Chat with tools offered: tool calls in the output become `tool_calls` (text that
-  // may start a call is not streamed as content). `forced`: the whole output is one
-  // call. REQUIRES: `chat_template` outlives this object.
+  // may start a call is not streamed as content; a streamed call is announced with its
+  // name once that is complete, then its arguments follow as tool_calls deltas as they
+  // are generated). `forced`: the output is one call after the family's opening text
+  // (PlanForcedToolCall of the request).
   void EnableTools(const ChatTemplate& chat_template, bool forced);
 
   // Chat: reasoning (<think>...</think>) goes to `reasoning_content`, never to content;
@@ -60,14 +63,17 @@ class OpenAiResponder {
   std::string text_;
   std::vector<GeneratedToken> tokens_;
   // Tools: set by EnableTools.
-  const ChatTemplate* tool_template_ = nullptr;
-  bool tool_forced_ = false;
+  bool tools_enabled_ = false;
+  ToolCallFormat tool_format_ = ToolCallFormat::kHermes;
+  std::optional<ToolCallFrame> tool_frame_;  // forced
   std::unique_ptr<ToolCallStreamFilter> tool_filter_;
   bool reasoning_opened_ = false;
   std::unique_ptr<ReasoningSplitter> reasoning_;  // chat only
   std::string DeltaEvent(const std::string& reasoning, const std::string& content,
                          const std::vector<GeneratedToken>* tokens);
-  boost::json::array ToolCallsJson(const std::vector<ToolCallOut>& calls, bool with_index) const;
+  // One event with these tool_calls deltas ("" when there are none).
+  std::string ToolCallDeltaEvent(const std::vector<ToolCallDelta>& deltas) const;
+  boost::json::array ToolCallsJson(const std::vector<ToolCallOut>& calls) const;
 };
 
 }  // namespace sinew::model

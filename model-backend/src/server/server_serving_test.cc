@@ -132,35 +132,22 @@ TEST(ServerServing, ToolChoiceAndResponseFormat) {
     ExpectWeatherArguments(choice.at("message").at("tool_calls").at(0));
   }
 
-  // required, streamed: the call arrives as a tool_calls delta.
+  // required, streamed: the call is announced, then its arguments arrive in pieces.
   const std::string body = R"({"messages":[{"role":"user","content":"Time?"}],"max_tokens":120,
     "stream":true,"seed":2,"tool_choice":"required")" + tools + "}";
   testing::HttpResult r = HttpCall(port, "POST", "/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
-  std::vector<std::string> events = SseData(r.body);
-  ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back(), "[DONE]");
-  int calls = 0;
-  std::string finish;
-  for (size_t i = 0; i + 1 < events.size(); ++i) {
-    const json::value event = json::parse(events[i]);
-    const json::value& choice = event.at("choices").at(0);
-    const json::object& delta = choice.at("delta").as_object();
-    if (const json::value* tc = delta.if_contains("tool_calls")) {
-      for (const json::value& call : tc->as_array()) {
-        ++calls;
-        const std::string name(call.at("function").at("name").as_string());
-        EXPECT_TRUE(name == "get_weather" || name == "get_time") << name;
-        EXPECT_TRUE(json::parse(call.at("function").at("arguments").as_string()).is_object());
-      }
-    }
-    if (delta.contains("content")) {
-      EXPECT_EQ(delta.at("content").as_string(), "");
-    }
-    if (!choice.at("finish_reason").is_null()) finish = choice.at("finish_reason").as_string();
-  }
-  EXPECT_EQ(calls, 1);
-  EXPECT_EQ(finish, "tool_calls");
+  const testing::StreamedChat streamed = testing::CollectChatStream(r.body);
+  EXPECT_TRUE(streamed.done);
+  EXPECT_EQ(streamed.error, "");
+  ASSERT_EQ(streamed.calls.size(), 1u);
+  const auto& call = streamed.calls[0];
+  EXPECT_TRUE(call.name == "get_weather" || call.name == "get_time") << call.name;
+  EXPECT_EQ(call.type, "function");
+  EXPECT_TRUE(json::parse(call.arguments).is_object()) << call.arguments;
+  EXPECT_GT(call.argument_deltas, 1) << "the arguments arrive as they are generated";
+  EXPECT_EQ(streamed.content, "");
+  EXPECT_EQ(streamed.finish_reason, "tool_calls");
 
   // auto: the tools are offered (a longer prompt); stories260K answers in text.
   json::object with_tools = Chat(port, tools);

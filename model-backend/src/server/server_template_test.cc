@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -142,6 +143,97 @@ TEST(ServerTemplate, FallbackWithoutTemplateAndBadTemplateFile) {
   EXPECT_EQ(testing::RunServerToExit({"--model", testing::StoriesPath(), "--chat-template",
                                       "/nonexistent.jinja", "--port", "0"}, &output), 1);
   EXPECT_NE(output.find("/nonexistent.jinja"), std::string::npos) << output;
+}
+
+const char* const kForcedTools = R"("tools": [
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+   "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
+     "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]}}},
+  {"type": "function", "function": {"name": "get_time", "description": "Time in a zone",
+   "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 6}},
+     "required": ["zone"]}}}])";
+
+// With each family's real template, tool_choice named and required make stories260K
+// write the call in that family's own syntax (the prompt ends with the family's opening
+// text; /apply-template shows it), the call parses back into OpenAI tool_calls with the
+// forced name, and streamed, its arguments arrive in pieces that concatenate to exactly
+// the non-streamed arguments, with no markup in content.
+TEST(ServerTemplate, ForcedCallsInEachFamilySyntaxStreamTheirArguments) {
+  struct Family {
+    const char* template_file;
+    const char* prompt_end;  // the family's opening text that ends a forced call's prompt
+  };
+  const Family families[] = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", "<|im_start|>assistant\n<tool_call>\n"},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "[TOOL_CALLS]"},
+      {"meetkai-functionary-medium-v3.1.jinja", "<function="},
+      {"meetkai-functionary-medium-v3.2.jinja", "<|end_header_id|>\n\n>>>"},
+      {"fireworks-ai-llama-3-firefunction-v2.jinja", " functools"},
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "<|START_ACTION|>"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+       "</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"},
+  };
+  int passed = 0;
+  for (const Family& family : families) {
+    SCOPED_TRACE(family.template_file);
+    std::string error;
+    auto server = ServerProcess::Start(
+        {"--chat-template", TemplatePath(family.template_file), "--ctx", "8192"}, &error);
+    ASSERT_NE(server, nullptr) << error;
+    const uint16_t port = server->http_port();
+    auto request = [&](const std::string& choice, bool stream) {
+      return std::string(R"({"messages": [{"role": "user", "content": "Weather in Oslo?"}],
+        "max_tokens": 200, "temperature": 0, "stream": )") + (stream ? "true" : "false") +
+             R"(, "tool_choice": )" + choice + ", " + kForcedTools + "}";
+    };
+    const std::string named = R"({"type": "function", "function": {"name": "get_weather"}})";
+
+    auto prompt = HttpCall(port, "POST", "/apply-template", request(named, false));
+    ASSERT_EQ(prompt.status, 200) << prompt.body;
+    const std::string text(json::parse(prompt.body).at("prompt").as_string());
+    EXPECT_TRUE(text.ends_with(family.prompt_end)) << text.substr(text.size() - std::min<size_t>(text.size(), 200));
+
+    auto whole = HttpCall(port, "POST", "/v1/chat/completions", request(named, false));
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const json::value whole_body = json::parse(whole.body);
+    const json::value& choice = whole_body.at("choices").at(0);
+    EXPECT_EQ(choice.at("finish_reason"), "tool_calls") << whole.body;
+    EXPECT_TRUE(choice.at("message").at("content").is_null()) << whole.body;
+    ASSERT_EQ(choice.at("message").at("tool_calls").as_array().size(), 1u) << whole.body;
+    const json::value& call = choice.at("message").at("tool_calls").at(0);
+    EXPECT_EQ(call.at("function").at("name"), "get_weather");
+    const std::string arguments(call.at("function").at("arguments").as_string());
+    const json::value args = json::parse(arguments);
+    EXPECT_TRUE(args.at("city").is_string());
+    EXPECT_TRUE(args.at("unit") == "celsius" || args.at("unit") == "fahrenheit") << arguments;
+
+    auto stream = HttpCall(port, "POST", "/v1/chat/completions", request(named, true));
+    ASSERT_EQ(stream.status, 200) << stream.body;
+    const testing::StreamedChat streamed = testing::CollectChatStream(stream.body);
+    EXPECT_EQ(streamed.error, "");
+    EXPECT_TRUE(streamed.done);
+    EXPECT_EQ(streamed.content, "") << "no markup in content";
+    EXPECT_EQ(streamed.finish_reason, "tool_calls");
+    ASSERT_EQ(streamed.calls.size(), 1u) << stream.body;
+    EXPECT_EQ(streamed.calls[0].name, "get_weather");
+    EXPECT_EQ(streamed.calls[0].type, "function");
+    EXPECT_EQ(streamed.calls[0].arguments, arguments) << "the pieces make the non-streamed arguments";
+    EXPECT_GT(streamed.calls[0].argument_deltas, 3) << stream.body;
+    std::printf("%s: arguments %s in %d streamed pieces\n", family.template_file, arguments.c_str(),
+                streamed.calls[0].argument_deltas);
+
+    auto required = HttpCall(port, "POST", "/v1/chat/completions", request(R"("required")", false));
+    ASSERT_EQ(required.status, 200) << required.body;
+    const json::value required_body = json::parse(required.body);
+    const json::value& any = required_body.at("choices").at(0).at("message");
+    ASSERT_EQ(any.at("tool_calls").as_array().size(), 1u) << required.body;
+    const json::value& name = any.at("tool_calls").at(0).at("function").at("name");
+    EXPECT_TRUE(name == "get_weather" || name == "get_time") << required.body;
+    if (!::testing::Test::HasFailure()) ++passed;
+  }
+  std::printf("forced calls in the family's own syntax, streamed: %d of %zu families\n", passed,
+              std::size(families));
 }
 
 }  // namespace

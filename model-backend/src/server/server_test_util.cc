@@ -1,5 +1,6 @@
 #include "server_test_util.h"
 
+#include <boost/json.hpp>
 #include <curl/curl.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -201,6 +202,51 @@ std::vector<std::string> SseData(const std::string& body) {
     pos = end + 2;
   }
   return events;
+}
+
+StreamedChat CollectChatStream(const std::string& sse_body) {
+  namespace json = boost::json;
+  StreamedChat out;
+  for (const std::string& data : SseData(sse_body)) {
+    if (data == "[DONE]") {
+      out.done = true;
+      continue;
+    }
+    boost::system::error_code ec;
+    const json::value event = json::parse(data, ec);
+    if (ec || !event.is_object()) {
+      out.error += "unparsable event: " + data + "; ";
+      continue;
+    }
+    const json::array& choices = event.at("choices").as_array();
+    if (choices.empty()) continue;  // the usage chunk
+    const json::object& choice = choices[0].as_object();
+    if (!choice.at("finish_reason").is_null()) out.finish_reason = choice.at("finish_reason").as_string();
+    const json::object& delta = choice.at("delta").as_object();
+    if (const auto* c = delta.if_contains("content"); c && c->is_string()) out.content += c->as_string();
+    if (const auto* r = delta.if_contains("reasoning_content")) out.reasoning += r->as_string();
+    const auto* calls = delta.if_contains("tool_calls");
+    if (calls == nullptr) continue;
+    for (const json::value& call : calls->as_array()) {
+      const size_t index = static_cast<size_t>(call.at("index").to_number<int64_t>());
+      const json::object& fn = call.at("function").as_object();
+      if (call.as_object().contains("id")) {
+        if (index != out.calls.size()) out.error += "call announced out of order; ";
+        if (!fn.contains("name")) out.error += "first delta without a name; ";
+        out.calls.push_back({std::string(call.at("id").as_string()),
+                             std::string(call.at("type").as_string()),
+                             fn.contains("name") ? std::string(fn.at("name").as_string()) : "", "", 0});
+      } else if (index >= out.calls.size()) {
+        out.error += "arguments before the call's first delta; ";
+        continue;
+      }
+      if (const auto* a = fn.if_contains("arguments")) {
+        out.calls[index].arguments += a->as_string();
+        if (!a->as_string().empty()) ++out.calls[index].argument_deltas;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace sinew::model::testing

@@ -60,4 +60,20 @@ HttpResult HttpCall(uint16_t port, const std::string& method, const std::string&
 // The `data:` payloads of an SSE body, in order.
 std::vector<std::string> SseData(const std::string& body);
 
+// What a client rebuilds from a streamed chat completion.
+struct StreamedChat {
+  std::string content;    // every content delta, concatenated
+  std::string reasoning;  // every reasoning_content delta, concatenated
+  struct Call {
+    std::string id, type, name;  // from the call's first delta
+    std::string arguments;       // every arguments piece, concatenated
+    int argument_deltas = 0;     // deltas that carried argument text
+  };
+  std::vector<Call> calls;  // by index
+  std::string finish_reason;
+  bool done = false;        // ended with data: [DONE]
+  std::string error;        // a malformed stream (a call's delta before its first, ...)
+};
+StreamedChat CollectChatStream(const std::string& sse_body);
+
 }  // namespace sinew::model::testing

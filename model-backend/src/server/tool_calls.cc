@@ -14,15 +14,161 @@ std::string_view Trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
 }
 
-json::object OneCall(const ToolSpec& tool, std::string_view key) {
-  json::object props;
-  props["name"] = json::object{{"const", tool.name}};
-  props[key] = tool.parameters;
-  json::object schema;
-  schema["type"] = "object";
-  schema["properties"] = std::move(props);
-  schema["required"] = json::array{"name", json::string(key)};
-  return schema;
+size_t SkipSpace(std::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return i;
+}
+
+// JSON text without the whitespace outside strings. Byte by byte, so the compact form
+// of a prefix is a prefix of the compact form of the whole.
+std::string CompactJson(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size());
+  bool in_string = false, escaped = false;
+  for (char c : raw) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// End (one past) of the JSON value that starts at `start`, or npos when `text` ends
+// before it does (a number at the very end may still grow, so it is unfinished too).
+size_t JsonValueEnd(std::string_view text, size_t start) {
+  if (start >= text.size()) return std::string_view::npos;
+  const char first = text[start];
+  if (first == '"' || first == '{' || first == '[') {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = start; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+          if (depth == 0) return i + 1;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) return i + 1;
+      }
+    }
+    return std::string_view::npos;
+  }
+  for (size_t i = start; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The string a complete JSON string literal stands for ("" if it is not one).
+std::string DecodeString(std::string_view literal) {
+  boost::system::error_code ec;
+  json::value v = json::parse(literal, ec);
+  return !ec && v.is_string() ? std::string(v.as_string()) : std::string();
+}
+
+// Scans the call object {"name"|"tool_name": .., "arguments"|"parameters": ..} that
+// starts at text[pos] == '{' as far as `text` goes: the name once its string is whole,
+// the arguments object's compact text so far (given as a JSON string: once whole).
+// Returns one past the object's end, or npos if it is unfinished or malformed.
+size_t ScanCallObject(std::string_view text, size_t pos, PartialToolCall& out) {
+  constexpr size_t npos = std::string_view::npos;
+  std::string name_key, args_key;
+  size_t i = pos + 1;
+  while (true) {
+    i = SkipSpace(text, i);
+    if (i >= text.size()) return npos;
+    if (text[i] == '}') return i + 1;
+    if (text[i] != '"') return npos;
+    const size_t key_end = JsonValueEnd(text, i);
+    if (key_end == npos) return npos;
+    const std::string key = DecodeString(text.substr(i, key_end - i));
+    i = SkipSpace(text, key_end);
+    if (i >= text.size() || text[i] != ':') return npos;
+    i = SkipSpace(text, i + 1);
+    if (i >= text.size()) return npos;
+    const size_t value_end = JsonValueEnd(text, i);
+    if ((key == "name" || key == "tool_name") && (key == "name" || name_key != "name") &&
+        value_end != npos && text[i] == '"') {
+      name_key = key;
+      out.name = DecodeString(text.substr(i, value_end - i));
+      out.has_name = true;
+    }
+    if ((key == "arguments" || key == "parameters") && (key == "arguments" || args_key != "arguments")) {
+      args_key = key;
+      if (text[i] == '{') {
+        out.arguments = CompactJson(text.substr(i, value_end == npos ? npos : value_end - i));
+      } else if (text[i] == '"' && value_end != npos) {
+        out.arguments = CompactJson(DecodeString(text.substr(i, value_end - i)));
+      }
+    }
+    if (value_end == npos) return npos;
+    i = SkipSpace(text, value_end);
+    if (i >= text.size()) return npos;
+    if (text[i] == ',') {
+      ++i;
+    } else if (text[i] == '}') {
+      return i + 1;
+    } else {
+      return npos;
+    }
+  }
+}
+
+// Scans the array of call objects that starts at text[pos] == '['. Returns one past
+// its end, or npos if it is unfinished or malformed.
+size_t ScanCallArray(std::string_view text, size_t pos, std::vector<PartialToolCall>& calls) {
+  constexpr size_t npos = std::string_view::npos;
+  size_t i = pos + 1;
+  while (true) {
+    i = SkipSpace(text, i);
+    if (i >= text.size() || text[i] != '{') {
+      return i < text.size() && text[i] == ']' ? i + 1 : npos;
+    }
+    PartialToolCall call;
+    const size_t end = ScanCallObject(text, i, call);
+    calls.push_back(std::move(call));
+    if (end == npos) return npos;
+    i = SkipSpace(text, end);
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+    } else {
+      return i < text.size() && text[i] == ']' ? i + 1 : npos;
+    }
+  }
+}
+
+// A JSON arguments object that starts at text[i] (after whitespace) as far as it goes.
+// Returns one past its end, or npos if unfinished (or not an object: `started` false).
+size_t ScanArguments(std::string_view text, size_t i, PartialToolCall& call, bool* started) {
+  i = SkipSpace(text, i);
+  *started = i < text.size() && text[i] == '{';
+  if (!*started) return std::string_view::npos;
+  const size_t end = JsonValueEnd(text, i);
+  call.arguments = CompactJson(text.substr(i, end == std::string_view::npos ? end : end - i));
+  return end;
 }
 
 // Arguments given as an object or as JSON text of an object -> compact JSON text.
@@ -52,10 +198,15 @@ bool CallFromObject(const json::value& v, ToolCallOut& out) {
   return true;
 }
 
+// The arguments as written (compact), from the scan of the same text.
 bool ParseCall(std::string_view text, ToolCallOut& out) {
+  text = Trim(text);
   boost::system::error_code ec;
-  json::value v = json::parse(Trim(text), ec);
-  return !ec && CallFromObject(v, out);
+  json::value v = json::parse(text, ec);
+  if (ec || !CallFromObject(v, out)) return false;
+  PartialToolCall scanned;
+  if (ScanCallObject(text, 0, scanned) != std::string_view::npos) out.arguments = scanned.arguments;
+  return true;
 }
 
 // A JSON array of call objects (Mistral, Firefunction, Command R7B); false if any fails.
@@ -69,7 +220,12 @@ bool ParseCallArray(std::string_view text, std::vector<ToolCallOut>& calls) {
     if (!CallFromObject(item, call)) return false;
     out.push_back(std::move(call));
   }
-  calls = std::move(out);
+  std::vector<PartialToolCall> scanned;
+  const std::string_view trimmed = Trim(text);
+  if (ScanCallArray(trimmed, 0, scanned) != std::string_view::npos && scanned.size() == out.size()) {
+    for (size_t i = 0; i < out.size(); ++i) out[i].arguments = scanned[i].arguments;
+  }
+  for (ToolCallOut& call : out) calls.push_back(std::move(call));
   return true;
 }
 
@@ -183,7 +339,7 @@ ParsedToolOutput ParseFunctionaryV32(std::string_view text) {
       boost::system::error_code ec;
       json::value args = json::parse(Trim(body), ec);
       if (!ec && args.is_object()) {
-        out.calls.push_back({std::string(name), json::serialize(args)});
+        out.calls.push_back({std::string(name), CompactJson(Trim(body))});
       } else {
         content += segment;
       }
@@ -237,7 +393,7 @@ ParsedToolOutput ParseDeepSeekR1(std::string_view text) {
         boost::system::error_code ec;
         json::value v = json::parse(Trim(args), ec);
         if (ec || !v.is_object() || call.name.empty()) return false;
-        call.arguments = json::serialize(v);
+        call.arguments = CompactJson(Trim(args));
         out.push_back(std::move(call));
         return true;
       });
@@ -265,16 +421,58 @@ std::vector<std::string_view> StartMarkers(ToolCallFormat format) {
 
 }  // namespace
 
-json::value ToolCallSchema(const GenerationRequest& request, std::string_view arguments_key) {
-  json::array options;
+ForcedToolCall PlanForcedToolCall(const GenerationRequest& request, ToolCallFormat format) {
+  ForcedToolCall plan;
+  auto json_lead = [](std::string_view before, const std::string& name, std::string_view args_key) {
+    return std::string(before) + "{\"name\":" + json::serialize(json::string(name)) + ",\"" +
+           std::string(args_key) + "\":";
+  };
   for (const ToolSpec& tool : request.tools) {
-    if (request.tool_choice == ToolChoice::kNamed && tool.name != request.tool_choice_name) {
-      continue;
+    if (request.tool_choice == ToolChoice::kNamed && tool.name != request.tool_choice_name) continue;
+    FramedJson alt{"", tool.parameters, ""};
+    switch (format) {
+      case ToolCallFormat::kHermes:
+        plan.frame = {"<tool_call>\n", "\n</tool_call>"};
+        alt.lead = json_lead("", tool.name, "arguments");
+        alt.trail = "}";
+        break;
+      case ToolCallFormat::kLlama3Json:
+        alt.lead = json_lead("", tool.name, "parameters");
+        alt.trail = "}";
+        break;
+      case ToolCallFormat::kMistral:
+        plan.frame = {"[TOOL_CALLS]", ""};
+        alt.lead = json_lead("[", tool.name, "arguments");
+        alt.trail = "}]";
+        break;
+      case ToolCallFormat::kFirefunction:
+        plan.frame = {" functools", ""};
+        alt.lead = json_lead("[", tool.name, "arguments");
+        alt.trail = "}]";
+        break;
+      case ToolCallFormat::kFunctionaryV31:
+        plan.frame = {"<function=", "</function>"};
+        alt.lead = tool.name + ">";
+        break;
+      case ToolCallFormat::kFunctionaryV32:
+        alt.lead = tool.name + "\n";
+        break;
+      case ToolCallFormat::kCommandR7B:
+        plan.frame = {"<|START_ACTION|>", "<|END_ACTION|>"};
+        alt.lead = "[{\"tool_call_id\":\"0\",\"tool_name\":" +
+                   json::serialize(json::string(tool.name)) + ",\"parameters\":";
+        alt.trail = "}]";
+        break;
+      case ToolCallFormat::kDeepSeekR1:
+        plan.frame = {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+                      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"};
+        alt.lead = tool.name + "\n```json\n";
+        alt.trail = "\n```";
+        break;
     }
-    options.push_back(OneCall(tool, arguments_key));
+    plan.alternatives.push_back(std::move(alt));
   }
-  if (options.size() == 1) return options[0];
-  return json::object{{"anyOf", std::move(options)}};
+  return plan;
 }
 
 ParsedToolOutput ParseToolCallsOf(std::string_view text, ToolCallFormat format) {
@@ -301,9 +499,10 @@ ParsedToolOutput ParseToolCallsOf(std::string_view text, ToolCallFormat format) 
         }
         content += text.substr(pos, start - pos);
         boost::system::error_code ec;
-        json::value args = json::parse(Trim(text.substr(name_end + 1, end - name_end - 1)), ec);
+        const std::string_view body = Trim(text.substr(name_end + 1, end - name_end - 1));
+        json::value args = json::parse(body, ec);
         if (!ec && args.is_object()) {
-          out.calls.push_back({std::string(text.substr(start + 10, name_end - start - 10)), json::serialize(args)});
+          out.calls.push_back({std::string(text.substr(start + 10, name_end - start - 10)), CompactJson(body)});
         } else {
           content += text.substr(start, end + 11 - start);
         }
@@ -322,25 +521,188 @@ ParsedToolOutput ParseToolCallsOf(std::string_view text, ToolCallFormat format) 
   return {std::string(Trim(text)), {}, {}};
 }
 
-ParsedToolOutput ParseToolCalls(std::string_view text, const ChatTemplate& chat_template,
-                                bool forced) {
-  if (!forced) return ParseToolCallsOf(text, chat_template.tool_format());
-  ParsedToolOutput out;
-  ToolCallOut call;
-  if (ParseCall(text, call)) {
-    out.calls.push_back(std::move(call));
-  } else {
-    out.content = std::string(Trim(text));
-  }
+ParsedToolOutput ParseToolCalls(std::string_view text, ToolCallFormat format,
+                                const ToolCallFrame* forced) {
+  if (forced == nullptr) return ParseToolCallsOf(text, format);
+  ParsedToolOutput out = ParseToolCallsOf(forced->open + std::string(text) + forced->close, format);
+  if (out.calls.empty()) out.content = std::string(Trim(text));  // not the prompt's markup
   return out;
 }
 
-std::string ToolCallStreamFilter::Push(std::string_view text) {
+namespace {
+
+// Every `open` ... body (scanned by `scan` from after `open`) in `text`.
+template <typename Scan>
+void ScanEach(std::string_view text, std::string_view open, Scan scan) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t start = text.find(open, pos);
+    if (start == std::string_view::npos) return;
+    const size_t end = scan(start + open.size());
+    if (end == std::string_view::npos) return;
+    pos = std::max(end, start + open.size());
+  }
+}
+
+}  // namespace
+
+std::vector<PartialToolCall> ScanPartialToolCalls(std::string_view text, ToolCallFormat format) {
+  constexpr size_t npos = std::string_view::npos;
+  std::vector<PartialToolCall> calls;
+  // A call object at text[i] (after whitespace); npos when unfinished.
+  auto object_at = [&](size_t i) -> size_t {
+    i = SkipSpace(text, i);
+    if (i >= text.size()) return npos;
+    if (text[i] != '{') return i;  // not a call: look for the next one
+    PartialToolCall call;
+    const size_t end = ScanCallObject(text, i, call);
+    calls.push_back(std::move(call));
+    return end;
+  };
+  auto array_at = [&](size_t i) -> size_t {
+    i = SkipSpace(text, i);
+    if (i >= text.size()) return npos;
+    if (text[i] != '[') return i;
+    return ScanCallArray(text, i, calls);
+  };
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      ScanEach(text, "<tool_call>", object_at);
+      break;
+    case ToolCallFormat::kLlama3Json: {
+      const size_t first = SkipSpace(text, 0);
+      if (first < text.size() && text[first] == '{') {
+        object_at(first);
+        break;
+      }
+      const size_t tag = text.find("<|python_tag|>");
+      if (tag == npos) break;
+      const size_t body = SkipSpace(text, tag + 14);
+      if (body < text.size() && text[body] == '{') {
+        object_at(body);
+      } else if (const size_t dot = text.find(".call(", body); dot != npos) {
+        calls.push_back({std::string(Trim(text.substr(body, dot - body))), true, ""});
+      }
+      break;
+    }
+    case ToolCallFormat::kMistral:
+      if (const size_t at = text.find("[TOOL_CALLS]"); at != npos) array_at(at + 12);
+      break;
+    case ToolCallFormat::kFirefunction:
+      if (const size_t at = text.find("functools"); at != npos) array_at(at + 9);
+      break;
+    case ToolCallFormat::kCommandR7B:
+      ScanEach(text, "<|START_ACTION|>", array_at);
+      break;
+    case ToolCallFormat::kFunctionaryV31:
+      ScanEach(text, "<function=", [&](size_t name_start) -> size_t {
+        const size_t gt = text.find('>', name_start);
+        if (gt == npos) return npos;
+        PartialToolCall call{std::string(text.substr(name_start, gt - name_start)), true, ""};
+        bool started = false;
+        const size_t end = ScanArguments(text, gt + 1, call, &started);
+        if (!started) return SkipSpace(text, gt + 1) < text.size() ? gt + 1 : npos;
+        calls.push_back(std::move(call));
+        return end;
+      });
+      break;
+    case ToolCallFormat::kFunctionaryV32: {
+      // Segments "name\n{...}" after ">>>" (the first one's ">>>" ended the prompt).
+      size_t pos = text.starts_with(">>>") ? 3 : 0;
+      while (pos <= text.size()) {
+        const size_t newline = text.find('\n', pos);
+        if (newline == npos) break;
+        const std::string_view name = Trim(text.substr(pos, newline - pos));
+        size_t next = text.find(">>>", newline);
+        if (name != "all" && !name.empty()) {
+          PartialToolCall call{std::string(name), true, ""};
+          bool started = false;
+          const size_t end = ScanArguments(text, newline + 1, call, &started);
+          if (started) {
+            calls.push_back(std::move(call));
+            if (end == npos) break;
+            next = text.find(">>>", end);
+          }
+        }
+        if (next == npos) break;
+        pos = next + 3;
+      }
+      break;
+    }
+    case ToolCallFormat::kDeepSeekR1: {
+      const std::string_view kBegin = "<｜tool▁calls▁begin｜>";
+      const std::string_view kSep = "<｜tool▁sep｜>";
+      const size_t begin = text.find(kBegin);
+      if (begin == npos) break;
+      // (The calls begin marker is its own text, so the call markers come after it.)
+      ScanEach(text, "<｜tool▁call▁begin｜>", [&](size_t after) -> size_t {
+        if (after < begin) return after;
+        const size_t sep = text.find(kSep, after);
+        if (sep == npos) return npos;
+        const size_t newline = text.find('\n', sep + kSep.size());
+        if (newline == npos) return npos;
+        PartialToolCall call{std::string(Trim(text.substr(sep + kSep.size(), newline - sep - kSep.size()))),
+                             true, ""};
+        if (call.name.empty()) return newline;
+        size_t i = SkipSpace(text, newline + 1);
+        const std::string_view rest = text.substr(std::min(i, text.size()));
+        const std::string_view kFence = "```json";
+        if (rest.starts_with(kFence)) {
+          i += kFence.size();
+        } else if (kFence.starts_with(rest)) {  // the fence may still be coming
+          return npos;
+        } else if (rest.starts_with("```")) {
+          i += 3;
+        }
+        bool started = false;
+        const size_t end = ScanArguments(text, i, call, &started);
+        if (!started) return SkipSpace(text, i) < text.size() ? i : npos;
+        calls.push_back(std::move(call));
+        return end;
+      });
+      break;
+    }
+  }
+  return calls;
+}
+
+ToolCallStreamFilter::ToolCallStreamFilter(ToolCallFormat format, const ToolCallFrame* forced)
+    : format_(format), forced_(forced != nullptr) {
+  if (forced_) {
+    frame_ = *forced;
+    all_ = frame_.open;
+    emitted_ = all_.size();
+    in_call_ = true;
+  }
+}
+
+void ToolCallStreamFilter::StreamCalls(std::vector<ToolCallDelta>* deltas) {
+  const std::vector<PartialToolCall> calls = ScanPartialToolCalls(all_, format_);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!calls[i].has_name) break;  // announced in order
+    if (i == sent_.size()) {
+      deltas->push_back({i, true, calls[i].name, calls[i].arguments});
+      sent_.push_back(calls[i]);
+      continue;
+    }
+    std::string& sent = sent_[i].arguments;
+    if (calls[i].arguments.size() > sent.size() && calls[i].arguments.starts_with(sent)) {
+      deltas->push_back({i, false, "", calls[i].arguments.substr(sent.size())});
+      sent = calls[i].arguments;
+    }
+  }
+}
+
+std::string ToolCallStreamFilter::Push(std::string_view text, std::vector<ToolCallDelta>* deltas) {
   all_ += text;
-  if (forced_ || in_call_) return {};
+  if (in_call_) {
+    StreamCalls(deltas);
+    return {};
+  }
   const std::vector<std::string_view> markers = StartMarkers(format_);
   if (markers.empty()) {  // formats whose content is only known at the end
     in_call_ = true;
+    StreamCalls(deltas);
     return {};
   }
   if (format_ == ToolCallFormat::kLlama3Json) {  // a bare JSON call starts the output
@@ -348,6 +710,7 @@ std::string ToolCallStreamFilter::Push(std::string_view text) {
     if (t.empty()) return {};
     if (t.front() == '{') {
       in_call_ = true;
+      StreamCalls(deltas);
       return {};
     }
   }
@@ -369,16 +732,45 @@ std::string ToolCallStreamFilter::Push(std::string_view text) {
   }
   std::string out = all_.substr(emitted_, safe - emitted_);
   emitted_ = safe;
+  if (in_call_) StreamCalls(deltas);
   return out;
 }
 
-ParsedToolOutput ToolCallStreamFilter::Finish(std::string* held_content) {
-  ParsedToolOutput parsed = ParseToolCalls(all_, template_, forced_);
+ParsedToolOutput ToolCallStreamFilter::Finish(std::string* held_content,
+                                              std::vector<ToolCallDelta>* deltas) {
+  ParsedToolOutput parsed =
+      forced_ ? ParseToolCalls(std::string_view(all_).substr(frame_.open.size()), format_, &frame_)
+              : ParseToolCalls(all_, format_, nullptr);
   held_content->clear();
-  if (parsed.calls.empty()) {
-    *held_content = all_.substr(emitted_);
-  } else if (emitted_ == 0 && !parsed.content.empty()) {
-    *held_content = parsed.content;  // content that was held with the calls
+  const size_t start = forced_ ? frame_.open.size() : 0;
+  if (emitted_ == start) {
+    *held_content = parsed.content;  // all of it was held: the parse's content
+  } else if (parsed.calls.empty()) {
+    *held_content = all_.substr(emitted_);  // the held tail (e.g. "<to") was text after all
+  } else {
+    // Content was streamed before the first call: send the parse's content after it
+    // (text between and after the calls), so that the client has the whole content.
+    const std::string_view streamed = std::string_view(all_).substr(start, emitted_ - start);
+    const std::string_view kept = Trim(streamed);
+    if (!kept.empty() && parsed.content.starts_with(kept)) {
+      std::string_view rest = std::string_view(parsed.content).substr(kept.size());
+      const std::string_view trailing = streamed.substr(streamed.find(kept) + kept.size());
+      if (rest.starts_with(trailing)) rest.remove_prefix(trailing.size());
+      *held_content = std::string(rest);
+    }
+  }
+  // What the stream has not carried yet. A streamed call the final parse disagrees with
+  // (only for malformed text) gets nothing more.
+  for (size_t i = 0; i < parsed.calls.size(); ++i) {
+    const ToolCallOut& call = parsed.calls[i];
+    if (i >= sent_.size()) {
+      deltas->push_back({i, true, call.name, call.arguments});
+      sent_.push_back({call.name, true, call.arguments});
+    } else if (sent_[i].name == call.name && call.arguments.starts_with(sent_[i].arguments) &&
+               call.arguments.size() > sent_[i].arguments.size()) {
+      deltas->push_back({i, false, "", call.arguments.substr(sent_[i].arguments.size())});
+      sent_[i].arguments = call.arguments;
+    }
   }
   return parsed;
 }

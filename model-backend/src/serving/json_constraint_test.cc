@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <random>
+#include <set>
 #include <thread>
 
 #include "json_matcher.h"
@@ -215,6 +219,64 @@ TEST(JsonSchemaConstraint, RandomWeightModelsAlwaysProduceValidOutput) {
     EXPECT_TRUE(ec) << text;
     std::filesystem::remove(path);
   }
+}
+
+// Framed alternatives (a forced tool call in a family's own syntax): a byte-level
+// vocabulary driven by random logits always yields one alternative's lead, a valid
+// JSON value of its schema, and its trail; the model's choice picks the alternative.
+TEST(FramedJsonConstraint, RandomLogitsAlwaysGiveOneWholeAlternative) {
+  auto table = std::make_shared<TokenTable>();
+  for (int c = 1; c < 128; ++c) table->pieces.push_back(std::string(1, static_cast<char>(c)));
+  table->pieces.push_back("");  // end of generation
+  table->eog_ids = {static_cast<int32_t>(table->pieces.size() - 1)};
+  const std::vector<FramedJson> alternatives = {
+      {"get_weather\n```json\n", json::parse(kSchemas[0]), "\n```"},
+      {"get_time\n```json\n", json::parse(R"({"type":"object","properties":{"zone":{"type":"string","maxLength":4}},"required":["zone"]})"), "\n```"},
+      {"n=", json::parse(R"({"type":"integer"})"), "]"},
+  };
+  std::set<size_t> chosen;
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    auto constraint = MakeFramedJsonConstraint(alternatives, table);
+    ASSERT_TRUE(constraint.ok()) << constraint.status().ToString();
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> logit(-4.0f, 4.0f);
+    std::string out;
+    bool ended = false;
+    for (int step = 0; step < 400 && !ended; ++step) {
+      std::vector<float> logits(table->pieces.size());
+      for (float& l : logits) l = logit(rng);
+      (*constraint)->Mask(logits);
+      const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      ASSERT_TRUE(std::isfinite(logits[static_cast<size_t>(best)])) << "nothing allowed after " << out;
+      if (best == table->eog_ids[0]) {
+        ended = true;
+        EXPECT_TRUE((*constraint)->Complete());
+        break;
+      }
+      (*constraint)->Accept(static_cast<int32_t>(best));
+      out += table->pieces[static_cast<size_t>(best)];
+      if (!(*constraint)->CanContinue()) ended = true;
+    }
+    ASSERT_TRUE(ended) << out;
+    bool matched = false;
+    for (size_t i = 0; i < alternatives.size(); ++i) {
+      const FramedJson& a = alternatives[i];
+      if (!out.starts_with(a.lead) || !out.ends_with(a.trail) ||
+          out.size() < a.lead.size() + a.trail.size()) {
+        continue;
+      }
+      boost::system::error_code ec;
+      const json::value v = json::parse(
+          out.substr(a.lead.size(), out.size() - a.lead.size() - a.trail.size()), ec);
+      if (!ec && Valid(v, a.schema)) {
+        matched = true;
+        chosen.insert(i);
+      }
+    }
+    EXPECT_TRUE(matched) << "seed " << seed << ": " << out;
+  }
+  EXPECT_EQ(chosen.size(), alternatives.size()) << "every alternative is reachable";
+  EXPECT_EQ(MakeFramedJsonConstraint({}, table).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -55,4 +55,18 @@ class TokenConstraint {
 [[nodiscard]] Result<std::unique_ptr<TokenConstraint>> MakeJsonSchemaConstraint(
     const boost::json::value& schema, std::shared_ptr<const TokenTable> tokens);
 
+// One alternative of a framed output: the literal `lead`, then compact JSON of
+// `schema`, then the literal `trail` (e.g. a forced tool call in a family's own syntax:
+// lead "get_weather>" then the arguments object, for Functionary's <function=...>).
+struct FramedJson {
+  std::string lead;
+  boost::json::value schema;
+  std::string trail;
+};
+
+// The output is exactly one of `alternatives` (chosen by the model, byte by byte).
+// Errors: InvalidArgument if there are none or a schema is unsupported.
+[[nodiscard]] Result<std::unique_ptr<TokenConstraint>> MakeFramedJsonConstraint(
+    const std::vector<FramedJson>& alternatives, std::shared_ptr<const TokenTable> tokens);
+
 }  // namespace sinew::model
