@@ -159,6 +159,13 @@ Status ReadTools(const json::object& body, GenerationRequest& out) {
     spec.parameters = json::object{{"type", "object"}, {"properties", json::object{}}};
     if (const json::value* p = f.if_contains("parameters"); p && !p->is_null()) {
       if (!p->is_object()) return WrongType(field + ".function.parameters", "an object");
+      // A call's arguments are a JSON object: its schema must describe one.
+      const json::value* schema_type = p->as_object().if_contains("type");
+      if (schema_type != nullptr && !(schema_type->is_string() && schema_type->as_string() == "object")) {
+        return Status::InvalidArgument(field + ".function.parameters must be an object schema "
+                                       "({\"type\": \"object\", \"properties\": {...}}); "
+                                       "a call's arguments are a JSON object");
+      }
       spec.parameters = *p;
     }
     for (const ToolSpec& other : out.tools) {

@@ -87,6 +87,16 @@ TEST(OpenAiRequest, RejectsBadInput) {
   auto named = Parse(R"({"prompt":"x","temperature":"hot"})");
   ASSERT_FALSE(named.ok());
   EXPECT_NE(named.status().message().find("temperature"), std::string::npos);
+  // A tool whose parameters schema is not an object's (it once answered 200 with no call).
+  for (const char* schema : {R"({"type":"string"})", R"({"type":"array","items":{}})", R"({"type":["object","null"]})"}) {
+    auto tool = Parse(std::string(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required",)") +
+                          R"("tools":[{"type":"function","function":{"name":"f","parameters":)" + schema + "}}]}",
+                      true);
+    ASSERT_FALSE(tool.ok()) << schema;
+    EXPECT_EQ(tool.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(tool.status().message().find("tools[0].function.parameters must be an object schema"), std::string::npos)
+        << tool.status().message();
+  }
   // Numbers as people write them (it once said "between 0E0 and 2E0").
   auto range = Parse(R"({"prompt":"x","temperature":3})");
   ASSERT_FALSE(range.ok());
