@@ -108,6 +108,7 @@ class GrpcSandboxBackend final : public SandboxBackend {
     o.is_error = result->is_error();
     o.exit_status = result->exit_code();
     o.signal = result->signal();
+    o.timed_out = result->timed_out();
     o.truncated = result->truncated();
     o.duration_ms = result->duration_ms();
     return o;

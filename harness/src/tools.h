@@ -39,6 +39,7 @@ struct ToolOutcome {
   bool is_error = false;
   int32_t exit_status = 0;
   int32_t signal = 0;
+  bool timed_out = false;  // bash: its timeout fired
   bool truncated = false;
   int64_t duration_ms = 0;
 };
