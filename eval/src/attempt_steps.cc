@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +21,9 @@ namespace sinew::eval {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
+
+// What the built-in oracle runs (from the workspace) once solution/ is in /tmp/solution.
+constexpr const char* kOracleCommand = "bash /solution/solve.sh";
 
 std::string Base64(const std::string& data) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -214,37 +218,46 @@ class Attempt {
     return true;
   }
 
+  // Every agent is a harness session attached to the trial's sandbox: harness --model M,
+  // or the harness's built-in agents `oracle` (runs kOracleCommand with bash, after the
+  // solution is copied in) and `nop` (ends at once).
   bool Agent() {
-    if (ctx_.agent == "nop") return true;
-    if (ctx_.agent == "oracle") {
-      if (!CopyDir(task_.dir + "/solution", "/tmp/solution")) return false;
-      v1::ExecuteResult res;
-      if (!Bash("bash /solution/solve.sh", task_.agent_timeout_sec, &res)) return false;
-      if (res.timed_out()) {
-        return End(kAgentTimeout,
-                   "solve.sh ran past the agent timeout of " +
-                       std::to_string(static_cast<int64_t>(task_.agent_timeout_sec)) + " s");
-      }
-      if (res.exit_code() != 0) {
-        agent_note_ =
-            "solve.sh exited " + std::to_string(res.exit_code()) + ": " + Tail(res.output(), 200);
-      }
-      return true;
-    }
+    if (ctx_.agent == "oracle" && !CopyDir(task_.dir + "/solution", "/tmp/solution")) return false;
     return HarnessAgent();
+  }
+
+  // The oracle's bash call ended: a timeout is the agent's, a kill that ended the sandbox
+  // (OOM) is infra; a non-zero exit is noted (the verifier decides).
+  bool OracleResult(const v1::ToolResult& res) {
+    if (res.timed_out()) {
+      return End(kAgentTimeout,
+                 "solve.sh ran past the agent timeout of " +
+                     std::to_string(static_cast<int64_t>(std::ceil(task_.agent_timeout_sec))) + " s");
+    }
+    if ((res.signal() != 0 || res.exit_status() >= 128) && !StillAlive()) return false;
+    if (res.exit_status() != 0) {
+      agent_note_ = "solve.sh exited " + std::to_string(res.exit_status()) + ": " +
+                    Tail(res.output(), 200);
+    }
+    return true;
   }
 
   bool HarnessAgent() {
     cli::ApiClient api(ctx_.server, ctx_.api_key);
     json::object attach{{"id", box_.id()}, {"endpoint", box_.endpoint()}};
+    const bool harness = ctx_.agent == "harness";
+    const std::string prompt =
+        ctx_.agent == "oracle" ? std::string(kOracleCommand)
+                               : task_.instruction + "\n\n(Your working directory is /workspace.)";
     json::object body{
-        {"prompt", task_.instruction + "\n\n(Your working directory is /workspace.)"},
+        {"prompt", prompt},
         {"title", ctx_.label},
         {"sandbox", json::object{{"attach", attach}}},
         {"limits", json::object{{"max_wall_seconds",
                                  static_cast<int64_t>(std::ceil(task_.agent_timeout_sec))}}},
         {"metadata", json::object{{"eval_task", task_.name}}}};
-    if (!ctx_.model.empty()) body["model"] = ctx_.model;
+    if (!harness) body["model"] = ctx_.agent;  // the harness's built-in agent
+    if (harness && !ctx_.model.empty()) body["model"] = ctx_.model;
     auto session = api.Submit(body);
     if (!session.ok())
       return End(kInfraError,
@@ -256,12 +269,14 @@ class Attempt {
         std::chrono::milliseconds(static_cast<int64_t>(task_.agent_timeout_sec * 1000) + 30000);
     std::string status = session->status;
     int unreachable = 0;
+    auto pause = std::chrono::milliseconds(10);  // short sessions (nop) end in milliseconds
     while (status != "completed" && status != "failed" && status != "cancelled") {
       if (Clock::now() > deadline) {
         (void)api.Cancel(session->id);
         return End(kAgentTimeout, "the session ran past the agent timeout");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
       auto s = api.GetSession(session->id);
       if (!s.ok()) {
         if (++unreachable > 50)
@@ -273,7 +288,8 @@ class Attempt {
     }
     auto events = api.AllEvents(session->id);
     if (!events.ok()) return End(kInfraError, "harness unavailable: " + events.status().message());
-    std::string reason, error_code, lost;
+    std::string reason, error_code, limit, lost;
+    std::optional<v1::ToolResult> oracle_result;
     for (const auto& [ev, text] : *events) {
       switch (ev.payload_case()) {
         case v1::Event::kModelResponse:
@@ -283,11 +299,15 @@ class Attempt {
         case v1::Event::kToolCall:
           ++r_->tool_calls;
           break;
+        case v1::Event::kToolResult:
+          if (!oracle_result) oracle_result = ev.tool_result();
+          break;
         case v1::Event::kSandboxLost:
           lost = ev.sandbox_lost().outcome() + ": " + ev.sandbox_lost().detail();
           break;
         case v1::Event::kError:
           error_code = ev.error().code();
+          limit = ev.error().limit();
           break;
         case v1::Event::kStatusChange:
           reason = ev.status_change().reason();
@@ -301,12 +321,19 @@ class Attempt {
       if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) ended_ = *info;
       return End(kInfraError, lost);
     }
+    if (ctx_.agent == "oracle") {
+      if (!oracle_result) {
+        return End(kInfraError, "the oracle's command did not run in session " + session->id +
+                                    " (" + status + ": " + reason + ")");
+      }
+      if (!OracleResult(*oracle_result)) return false;
+    }
     auto info = ctx_.provisioner->Get(box_.id());
     if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED)
       return Lost("ended during the session");
     if (status == "completed") return true;
     if (status == "cancelled") return End(kAgentError, "the session was cancelled: " + reason);
-    if (reason.find("max_wall_seconds") != std::string::npos) return End(kAgentTimeout, reason);
+    if (limit == "max_wall_seconds") return End(kAgentTimeout, reason);
     return End(kAgentError, (error_code.empty() ? "" : error_code + ": ") + reason);
   }
 
