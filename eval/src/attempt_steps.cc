@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -53,6 +54,18 @@ std::string Base64(const std::string& data) {
 }
 
 namespace {
+
+// "completed", "failed", "cancelled", ... as the REST API names a session's status.
+std::string StatusName(v1::SessionStatus s) {
+  switch (s) {
+    case v1::SESSION_STATUS_QUEUED: return "queued";
+    case v1::SESSION_STATUS_RUNNING: return "running";
+    case v1::SESSION_STATUS_COMPLETED: return "completed";
+    case v1::SESSION_STATUS_FAILED: return "failed";
+    case v1::SESSION_STATUS_CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
 
 int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -267,30 +280,42 @@ class Attempt {
     const auto deadline =
         Clock::now() +
         std::chrono::milliseconds(static_cast<int64_t>(task_.agent_timeout_sec * 1000) + 30000);
-    std::string status = session->status;
-    int unreachable = 0;
-    auto pause = std::chrono::milliseconds(10);  // short sessions (nop) end in milliseconds
-    while (status != "completed" && status != "failed" && status != "cancelled") {
-      if (Clock::now() > deadline) {
-        (void)api.Cancel(session->id);
-        return End(kAgentTimeout, "the session ran past the agent timeout");
+    // Follow the session's event stream until it ends (it ends at a final status): each
+    // event arrives as it is written, so the runner learns of the end at once. Past the
+    // deadline the session is cancelled and the stream left.
+    std::vector<v1::Event> events;
+    std::string status;
+    uint64_t last_seq = 0;
+    std::atomic<bool> past_deadline{false};
+    int broken = 0;
+    for (;;) {
+      Status s = api.Stream(
+          session->id, last_seq,
+          [&](const v1::Event& ev) {
+            last_seq = ev.seq();
+            if (ev.has_status_change()) status = StatusName(ev.status_change().to());
+            events.push_back(ev);
+          },
+          [&] {
+            if (!past_deadline && Clock::now() > deadline) {
+              past_deadline = true;
+              (void)cli::ApiClient(ctx_.server, ctx_.api_key).Cancel(session->id);
+            }
+          },
+          &past_deadline);
+      if (past_deadline) return End(kAgentTimeout, "the session ran past the agent timeout");
+      if (s.ok() && (status == "completed" || status == "failed" || status == "cancelled")) break;
+      // A broken link, or a stream a stopping harness ended: follow on from the last event.
+      if (++broken > 50) {
+        return End(kInfraError, "harness unavailable: " +
+                                    (s.ok() ? std::string("the event stream keeps ending")
+                                            : s.message()));
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(200));
-      auto s = api.GetSession(session->id);
-      if (!s.ok()) {
-        if (++unreachable > 50)
-          return End(kInfraError, "harness unavailable: " + s.status().message());
-        continue;
-      }
-      unreachable = 0;
-      status = s->status;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    auto events = api.AllEvents(session->id);
-    if (!events.ok()) return End(kInfraError, "harness unavailable: " + events.status().message());
     std::string reason, error_code, limit, lost;
     std::optional<v1::ToolResult> oracle_result;
-    for (const auto& [ev, text] : *events) {
+    for (const auto& ev : events) {
       switch (ev.payload_case()) {
         case v1::Event::kModelResponse:
           r_->tokens_in += static_cast<int64_t>(ev.model_response().usage().prompt_tokens());

@@ -237,6 +237,8 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
   MakeTask(suite + "/setup-fails", "echo ok > out.txt\n", kOkTest, "echo broken >&2\nexit 3\n");
   MakeTask(suite + "/no-reward", "echo ok > out.txt\n", "echo 'I forgot the reward'\n");
   MakeTask(suite + "/fine", "echo ok > out.txt\n", kOkTest);
+  MakeTask(suite + "/too-slow", "sleep 30\necho ok > out.txt\n", kOkTest, "",
+           "[agent]\ntimeout_sec = 2\n");
   const std::string job = dir_.Sub("job-bad");
   auto run = RunSinew(Eval({"run", suite, "--agent", "oracle", "--max-attempts", "2", "--job", job,
                             "--sandboxd", sandboxd_->address}));
@@ -259,8 +261,22 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
             std::string::npos);
   ASSERT_EQ(by_task["fine"].size(), 1u);
   EXPECT_EQ(by_task["fine"][0].at("outcome").as_string(), "passed");
+  // solve.sh past the agent timeout: the oracle's bash call timed out (read from its
+  // tool_result's timed_out), an agent_timeout, not retried.
+  ASSERT_EQ(by_task["too-slow"].size(), 1u);
+  EXPECT_EQ(by_task["too-slow"][0].at("outcome").as_string(), "agent_timeout");
+  EXPECT_NE(std::string(by_task["too-slow"][0].at("cause").as_string())
+                .find("solve.sh ran past the agent timeout of 2 s"),
+            std::string::npos)
+      << by_task["too-slow"][0];
+  bool timed_out = false;
+  for (const auto& e : SessionEvents(std::string(by_task["too-slow"][0].at("session_id").as_string()))) {
+    if (const auto* res = e.if_contains("tool_result"))
+      timed_out |= res->as_object().contains("timed_out") && res->at("timed_out").as_bool();
+  }
+  EXPECT_TRUE(timed_out);
   EXPECT_EQ(r.at("summary").at("1x").at("infra_errors").to_number<uint64_t>(), 2u);
-  EXPECT_EQ(r.at("summary").at("1x").at("attempts").to_number<uint64_t>(), 5u);
+  EXPECT_EQ(r.at("summary").at("1x").at("attempts").to_number<uint64_t>(), 6u);
 
   // Bad input changes nothing: an unknown preset, a bad suite.
   auto bad = RunSinew(Eval({"run", suite, "--config", "4y", "--job", dir_.Sub("never"),
