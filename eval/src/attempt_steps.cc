@@ -341,11 +341,9 @@ class Attempt {
           break;
       }
     }
-    if (!lost.empty()) {
-      auto info = ctx_.provisioner->Get(box_.id());
-      if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) ended_ = *info;
-      return End(kInfraError, lost);
-    }
+    // The session lost its sandbox: how it ended comes from sandboxd, which may record
+    // the end (an OOM kill) a moment after the harness noticed.
+    if (!lost.empty()) return Lost(lost);
     if (ctx_.agent == "oracle") {
       if (!oracle_result) {
         return End(kInfraError, "the oracle's command did not run in session " + session->id +
