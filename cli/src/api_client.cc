@@ -191,7 +191,8 @@ Result<SessionView> ApiClient::Import(const std::string& ndjson) {
 
 Status ApiClient::Stream(const std::string& id, uint64_t after,
                          const std::function<void(const v1::Event&)>& on_event,
-                         const std::function<void()>& on_tick) {
+                         const std::function<void()>& on_tick,
+                         const std::atomic<bool>* stop) {
   std::string prefix;  // the first bytes, to explain an error answer
   Status parse_error;
   SseParser parser([&](const SseEvent& e) {
@@ -211,7 +212,7 @@ Status ApiClient::Stream(const std::string& id, uint64_t after,
                                parser.Feed(bytes);
                                return parse_error.ok();
                              },
-                             on_tick);
+                             on_tick, stop);
   if (!status.ok()) return status.status();
   if (*status != 200) return HttpError(*status, prefix, http_.base_url());
   return parse_error;

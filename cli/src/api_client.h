@@ -48,9 +48,11 @@ class ApiClient {
   // Follows the SSE stream after `after`, calling on_event for each event, until the
   // server ends it. Returns how it ended: OK (ended by the server), kUnavailable (link
   // broke: reconnect with the last seen seq), or an API error.
+  // `*stop` (may be null) ends it early, as HttpClient::Stream says.
   [[nodiscard]] Status Stream(const std::string& id, uint64_t after,
                               const std::function<void(const v1::Event&)>& on_event,
-                              const std::function<void()>& on_tick = {});
+                              const std::function<void()>& on_tick = {},
+                              const std::atomic<bool>* stop = nullptr);
 
   const std::string& base_url() const { return http_.base_url(); }
 

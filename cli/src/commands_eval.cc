@@ -113,7 +113,9 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
   run->add_option("suite", args->suite,
                   "suite folder (task folders in Harbor / Terminal-Bench format)")
       ->required();
-  run->add_option("--agent", args->agent, "harness | oracle | nop (default oracle)")
+  run->add_option("--agent", args->agent,
+                  "harness | oracle | nop (default oracle); each trial is a session of the "
+                  "harness at --server (oracle and nop are its built-in agents)")
       ->check(CLI::IsMember({"harness", "oracle", "nop"}));
   run->add_option("--model", args->model, "model of the harness configuration (agent harness)");
   run->add_option("--trials", args->trials, "trials per task and configuration (default 1)")
@@ -140,13 +142,14 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
     spec.configs = args->configs.empty() ? std::vector<std::string>{"1x"} : args->configs;
     spec.concurrency = args->concurrency;
     spec.max_attempts = args->max_attempts;
-    spec.server = spec.agent == "harness" ? ctx.server : "";
+    spec.server = ctx.server;  // every trial is a harness session
     spec.sandboxd = args->sandboxd;
     spec.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
     auto plan = eval::PlanJob(spec);  // validate before creating anything
     if (!plan.ok()) return ctx.Fail(plan.status());
+    if (Status s = eval::CheckServices(spec, ctx.api_key); !s.ok()) return ctx.Fail(s);
     const std::string dir = args->job.empty() ? DefaultJobDir() : args->job;
     if (Status s = eval::CreateJob(dir, spec); !s.ok()) return ctx.Fail(s);
     RunJob(ctx, dir, spec);
@@ -154,15 +157,19 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
 
   auto resume_dir = std::make_shared<std::string>();
   auto resume_conc = std::make_shared<uint32_t>(0);
+  auto resume_sandboxd = std::make_shared<std::string>();
   auto* resume = ev->add_subcommand("resume", "continue a job; finished trials are not run again");
   resume->add_option("job", *resume_dir, "job directory")->required();
   resume->add_option("--concurrency", *resume_conc, "trials at once (default: the job's)")
       ->check(CLI::Range(1, 64));
-  resume->callback([&ctx, resume_dir, resume_conc] {
+  resume->add_option("--sandboxd", *resume_sandboxd,
+                     "sinew-sandboxd address (default: the job's, from job.json)");
+  resume->callback([&ctx, resume_dir, resume_conc, resume_sandboxd] {
     auto spec = eval::LoadJob(*resume_dir);
     if (!spec.ok()) return ctx.Fail(spec.status());
     if (*resume_conc) spec->concurrency = *resume_conc;
-    if (spec->agent == "harness") spec->server = ctx.server;
+    if (!resume_sandboxd->empty()) spec->sandboxd = *resume_sandboxd;
+    spec->server = ctx.server;
     RunJob(ctx, *resume_dir, *spec);
   });
 

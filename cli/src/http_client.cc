@@ -29,12 +29,17 @@ size_t AppendBody(char* data, size_t size, size_t n, void* user) {
 struct StreamState {
   const std::function<bool(std::string_view)>* on_data;
   const std::function<void()>* on_tick;
+  const std::atomic<bool>* stop = nullptr;
   bool stopped = false;
 };
 
 int StreamTick(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* state = static_cast<StreamState*>(user);
   if (*state->on_tick) (*state->on_tick)();
+  if (state->stop != nullptr && state->stop->load()) {
+    state->stopped = true;
+    return 1;  // makes curl abort the transfer
+  }
   return 0;
 }
 
@@ -90,7 +95,8 @@ Result<HttpResponse> HttpClient::Send(const std::string& method, const std::stri
 
 Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::string>& extra,
                                 const std::function<bool(std::string_view)>& on_data,
-                                const std::function<void()>& on_tick) {
+                                const std::function<void()>& on_tick,
+                                const std::atomic<bool>* stop) {
   EnsureCurl();
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (!curl) return Status::Internal("curl_easy_init failed");
@@ -99,7 +105,7 @@ Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::
   list = curl_slist_append(list, "Accept: text/event-stream");
   for (const auto& h : extra) list = curl_slist_append(list, h.c_str());
   std::unique_ptr<curl_slist, ListDeleter> headers(list);
-  StreamState state{&on_data, &on_tick};
+  StreamState state{&on_data, &on_tick, stop};
   std::string url = base_url_ + path;
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
@@ -116,7 +122,8 @@ Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::
   CURLcode rc = curl_easy_perform(curl.get());
   long status = 0;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
-  if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && state.stopped)) {
+  if (rc != CURLE_OK &&
+      !((rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK) && state.stopped)) {
     return Status::Unavailable("event stream from " + base_url_ + " broke (" +
                                curl_easy_strerror(rc) + ")");
   }

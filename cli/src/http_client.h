@@ -3,6 +3,7 @@
 // Thread-safety: one HttpClient per thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,11 +31,14 @@ class HttpClient {
   // stop. Returns the HTTP status once the stream ends; kUnavailable when the connection
   // could not be made or broke (the caller may reconnect).
   // `on_tick` (may be empty) is called about once a second while the stream is open,
-  // so a caller can show progress while no data comes.
+  // so a caller can show progress while no data comes. Setting `*stop` (may be null; from
+  // on_tick or another thread) ends the stream at the next tick, as if the server had
+  // ended it.
   [[nodiscard]] Result<long> Stream(const std::string& path,
                                     const std::vector<std::string>& headers,
                                     const std::function<bool(std::string_view)>& on_data,
-                                    const std::function<void()>& on_tick = {});
+                                    const std::function<void()>& on_tick = {},
+                                    const std::atomic<bool>* stop = nullptr);
 
   const std::string& base_url() const { return base_url_; }
 

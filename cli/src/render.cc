@@ -95,7 +95,8 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
                                           : "ok";
       std::string d = Paint("tool <-", kYellow, c) + "          " + r.call_id() + "  " + state +
                       ", exit " + std::to_string(r.exit_status()) + ", " +
-                      Seconds(r.duration_ms()) + (r.truncated() ? ", truncated" : "");
+                      Seconds(r.duration_ms()) + (r.timed_out() ? ", timed out" : "") +
+                      (r.truncated() ? ", truncated" : "");
       return d + Body(r.output(), o);
     }
     case v1::Event::kSandboxProvisioned: {

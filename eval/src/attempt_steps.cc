@@ -2,10 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +22,9 @@ namespace sinew::eval {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
+
+// What the built-in oracle runs (from the workspace) once solution/ is in /tmp/solution.
+constexpr const char* kOracleCommand = "bash /solution/solve.sh";
 
 std::string Base64(const std::string& data) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -49,6 +54,18 @@ std::string Base64(const std::string& data) {
 }
 
 namespace {
+
+// "completed", "failed", "cancelled", ... as the REST API names a session's status.
+std::string StatusName(v1::SessionStatus s) {
+  switch (s) {
+    case v1::SESSION_STATUS_QUEUED: return "queued";
+    case v1::SESSION_STATUS_RUNNING: return "running";
+    case v1::SESSION_STATUS_COMPLETED: return "completed";
+    case v1::SESSION_STATUS_FAILED: return "failed";
+    case v1::SESSION_STATUS_CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
 
 int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -214,37 +231,46 @@ class Attempt {
     return true;
   }
 
+  // Every agent is a harness session attached to the trial's sandbox: harness --model M,
+  // or the harness's built-in agents `oracle` (runs kOracleCommand with bash, after the
+  // solution is copied in) and `nop` (ends at once).
   bool Agent() {
-    if (ctx_.agent == "nop") return true;
-    if (ctx_.agent == "oracle") {
-      if (!CopyDir(task_.dir + "/solution", "/tmp/solution")) return false;
-      v1::ExecuteResult res;
-      if (!Bash("bash /solution/solve.sh", task_.agent_timeout_sec, &res)) return false;
-      if (res.timed_out()) {
-        return End(kAgentTimeout,
-                   "solve.sh ran past the agent timeout of " +
-                       std::to_string(static_cast<int64_t>(task_.agent_timeout_sec)) + " s");
-      }
-      if (res.exit_code() != 0) {
-        agent_note_ =
-            "solve.sh exited " + std::to_string(res.exit_code()) + ": " + Tail(res.output(), 200);
-      }
-      return true;
-    }
+    if (ctx_.agent == "oracle" && !CopyDir(task_.dir + "/solution", "/tmp/solution")) return false;
     return HarnessAgent();
+  }
+
+  // The oracle's bash call ended: a timeout is the agent's, a kill that ended the sandbox
+  // (OOM) is infra; a non-zero exit is noted (the verifier decides).
+  bool OracleResult(const v1::ToolResult& res) {
+    if (res.timed_out()) {
+      return End(kAgentTimeout,
+                 "solve.sh ran past the agent timeout of " +
+                     std::to_string(static_cast<int64_t>(std::ceil(task_.agent_timeout_sec))) + " s");
+    }
+    if ((res.signal() != 0 || res.exit_status() >= 128) && !StillAlive()) return false;
+    if (res.exit_status() != 0) {
+      agent_note_ = "solve.sh exited " + std::to_string(res.exit_status()) + ": " +
+                    Tail(res.output(), 200);
+    }
+    return true;
   }
 
   bool HarnessAgent() {
     cli::ApiClient api(ctx_.server, ctx_.api_key);
     json::object attach{{"id", box_.id()}, {"endpoint", box_.endpoint()}};
+    const bool harness = ctx_.agent == "harness";
+    const std::string prompt =
+        ctx_.agent == "oracle" ? std::string(kOracleCommand)
+                               : task_.instruction + "\n\n(Your working directory is /workspace.)";
     json::object body{
-        {"prompt", task_.instruction + "\n\n(Your working directory is /workspace.)"},
+        {"prompt", prompt},
         {"title", ctx_.label},
         {"sandbox", json::object{{"attach", attach}}},
         {"limits", json::object{{"max_wall_seconds",
                                  static_cast<int64_t>(std::ceil(task_.agent_timeout_sec))}}},
         {"metadata", json::object{{"eval_task", task_.name}}}};
-    if (!ctx_.model.empty()) body["model"] = ctx_.model;
+    if (!harness) body["model"] = ctx_.agent;  // the harness's built-in agent
+    if (harness && !ctx_.model.empty()) body["model"] = ctx_.model;
     auto session = api.Submit(body);
     if (!session.ok())
       return End(kInfraError,
@@ -254,27 +280,42 @@ class Attempt {
     const auto deadline =
         Clock::now() +
         std::chrono::milliseconds(static_cast<int64_t>(task_.agent_timeout_sec * 1000) + 30000);
-    std::string status = session->status;
-    int unreachable = 0;
-    while (status != "completed" && status != "failed" && status != "cancelled") {
-      if (Clock::now() > deadline) {
-        (void)api.Cancel(session->id);
-        return End(kAgentTimeout, "the session ran past the agent timeout");
+    // Follow the session's event stream until it ends (it ends at a final status): each
+    // event arrives as it is written, so the runner learns of the end at once. Past the
+    // deadline the session is cancelled and the stream left.
+    std::vector<v1::Event> events;
+    std::string status;
+    uint64_t last_seq = 0;
+    std::atomic<bool> past_deadline{false};
+    int broken = 0;
+    for (;;) {
+      Status s = api.Stream(
+          session->id, last_seq,
+          [&](const v1::Event& ev) {
+            last_seq = ev.seq();
+            if (ev.has_status_change()) status = StatusName(ev.status_change().to());
+            events.push_back(ev);
+          },
+          [&] {
+            if (!past_deadline && Clock::now() > deadline) {
+              past_deadline = true;
+              (void)cli::ApiClient(ctx_.server, ctx_.api_key).Cancel(session->id);
+            }
+          },
+          &past_deadline);
+      if (past_deadline) return End(kAgentTimeout, "the session ran past the agent timeout");
+      if (s.ok() && (status == "completed" || status == "failed" || status == "cancelled")) break;
+      // A broken link, or a stream a stopping harness ended: follow on from the last event.
+      if (++broken > 50) {
+        return End(kInfraError, "harness unavailable: " +
+                                    (s.ok() ? std::string("the event stream keeps ending")
+                                            : s.message()));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      auto s = api.GetSession(session->id);
-      if (!s.ok()) {
-        if (++unreachable > 50)
-          return End(kInfraError, "harness unavailable: " + s.status().message());
-        continue;
-      }
-      unreachable = 0;
-      status = s->status;
     }
-    auto events = api.AllEvents(session->id);
-    if (!events.ok()) return End(kInfraError, "harness unavailable: " + events.status().message());
-    std::string reason, error_code, lost;
-    for (const auto& [ev, text] : *events) {
+    std::string reason, error_code, limit, lost;
+    std::optional<v1::ToolResult> oracle_result;
+    for (const auto& ev : events) {
       switch (ev.payload_case()) {
         case v1::Event::kModelResponse:
           r_->tokens_in += static_cast<int64_t>(ev.model_response().usage().prompt_tokens());
@@ -283,11 +324,15 @@ class Attempt {
         case v1::Event::kToolCall:
           ++r_->tool_calls;
           break;
+        case v1::Event::kToolResult:
+          if (!oracle_result) oracle_result = ev.tool_result();
+          break;
         case v1::Event::kSandboxLost:
           lost = ev.sandbox_lost().outcome() + ": " + ev.sandbox_lost().detail();
           break;
         case v1::Event::kError:
           error_code = ev.error().code();
+          limit = ev.error().limit();
           break;
         case v1::Event::kStatusChange:
           reason = ev.status_change().reason();
@@ -296,17 +341,22 @@ class Attempt {
           break;
       }
     }
-    if (!lost.empty()) {
-      auto info = ctx_.provisioner->Get(box_.id());
-      if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED) ended_ = *info;
-      return End(kInfraError, lost);
+    // The session lost its sandbox: how it ended comes from sandboxd, which may record
+    // the end (an OOM kill) a moment after the harness noticed.
+    if (!lost.empty()) return Lost(lost);
+    if (ctx_.agent == "oracle") {
+      if (!oracle_result) {
+        return End(kInfraError, "the oracle's command did not run in session " + session->id +
+                                    " (" + status + ": " + reason + ")");
+      }
+      if (!OracleResult(*oracle_result)) return false;
     }
     auto info = ctx_.provisioner->Get(box_.id());
     if (info.ok() && info->state() == v1::SANDBOX_STATE_ENDED)
       return Lost("ended during the session");
     if (status == "completed") return true;
     if (status == "cancelled") return End(kAgentError, "the session was cancelled: " + reason);
-    if (reason.find("max_wall_seconds") != std::string::npos) return End(kAgentTimeout, reason);
+    if (limit == "max_wall_seconds") return End(kAgentTimeout, reason);
     return End(kAgentError, (error_code.empty() ? "" : error_code + ": ") + reason);
   }
 

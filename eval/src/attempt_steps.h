@@ -18,7 +18,8 @@ struct AttemptContext {
   std::function<void(const std::string&)> on_sandbox;  // called once provisioned (journal)
   std::function<void(const std::string&)> on_session;  // called once a session exists
   std::string agent;                                   // harness | oracle | nop
-  std::string model, server, api_key;                  // agent harness
+  std::string model;                                   // agent harness ("" = default)
+  std::string server, api_key;                         // the harness (every agent)
 };
 
 // Runs every step and fills `r` (outcome, cause, timings, usage). Never throws; every

@@ -186,6 +186,7 @@ json::object BuildResults(const ReportInput& in) {
         pairs.emplace_back(r->passed(), it->second->passed());
       }
       PairedComparison c = ComparePaired(pairs);
+      BootstrapResult boot = PairedBootstrap(pairs);
       comparisons.push_back(json::object{{"a", in.configs[i]},
                                          {"b", in.configs[j]},
                                          {"pairs", c.pairs},
@@ -193,7 +194,11 @@ json::object BuildResults(const ReportInput& in) {
                                          {"only_b_passed", c.only_b},
                                          {"difference", c.difference},
                                          {"difference_95", Pair(c.interval_95)},
-                                         {"mcnemar_exact_p", c.p_value}});
+                                         {"mcnemar_exact_p", c.p_value},
+                                         {"bootstrap_95", Pair(boot.interval_95)},
+                                         {"bootstrap_p", boot.p_value},
+                                         {"bootstrap_resamples", boot.resamples},
+                                         {"bootstrap_seed", boot.seed}});
     }
   }
   json::array tasks, configs;
@@ -249,6 +254,13 @@ std::string SummaryTable(const json::object& results) {
         << "), exact McNemar p = " << Fmt("%.4g", Num(c, "mcnemar_exact_p"))
         << (Num(c, "mcnemar_exact_p") < 0.05 ? " (a real difference at 5%)" : " (could be noise)")
         << "\n";
+    if (const auto* bv = c.if_contains("bootstrap_95"); bv && bv->is_array()) {
+      const auto& bi = bv->as_array();
+      out << "  paired bootstrap (" << Fmt("%.0f", Num(c, "bootstrap_resamples"))
+          << " resamples, seed " << Fmt("%.0f", Num(c, "bootstrap_seed")) << "): ["
+          << Fmt("%+.1f", 100 * Num(bi[0])) << ", " << Fmt("%+.1f", 100 * Num(bi[1]))
+          << "] points, p = " << Fmt("%.4g", Num(c, "bootstrap_p")) << "\n";
+    }
   }
   return out.str();
 }

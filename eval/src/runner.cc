@@ -223,6 +223,35 @@ struct Runner::Impl {
   }
 };
 
+Status CheckServices(const JobSpec& spec, const std::string& api_key) {
+  SINEW_ASSIGN_OR_RETURN(auto provisioner, sandbox::ProvisionerClient::Connect(spec.sandboxd));
+  auto health = provisioner->Health();
+  if (!health.ok()) {
+    return Status::Unavailable("sinew-sandboxd at " + spec.sandboxd +
+                               " does not answer: " + health.status().message() +
+                               " (start it, or pass --sandboxd HOST:PORT)");
+  }
+  // Every trial (oracle and nop included) is a harness session.
+  if (spec.server.empty()) {
+    return Status::InvalidArgument(
+        "no harness address: every trial, oracle and nop included, is a harness session "
+        "(pass --server URL or set SINEW_SERVER; scripts/eval.sh brings a local stack up)");
+  }
+  {
+    cli::ApiClient api(spec.server, api_key);
+    std::string next;
+    auto probe = api.ListSessions("", 1, "", &next);
+    if (!probe.ok()) {
+      return Status(probe.status().code(),
+                    "the harness at " + spec.server + " does not answer: " +
+                        probe.status().message() +
+                        " (every trial, oracle and nop included, is a harness session: start one, "
+                        "e.g. with scripts/eval.sh, or pass --server URL and --api-key)");
+    }
+  }
+  return Status::Ok();
+}
+
 Runner::Runner(JobSpec spec, RunPlan plan, RunnerOptions options) : impl_(new Impl) {
   impl_->spec = std::move(spec);
   impl_->plan = std::move(plan);
@@ -239,12 +268,7 @@ Status Runner::Run() {
   Impl& m = *impl_;
   SINEW_ASSIGN_OR_RETURN(m.journal, Journal::Open(m.options.job_dir));
   SINEW_ASSIGN_OR_RETURN(m.provisioner, sandbox::ProvisionerClient::Connect(m.spec.sandboxd));
-  auto health = m.provisioner->Health();
-  if (!health.ok()) {
-    return Status::Unavailable("sinew-sandboxd at " + m.spec.sandboxd +
-                               " does not answer: " + health.status().message() +
-                               " (start it, or pass --sandboxd HOST:PORT)");
-  }
+  SINEW_RETURN_IF_ERROR(CheckServices(m.spec, m.options.api_key));
   SINEW_RETURN_IF_ERROR(m.CloseUnfinished());
 
   // Trial-major order, so that configurations are compared as the run goes.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 namespace sinew::eval {
 
@@ -67,6 +68,44 @@ PairedComparison ComparePaired(const std::vector<std::pair<bool, bool>>& pairs) 
   r.interval_95 = {std::max(-1.0, r.difference - kZ95 * se),
                    std::min(1.0, r.difference + kZ95 * se)};
   r.p_value = McNemarExactP(r.only_a, r.only_b);
+  return r;
+}
+
+BootstrapResult PairedBootstrap(const std::vector<std::pair<bool, bool>>& pairs,
+                                uint32_t resamples, uint64_t seed) {
+  BootstrapResult r;
+  r.resamples = resamples;
+  r.seed = seed;
+  if (pairs.empty() || resamples == 0) {
+    r.interval_95 = {-1, 1};
+    return r;
+  }
+  std::vector<int> d;  // per pair: B passed minus A passed
+  d.reserve(pairs.size());
+  for (const auto& [a, b] : pairs) d.push_back(static_cast<int>(b) - static_cast<int>(a));
+  const uint64_t n = d.size();
+  // Indices in [0, n) without modulo bias: reject draws in the last partial block.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  std::mt19937_64 gen(seed);
+  auto index = [&]() {
+    uint64_t x;
+    do {
+      x = gen();
+    } while (x >= limit);
+    return x % n;
+  };
+  std::vector<double> diffs(resamples);
+  uint64_t at_or_below = 0, at_or_above = 0;
+  for (uint32_t s = 0; s < resamples; ++s) {
+    int64_t sum = 0;
+    for (uint64_t i = 0; i < n; ++i) sum += d[index()];
+    diffs[s] = static_cast<double>(sum) / static_cast<double>(n);
+    at_or_below += sum <= 0;
+    at_or_above += sum >= 0;
+  }
+  r.interval_95 = {Quantile(diffs, 0.025), Quantile(diffs, 0.975)};
+  r.p_value = std::min(1.0, 2.0 * static_cast<double>(std::min(at_or_below, at_or_above)) /
+                                static_cast<double>(resamples));
   return r;
 }
 

@@ -1,7 +1,8 @@
 // End to end with real parts: the `sinew eval` command, sinew-sandboxd with runc
-// sandboxes, sinew-store and sinew-harness (the scripted model, a test double of a
-// language model, stands in for a tool-using model). Needs root, runc and the default
-// image (ctest fixture sandbox_image).
+// sandboxes, sinew-store and sinew-harness (every trial is a harness session: oracle and
+// nop are the harness's built-in agents; the scripted model, a test double of a language
+// model, stands in for a tool-using model). Needs root, runc and the default image (ctest
+// fixture sandbox_image).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -68,12 +69,30 @@ const char* kOkTest =
     "grep -qx ok /workspace/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > "
     "/logs/verifier/reward.txt\n";
 
+constexpr const char* kKey = "k1";
+
 class EvalE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     sandboxd_ = std::make_unique<SandboxdProcess>();
     ASSERT_FALSE(sandboxd_->address.empty())
         << "sinew-sandboxd did not start (root, runc and the image needed)";
+    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
+    ASSERT_FALSE(store_->address.empty()) << "sinew-store did not start";
+    const std::string solves = WriteFile(dir_.Sub("solves.json"), R"({"responses": [
+      {"text": "Summing.", "tool_calls": [{"name": "bash", "input": {"command": "awk -F, 'NR > 1 { s += $2 } END { print s }' sales.csv > total.txt"}}]},
+      {"text": "Done."}]})");
+    const std::string idles =
+        WriteFile(dir_.Sub("idles.json"), R"({"responses": [{"text": "I will not do it."}]})");
+    harness_ = std::make_unique<HarnessProcess>(
+        dir_.Sub("h.json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" +
+                                store_->address + R"("}, "sandboxd": {"address": ")" +
+                                sandboxd_->address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+      "models": {"solver": {"kind": "scripted", "script": ")" +
+                                solves + R"("},
+                 "idler": {"kind": "scripted", "script": ")" +
+                                idles + R"("}}})");
+    ASSERT_FALSE(harness_->address.empty()) << "sinew-harness did not start";
   }
   // A suite folder holding links to the named shipped tasks.
   std::string SuiteOf(const std::vector<std::string>& names) {
@@ -82,10 +101,60 @@ class EvalE2E : public ::testing::Test {
     for (const auto& n : names) fs::create_directory_symlink(Examples() + "/" + n, suite + "/" + n);
     return suite;
   }
+  // `sinew --server HARNESS --api-key K eval ARGS...`
   std::vector<std::string> Eval(std::vector<std::string> args) {
-    std::vector<std::string> all = {"eval"};
+    std::vector<std::string> all = {"--server", harness_->url(), "--api-key", kKey, "eval"};
     all.insert(all.end(), args.begin(), args.end());
     return all;
+  }
+  // The events of a session, read back through the harness API.
+  std::vector<json::object> SessionEvents(const std::string& id) {
+    auto r = harness::test::Api("GET", harness_->url() + "/v1/sessions/" + id + "/events?limit=1000",
+                                kKey);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<json::object> out;
+    if (r.status != 200) return out;
+    for (const auto& e : r.json.at("events").as_array()) out.push_back(e.as_object());
+    return out;
+  }
+  // Every trial of `results` that reached its agent step is a session of the harness, in
+  // the trial's own sandbox; an oracle session shows its one bash call of solve.sh with
+  // its result, a nop session no tool call at all. Returns how many trials were checked.
+  size_t ExpectTrialsAreSessions(const json::object& results, const std::string& agent) {
+    size_t checked = 0;
+    for (const auto& t : results.at("trials").as_array()) {
+      const auto& o = t.as_object();
+      const std::string what = std::string(o.at("task").as_string()) + " " +
+                               std::string(o.at("config").as_string());
+      if (!o.at("session_id").is_string()) {
+        ADD_FAILURE() << what << ": no session: " << o;
+        continue;
+      }
+      ++checked;
+      auto events = SessionEvents(std::string(o.at("session_id").as_string()));
+      size_t calls = 0, results_seen = 0;
+      bool completed = false;
+      for (const auto& e : events) {
+        if (const auto* c = e.if_contains("tool_call")) {
+          ++calls;
+          EXPECT_EQ(c->at("tool_name").as_string(), "bash") << what;
+          EXPECT_NE(std::string(c->at("input_json").as_string()).find("/solution/solve.sh"),
+                    std::string::npos)
+              << what << ": " << *c;
+          EXPECT_EQ(c->at("sandbox_id"), o.at("sandbox_id")) << what;  // the trial's sandbox
+        }
+        if (e.contains("tool_result")) ++results_seen;
+        if (const auto* s = e.if_contains("status_change"))
+          completed |= s->at("to").as_string() == "SESSION_STATUS_COMPLETED";
+      }
+      EXPECT_EQ(calls, agent == "oracle" ? 1u : 0u) << what;
+      EXPECT_EQ(o.at("tool_calls").as_int64(), agent == "oracle" ? 1 : 0) << what;
+      if (o.at("outcome").as_string() != "infra_error") {
+        EXPECT_EQ(results_seen, calls) << what;
+        EXPECT_TRUE(completed) << what;
+      }
+    }
+    return checked;
   }
   size_t RunningSandboxes() {
     auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
@@ -94,6 +163,8 @@ class EvalE2E : public ::testing::Test {
   }
   testing::TempDir dir_{"eval-e2e"};
   std::unique_ptr<SandboxdProcess> sandboxd_;
+  std::unique_ptr<StoreProcess> store_;
+  std::unique_ptr<HarnessProcess> harness_;
   int suites_ = 0;
 };
 
@@ -114,9 +185,9 @@ TEST_F(EvalE2E, OracleShowsOomAsInfraErrorUnderOneXAndPassesWithAHigherCeiling) 
   EXPECT_EQ((finals[{"git-feature-branch", "g1x-c3x"}]), Outs{"passed"});
   EXPECT_EQ((finals[{"memory-checksum-buffer", "1x"}]), Outs{"infra_error"});
   EXPECT_EQ((finals[{"memory-checksum-buffer", "g1x-c3x"}]), Outs{"passed"});
+  EXPECT_EQ(ExpectTrialsAreSessions(r, "oracle"), 6u);  // every trial is a session
   for (const auto& t : r.at("trials").as_array()) {
     const auto& o = t.as_object();
-    EXPECT_TRUE(o.at("session_id").is_null());  // oracle trials have no model session
     EXPECT_FALSE(o.at("sandbox_id").as_string().empty());
     EXPECT_EQ(o.at("attempt").as_int64(), 1);
     if (o.at("task").as_string() != "memory-checksum-buffer") continue;
@@ -152,6 +223,13 @@ TEST_F(EvalE2E, OracleShowsOomAsInfraErrorUnderOneXAndPassesWithAHigherCeiling) 
   ASSERT_EQ(run.exit_code, 0) << run.out;
   for (const auto& [key, outs] : Finals(Results(nop_job)))
     EXPECT_EQ(outs, Outs{"failed"}) << key.first;
+  EXPECT_EQ(ExpectTrialsAreSessions(Results(nop_job), "nop"), 3u);
+  // A session of the job replays with `sinew replay`, the oracle's command in it.
+  const std::string first =
+      std::string(r.at("trials").as_array()[0].at("session_id").as_string());
+  auto replay = RunSinew({"--server", harness_->url(), "--api-key", kKey, "replay", first});
+  EXPECT_EQ(replay.exit_code, 0) << replay.out;
+  EXPECT_NE(replay.out.find("/solution/solve.sh"), std::string::npos) << replay.out;
 }
 
 TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
@@ -159,6 +237,8 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
   MakeTask(suite + "/setup-fails", "echo ok > out.txt\n", kOkTest, "echo broken >&2\nexit 3\n");
   MakeTask(suite + "/no-reward", "echo ok > out.txt\n", "echo 'I forgot the reward'\n");
   MakeTask(suite + "/fine", "echo ok > out.txt\n", kOkTest);
+  MakeTask(suite + "/too-slow", "sleep 30\necho ok > out.txt\n", kOkTest, "",
+           "[agent]\ntimeout_sec = 2\n");
   const std::string job = dir_.Sub("job-bad");
   auto run = RunSinew(Eval({"run", suite, "--agent", "oracle", "--max-attempts", "2", "--job", job,
                             "--sandboxd", sandboxd_->address}));
@@ -170,6 +250,7 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
   }
   ASSERT_EQ(by_task["setup-fails"].size(), 2u);  // retried once, both kept
   for (const auto& a : by_task["setup-fails"]) {
+    EXPECT_TRUE(a.at("session_id").is_null());  // it never reached its agent
     EXPECT_EQ(a.at("outcome").as_string(), "infra_error");
     EXPECT_NE(std::string(a.at("cause").as_string()).find("setup.sh failed (exit 3)"),
               std::string::npos);
@@ -180,8 +261,22 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
             std::string::npos);
   ASSERT_EQ(by_task["fine"].size(), 1u);
   EXPECT_EQ(by_task["fine"][0].at("outcome").as_string(), "passed");
+  // solve.sh past the agent timeout: the oracle's bash call timed out (read from its
+  // tool_result's timed_out), an agent_timeout, not retried.
+  ASSERT_EQ(by_task["too-slow"].size(), 1u);
+  EXPECT_EQ(by_task["too-slow"][0].at("outcome").as_string(), "agent_timeout");
+  EXPECT_NE(std::string(by_task["too-slow"][0].at("cause").as_string())
+                .find("solve.sh ran past the agent timeout of 2 s"),
+            std::string::npos)
+      << by_task["too-slow"][0];
+  bool timed_out = false;
+  for (const auto& e : SessionEvents(std::string(by_task["too-slow"][0].at("session_id").as_string()))) {
+    if (const auto* res = e.if_contains("tool_result"))
+      timed_out |= res->as_object().contains("timed_out") && res->at("timed_out").as_bool();
+  }
+  EXPECT_TRUE(timed_out);
   EXPECT_EQ(r.at("summary").at("1x").at("infra_errors").to_number<uint64_t>(), 2u);
-  EXPECT_EQ(r.at("summary").at("1x").at("attempts").to_number<uint64_t>(), 5u);
+  EXPECT_EQ(r.at("summary").at("1x").at("attempts").to_number<uint64_t>(), 6u);
 
   // Bad input changes nothing: an unknown preset, a bad suite.
   auto bad = RunSinew(Eval({"run", suite, "--config", "4y", "--job", dir_.Sub("never"),
@@ -192,6 +287,12 @@ TEST_F(EvalE2E, SetupFailureAndAMissingRewardAreInfraErrorsRetriedAndKept) {
   bad = RunSinew(Eval(
       {"run", dir_.Sub("nowhere"), "--job", dir_.Sub("never"), "--sandboxd", sandboxd_->address}));
   EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir_.Sub("never")));
+  // No harness answers: every trial is a session, so nothing starts and no job is made.
+  bad = RunSinew({"--server", "http://127.0.0.1:1", "--api-key", kKey, "eval", "run", suite,
+                  "--agent", "nop", "--job", dir_.Sub("never"), "--sandboxd", sandboxd_->address});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("is a harness session"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir_.Sub("never")));
   bad = RunSinew(Eval({"run", suite, "--job", job, "--sandboxd", sandboxd_->address}));
   EXPECT_EQ(bad.exit_code, 2);
@@ -204,7 +305,8 @@ TEST_F(EvalE2E, AKilledRunnerResumesAndNoFinishedTrialRunsTwice) {
     MakeTask(suite + "/slow-" + std::to_string(i), "sleep 2\necho ok > out.txt\n", kOkTest);
   }
   const std::string job = dir_.Sub("job-kill");
-  std::string cmd = "exec '" + testing::BinaryPath("sinew") + "' eval run '" + suite +
+  std::string cmd = "exec '" + testing::BinaryPath("sinew") + "' --server " + harness_->url() +
+                    " --api-key " + kKey + " eval run '" + suite +
                     "' --agent oracle --trials 2 --job '" + job + "' --sandboxd " +
                     sandboxd_->address + " >/dev/null 2>&1";
   {
@@ -252,6 +354,15 @@ TEST_F(EvalE2E, AKilledRunnerResumesAndNoFinishedTrialRunsTwice) {
     EXPECT_EQ(attempts.back().at("outcome").as_string(), "passed");
   }
   EXPECT_EQ(r.at("summary").at("1x").at("passed").to_number<uint64_t>(), 8u);
+  // Each trial's final attempt is an oracle session that ran solve.sh once.
+  for (const auto& [key, attempts] : per_trial) {
+    const auto& last = attempts.back();
+    ASSERT_TRUE(last.at("session_id").is_string()) << key.first;
+    size_t calls = 0;
+    for (const auto& e : SessionEvents(std::string(last.at("session_id").as_string())))
+      calls += e.contains("tool_call");
+    EXPECT_EQ(calls, 1u) << key.first << " #" << key.second;
+  }
   // Resuming a finished job runs nothing.
   auto again = RunSinew(Eval({"resume", job}));
   ASSERT_EQ(again.exit_code, 0) << again.out;
@@ -259,28 +370,11 @@ TEST_F(EvalE2E, AKilledRunnerResumesAndNoFinishedTrialRunsTwice) {
 }
 
 TEST_F(EvalE2E, HarnessAgentRunsAScriptedModelSessionInTheTrialSandbox) {
-  StoreProcess store(dir_.Sub("db"));
-  ASSERT_FALSE(store.address.empty());
-  const std::string solves = WriteFile(dir_.Sub("solves.json"), R"({"responses": [
-    {"text": "Summing.", "tool_calls": [{"name": "bash", "input": {"command": "awk -F, 'NR > 1 { s += $2 } END { print s }' sales.csv > total.txt"}}]},
-    {"text": "Done."}]})");
-  const std::string idles =
-      WriteFile(dir_.Sub("idles.json"), R"({"responses": [{"text": "I will not do it."}]})");
-  HarnessProcess harness(dir_.Sub("h.json"),
-                         R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store.address +
-                             R"("}, "sandboxd": {"address": ")" + sandboxd_->address +
-                             R"("}, "api_keys": {"k1": "t"},
-      "models": {"solver": {"kind": "scripted", "script": ")" +
-                             solves + R"("},
-                 "idler": {"kind": "scripted", "script": ")" +
-                             idles + R"("}}})");
-  ASSERT_FALSE(harness.address.empty());
   const std::string suite = SuiteOf({"csv-total"});
   for (const std::string model : {"solver", "idler"}) {
     const std::string job = dir_.Sub("job-" + model);
-    auto run =
-        RunSinew({"--server", harness.url(), "--api-key", "k1", "eval", "run", suite, "--agent",
-                  "harness", "--model", model, "--job", job, "--sandboxd", sandboxd_->address});
+    auto run = RunSinew(Eval({"run", suite, "--agent", "harness", "--model", model, "--job", job,
+                              "--sandboxd", sandboxd_->address}));
     ASSERT_EQ(run.exit_code, 0) << run.out;
     json::object r = Results(job);
     ASSERT_EQ(r.at("trials").as_array().size(), 1u);
@@ -289,7 +383,7 @@ TEST_F(EvalE2E, HarnessAgentRunsAScriptedModelSessionInTheTrialSandbox) {
     ASSERT_TRUE(t.at("session_id").is_string());
     EXPECT_EQ(t.at("tool_calls").as_int64(), model == "solver" ? 1 : 0);
     // The session is in the store: `sinew replay` shows it.
-    auto replay = RunSinew({"--server", harness.url(), "--api-key", "k1", "replay",
+    auto replay = RunSinew({"--server", harness_->url(), "--api-key", kKey, "replay",
                             std::string(t.at("session_id").as_string())});
     EXPECT_EQ(replay.exit_code, 0) << replay.out;
     if (model == "solver") {

@@ -69,6 +69,63 @@ TEST(Stats, PairedComparisonCountsAndDirection) {
   EXPECT_GT(c.interval_95.high, 0.75);
 }
 
+// Paired bootstrap, checked by hand: two pairs whose B-minus-A differences are 1 and 0.
+// A resample of two draws has mean 0 (both draws the tie: 1/4), 1/2 (1/2) or 1 (1/4), so
+// the 95% percentile interval is [0, 1] and p = 2 * min(P(<= 0), P(>= 0)) = 2 * 1/4.
+TEST(Stats, PairedBootstrapHandCheckedCases) {
+  const std::vector<std::pair<bool, bool>> two = {{false, true}, {true, true}};
+  BootstrapResult r = PairedBootstrap(two, 20000, 7);
+  EXPECT_EQ(r.interval_95.low, 0.0);
+  EXPECT_EQ(r.interval_95.high, 1.0);
+  EXPECT_NEAR(r.p_value, 0.5, 0.03);  // 0.5 +- about 3.5 standard errors of 20000 draws
+  EXPECT_EQ(r.resamples, 20000u);
+  EXPECT_EQ(r.seed, 7u);
+
+  // No disagreement: every resample is 0.
+  BootstrapResult same = PairedBootstrap({{true, true}, {false, false}, {true, true}});
+  EXPECT_EQ(same.interval_95.low, 0.0);
+  EXPECT_EQ(same.interval_95.high, 0.0);
+  EXPECT_EQ(same.p_value, 1.0);
+  // B always wins: every resample is 1, p below 1/resamples.
+  BootstrapResult wins = PairedBootstrap(std::vector<std::pair<bool, bool>>(5, {false, true}));
+  EXPECT_EQ(wins.interval_95.low, 1.0);
+  EXPECT_EQ(wins.interval_95.high, 1.0);
+  EXPECT_EQ(wins.p_value, 0.0);
+  // No pairs: nothing known.
+  BootstrapResult none = PairedBootstrap({});
+  EXPECT_EQ(none.interval_95.low, -1.0);
+  EXPECT_EQ(none.interval_95.high, 1.0);
+  EXPECT_EQ(none.p_value, 1.0);
+}
+
+TEST(Stats, PairedBootstrapIsReproducibleAndAgreesWithTheExactTest) {
+  // 100 pairs: 10 only A, 30 only B, 60 ties (exact McNemar p = 0.0022, difference +0.20).
+  std::vector<std::pair<bool, bool>> pairs;
+  for (int i = 0; i < 10; ++i) pairs.emplace_back(true, false);
+  for (int i = 0; i < 30; ++i) pairs.emplace_back(false, true);
+  for (int i = 0; i < 30; ++i) pairs.emplace_back(true, true);
+  for (int i = 0; i < 30; ++i) pairs.emplace_back(false, false);
+  BootstrapResult a = PairedBootstrap(pairs);
+  BootstrapResult b = PairedBootstrap(pairs);
+  EXPECT_EQ(a.interval_95.low, b.interval_95.low);  // same seed, same numbers
+  EXPECT_EQ(a.interval_95.high, b.interval_95.high);
+  EXPECT_EQ(a.p_value, b.p_value);
+  EXPECT_EQ(a.seed, kBootstrapSeed);
+  // The same draws with A and B swapped: the interval mirrors exactly.
+  std::vector<std::pair<bool, bool>> swapped;
+  for (const auto& [x, y] : pairs) swapped.emplace_back(y, x);
+  BootstrapResult m = PairedBootstrap(swapped);
+  EXPECT_DOUBLE_EQ(m.interval_95.low, -a.interval_95.high);
+  EXPECT_DOUBLE_EQ(m.interval_95.high, -a.interval_95.low);
+  EXPECT_EQ(m.p_value, a.p_value);
+  // Close to the paired Wald interval of ComparePaired (+0.20 +- 0.117) and significant.
+  PairedComparison c = ComparePaired(pairs);
+  EXPECT_NEAR(a.interval_95.low, c.interval_95.low, 0.03);
+  EXPECT_NEAR(a.interval_95.high, c.interval_95.high, 0.03);
+  EXPECT_LT(a.p_value, 0.01);
+  EXPECT_GT(a.interval_95.low, 0.0);
+}
+
 TEST(Stats, QuantileLinear) {
   EXPECT_EQ(Quantile({}, 0.5), 0);
   EXPECT_NEAR(Quantile({1, 2, 3, 4}, 0.5), 2.5, 1e-12);
@@ -300,8 +357,18 @@ TEST(Results, SummaryAndComparison) {
   EXPECT_EQ(cmp.at("pairs").as_uint64(), 4u);
   EXPECT_EQ(cmp.at("only_b_passed").as_uint64(), 2u);
   EXPECT_DOUBLE_EQ(cmp.at("mcnemar_exact_p").as_double(), 0.5);
+  // Differences {1, 0, 1, 0}: a resample's mean is k/4 with k ~ Bin(4, 1/2), so the
+  // percentile interval is [0, 1] (P(k = 0) = P(k = 4) = 1/16 > 2.5%) and p = 2/16.
+  EXPECT_EQ(cmp.at("bootstrap_95").as_array()[0].as_double(), 0.0);
+  EXPECT_EQ(cmp.at("bootstrap_95").as_array()[1].as_double(), 1.0);
+  EXPECT_NEAR(cmp.at("bootstrap_p").as_double(), 0.125, 0.02);
+  EXPECT_EQ(cmp.at("bootstrap_resamples").as_uint64(), kBootstrapResamples);
+  EXPECT_EQ(cmp.at("bootstrap_seed").as_uint64(), kBootstrapSeed);
   std::string table = SummaryTable(results);
   EXPECT_NE(table.find("g1x-c3x vs 1x: +50.0 points"), std::string::npos) << table;
+  EXPECT_NE(table.find("paired bootstrap (10000 resamples, seed 20261130): [+0.0, +100.0] points"),
+            std::string::npos)
+      << table;
   std::string html = RenderHtml(results);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // no fetches

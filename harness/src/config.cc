@@ -61,6 +61,25 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
 
 }  // namespace
 
+Status AddBuiltinAgents(HarnessConfig* config) {
+  for (const auto& [name, kind] : {std::pair{kOracleModel, kBuiltinOracleKind}, std::pair{kNopModel, kBuiltinNopKind}}) {
+    auto it = config->models.find(name);
+    if (it != config->models.end() && it->second.kind == kind) continue;
+    if (it != config->models.end()) {
+      return Status::InvalidArgument(std::string("config.models.") + name +
+                                     ": the name is reserved for a built-in agent; choose another");
+    }
+    ModelEndpointConfig m;
+    m.kind = kind;
+    m.model = name;
+    m.tools = std::string(kind) == kBuiltinOracleKind;
+    m.context_tokens = 1u << 20;  // no window: the prompt is the command
+    m.max_retries = 0;
+    config->models[name] = m;
+  }
+  return Status::Ok();
+}
+
 Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_ASSIGN_OR_RETURN(json::object root, ParseObject(json_text, "config"));
   const std::string where = "config";
@@ -170,6 +189,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   if (c.api_keys.empty()) return Status::InvalidArgument("config.api_keys must map at least one key to a tenant");
   if (c.models.empty()) return Status::InvalidArgument("config.models must name at least one model");
   if (c.default_model.empty()) c.default_model = c.models.begin()->first;
+  SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&c));
   if (!c.models.count(c.default_model)) {
     return Status::InvalidArgument("config.default_model '" + c.default_model + "' is not in config.models");
   }

@@ -62,6 +62,7 @@ v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o) {
   r->set_is_error(o.is_error);
   r->set_exit_status(o.exit_status);
   r->set_signal(o.signal);
+  r->set_timed_out(o.timed_out);
   r->set_truncated(o.truncated);
   r->set_duration_ms(o.duration_ms);
   return ev;
@@ -256,6 +257,18 @@ Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
   return Append(std::move(events));
 }
 
+Status SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
+  const std::string reason = "limit reached: " + limit + " " + std::to_string(value);
+  SINEW_RETURN_IF_ERROR(ReleaseSandbox("session failed"));
+  v1::Event ev;
+  ev.mutable_error()->set_code("limit_exceeded");
+  ev.mutable_error()->set_message(reason);
+  ev.mutable_error()->set_limit(limit);
+  deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"failed\"");
+  deps_.metrics->Add("sinew_harness_errors_total", "code=\"limit_exceeded\"");
+  return Append({std::move(ev), StatusEvent(state_.status, v1::SESSION_STATUS_FAILED, reason)});
+}
+
 Result<bool> SessionDriver::DrainInbox() {
   std::vector<std::string> messages;
   bool cancel = false;
@@ -338,20 +351,13 @@ Status SessionDriver::Drive() {
       return Finish(v1::SESSION_STATUS_COMPLETED, "the model ended its turn (" + stop_reason + ")");
     }
     // Limits, checked before each model call.
-    if (state_.turns >= task_.max_turns) {
-      return Finish(v1::SESSION_STATUS_FAILED,
-                    "limit reached: max_turns " + std::to_string(task_.max_turns), "limit_exceeded");
-    }
+    if (state_.turns >= task_.max_turns) return LimitReached("max_turns", task_.max_turns);
     if (state_.output_tokens >= task_.max_output_tokens) {
-      return Finish(v1::SESSION_STATUS_FAILED,
-                    "limit reached: max_output_tokens " + std::to_string(task_.max_output_tokens),
-                    "limit_exceeded");
+      return LimitReached("max_output_tokens", task_.max_output_tokens);
     }
     const int64_t age_ms = NowUnixMs() - log_.front().timestamp_unix_ms();
     if (age_ms > static_cast<int64_t>(task_.max_wall_seconds) * 1000) {
-      return Finish(v1::SESSION_STATUS_FAILED,
-                    "limit reached: max_wall_seconds " + std::to_string(task_.max_wall_seconds),
-                    "limit_exceeded");
+      return LimitReached("max_wall_seconds", task_.max_wall_seconds);
     }
     SINEW_RETURN_IF_ERROR(CallModel());
   }

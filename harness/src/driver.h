@@ -48,6 +48,8 @@ class SessionDriver {
   [[nodiscard]] Status Finish(v1::SessionStatus to, const std::string& reason,
                               const std::string& error_code = "", int32_t http_status = 0,
                               bool retryable = false);
+  // Fails the session with error limit_exceeded naming `limit` (Error.limit) and its value.
+  [[nodiscard]] Status LimitReached(const std::string& limit, uint64_t value);
   // Appends queued user messages; returns true when a cancel was requested.
   [[nodiscard]] Result<bool> DrainInbox();
   [[nodiscard]] Status RunPendingTools();

@@ -154,6 +154,7 @@ Status SessionDriver::CallModel() {
   call.system = task_.system;
   call.tools = ToolDefinitionsFor();
   call.turn = state_.turns;
+  call.max_wall_seconds = task_.max_wall_seconds;
   call.session_id = id_;
   call.cancelled = &abort_;
   ModelFailure failure;

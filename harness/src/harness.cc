@@ -44,6 +44,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address));
     }
     vault_ = Vault::Create(config_.secrets);
+    SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&config_));  // a config built in code has none yet
     for (const auto& [name, m] : config_.models) {
       std::string key;
       if (!m.api_key_secret.empty()) key = *vault_->Get(m.api_key_secret);

@@ -60,6 +60,8 @@ Result<std::unique_ptr<ModelClient>> MakeModelClient(const ModelEndpointConfig& 
   if (config.kind == "openai") return NewOpenAiClient(config, api_key);
   if (config.kind == "anthropic") return NewAnthropicClient(config, api_key);
   if (config.kind == "scripted") return NewScriptedModel(config);
+  if (config.kind == kBuiltinOracleKind) return NewOracleAgent();
+  if (config.kind == kBuiltinNopKind) return NewNopAgent();
   return Status::InvalidArgument("unknown model kind '" + config.kind + "'");
 }
 

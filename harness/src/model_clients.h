@@ -22,6 +22,12 @@ std::unique_ptr<ModelClient> NewAnthropicClient(const ModelEndpointConfig& confi
 // JSON file, response number ModelCall::turn for each call. Errors: the file's.
 Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig& config);
 
+// The built-in agents (config.h): the oracle's first call answers with one bash tool call
+// running the first user message with timeout ModelCall::max_wall_seconds, every later
+// call ends the turn; nop's every call ends the turn. Neither fails.
+std::unique_ptr<ModelClient> NewOracleAgent();
+std::unique_ptr<ModelClient> NewNopAgent();
+
 // One HTTP attempt of a model call, streaming or not: returns the HTTP response (for a
 // non-2xx answer its body holds the error body) or a transport error; fills *reply.
 using ModelAttempt = std::function<Result<HttpResponse>(bool stream, ModelReply* reply)>;

@@ -2,7 +2,9 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
@@ -108,6 +110,7 @@ class GrpcSandboxBackend final : public SandboxBackend {
     o.is_error = result->is_error();
     o.exit_status = result->exit_code();
     o.signal = result->signal();
+    o.timed_out = result->timed_out();
     o.truncated = result->truncated();
     o.duration_ms = result->duration_ms();
     return o;
@@ -116,6 +119,12 @@ class GrpcSandboxBackend final : public SandboxBackend {
   std::pair<std::string, std::string> HowItEnded(const std::string& id) override {
     if (!provisioner_) return {"crashed", "no sandboxd"};
     auto info = provisioner_->Get(id);
+    // sandboxd records the end (an OOM kill, a crash) a moment after the agent's link
+    // breaks: give it up to 2 s.
+    for (int i = 0; i < 40 && info.ok() && info->state() != v1::SANDBOX_STATE_ENDED; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      info = provisioner_->Get(id);
+    }
     if (!info.ok()) return {"crashed", info.status().message()};
     if (info->state() != v1::SANDBOX_STATE_ENDED) {
       return {"crashed", "the sandbox's agent stopped answering (state " +

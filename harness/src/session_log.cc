@@ -1,5 +1,7 @@
 #include "session_log.h"
 
+#include <algorithm>
+
 #include "json_util.h"
 #include "tools.h"
 
@@ -43,6 +45,17 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
         return Status::InvalidArgument("body.tools names unknown tool '" + name + "'; tools: " + names);
       }
       t.tools.push_back(name);
+    }
+  }
+  if (config.models.at(t.model).kind == kBuiltinOracleKind) {
+    // The oracle runs the prompt with bash in a sandbox: it needs both.
+    if (config.sandboxd_address.empty()) {
+      return Status::InvalidArgument("body.model 'oracle' runs the prompt as a bash command in a sandbox, and "
+                                     "this harness has no sandboxd (config.sandboxd.address)");
+    }
+    if (!t.tools.empty() && std::find(t.tools.begin(), t.tools.end(), "bash") == t.tools.end()) {
+      return Status::InvalidArgument("body.tools must include bash for body.model 'oracle' (it runs the prompt "
+                                     "with bash)");
     }
   }
   if (auto it = o.find("sandbox"); it != o.end()) {

@@ -39,6 +39,7 @@ struct ToolOutcome {
   bool is_error = false;
   int32_t exit_status = 0;
   int32_t signal = 0;
+  bool timed_out = false;  // bash: its timeout fired
   bool truncated = false;
   int64_t duration_ms = 0;
 };
@@ -85,7 +86,8 @@ class SandboxBackend {
                                                     const std::string& call_id,
                                                     const std::string& name,
                                                     const std::string& input_json) = 0;
-  // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited"), detail}.
+  // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited"), detail}; waits
+  // up to 2 s for sandboxd to record the end of a sandbox whose link broke.
   virtual std::pair<std::string, std::string> HowItEnded(const std::string& id) = 0;
   [[nodiscard]] virtual Status Destroy(const std::string& id) = 0;
   [[nodiscard]] virtual Status Health() = 0;

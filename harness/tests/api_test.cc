@@ -159,3 +159,32 @@ TEST_F(ApiErrorTest, ASilentConnectionIsClosedAfterTheReadTimeout) {
 
 }  // namespace
 }  // namespace sinew::harness::test
+
+namespace sinew::harness::test {
+namespace {
+
+// The built-in agents through the API of a harness without sandboxd: nop runs, oracle
+// (which needs a sandbox) is refused with a 400 and creates nothing.
+TEST_F(ApiErrorTest, BuiltinNopRunsAndOracleWithoutASandboxdIs400) {
+  auto before = Api("GET", base_ + "/v1/sessions", kKeyA);
+  ASSERT_EQ(before.status, 200);
+  auto r = Api("POST", base_ + "/v1/sessions", kKeyA, R"({"prompt": "echo hi", "model": "oracle"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(ErrorCode(r), "invalid_argument");
+  EXPECT_NE(r.body.find("no sandboxd"), std::string::npos) << r.body;
+  auto after = Api("GET", base_ + "/v1/sessions", kKeyA);
+  EXPECT_EQ(after.json.at("sessions").as_array().size(), before.json.at("sessions").as_array().size());
+
+  const std::string id = Submit(R"({"prompt": "do nothing", "model": "nop"})");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  auto events = Api("GET", base_ + "/v1/sessions/" + id + "/events", kKeyA);
+  ASSERT_EQ(events.status, 200);
+  std::vector<std::string> types;
+  for (const auto& e : events.json.at("events").as_array()) types.emplace_back(e.at("type").as_string());
+  EXPECT_EQ(types, (std::vector<std::string>{"session_created", "user_message", "status_change", "model_request",
+                                             "model_response", "status_change"}));
+}
+
+}  // namespace
+}  // namespace sinew::harness::test

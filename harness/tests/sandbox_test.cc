@@ -254,3 +254,48 @@ TEST_F(SandboxTest, NoSecretIsAnywhereASandboxedProgramCanLook) {
 
 }  // namespace
 }  // namespace sinew::harness::test
+
+namespace sinew::harness::test {
+namespace {
+
+// The built-in oracle in a real runc sandbox: its command is one ordinary bash call
+// (tool_call before, tool_result after, exit status and output kept); a command past the
+// session's max_wall_seconds is cut by the bash timeout and its result says timed_out.
+TEST_F(SandboxTest, TheBuiltinOracleRunsItsPromptAsOneBashCallAndEnds) {
+  const std::string script = WriteFile(dir_.Sub("unused.json"), R"({"responses": [{"text": "x"}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script));
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey,
+               R"({"prompt": "echo from-oracle > o.txt && cat o.txt && exit 3", "model": "oracle"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 180), "completed");
+  auto events = AllEvents(harness.url(), kKey, id);
+  auto calls = Of(events, "tool_call");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].at("tool_name").as_string(), "bash");
+  EXPECT_EQ(json::parse(calls[0].at("input_json").as_string()).at("command").as_string(),
+            "echo from-oracle > o.txt && cat o.txt && exit 3");
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(std::string(results[0].at("output").as_string()).find("from-oracle"), std::string::npos);
+  EXPECT_EQ(results[0].at("exit_status").as_int64(), 3);
+  EXPECT_FALSE(results[0].contains("timed_out"));  // false, omitted in JSON
+
+  auto slow = Api("POST", harness.url() + "/v1/sessions", kKey,
+                  R"({"prompt": "sleep 30", "model": "oracle", "limits": {"max_wall_seconds": 2}})");
+  ASSERT_EQ(slow.status, 201) << slow.body;
+  const std::string slow_id(slow.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, slow_id, "completed,failed", 180), "failed");
+  auto slow_events = AllEvents(harness.url(), kKey, slow_id);
+  auto slow_results = Of(slow_events, "tool_result");
+  ASSERT_EQ(slow_results.size(), 1u);
+  EXPECT_TRUE(slow_results[0].at("timed_out").as_bool()) << json::serialize(slow_results[0]);
+  auto errors = Of(slow_events, "error");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].at("code").as_string(), "limit_exceeded");
+  EXPECT_EQ(errors[0].at("limit").as_string(), "max_wall_seconds");  // as data
+}
+
+}  // namespace
+}  // namespace sinew::harness::test

@@ -2,6 +2,8 @@
 // validation, the scripted model and the log state that wake() rebuilds.
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include "model_clients.h"
 #include "session_log.h"
 #include "sinew/harness/config.h"
@@ -202,6 +204,86 @@ TEST(LogStateTest, FindsPendingCallsAndTheLiveSandbox) {
   lost.mutable_sandbox_lost()->set_sandbox_id("box1");
   ApplyEvent(lost, 6, &s);
   EXPECT_EQ(s.sandbox_id, "");
+}
+
+}  // namespace
+}  // namespace sinew::harness
+
+namespace sinew::harness {
+namespace {
+
+TEST(BuiltinAgentsTest, EveryConfigOffersOracleAndNopAndReservesTheirNames) {
+  auto c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->models.at(kOracleModel).kind, kBuiltinOracleKind);
+  EXPECT_EQ(c->models.at(kNopModel).kind, kBuiltinNopKind);
+  EXPECT_EQ(c->default_model, "m");  // a built-in is never the default by accident
+  EXPECT_TRUE(AddBuiltinAgents(&*c).ok());  // again: harmless
+  for (const char* name : {"oracle", "nop"}) {
+    auto bad = ParseConfig(std::string(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {")") + name + R"(": {"kind": "scripted", "script": "/dev/null"}}})");
+    ASSERT_FALSE(bad.ok()) << name;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(std::string("config.models.") + name + ": the name is reserved"),
+              std::string::npos)
+        << bad.status().message();
+  }
+  // The built-in kinds are not configurable.
+  auto kind = ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"o": {"kind": "builtin-oracle"}}})");
+  EXPECT_FALSE(kind.ok());
+}
+
+TEST(BuiltinAgentsTest, AnOracleTaskNeedsASandboxdAndTheBashTool) {
+  auto without = ParseConfig(kMinimal);
+  ASSERT_TRUE(without.ok());
+  auto t = ParseTaskRequest(R"({"prompt": "true", "model": "oracle"})", *without);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("no sandboxd"), std::string::npos) << t.status().message();
+  EXPECT_TRUE(ParseTaskRequest(R"({"prompt": "x", "model": "nop"})", *without).ok());  // needs nothing
+
+  auto with = ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "sandboxd": {"address": "127.0.0.1:1"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}})");
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_TRUE(ParseTaskRequest(R"({"prompt": "true", "model": "oracle"})", *with).ok());
+  EXPECT_TRUE(ParseTaskRequest(R"({"prompt": "true", "model": "oracle", "tools": ["bash", "read_file"]})", *with).ok());
+  auto no_bash = ParseTaskRequest(R"({"prompt": "true", "model": "oracle", "tools": ["read_file"]})", *with);
+  ASSERT_FALSE(no_bash.ok());
+  EXPECT_NE(no_bash.status().message().find("body.tools must include bash"), std::string::npos)
+      << no_bash.status().message();
+}
+
+TEST(BuiltinAgentsTest, TheOracleCallsBashWithThePromptOnceThenEnds) {
+  auto c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.ok());
+  auto oracle = MakeModelClient(c->models.at(kOracleModel), "");
+  ASSERT_TRUE(oracle.ok()) << oracle.status().ToString();
+  ModelCall call;
+  call.max_wall_seconds = 42;
+  ChatMessage task;
+  task.text = "bash /solution/solve.sh";
+  call.messages.push_back(task);
+  auto first = (*oracle)->Complete(call, nullptr);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->tool_calls.size(), 1u);
+  EXPECT_EQ(first->tool_calls[0].name, "bash");
+  EXPECT_EQ(boost::json::parse(first->tool_calls[0].input_json),
+            boost::json::parse(R"({"command": "bash /solution/solve.sh", "timeout": 42})"));
+  EXPECT_EQ(first->stop_reason, "tool_use");
+  call.turn = 1;
+  auto second = (*oracle)->Complete(call, nullptr);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->tool_calls.empty());
+  EXPECT_EQ(second->stop_reason, "end_turn");
+
+  auto nop = MakeModelClient(c->models.at(kNopModel), "");
+  ASSERT_TRUE(nop.ok());
+  auto none = (*nop)->Complete(call, nullptr);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->tool_calls.empty());
+  EXPECT_EQ(none->stop_reason, "end_turn");
+  EXPECT_FALSE(c->models.at(kNopModel).tools);  // nop is offered no tools
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "sandboxd/host_setup.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -18,6 +20,25 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
+
+// The contents of a /proc file, "" when it cannot be read. With plain read(2): a process
+// that exits while its file is read makes read fail with ESRCH, which libstdc++'s
+// filebuf turns into an exception (it aborted sandboxd at startup while it swept /proc
+// and a leftover process exited).
+std::string ReadProcFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
 
 bool IsCgroupV2() { return fs::exists(std::string(kCgroupRoot) + "/cgroup.controllers"); }
 
@@ -190,8 +211,7 @@ Status RemoveCgroups(const std::string& parent, const std::string& name) {
 }
 
 bool ProcessGone(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string content((std::istreambuf_iterator<char>(in)), {});
+  const std::string content = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
   if (content.empty()) return true;
   auto close_paren = content.rfind(')');
   return close_paren != std::string::npos && close_paren + 2 < content.size() &&
@@ -211,8 +231,7 @@ void KillProcessesMentioning(const std::string& needle) {
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     pid_t pid = std::stoi(name);
     if (pid == getpid()) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    const std::string cmdline = ReadProcFile((e.path() / "cmdline").string());
     if (cmdline.find(needle) != std::string::npos) kill(pid, SIGKILL);
   }
 }

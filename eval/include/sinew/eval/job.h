@@ -39,7 +39,7 @@ struct JobSpec {
   std::vector<std::string> configs;  // --config arguments as given. Default: {"1x"}
   uint32_t concurrency = 1;          // trials at once. Default: 1
   uint32_t max_attempts = 2;  // attempts per trial; only infra errors are retried. Default: 2
-  std::string server;         // harness URL (agent harness)
+  std::string server;         // harness URL (every agent: each trial is a session)
   std::string sandboxd;       // sinew-sandboxd address
   int64_t created_unix_ms = 0;
 
@@ -60,7 +60,7 @@ struct TrialRecord {
   uint32_t attempt = 1;    // 1-based
   std::string outcome;     // one of the names above
   std::string cause;       // why (for everything but passed); "" when passed
-  std::string session_id;  // harness session (agent harness); "" otherwise
+  std::string session_id;  // the trial's harness session; "" when none was created
   std::string sandbox_id;
   std::optional<double> reward;
   bool interrupted = false;  // the runner stopped during this attempt (found on resume)

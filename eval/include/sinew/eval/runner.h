@@ -2,9 +2,10 @@
 // disposable sandbox, and journals every attempt (docs/eval.md).
 //
 // One attempt: provision a sandbox of the configuration's shape from sinew-sandboxd,
-// copy environment/files into /workspace, run environment/setup.sh, run the agent
-// (oracle: solution/solve.sh; nop: nothing; harness: a harness session attached to the
-// sandbox, driven by the model), then copy tests/ to /tests and run tests/test.sh in the
+// copy environment/files into /workspace, run environment/setup.sh, run the agent as a
+// harness session attached to the sandbox (harness: driven by the model; oracle: the
+// harness's built-in agent running solution/solve.sh through its bash tool; nop: the
+// built-in agent that ends at once), then copy tests/ to /tests and run tests/test.sh in the
 // same sandbox, read /logs/verifier/reward.txt, read peak memory and CPU time from the
 // sandbox's cgroup, and destroy it. Infrastructure errors (the sandbox could not be
 // provisioned, setup failed, the sandbox was OOM-killed or lost, the verifier wrote no
@@ -29,7 +30,7 @@ namespace sinew::eval {
 
 struct RunnerOptions {
   std::string job_dir;
-  std::string api_key;  // for the harness (agent harness)
+  std::string api_key;  // for the harness
   // Called (from worker threads, serialised) when an attempt starts or ends.
   std::function<void(const TrialRecord& record, bool started)> on_attempt;
   // Set to stop: running attempts finish, no new ones start. May be null.
@@ -53,6 +54,12 @@ struct RunPlan {
 // Reads DIR/job.json.
 [[nodiscard]] Result<JobSpec> LoadJob(const std::string& dir);
 
+// Whether the services a job needs answer: sinew-sandboxd at spec.sandboxd and the harness
+// at spec.server (every trial, oracle and nop included, is a harness session; `api_key`
+// must be one of its keys). Errors say which one does not answer and what to do
+// (kInvalidArgument for no harness address; the harness's own code otherwise).
+[[nodiscard]] Status CheckServices(const JobSpec& spec, const std::string& api_key);
+
 class Runner {
  public:
   Runner(JobSpec spec, RunPlan plan, RunnerOptions options);
@@ -63,7 +70,7 @@ class Runner {
   // killed) are closed first: their sandbox is destroyed, their session cancelled, and
   // they are recorded as infra_error with interrupted = true (not counted against
   // max_attempts). Returns an error only when the job itself cannot run (journal,
-  // sandboxd unreachable at start); trial failures are outcomes.
+  // CheckServices at start); trial failures are outcomes.
   [[nodiscard]] Status Run();
 
   // Counts for progress displays.

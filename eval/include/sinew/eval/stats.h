@@ -37,6 +37,26 @@ struct PairedComparison {
 // `pairs`: (A passed, B passed) for each task × trial both configurations ran.
 PairedComparison ComparePaired(const std::vector<std::pair<bool, bool>>& pairs);
 
+// A paired bootstrap of the difference in pass rate, B minus A: `resamples` draws of
+// pairs.size() pairs with replacement. The interval is the 2.5th..97.5th percentile of the
+// resampled differences (Quantile below); the two-sided p-value is
+// min(1, 2 * min(share of differences <= 0, share >= 0)) (0 means below 1/resamples).
+// Reproducible: the draws come from std::mt19937_64 seeded with `seed` (its output is
+// fixed by the standard) mapped to indices by rejection, not from a library's
+// distribution, so the same pairs and seed give the same result everywhere.
+// No pairs: interval [-1, 1], p 1.
+inline constexpr uint64_t kBootstrapSeed = 20261130;
+inline constexpr uint32_t kBootstrapResamples = 10000;
+struct BootstrapResult {
+  Interval interval_95;
+  double p_value = 1;
+  uint32_t resamples = 0;
+  uint64_t seed = 0;
+};
+BootstrapResult PairedBootstrap(const std::vector<std::pair<bool, bool>>& pairs,
+                                uint32_t resamples = kBootstrapResamples,
+                                uint64_t seed = kBootstrapSeed);
+
 // The q-quantile (0..1) with linear interpolation between order statistics (the
 // "linear" method of numpy). Empty input gives 0.
 double Quantile(std::vector<double> values, double q);

@@ -15,7 +15,8 @@ namespace sinew::harness {
 
 // One model the harness can call, by the name a task gives in "model".
 struct ModelEndpointConfig {
-  // "openai" (Chat Completions), "anthropic" (Messages) or "scripted" (replays a file).
+  // "openai" (Chat Completions), "anthropic" (Messages) or "scripted" (replays a file);
+  // "builtin-oracle" and "builtin-nop" are the built-in agents' (not configurable).
   std::string kind = "scripted";
   // Base URL, e.g. "http://127.0.0.1:8081/v1" (".../chat/completions" or ".../messages"
   // is appended). Unused for "scripted".
@@ -96,7 +97,23 @@ struct HarnessConfig {
   std::string store_durability = "sync";
 };
 
-// Parses a config document. Errors name the offending field (kInvalidArgument) or the
+// The built-in agents: models every harness offers under these reserved names, with no
+// model server behind them (docs/harness.md, "Built-in agents"):
+//  - "oracle" runs the session's prompt as one `bash` tool call in the session's sandbox,
+//    with the session's max_wall_seconds as the command's timeout, then ends its turn.
+//    The call and its result are ordinary tool_call / tool_result events. A task for it
+//    needs a sandboxd (and `bash` among its tools when it lists tools).
+//  - "nop" ends its turn at once, without a tool call.
+inline constexpr const char* kOracleModel = "oracle";
+inline constexpr const char* kNopModel = "nop";
+inline constexpr const char* kBuiltinOracleKind = "builtin-oracle";
+inline constexpr const char* kBuiltinNopKind = "builtin-nop";
+
+// Adds the built-in agents to config->models (again is harmless). kInvalidArgument when
+// the config names one of its own models with a reserved name.
+[[nodiscard]] Status AddBuiltinAgents(HarnessConfig* config);
+
+// Parses a config document (the built-in agents added). Errors name the offending field (kInvalidArgument) or the
 // missing environment variable of a secret (kNotFound).
 [[nodiscard]] Result<HarnessConfig> ParseConfig(const std::string& json_text);
 // Reads and parses a file.

@@ -65,6 +65,8 @@ struct ModelCall {
   uint32_t turn = 0;
   // The session this call is for (logging; the scripted model's {{session_id}} template).
   std::string session_id;
+  // The session's max_wall_seconds (the built-in oracle's command timeout).
+  uint32_t max_wall_seconds = 0;
   // Set by another thread to abandon the call (cancellation); may be null.
   const std::atomic<bool>* cancelled = nullptr;
   // Where to describe a failure; may be null.
