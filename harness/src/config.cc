@@ -26,7 +26,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
       "kind,base_url,model,api_key_secret,script,context_tokens,max_output_tokens,"
-      "timeout_seconds,max_retries,backoff_ms,tools,stream",
+      "timeout_seconds,max_retries,backoff_ms,tools,stream,reasoning_in_history",
       where));
   SINEW_RETURN_IF_ERROR(ReadString(o, "kind", where, &m->kind));
   SINEW_RETURN_IF_ERROR(ReadString(o, "base_url", where, &m->base_url));
@@ -41,6 +41,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "backoff_ms", where, &m->backoff_ms));
   SINEW_RETURN_IF_ERROR(ReadBool(o, "tools", where, &m->tools));
   SINEW_RETURN_IF_ERROR(ReadString(o, "stream", where, &m->stream));
+  SINEW_RETURN_IF_ERROR(ReadBool(o, "reasoning_in_history", where, &m->reasoning_in_history));
   if (m->stream != "auto" && m->stream != "on" && m->stream != "off") {
     return Status::InvalidArgument(where + ".stream must be \"auto\", \"on\" or \"off\"");
   }

@@ -26,6 +26,7 @@ std::optional<ChatMessage> MessageOf(const v1::Event& ev) {
     case v1::Event::kModelResponse:
       m.role = ChatMessage::Role::kAssistant;
       m.text = ev.model_response().text();
+      m.reasoning = ev.model_response().reasoning();
       for (const auto& tc : ev.model_response().tool_calls()) {
         m.tool_calls.push_back({tc.call_id(), tc.name(), tc.input_json()});
       }

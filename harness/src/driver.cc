@@ -315,6 +315,8 @@ Status SessionDriver::Drive() {
     (*a->mutable_labels())["kind"] = "resume";
     (*a->mutable_labels())["owner"] = deps_.owner;
     SINEW_RETURN_IF_ERROR(AppendOne(std::move(resumed)));
+    spdlog::info("session {}: resumed by {} at lease epoch {} (its earlier driver stopped or crashed)", id_,
+                 deps_.owner, epoch_.load());
   }
   if (state_.last_user < 0 && !task_.prompt.empty()) {
     // The harness that created the session died before writing the task's message.

@@ -22,6 +22,7 @@ int64_t MsSince(Clock::time_point t0) {
 
 v1::Event SessionDriver::Interrupted(const v1::ToolCallSpec& spec, const std::string& text) {
   deps_.metrics->Add("sinew_harness_tool_calls_interrupted_total", "tool=\"" + spec.name() + "\"");
+  spdlog::info("session {}: call {} ({}) recorded as interrupted: {}", id_, spec.call_id(), spec.name(), text);
   v1::Event ev;
   auto* r = ev.mutable_tool_result();
   r->set_call_id(spec.call_id());
@@ -102,6 +103,12 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
   const auto t0 = Clock::now();
   ToolOutcome outcome;
   std::vector<v1::Event> after;
+  if (started_before) {
+    spdlog::info("session {}: call {} ({}) was under way when the session was last left; {}", id_,
+                 spec.call_id(), spec.name(),
+                 info->needs_sandbox ? "asking its sandbox for the result (a sandbox runs a call once)"
+                                     : "running it again (idempotent)");
+  }
   if (!info->needs_sandbox) {
     outcome = deps_.proxy->Execute(spec.name(), spec.input_json(), &abort_);
     // Cut short by a stop: leave the call pending; the next wake decides (idempotent or

@@ -120,6 +120,7 @@ class OpenAiClient final : public ModelClient {
           } else {
             o["content"] = m.text;
           }
+          if (config_.reasoning_in_history && !m.reasoning.empty()) o["reasoning_content"] = m.reasoning;
           if (!m.tool_calls.empty()) {
             json::array calls;
             for (const auto& tc : m.tool_calls) {

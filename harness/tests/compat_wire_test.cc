@@ -7,6 +7,7 @@
 // message.reasoning_content, message.tool_calls and usage. Also: the retry policy, the
 // server's message in failures, reasoning kept apart from the answer, and the pieces
 // behind them (RetryPolicyFor, ServerErrorMessage, ThinkSplitter).
+#include <mutex>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -227,6 +228,51 @@ TEST(ModelClientStreamTest, StreamedAndWholeRepliesAreTheSame) {
     EXPECT_EQ(r->stop_reason, "tool_use");
     EXPECT_EQ(r->prompt_tokens, 31u);
     EXPECT_EQ(r->completion_tokens, 12u);
+  }
+}
+
+// Earlier reasoning goes back to the model only where its config asks (a template that
+// renders reasoning_content); by default the model sees answers alone.
+TEST(ModelClientStreamTest, EarlierReasoningIsSentBackOnlyWhenTheModelAsks) {
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  TestHttpServer server([&](const TestHttpServer::Request& r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      bodies.push_back(r.body);
+    }
+    TestHttpServer::Response resp;
+    resp.content_type = "application/json";
+    resp.body = R"({"choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],
+                    "usage":{"prompt_tokens":5,"completion_tokens":1}})";
+    return resp;
+  });
+  ModelCall call = ToolCall();
+  ChatMessage answer;
+  answer.role = ChatMessage::Role::kAssistant;
+  answer.text = "Listing.";
+  answer.reasoning = "Need ls.";
+  answer.tool_calls.push_back({"c1", "bash", R"({"command":"ls"})"});
+  ChatMessage result;
+  result.role = ChatMessage::Role::kTool;
+  result.tool_call_id = "c1";
+  result.text = "a.txt";
+  call.messages.push_back(answer);
+  call.messages.push_back(result);
+  for (bool send : {false, true}) {
+    ModelEndpointConfig config = Endpoint(server.url(), "off");
+    config.reasoning_in_history = send;
+    auto client = MakeModelClient(config, "");
+    ASSERT_TRUE((*client)->Complete(call, nullptr).ok());
+    std::lock_guard<std::mutex> lock(mu);
+    const json::value sent = json::parse(bodies.back());
+    const auto& assistant = sent.at("messages").as_array().at(1).as_object();
+    EXPECT_EQ(assistant.at("content").as_string(), "Listing.");
+    if (send) {
+      EXPECT_EQ(assistant.at("reasoning_content").as_string(), "Need ls.");
+    } else {
+      EXPECT_FALSE(assistant.contains("reasoning_content")) << bodies.back();
+    }
   }
 }
 

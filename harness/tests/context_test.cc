@@ -48,6 +48,15 @@ TEST_F(ContextTest, SmallLogIsTheWholeConversation) {
   EXPECT_FALSE(v.new_summary.has_value());
 }
 
+TEST_F(ContextTest, AnAnswersReasoningTravelsWithItsMessage) {
+  AddTurn(1, 10);
+  log_[2].mutable_model_response()->set_reasoning("ls shows the files");
+  ContextView v = BuildContext(log_, 10000);
+  ASSERT_EQ(v.messages.size(), 3u);
+  EXPECT_EQ(v.messages[1].text, "step 1");  // the answer alone
+  EXPECT_EQ(v.messages[1].reasoning, "ls shows the files");
+}
+
 TEST_F(ContextTest, InterruptedResultsTellTheModel) {
   AddTurn(1, 0);
   log_.back().mutable_tool_result()->set_interrupted(true);

@@ -100,6 +100,9 @@ TEST_F(TakeoverTest, AStalledHarnessIsTakenOverAndItsLateWriteIsRefused) {
   }
   EXPECT_EQ(running, 1);
   EXPECT_EQ(resumed, 1);
+  // B's log tells the recovery at the info level, naming the session.
+  auto logged = b.proc->WaitForLine("session " + id + ": resumed by", std::chrono::seconds(5));
+  EXPECT_TRUE(logged.has_value()) << "B should log that it resumed the session";
 }
 
 TEST_F(TakeoverTest, CancelSentToTheOtherHarnessIsForwardedToTheDriver) {

@@ -46,6 +46,10 @@ struct ModelEndpointConfig {
   // repeat that call at once without streaming and call this model without streaming
   // from then on (logged once). Default: "auto"
   std::string stream = "auto";
+  // Send each earlier answer's reasoning back with it, as `reasoning_content`, for a chat
+  // template that renders it (one that keeps thinking across tool calls). Otherwise the
+  // reasoning stays in the event log only and the model sees answers alone. Default: false
+  bool reasoning_in_history = false;
 };
 
 // A host the proxy tool `http_request` may reach, with an optional credential injected.

@@ -38,6 +38,7 @@ struct ChatMessage {
   Role role = Role::kUser;
   std::string text;
   std::vector<ModelToolCall> tool_calls;  // kAssistant only
+  std::string reasoning;                  // kAssistant only: sent back only if the model asks
   std::string tool_call_id;               // kTool only
   bool is_error = false;                  // kTool only
 };
