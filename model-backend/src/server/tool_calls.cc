@@ -19,26 +19,35 @@ size_t SkipSpace(std::string_view s, size_t i) {
   return i;
 }
 
+// Follows a byte-by-byte scan of JSON text: whether it is inside a string literal.
+struct JsonStringTracker {
+  bool in_string = false;
+  bool escaped = false;
+  // Feeds the next byte; true when it belongs to a string literal (its quotes included).
+  bool Feed(char c) {
+    if (!in_string) {
+      in_string = c == '"';
+      return in_string;
+    }
+    if (escaped) {
+      escaped = false;
+    } else if (c == '\\') {
+      escaped = true;
+    } else if (c == '"') {
+      in_string = false;
+    }
+    return true;
+  }
+};
+
 // JSON text without the whitespace outside strings. Byte by byte, so the compact form
 // of a prefix is a prefix of the compact form of the whole.
 std::string CompactJson(std::string_view raw) {
   std::string out;
   out.reserve(raw.size());
-  bool in_string = false, escaped = false;
+  JsonStringTracker strings;
   for (char c : raw) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      continue;
-    }
+    if (!strings.Feed(c) && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) continue;
     out += c;
   }
   return out;
@@ -51,20 +60,11 @@ size_t JsonValueEnd(std::string_view text, size_t start) {
   const char first = text[start];
   if (first == '"' || first == '{' || first == '[') {
     int depth = 0;
-    bool in_string = false, escaped = false;
+    JsonStringTracker strings;
     for (size_t i = start; i < text.size(); ++i) {
       const char c = text[i];
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-        } else if (c == '\\') {
-          escaped = true;
-        } else if (c == '"') {
-          in_string = false;
-          if (depth == 0) return i + 1;
-        }
-      } else if (c == '"') {
-        in_string = true;
+      if (strings.Feed(c)) {
+        if (!strings.in_string && depth == 0) return i + 1;  // a top-level string closed
       } else if (c == '{' || c == '[') {
         ++depth;
       } else if (c == '}' || c == ']') {
