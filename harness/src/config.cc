@@ -88,7 +88,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
-      "max_connections",
+      "max_connections,tls",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -110,6 +110,12 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   if (const json::object* s = ChildObject(root, "sandboxd", &error)) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address", "config.sandboxd"));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c.sandboxd_address));
+  }
+  if (const json::object* t = ChildObject(root, "tls", &error)) {
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*t, "cert_file,key_file,ca_file", "config.tls"));
+    SINEW_RETURN_IF_ERROR(ReadString(*t, "cert_file", "config.tls", &c.tls.cert_file));
+    SINEW_RETURN_IF_ERROR(ReadString(*t, "key_file", "config.tls", &c.tls.key_file));
+    SINEW_RETURN_IF_ERROR(ReadString(*t, "ca_file", "config.tls", &c.tls.ca_file));
   }
   if (const json::object* keys = ChildObject(root, "api_keys", &error)) {
     for (const auto& kv : *keys) {
@@ -208,6 +214,8 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   }
   if (c.lease_ttl_ms < 300) return Status::InvalidArgument("config.lease_ttl_ms must be at least 300");
   if (c.workers == 0) return Status::InvalidArgument("config.workers must be at least 1");
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty())
+    return Status::InvalidArgument("config.tls needs both cert_file and key_file (or neither)");
   if (c.read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
   return c;
 }

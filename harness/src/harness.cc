@@ -57,7 +57,8 @@ class HarnessImpl final : public Harness, public SessionControl {
     deps_ = Deps();
     handler_ = std::make_unique<ApiHandler>(&deps_, this);
     SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));
-    if (config_.advertise_url.empty()) config_.advertise_url = "http://" + server_->address();
+    if (config_.advertise_url.empty())
+      config_.advertise_url = (config_.tls.cert_file.empty() ? "http://" : "https://") + server_->address();
     // The owner names where this harness answers, so that others can forward to it.
     owner_ = config_.advertise_url + "#" + std::to_string(::getpid()) + "-" + RandomHex(8);
     deps_.owner = owner_;

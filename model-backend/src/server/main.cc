@@ -14,10 +14,11 @@
 
 #include "api_handler.h"
 #include "grpc_service.h"
-#include "http_server.h"
 #include "job_queue.h"
 #include "metrics.h"
 #include "model_runner.h"
+#include "openai_response.h"
+#include "sinew/http/server.h"
 
 namespace {
 
@@ -26,7 +27,10 @@ int Run(int argc, char** argv) {
   CLI::App app{"sinew-model: the Sinew model server (OpenAI-compatible HTTP + gRPC Generate)"};
   std::string model_path;
   std::string model_id;
-  HttpServerOptions http;
+  sinew::http::ServerOptions http;
+  http.port = 8081;
+  http.max_header_bytes = 16 * 1024;
+  http.server_name = "sinew-model";
   int grpc_port = 7703;
   EngineOptions engine;
   size_t queue_capacity = 256;
@@ -79,7 +83,14 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cache-type-v", cache_type_v, "KV cache value type: f32, f16 or q8_0")
       ->capture_default_str();
+  app.add_option("--tls-cert", http.tls.cert_file,
+                 "PEM certificate chain: serve HTTPS only (reloaded on change and on SIGHUP)");
+  app.add_option("--tls-key", http.tls.key_file, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
+  if (http.tls.cert_file.empty() != http.tls.key_file.empty()) {
+    std::fprintf(stderr, "sinew-model: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
   for (auto [name, dst] : {std::pair{&cache_type_k, &engine.cache_type_k},
                            std::pair{&cache_type_v, &engine.cache_type_v}}) {
     auto type = ParseCacheType(*name);
@@ -135,7 +146,10 @@ int Run(int argc, char** argv) {
   metrics.SetDevice(info.device, info.simd);
   metrics.SetServingStats([runner = runner->get()] { return runner->serving_stats(); });
   ApiHandler handler(**runner, metrics, *queue);
-  auto server = HttpServer::Start(
+  http.error_body = [](int status, const std::string& code, const std::string& message) {
+    return ErrorBody(message, status >= 500 ? "server_error" : "invalid_request_error", code);
+  };
+  auto server = sinew::http::Server::Start(
       http, [&handler](HttpRequest request, std::shared_ptr<ResponseStream> stream) {
         handler.Handle(std::move(request), std::move(stream));
       });

@@ -123,7 +123,7 @@ TEST_F(ServerErrorsTest, ContextOverflow) {
 
 TEST_F(ServerErrorsTest, OversizedBody) {
   std::string huge = R"({"prompt":")" + std::string(70000, 'a') + R"("})";
-  EXPECT_EQ(ExpectError(400, "POST", "/v1/completions", huge), "request_too_large");
+  EXPECT_EQ(ExpectError(413, "POST", "/v1/completions", huge), "payload_too_large");
 }
 
 TEST_F(ServerErrorsTest, UnknownPathsAndMethods) {

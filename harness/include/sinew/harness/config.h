@@ -66,6 +66,15 @@ struct LimitsConfig {
   uint32_t max_wall_seconds = 3600;     // Default: 3600
 };
 
+// TLS on the REST API (docs/security.md). Both files empty: plain HTTP.
+struct TlsConfig {
+  std::string cert_file;  // PEM certificate chain; reloaded on change and on SIGHUP
+  std::string key_file;   // PEM private key
+  // CA bundle trusted when this harness calls another harness over https (forwarding).
+  // Default: the system's
+  std::string ca_file;
+};
+
 struct HarnessConfig {
   // REST address. Default: 127.0.0.1:8080 (port 0: any free port)
   std::string listen = "127.0.0.1:8080";
@@ -97,6 +106,7 @@ struct HarnessConfig {
   uint32_t read_timeout_seconds = 30;
   // Open connections at most; more are answered 503. Default: 2048
   uint32_t max_connections = 2048;
+  TlsConfig tls;
   // Durability of an embedded store: "sync" or "async". Default: "sync"
   std::string store_durability = "sync";
 };
