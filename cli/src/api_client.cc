@@ -87,8 +87,8 @@ Result<v1::Event> ParseEvent(std::string_view text) {
   return ev;
 }
 
-ApiClient::ApiClient(std::string base_url, std::string api_key)
-    : http_(std::move(base_url), std::move(api_key)) {}
+ApiClient::ApiClient(std::string base_url, std::string api_key, std::string ca_file)
+    : http_(std::move(base_url), std::move(api_key), std::move(ca_file)) {}
 
 Result<json::value> ApiClient::Call(const std::string& method, const std::string& path,
                                     const std::string& body, const std::string& content_type) {

@@ -25,7 +25,7 @@ struct SessionView {
 
 class ApiClient {
  public:
-  ApiClient(std::string base_url, std::string api_key);
+  ApiClient(std::string base_url, std::string api_key, std::string ca_file = "");
 
   [[nodiscard]] Result<SessionView> Submit(const boost::json::object& body);
   [[nodiscard]] Result<SessionView> GetSession(const std::string& id);

@@ -24,6 +24,7 @@ inline constexpr int kExitLimit = 4;
 struct Context {
   std::string server;   // flag > SINEW_SERVER > config file > http://127.0.0.1:8080
   std::string api_key;  // flag > SINEW_API_KEY > config file
+  std::string ca_file;  // CA bundle for an https server: flag > SINEW_CA_FILE > config file
   std::string config_path;
   bool json = false;        // --json: machine-readable output, one JSON value per line
   bool color = false;       // stdout is a terminal and NO_COLOR is unset
@@ -33,7 +34,7 @@ struct Context {
 
   // Resolves server and key from the environment and config file (after flag parsing).
   void Resolve();
-  ApiClient Api() const { return ApiClient(server, api_key); }
+  ApiClient Api() const { return ApiClient(server, api_key, ca_file); }
   RenderOptions Render() const {
     RenderOptions o;
     o.color = color;

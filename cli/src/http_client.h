@@ -1,4 +1,4 @@
-// HttpClient: the CLI's HTTP calls to the harness, over libcurl.
+// HttpClient: the CLI's HTTP calls to the harness, over the common client (sinew/http/client.h).
 //
 // Thread-safety: one HttpClient per thread.
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sinew/http/client.h"
 #include "sinew/status.h"
 
 namespace sinew::cli {
@@ -20,7 +21,8 @@ struct HttpResponse {
 class HttpClient {
  public:
   // `base_url` like "http://127.0.0.1:8080"; `api_key` goes in an Authorization header.
-  HttpClient(std::string base_url, std::string api_key);
+  // `ca_file` (may be empty: the system's) is the CA bundle trusted for an https server.
+  HttpClient(std::string base_url, std::string api_key, std::string ca_file = "");
 
   // One request. kUnavailable when the server cannot be reached (the message names it).
   [[nodiscard]] Result<HttpResponse> Send(const std::string& method, const std::string& path,
@@ -45,6 +47,7 @@ class HttpClient {
  private:
   std::string base_url_;
   std::string api_key_;
+  http::ClientTls tls_;
 };
 
 }  // namespace sinew::cli

@@ -18,7 +18,7 @@ void Context::Resolve() {
       config_path = std::string(home) + "/.config/sinew/cli.json";
     }
   }
-  std::string file_server, file_key;
+  std::string file_server, file_key, file_ca;
   if (!config_path.empty()) {
     std::ifstream in(config_path);
     if (in) {
@@ -31,6 +31,7 @@ void Context::Resolve() {
         const auto& o = v.as_object();
         if (auto* s = o.if_contains("server"); s && s->is_string()) file_server = s->as_string();
         if (auto* k = o.if_contains("api_key"); k && k->is_string()) file_key = k->as_string();
+        if (auto* c = o.if_contains("ca_file"); c && c->is_string()) file_ca = c->as_string();
       }
     }
   }
@@ -41,6 +42,10 @@ void Context::Resolve() {
   if (api_key.empty()) {
     const char* env = std::getenv("SINEW_API_KEY");
     api_key = env ? env : file_key;
+  }
+  if (ca_file.empty()) {
+    const char* env = std::getenv("SINEW_CA_FILE");
+    ca_file = env ? env : file_ca;
   }
   if (server.find("://") == std::string::npos) server = "http://" + server;
   color = !json && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
@@ -63,6 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("--config", ctx.config_path,
                  "config file with {\"server\", \"api_key\"} (env SINEW_CONFIG; default "
                  "~/.config/sinew/cli.json)");
+  app.add_option("--ca-file", ctx.ca_file, "CA bundle trusted for an https server (env SINEW_CA_FILE)");
   app.add_flag("--json", ctx.json, "machine-readable output (JSON, one value per line)");
   app.add_flag("--full", ctx.full, "show long outputs whole instead of folded");
   app.parse_complete_callback([&ctx] { ctx.Resolve(); });

@@ -105,7 +105,7 @@ class AnthropicClient final : public ModelClient {
     if (!api_key_.empty()) req.headers.push_back("x-api-key: " + api_key_);
     req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
-    req.cancelled = call.cancelled;
+    req.stop = call.cancelled;
     return req;
   }
 

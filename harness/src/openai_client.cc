@@ -165,7 +165,7 @@ class OpenAiClient final : public ModelClient {
     if (!api_key_.empty()) req.headers.push_back("Authorization: Bearer " + api_key_);
     req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
-    req.cancelled = call.cancelled;
+    req.stop = call.cancelled;
     return req;
   }
 

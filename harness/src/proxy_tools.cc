@@ -117,7 +117,7 @@ ToolOutcome ProxyTools::HttpRequestTool(const std::string& input_json,
   if (!injected_header.empty()) req.headers.push_back(injected_header);
   req.timeout_ms = 30000;
   req.max_response_bytes = kMaxResponseBytes;
-  req.cancelled = cancelled;
+  req.stop = cancelled;
   auto response = PerformHttp(req);
   ToolOutcome out;
   out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

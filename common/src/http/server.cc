@@ -70,7 +70,10 @@ Result<std::shared_ptr<ssl::context>> LoadTlsContext(const TlsOptions& tls) {
   context->use_certificate_chain_file(tls.cert_file, ec);
   if (ec) return Status::InvalidArgument("cannot load the TLS certificate " + tls.cert_file + ": " + ec.message());
   context->use_private_key_file(tls.key_file, ssl::context::pem, ec);
-  if (ec) return Status::InvalidArgument("cannot load the TLS key " + tls.key_file + ": " + ec.message());
+  if (ec) {
+    return Status::InvalidArgument("cannot load the TLS key " + tls.key_file + " (it must be the PEM key of " +
+                                   tls.cert_file + "): " + ec.message());
+  }
   if (SSL_CTX_check_private_key(context->native_handle()) != 1)
     return Status::InvalidArgument("the TLS key " + tls.key_file + " does not match the certificate " + tls.cert_file);
   return context;
@@ -504,6 +507,7 @@ class ServerImpl final : public Server {
       sighup_.add(SIGHUP);
       WaitForSighup();
     }
+    work_.emplace(shared_->ioc.get_executor());
     for (int i = 0; i < std::max(1, options.io_threads); ++i) threads_.emplace_back([this] { shared_->ioc.run(); });
     return Status::Ok();
   }
@@ -540,6 +544,7 @@ class ServerImpl final : public Server {
         spdlog::warn("http server: {} connection(s) still held by handlers after {} ms; stopping anyway",
                      shared_->live.size(), drain.count());
     }
+    work_.reset();
     shared_->ioc.stop();
     for (std::thread& thread : threads_) thread.join();
   }
@@ -628,6 +633,8 @@ class ServerImpl final : public Server {
   tcp::acceptor acceptor_;
   net::steady_timer watch_timer_;
   net::signal_set sighup_;
+  // Keeps the I/O threads running while connections drain after the acceptor closed.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::string address_;

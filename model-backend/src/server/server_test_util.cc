@@ -1,7 +1,7 @@
 #include "server_test_util.h"
 
 #include <boost/json.hpp>
-#include <curl/curl.h>
+#include "sinew/http/client.h"
 #include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,13 +18,6 @@ namespace {
 std::string EnvOr(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value ? value : fallback;
-}
-
-size_t CollectBody(char* data, size_t size, size_t count, void* user) {
-  auto* result = static_cast<HttpResult*>(user);
-  result->body.append(data, size * count);
-  ++result->body_callbacks;
-  return size * count;
 }
 
 }  // namespace
@@ -150,44 +143,29 @@ bool ServerProcess::Alive() {
   return waitpid(pid_, &status, WNOHANG) == 0;
 }
 
-// libcurl header callback: keeps every response header line.
-size_t CollectHeader(char* data, size_t size, size_t count, void* user) {
-  static_cast<HttpResult*>(user)->headers.append(data, size * count);
-  return size * count;
-}
-
 HttpResult HttpCall(uint16_t port, const std::string& method, const std::string& path,
                     const std::string& body, const std::string& content_type) {
   HttpResult result;
-  CURL* curl = curl_easy_init();
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, CollectBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &result);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, CollectHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &result);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
-  curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
-  curl_slist* headers = nullptr;
+  sinew::http::ClientRequest request;
+  request.method = method;
+  request.url = "http://127.0.0.1:" + std::to_string(port) + path;
+  request.timeout_ms = 300000;
   if (method == "POST") {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    if (!content_type.empty())
-      headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    request.body = body;
+    if (!content_type.empty()) request.headers.push_back("Content-Type: " + content_type);
   }
-  CURLcode code = curl_easy_perform(curl);
-  if (code != CURLE_OK) {
-    result.error = curl_easy_strerror(code);
-  } else {
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &result.status);
-    char* type = nullptr;
-    curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
-    if (type != nullptr) result.content_type = type;
+  auto response = sinew::http::Fetch(request, [&](std::string_view piece) {
+    result.body.append(piece);
+    ++result.body_callbacks;
+    return true;
+  });
+  if (!response.ok()) {
+    result.error = response.status().message();
+    return result;
   }
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
+  result.status = response->status;
+  result.content_type = std::string(response->Header("content-type"));
+  for (const auto& [name, value] : response->headers) result.headers += name + ": " + value + "\r\n";
   return result;
 }
 

@@ -48,7 +48,7 @@ struct HttpResult {
   std::string body;
   std::string content_type;
   int body_callbacks = 0;  // how many pieces the body arrived in
-  std::string headers;     // raw response header lines
+  std::string headers;     // response header lines, "name: value\r\n", names in lower case
   std::string error;
 };
 

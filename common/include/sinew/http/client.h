@@ -1,0 +1,69 @@
+// sinew::http::Fetch: the one HTTP client of every Sinew process (libcurl): one request
+// with a streaming body callback, timeouts, cancellation and TLS (a CA bundle to trust,
+// and a client certificate where the server asks for one).
+//
+// Thread-safety: each call uses its own easy handle; call from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sinew/status.h"
+
+namespace sinew::http {
+
+struct ClientTls {
+  // PEM CA bundle trusted for https URLs. Default (""): the system's
+  std::string ca_file;
+  // PEM client certificate and key, presented when the server asks. Default: none
+  std::string cert_file;
+  std::string key_file;
+};
+
+struct ClientRequest {
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  std::string body;
+  // Whole-request limit; 0: none (for event streams). Default: 30 s
+  uint32_t timeout_ms = 30000;
+  uint32_t connect_timeout_ms = 5000;
+  // A transfer slower than 1 byte/s for this long is broken; 0: off. Default: off
+  uint32_t low_speed_seconds = 0;
+  size_t max_response_bytes = 64u << 20;  // more is cut and `truncated` set
+  // Setting it stops the transfer within about a second (response.stopped).
+  const std::atomic<bool>* stop = nullptr;
+  // Called about once a second while the transfer runs (may be empty).
+  std::function<void()> on_tick;
+  ClientTls tls;
+};
+
+struct ClientResponse {
+  long status = 0;
+  std::string body;  // empty when a chunk callback consumed it
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
+  bool truncated = false;
+  // The caller ended the transfer early (*stop, or the chunk callback said false).
+  bool stopped = false;
+
+  // The first header called `lower_case_name`, "" if absent.
+  std::string_view Header(std::string_view lower_case_name) const;
+};
+
+// Called with each chunk of the response body as it arrives; return false to stop.
+using ChunkCallback = std::function<bool(std::string_view chunk)>;
+
+// Performs the request. Any HTTP status is OK here (see response.status), and so is a
+// transfer the caller stopped (response.stopped). Errors: kDeadlineExceeded (timeout),
+// kUnavailable (connect, TLS or transport failure; the message names the URL).
+[[nodiscard]] Result<ClientResponse> Fetch(const ClientRequest& request, const ChunkCallback& on_chunk = nullptr);
+
+// Initialises libcurl once per process (idempotent, thread-safe).
+void InitCurlOnce();
+
+}  // namespace sinew::http

@@ -1,0 +1,336 @@
+// The common HTTP server and client against each other on loopback, plain and TLS, with
+// certificates made by scripts/make-certs.sh (the real openssl command), and raw sockets
+// for the malformed requests no client library sends.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "sinew/http/client.h"
+#include "sinew/http/server.h"
+#include "sinew/testing/subprocess.h"
+
+namespace sinew::http {
+namespace {
+
+using sinew::testing::TempDir;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("SINEW_SOURCE_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+// Runs scripts/make-certs.sh DIR NAME...; the CA is made once per DIR.
+void MakeCerts(const std::string& dir, const std::string& names) {
+  const std::string command = SourceDir() + "/scripts/make-certs.sh " + dir + " " + names;
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+// Sends `raw` on a fresh connection and returns everything the server answers until it
+// closes (or 5 s pass).
+std::string RawExchange(uint16_t port, const std::string& raw) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  size_t sent = 0;
+  while (sent < raw.size()) {
+    ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  std::string out;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// A handler that echoes the request, streams "n" events for /events?n, and answers 429
+// for /busy.
+Handler EchoHandler() {
+  return [](Request request, std::shared_ptr<ResponseStream> stream) {
+    if (request.target.starts_with("/events")) {
+      const int n = std::atoi(request.target.c_str() + request.target.find('?') + 1);
+      std::thread([stream, n] {
+        stream->StartEvents();
+        for (int i = 0; i < n; ++i) {
+          if (!stream->SendEvent("data: " + std::to_string(i) + "\n\n") || !stream->WaitForRoom(1 << 16)) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        stream->EndEvents();
+      }).detach();
+      return;
+    }
+    if (request.target == "/busy") {
+      stream->Send(429, "application/json", R"({"error":{"code":"busy","message":"later"}})");
+      return;
+    }
+    stream->Send(Response{200, "text/plain",
+                          request.method + " " + request.target + " " + std::string(request.Header("x-test")) + " " +
+                              request.body,
+                          {{"X-Echo", "yes"}}});
+  };
+}
+
+ClientRequest Req(std::string url, uint32_t timeout_ms = 30000, const std::atomic<bool>* stop = nullptr) {
+  ClientRequest request;
+  request.url = std::move(url);
+  request.timeout_ms = timeout_ms;
+  request.stop = stop;
+  return request;
+}
+
+std::unique_ptr<Server> StartServer(ServerOptions options, Handler handler = EchoHandler()) {
+  auto server = Server::Start(options, std::move(handler));
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+TEST(HttpServerTest, AnswersAndKeepsHeaders) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  ClientRequest request;
+  request.method = "POST";
+  request.url = "http://" + server->address() + "/echo";
+  request.headers = {"X-Test: hello", "Content-Type: text/plain"};
+  request.body = "body";
+  auto response = Fetch(request);
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body, "POST /echo hello body");
+  EXPECT_EQ(response->Header("x-echo"), "yes");
+  EXPECT_EQ(response->Header("server"), "sinew");
+}
+
+TEST(HttpServerTest, OverloadAnswersCarryRetryAfter) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  auto response = Fetch(Req("http://" + server->address() + "/busy"));
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->status, 429);
+  EXPECT_EQ(response->Header("retry-after"), "1");
+}
+
+TEST(HttpServerTest, RefusesOversizedAndMalformedRequestsInTheCallersShape) {
+  ServerOptions options;
+  options.max_body_bytes = 1000;
+  options.max_header_bytes = 2000;
+  options.error_body = [](int status, const std::string& code, const std::string&) {
+    return "{\"status\":" + std::to_string(status) + ",\"code\":\"" + code + "\"}";
+  };
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const uint16_t port = server->port();
+
+  std::string big = RawExchange(port, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n" +
+                                          std::string(5000, 'x'));
+  EXPECT_TRUE(big.starts_with("HTTP/1.1 413")) << big;
+  EXPECT_NE(big.find(R"({"status":413,"code":"payload_too_large"})"), std::string::npos) << big;
+
+  std::string headers = RawExchange(port, "GET /x HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(4000, 'h') + "\r\n\r\n");
+  EXPECT_TRUE(headers.starts_with("HTTP/1.1 431")) << headers;
+
+  for (const std::string& raw : {std::string("NOT A REQUEST\r\n\r\n"), std::string("GET / HTTP/9.9\r\nHost: a\r\n\r\n"),
+                                 std::string("POST / HTTP/1.1\r\nContent-Length: 12x\r\n\r\n"),
+                                 std::string("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+                                 std::string("GET / HTTP/1.1\r\nX-A: a\0b\r\n\r\n", 33)}) {
+    std::string answer = RawExchange(port, raw);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << raw << " -> " << answer;
+    EXPECT_NE(answer.find(R"("code":"bad_request")"), std::string::npos) << answer;
+  }
+  // The server still serves after all that.
+  auto ok = Fetch(Req("http://" + server->address() + "/after"));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(HttpServerTest, ConnectionsPastTheLimitGet503) {
+  ServerOptions options;
+  options.max_connections = 1;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  std::atomic<bool> stop{false};
+  std::atomic<int> events{0};
+  std::thread holder([&] {
+    ClientRequest request = Req("http://" + server->address() + "/events?500", 0, &stop);
+    (void)Fetch(request, [&](std::string_view) {
+      events.fetch_add(1);
+      return true;
+    });
+  });
+  for (int i = 0; i < 500 && events.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(events.load(), 0);
+  auto refused = Fetch(Req("http://" + server->address() + "/x"));
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->Header("retry-after"), "1");
+  stop = true;
+  holder.join();
+}
+
+TEST(HttpServerTest, EventStreamsArriveInOrder) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  auto response = Fetch(Req("http://" + server->address() + "/events?5"));
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->Header("content-type"), "text/event-stream");
+  EXPECT_EQ(response->body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n");
+}
+
+TEST(HttpServerTest, ABadHostOrTakenPortIsAnError) {
+  ServerOptions bad_host;
+  bad_host.host = "not-an-ip";
+  EXPECT_EQ(Server::Start(bad_host, EchoHandler()).status().code(), StatusCode::kInvalidArgument);
+  auto first = StartServer(ServerOptions{});
+  ASSERT_NE(first, nullptr);
+  ServerOptions same;
+  same.port = first->port();
+  EXPECT_EQ(Server::Start(same, EchoHandler()).status().code(), StatusCode::kUnavailable);
+}
+
+class HttpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MakeCerts(certs_.path(), "server"); }
+  std::string Path(const std::string& name) const { return certs_.Sub(name); }
+  ServerOptions TlsOptions(std::chrono::milliseconds watch = std::chrono::milliseconds(0)) const {
+    ServerOptions options;
+    options.tls.cert_file = Path("server.pem");
+    options.tls.key_file = Path("server-key.pem");
+    options.tls.watch_interval = watch;
+    return options;
+  }
+  static ClientRequest Get(const Server& server, const std::string& ca, const std::string& path = "/x") {
+    ClientRequest request;
+    request.url = "https://localhost:" + std::to_string(server.port()) + path;
+    request.tls.ca_file = ca;
+    return request;
+  }
+  TempDir certs_{"sinew-http-certs"};
+};
+
+TEST_F(HttpsTest, ServesTlsToClientsThatTrustTheCa) {
+  auto server = StartServer(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  auto response = Fetch(Get(*server, Path("ca.pem")));
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body, "GET /x  ");
+  // A client that does not trust the CA refuses the server.
+  auto untrusted = Fetch(Get(*server, "/etc/ssl/certs/ca-certificates.crt"));
+  EXPECT_EQ(untrusted.status().code(), StatusCode::kUnavailable);
+  // Plain HTTP to the TLS port gets no HTTP answer, and the server lives on.
+  std::string plain = RawExchange(server->port(), "GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+  EXPECT_FALSE(plain.starts_with("HTTP/1.1 200")) << plain;
+  EXPECT_TRUE(Fetch(Get(*server, Path("ca.pem"))).ok());
+}
+
+TEST_F(HttpsTest, RefusesUnreadableOrMismatchedFiles) {
+  ServerOptions missing = TlsOptions();
+  missing.tls.key_file = Path("nope.pem");
+  EXPECT_EQ(Server::Start(missing, EchoHandler()).status().code(), StatusCode::kInvalidArgument);
+  MakeCerts(certs_.path(), "other");
+  ServerOptions mismatched = TlsOptions();
+  mismatched.tls.key_file = Path("other-key.pem");
+  auto status = Server::Start(mismatched, EchoHandler()).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("other-key.pem"), std::string::npos) << status.message();
+}
+
+// A new CA's certificate replaces the old one: new connections see it, an event stream
+// opened before the reload runs on to its end, and a failed reload keeps the old one.
+TEST_F(HttpsTest, ReloadsCertificatesWithoutDroppingConnections) {
+  auto server = StartServer(TlsOptions());
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->tls_generation(), 1u);
+  std::string stream_body;
+  Status stream_status;
+  long stream_http = 0;
+  std::thread stream([&] {
+    ClientRequest request = Get(*server, Path("ca.pem"), "/events?40");
+    request.timeout_ms = 0;
+    auto response = Fetch(request);
+    stream_status = response.status();
+    if (response.ok()) {
+      stream_http = response->status;
+      stream_body = response->body;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  TempDir second("sinew-http-certs2");
+  MakeCerts(second.path(), "server");
+  std::filesystem::copy_file(second.Sub("server.pem"), Path("server.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(second.Sub("server-key.pem"), Path("server-key.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_TRUE(server->ReloadTls().ok());
+  EXPECT_EQ(server->tls_generation(), 2u);
+  auto with_new_ca = Fetch(Get(*server, second.Sub("ca.pem")));
+  ASSERT_TRUE(with_new_ca.ok()) << with_new_ca.status().ToString();
+  EXPECT_EQ(with_new_ca->status, 200);
+  EXPECT_FALSE(Fetch(Get(*server, Path("ca.pem"))).ok());
+
+  // A broken pair is refused and the current certificate stays.
+  std::filesystem::copy_file(Path("ca.pem"), Path("server.pem"), std::filesystem::copy_options::overwrite_existing);
+  EXPECT_FALSE(server->ReloadTls().ok());
+  EXPECT_EQ(server->tls_generation(), 2u);
+  EXPECT_TRUE(Fetch(Get(*server, second.Sub("ca.pem"))).ok());
+
+  stream.join();
+  ASSERT_TRUE(stream_status.ok()) << stream_status.ToString();
+  EXPECT_EQ(stream_http, 200);
+  EXPECT_NE(stream_body.find("data: 39\n\n"), std::string::npos) << stream_body;
+}
+
+TEST_F(HttpsTest, ReloadsWhenTheFilesChange) {
+  auto server = StartServer(TlsOptions(std::chrono::milliseconds(100)));
+  ASSERT_NE(server, nullptr);
+  TempDir second("sinew-http-certs2");
+  MakeCerts(second.path(), "server");
+  std::filesystem::copy_file(second.Sub("server-key.pem"), Path("server-key.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(second.Sub("server.pem"), Path("server.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  for (int i = 0; i < 100 && server->tls_generation() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(server->tls_generation(), 2u);
+  auto response = Fetch(Get(*server, second.Sub("ca.pem")));
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_EQ(response->status, 200);
+}
+
+TEST(HttpClientTest, StoppingAStreamIsNotAnError) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  int seen = 0;
+  auto response = Fetch(Req("http://" + server->address() + "/events?100", 0),
+                        [&](std::string_view) { return ++seen < 3; });
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  EXPECT_TRUE(response->stopped);
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(seen, 3);
+  auto refused = Fetch(Req("http://127.0.0.1:1/x"));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("127.0.0.1:1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sinew::http
