@@ -30,6 +30,7 @@ struct ApiResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
 };
 
 // What the handler needs from the harness process around it.

@@ -112,6 +112,7 @@ class BeastServer final : public HttpServer {
   static http::response<http::string_body> ToBeast(const ApiResponse& r, unsigned version, bool keep_alive) {
     http::response<http::string_body> res{static_cast<http::status>(r.status), version};
     res.set(http::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) res.set(name, value);
     res.keep_alive(keep_alive);
     res.body() = r.body;
     res.prepare_payload();
