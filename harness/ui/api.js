@@ -84,7 +84,7 @@ export function forkSession(id, atSeq, model, message) {
 
 // Reads the session's event stream from after `after` (sent as Last-Event-ID), calling
 // onEvent(event) for each. Resolves when the server ends the stream; rejects on a
-// network failure or an API error. Abort with `signal`.
+// network failure or an API error. onEvent also gets the event's JSON length. Abort with `signal`.
 export async function streamEvents(id, after, onEvent, signal) {
   let res;
   try {
@@ -118,7 +118,10 @@ export async function streamEvents(id, after, onEvent, signal) {
       for (const line of block.split('\n')) {
         if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
       }
-      if (data.length) onEvent(JSON.parse(data.join('\n')));
+      if (data.length) {
+        const text = data.join('\n');
+        onEvent(JSON.parse(text), text.length);
+      }
     }
   }
 }

@@ -37,7 +37,7 @@ function keyForm(message) {
 function show(next, title) {
   if (view && view.destroy) view.destroy();
   view = next;
-  clear(main).append(Array.isArray(next.el) ? next.el : next.el);
+  clear(main, Array.isArray(next.el) ? next.el : next.el);
   document.title = `${title} · Sinew console`;
   for (const a of document.querySelectorAll('nav.top a')) {
     if (location.hash.startsWith(a.getAttribute('href'))) a.setAttribute('aria-current', 'page');
@@ -72,7 +72,7 @@ function route() {
   if (!api.apiKey()) {
     if (view && view.destroy) view.destroy();
     view = null;
-    clear(main).append(keyForm(''));
+    clear(main, keyForm(''));
     document.title = 'API key · Sinew console';
     return;
   }
@@ -106,7 +106,7 @@ api.onUnauthorized((message) => {
   if (view && view.destroy) view.destroy();
   view = null;
   document.getElementById('forget').hidden = true;
-  clear(main).append(keyForm(`The harness refused the key: ${message}`));
+  clear(main, keyForm(`The harness refused the key: ${message}`));
 });
 
 document.getElementById('forget').addEventListener('click', () => {

@@ -39,9 +39,10 @@ export function append(el, children) {
   return el;
 }
 
-export function clear(el) {
+// Empties `el`, then appends `children` as h() does (nulls skipped, arrays flattened).
+export function clear(el, ...children) {
   while (el.firstChild) el.firstChild.remove();
-  return el;
+  return append(el, children);
 }
 
 export function fmtInt(n) {

@@ -3,7 +3,7 @@
 // page opens that file from the user's disk (it is read in the browser and sent
 // nowhere) and keeps it for the tab. Each trial is a harness session: the grid links
 // every attempt to its session in this console.
-import {h, clear, fmtInt} from './dom.js';
+import {h, clear, append, fmtInt} from './dom.js';
 
 const STORE = 'sinew.evalJobs';
 const OUTCOME_COLOURS = {
@@ -97,7 +97,7 @@ export class EvalsView {
         h('td', (j.configs || []).join(', ')), h('td', String((j.job || {}).trials ?? '')), h('td', fmtInt((j.trials || []).length)),
         h('td', (j.job || {}).created_unix_ms ? new Date(Number(j.job.created_unix_ms)).toISOString() : ''))))));
     const job = this.jobs[Math.min(this.current, this.jobs.length - 1)];
-    this.body.append(summary(job), comparisons(job), grid(job));
+    append(this.body, [summary(job), comparisons(job), grid(job)]);
   }
 
   destroy() {}

@@ -13,6 +13,12 @@ export function payload(ev) {
   return ev[ev.type] || {};
 }
 
+// A SessionStatus as the API's session records spell it: "SESSION_STATUS_RUNNING" ->
+// "running" (events carry the proto enum name).
+export function statusName(v) {
+  return String(v || '').replace(/^SESSION_STATUS_/, '').toLowerCase();
+}
+
 export function num(v) {
   return v === undefined || v === null || v === '' ? 0 : Number(v);
 }
@@ -137,11 +143,13 @@ export class SessionModel {
         else this.mark(ev, ev.type === 'sandbox_lost' ? 'error' : 'sandbox', `${ev.type} ${short(p.sandbox_id)}`);
         break;
       }
-      case 'status_change':
-        this.status = p.to || '';
-        this.mark(ev, p.to === 'failed' ? 'error' : 'status', `${p.from || '?'} → ${p.to}${p.reason ? `: ${p.reason}` : ''}`);
-        if (['completed', 'failed', 'cancelled'].includes(p.to)) this.closeAll(ev, p.to === 'cancelled' ? 'cancelled' : 'interrupted');
+      case 'status_change': {
+        const to = statusName(p.to);
+        this.status = to;
+        this.mark(ev, to === 'failed' ? 'error' : 'status', `${statusName(p.from) || '?'} → ${to}${p.reason ? `: ${p.reason}` : ''}`);
+        if (['completed', 'failed', 'cancelled'].includes(to)) this.closeAll(ev, to === 'cancelled' ? 'cancelled' : 'interrupted');
         break;
+      }
       case 'error':
         this.mark(ev, 'error', `${p.code}: ${p.message || ''}`);
         for (const span of this.openModel.values()) this.close(span, ev, 'error', p.code);

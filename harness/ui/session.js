@@ -70,7 +70,7 @@ export class SessionView {
       this.session = await api.getSession(this.id, {signal: this.abort.signal});
     } catch (e) {
       if (e.name === 'AbortError') return;
-      clear(this.el).append(h('p.error', {role: 'alert'}, e.status === 404
+      clear(this.el, h('p.error', {role: 'alert'}, e.status === 404
         ? `No session ${this.id} for this API key (it may be in another harness's store).`
         : `Could not load the session: ${e.message}`));
       return;
@@ -154,8 +154,8 @@ export class SessionView {
       try {
         this.streaming = true;
         this.setConn('live', attempt ? 'live again (reconnected)' : 'live');
-        await api.streamEvents(this.id, this.model.lastSeq, (ev) => {
-          this.model.add([ev], 0);
+        await api.streamEvents(this.id, this.model.lastSeq, (ev, bytes) => {
+          this.model.add([ev], bytes);
           wait = 250;
           this.schedule();
         }, this.abort.signal);
@@ -218,7 +218,7 @@ export class SessionView {
     const m = this.model;
     const status = this.status();
     const model = (m.task && m.task.model) || [...m.models][0] || 'default model';
-    clear(this.header).append(
+    clear(this.header, 
       h(this.opts.compact ? 'h3' : 'h2', s.title || '(untitled)'),
       h('p.meta',
         h('span', {class: `status st-${status}`}, status), ' · ', model, ' · ',
@@ -284,7 +284,7 @@ export class SessionView {
     this.forkButton = h('button', {type: 'submit', dataset: {action: 'fork'}}, seq ? `Fork at #${seq}` : 'Fork'));
     this.cancelButton = h('button', {type: 'button', disabled: terminal, dataset: {action: 'cancel'},
       onclick: () => run(() => api.cancelSession(this.id), () => 'Cancel requested.')}, 'Cancel session');
-    clear(this.actions).append(this.cancelButton,
+    clear(this.actions, this.cancelButton,
       messageForm, forkForm, result);
   }
 
@@ -293,7 +293,7 @@ export class SessionView {
     if (this.tokensDrawn === turns.length) return;
     this.tokensDrawn = turns.length;
     if (!turns.length) {
-      clear(this.tokens).append(h('p.muted', 'No model calls yet.'));
+      clear(this.tokens, h('p.muted', 'No model calls yet.'));
       return;
     }
     const max = Math.max(1, ...turns.map((t) => t.prompt + t.completion));
@@ -323,7 +323,7 @@ export class SessionView {
         this.remember(t.seq);
       }
     });
-    clear(this.tokens).append(svg, h('p.legend-line', h('span.swatch.sw-prompt'), 'prompt ', h('span.swatch.sw-completion'), 'completion',
+    clear(this.tokens, svg, h('p.legend-line', h('span.swatch.sw-prompt'), 'prompt ', h('span.swatch.sw-completion'), 'completion',
       ` · largest turn ${fmtInt(max)} tokens · click a bar to see its answer`));
   }
 
@@ -334,10 +334,10 @@ export class SessionView {
     if (this.filesDrawn === key) return;
     this.filesDrawn = key;
     if (!n) {
-      clear(this.files).append(h('p.muted', 'No file written or edited by a tool.'));
+      clear(this.files, h('p.muted', 'No file written or edited by a tool.'));
       return;
     }
-    clear(this.files).append(...[...files.entries()].map(([path, changes]) => h('details.fold.file', {open: files.size <= 3},
+    clear(this.files, ...[...files.entries()].map(([path, changes]) => h('details.fold.file', {open: files.size <= 3},
       h('summary', `${path} (${changes.length} change${changes.length > 1 ? 's' : ''})`),
       changes.map((c) => {
         const body = h('div');

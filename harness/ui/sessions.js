@@ -99,7 +99,7 @@ export class SessionsView {
     const e = enrichCache.get(`${s.id}:${s.next_seq}`);
     const hay = [s.title, s.id, s.status, e && e.model, ...Object.entries(s.metadata || {}).map(([k, v]) => `${k}=${v}`)]
       .join(' ').toLowerCase();
-    return q.split(/\s+/).every((w) => hay.includes(w));
+    return hay.includes(q);
   }
 
   renderRows() {

@@ -2,7 +2,7 @@
 // DOM, so 10,000 events cost what 40 do), and the selected event in full beside it:
 // text, reasoning apart, tool input and output folded, long outputs paged, file diffs.
 import {h, clear, fmtClock, fmtInt, fmtBytes, firstLine, fmtDuration} from './dom.js';
-import {payload, num} from './model.js';
+import {payload, num, statusName} from './model.js';
 import {diffLines, withContext} from './diff.js';
 
 const ROW = 28;
@@ -107,7 +107,7 @@ export class Transcript {
   showDetail(ev) {
     const p = payload(ev);
     const link = `#/s/${this.sessionId}/${ev.seq}`;
-    clear(this.detail).append(
+    clear(this.detail, 
       h('h3', `#${ev.seq} ${ev.type}`),
       h('p.meta', new Date(ev.ts).toISOString(), ' · ', h('a', {href: link}, 'link to this event')),
       ...detailBody(ev, p, this.model));
@@ -130,7 +130,7 @@ function summary(ev) {
       const flags = [p.is_error && 'error', p.interrupted && 'interrupted', p.timed_out && 'timed out'].filter(Boolean);
       return `${flags.join(', ') || 'ok'} ${fmtBytes((p.output || '').length)}: ${firstLine(p.output, 100)}`;
     }
-    case 'status_change': return `${p.from || ''} → ${p.to}${p.reason ? `: ${p.reason}` : ''}`;
+    case 'status_change': return `${statusName(p.from)} → ${statusName(p.to)}${p.reason ? `: ${p.reason}` : ''}`;
     case 'error': return `${p.code}: ${firstLine(p.message)}`;
     case 'annotation': return `${(p.labels || {}).kind || 'note'}: ${firstLine(p.text)}`;
     case 'sandbox_provisioned': return `${p.sandbox_id} in ${num(p.provision_ms)} ms`;
@@ -237,7 +237,7 @@ function detailBody(ev, p, model) {
       ];
     }
     case 'status_change':
-      return [field('from', p.from || ''), field('to', p.to || ''), field('reason', p.reason || '')];
+      return [field('from', statusName(p.from)), field('to', statusName(p.to)), field('reason', p.reason || '')];
     case 'error':
       return [field('code', p.code), field('retryable', p.retryable ? 'yes' : 'no'),
         p.http_status ? field('HTTP status', p.http_status) : null, p.limit ? field('limit', p.limit) : null, pre(p.message || '')];
