@@ -66,6 +66,9 @@ export class SessionView {
   }
 
   async load() {
+    // The record and the first page are asked for together.
+    let firstPage = this.fetchPage(0, FIRST_PAGE);
+    firstPage.catch(() => {});
     try {
       this.session = await api.getSession(this.id, {signal: this.abort.signal});
     } catch (e) {
@@ -84,18 +87,21 @@ export class SessionView {
     for (;;) {
       let page;
       try {
-        page = await this.fetchPage(after, limit);
+        page = await (firstPage || this.fetchPage(after, limit));
       } catch (e) {
+        firstPage = null;
         if (e.name === 'AbortError') return;
         this.setConn('error', `loading failed: ${e.message}; retrying`);
         await sleep(1000, this.abort.signal).catch(() => {});
         if (this.abort.signal.aborted) return;
         continue;
       }
+      firstPage = null;
       this.model.add(page.events, page.bytes);
       after = this.model.lastSeq;
       if (first) {
         first = false;
+        performance.mark(`sinew-first-page-${this.id}`);
         this.drawNow();
         this.firstRender();
       } else {

@@ -67,6 +67,9 @@ export async function startStack() {
     // A session that runs for a while: a model call every `delay_ms`, each with a tool call.
     slow: {responses: [...Array.from({length: 14}, (_, i) => ({text: `step ${i + 1}`, delay_ms: 400, tool_calls: [fetchCall(`/step/${i + 1}`)]})),
       {text: 'all steps done', delay_ms: 200}]},
+    // Long enough to kill and restart the harness in the middle.
+    slower: {responses: [...Array.from({length: 40}, (_, i) => ({text: `step ${i + 1}`, delay_ms: 500, tool_calls: [fetchCall(`/s/${i + 1}`)]})),
+      {text: 'all steps done', delay_ms: 200}]},
     // What a fork continues with.
     other: {responses: [{text: 'A different answer after the fork.'}]},
   };
