@@ -42,7 +42,7 @@ export class EvalsView {
       h('h2#evals-h', 'Evaluation runs'),
       h('p', 'Open the results.json of one or more ', h('code', 'sinew eval'), ' jobs (in the job directory). The file is read in this browser only. ',
         'Trial links open the trial\'s session when the harness serving this console holds the job\'s store (',
-        h('code', 'JOB/store'), ' with scripts/eval.sh).'),
+        h('code', 'scripts/eval.sh console JOB'), ' brings one up on it).'),
       h('div.filters', h('label', {for: 'results-file'}, 'results.json'), input),
       this.msg, this.body);
     this.el.addEventListener('dragover', (e) => e.preventDefault());
@@ -86,7 +86,7 @@ export class EvalsView {
       return;
     }
     this.body.append(h('h3', 'Jobs'), h('table.list',
-      h('thead', h('tr', ['', 'Suite', 'Agent', 'Model', 'Configurations', 'Trials', 'Attempts', 'Started'].map((c) => h('th', {scope: 'col'}, c)))),
+      h('thead', h('tr', [h('span.visually-hidden', 'Show'), 'Suite', 'Agent', 'Model', 'Configurations', 'Trials', 'Attempts', 'Started'].map((c) => h('th', {scope: 'col'}, c)))),
       h('tbody', this.jobs.map((j, i) => h('tr', {class: i === this.current ? 'current' : ''},
         h('td', h('button.small', {type: 'button', 'aria-pressed': String(i === this.current), onclick: () => {
           this.current = i;
@@ -113,7 +113,7 @@ function summary(job) {
   const W = 300;
   return h('section', {'aria-labelledby': 'ev-sum'}, h('h3#ev-sum', 'Pass rate per configuration'),
     h('table.list.summary',
-      h('thead', h('tr', ['Configuration', 'Trials', 'Passed', 'Pass rate (95% Wilson)', '', 'Infra errors', 'Excluding infra'].map((c) => h('th', {scope: 'col'}, c)))),
+      h('thead', h('tr', ['Configuration', 'Trials', 'Passed', 'Pass rate (95% Wilson)', h('span.visually-hidden', 'Pass rate drawn'), 'Infra errors', 'Excluding infra'].map((c) => h('th', {scope: 'col'}, c)))),
       h('tbody', configs.map((c) => {
         const s = (job.summary || {})[c] || {};
         const [lo, hi] = s.wilson_95 || [0, 0];

@@ -72,7 +72,8 @@ export class SessionModel {
 
   derive(ev) {
     const p = payload(ev);
-    if (!this.firstTs) this.firstTs = ev.ts;
+    // A fork's copied events keep their original times, older than its event 1.
+    if (!this.firstTs || ev.ts < this.firstTs) this.firstTs = ev.ts;
     this.lastTs = Math.max(this.lastTs, ev.ts);
     switch (ev.type) {
       case 'session_created':

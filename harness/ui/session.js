@@ -12,6 +12,7 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 const FIRST_PAGE = 200;
 const PAGE = 1000;
 const PAGE_BYTES = 4 * 1024 * 1024;  // a page larger than this halves the next one
+const FILE_CHANGES_SHOWN = 50;        // per file in the Files panel
 
 export class SessionView {
   // opts: {compact, forkSeq, seq (event to select), label, onFork(view, fork, atSeq)}
@@ -225,7 +226,7 @@ export class SessionView {
     const status = this.status();
     const model = (m.task && m.task.model) || [...m.models][0] || 'default model';
     clear(this.header, 
-      h(this.opts.compact ? 'h3' : 'h2', s.title || '(untitled)'),
+      h(this.opts.compact ? 'h3' : 'h2', this.opts.compact && this.opts.label ? `${this.opts.label[0].toUpperCase()}${this.opts.label.slice(1)}: ` : '', s.title || '(untitled)'),
       h('p.meta',
         h('span', {class: `status st-${status}`}, status), ' · ', model, ' · ',
         h('code', s.id), ' · created ', fmtAge(num(s.created_unix_ms)), ' · ',
@@ -305,7 +306,7 @@ export class SessionView {
     const max = Math.max(1, ...turns.map((t) => t.prompt + t.completion));
     const W = 800;
     const H = 120;
-    const bw = W / turns.length;
+    const bw = Math.min(W / turns.length, 40);
     let prompt = '';
     let completion = '';
     turns.forEach((t, i) => {
@@ -345,7 +346,8 @@ export class SessionView {
     }
     clear(this.files, ...[...files.entries()].map(([path, changes]) => h('details.fold.file', {open: files.size <= 3},
       h('summary', `${path} (${changes.length} change${changes.length > 1 ? 's' : ''})`),
-      changes.map((c) => {
+      changes.length > FILE_CHANGES_SHOWN ? h('p.muted', `The last ${FILE_CHANGES_SHOWN} changes; every one is in the transcript at its tool call.`) : null,
+      changes.slice(-FILE_CHANGES_SHOWN).map((c) => {
         const body = h('div');
         const d = h('details.fold', {open: changes.length <= 3},
           h('summary', `#${c.seq} ${c.kind}${c.ok === false ? ' (failed)' : c.ok === null ? ' (running)' : ''}`), body);

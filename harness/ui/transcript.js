@@ -22,7 +22,7 @@ export class Transcript {
       role: 'listbox', tabindex: 0, 'aria-label': `${label}: one row per event; arrow keys move, Page Up/Down jump`,
       onkeydown: (e) => this.key(e), onscroll: () => this.render(),
     }, h('div.tr-space', {role: 'presentation'}, this.spacer, this.rows));
-    this.detail = h('div.tr-detail', {role: 'region', 'aria-label': 'Selected event', tabindex: -1},
+    this.detail = h('div.tr-detail', {role: 'region', 'aria-label': `Selected event (${label})`, tabindex: -1},
       h('p.muted', 'Select an event to see it in full.'));
     this.el = h('section.transcript', {'aria-label': label}, this.list, this.detail);
     this.rendered = '';
