@@ -162,7 +162,7 @@ function grid(job) {
       const sw = h('span.swatch');
       sw.style.background = OUTCOME_COLOURS[o];
       return h('li', sw, o);
-    }), h('li', 'faded: an attempt that was retried')),
+    }), h('li', 'dashed: an attempt that was retried')),
     h('div.table-wrap', h('table.grid',
       h('thead', h('tr', h('th', {scope: 'col'}, 'Task'), configs.map((c) => h('th', {scope: 'col'}, c)))),
       h('tbody', tasks.map((task) => h('tr', h('th', {scope: 'row'}, task), configs.map((c) => {

@@ -52,7 +52,9 @@ export class SessionsView {
         this.tbody)),
       h('nav.pager', {'aria-label': 'Pages'}, this.prev, h('span.page-no'), this.nextBtn));
     this.refresh = setInterval(() => {
-      if (this.page === 0 && !this.scan && document.visibilityState === 'visible') this.go(0, {quiet: true});
+      // The first page refreshes, unless someone is moving through the table's links.
+      const inTable = document.activeElement && document.activeElement.closest && document.activeElement.closest('table.list');
+      if (this.page === 0 && !this.scan && !inTable && document.visibilityState === 'visible') this.go(0, {quiet: true});
     }, 5000);
   }
 

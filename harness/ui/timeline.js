@@ -15,6 +15,7 @@ const LEGEND = [['ok', 'tool ok'], ['end_turn', 'model answered'], ['tool_use', 
   ['error', 'error'], ['interrupted', 'interrupted'], ['timed_out', 'timed out'], ['open', 'running'],
   ['takeover', 'harness take-over']];
 
+const NOTABLE = new Set(['error', 'interrupted', 'timed_out', 'lost', 'cancelled', 'max_tokens']);
 const AXIS = 18;
 const LANE = 24;
 
@@ -93,13 +94,17 @@ export class Timeline {
       ctx.fillRect(0, AXIS + l * LANE, width, LANE);
     }
     const now = Date.now();
-    for (const s of this.model.spans) {
-      const end = s.open ? (this.live() ? now : this.model.lastTs) : s.end;
-      if (end < t0 || s.start > t1) continue;
-      const a = x(s.start);
-      const w = Math.max(2, x(end) - a);
-      ctx.fillStyle = COLOURS[s.outcome] || '#777';
-      ctx.fillRect(a, AXIS + s.lane * LANE + 4, w, LANE - 8);
+    // Two passes: failures last, so that a zoomed-out view still shows them on top.
+    for (const notable of [false, true]) {
+      for (const s of this.model.spans) {
+        if (NOTABLE.has(s.outcome) !== notable) continue;
+        const end = s.open ? (this.live() ? now : this.model.lastTs) : s.end;
+        if (end < t0 || s.start > t1) continue;
+        const a = x(s.start);
+        const w = Math.max(2, x(end) - a);
+        ctx.fillStyle = COLOURS[s.outcome] || '#777';
+        ctx.fillRect(a, AXIS + s.lane * LANE + 4, w, LANE - 8);
+      }
     }
     for (const m of this.model.marks) {
       if (m.start < t0 || m.start > t1) continue;
