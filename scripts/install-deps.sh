@@ -13,7 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev
   runc runsc debootstrap iproute2 procps util-linux
   clang-format wrk curl python3 python3-jinja2 python3-yaml ccache
-  libcpptoml-dev chromium nodejs
+  libcpptoml-dev chromium
 )
 
 missing=()
@@ -22,6 +22,12 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Node.js and npm (the console's browser test, the tokenizer peers): Debian's packages
+# only where none is installed (a NodeSource nodejs carries its own npm and conflicts
+# with Debian's).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 # npm packages, each folder pinned by its package-lock.json: the tokenizer tests'
 # reference encoders, and the web console's browser test (puppeteer-core, which drives
