@@ -80,10 +80,18 @@ export class SessionsView {
     if (page < 0 || page >= this.tokens.length) return;
     if (!quiet) this.info.textContent = 'Loading…';
     try {
-      const res = await api.listSessions({status: this.status, limit: this.limit, pageToken: this.tokens[page]},
+      // With a status filter the store scans a bounded number of sessions per call, so a
+      // page can come back short with more to come: read on until the page is full.
+      let res = await api.listSessions({status: this.status, limit: this.limit, pageToken: this.tokens[page]},
         {signal: this.abort.signal});
+      const sessions = res.sessions;
+      for (let round = 0; round < 20 && sessions.length < this.limit && res.next_page_token; round++) {
+        res = await api.listSessions({status: this.status, limit: this.limit - sessions.length, pageToken: res.next_page_token},
+          {signal: this.abort.signal});
+        sessions.push(...res.sessions);
+      }
       this.page = page;
-      this.sessions = res.sessions;
+      this.sessions = sessions;
       this.next = res.next_page_token;
       if (this.next) this.tokens[page + 1] = this.next;
       this.tokens.length = this.next ? page + 2 : page + 1;
