@@ -142,7 +142,7 @@ function comparisons(job) {
         const [lo, hi] = c.difference_95 || [0, 0];
         return h('tr', h('td', c.a), h('td', c.b), h('td.num', fmtInt(c.pairs)), h('td.num', fmtInt(c.only_a_passed)),
           h('td.num', fmtInt(c.only_b_passed)), h('td.num', `${pct(c.difference || 0)} [${pct(lo)}, ${pct(hi)}]`),
-          h('td.num', Number(c.mcnemar_exact_p ?? 1).toPrecision(3)), h('td.num', Number(c.bootstrap_p ?? 1).toPrecision(3)),
+          h('td.num', Number(c.mcnemar_exact_p ?? 1).toPrecision(3)), h('td.num', Number(c.bootstrap_p ?? 1) === 0 ? '< 0.0001' : Number(c.bootstrap_p ?? 1).toPrecision(3)),
           h('td', Number(c.mcnemar_exact_p ?? 1) < 0.05 ? 'a real difference at 5%' : 'could be noise'));
       }))));
 }

@@ -299,8 +299,8 @@ export class SessionView {
     const turns = this.model.turns;
     if (this.tokensDrawn === turns.length) return;
     this.tokensDrawn = turns.length;
-    if (!turns.length) {
-      clear(this.tokens, h('p.muted', 'No model calls yet.'));
+    if (!turns.length || !turns.some((t) => t.prompt + t.completion)) {
+      clear(this.tokens, h('p.muted', turns.length ? `${turns.length} model calls, none reported tokens (a built-in agent such as oracle counts none).` : 'No model calls yet.'));
       return;
     }
     const max = Math.max(1, ...turns.map((t) => t.prompt + t.completion));
