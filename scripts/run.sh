@@ -107,6 +107,7 @@ wait_line "$DATA/harness.out" "listening on"
 API=http://$(awk '/listening on/ {print $NF}' "$DATA/harness.out")
 KEY=sk-sinew-demo
 echo "== sinew-harness    $API  (API key $KEY)"
+echo "== web console      $API/ui/#key=$KEY"
 
 # 5. Tasks, submitted and followed with the `sinew` CLI (events stream as they happen).
 SINEW=("$BIN/sinew" --server "$API" --api-key "$KEY")

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "json_util.h"
+#include "ui_assets.h"
 
 namespace sinew::harness {
 namespace {
@@ -142,6 +143,7 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
     if (r.method == method) return std::nullopt;
     return Error(405, "method_not_allowed", r.method + " is not allowed on " + path + "; use " + method);
   };
+  if (IsUiPath(path)) return ServeUi(r);  // the web console: files only, no key needed
   if (path == "/healthz") {
     if (auto e = only("GET")) return *e;
     return Json(200, json::object{{"status", "ok"}});

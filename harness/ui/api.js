@@ -1,0 +1,127 @@
+// The console's only way to the data: the public REST API and its event stream
+// (docs/harness-openapi.yaml), with the API key kept in sessionStorage (this tab only).
+
+const KEY = 'sinew.apiKey';
+
+export function apiKey() {
+  return sessionStorage.getItem(KEY) || '';
+}
+
+export function setApiKey(key) {
+  if (key) sessionStorage.setItem(KEY, key);
+  else sessionStorage.removeItem(KEY);
+}
+
+// An API error: `status` (0 for a network failure), `code` and `message` from the body.
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// Listeners told when the key is refused (the app then asks for another).
+const unauthorizedListeners = [];
+export function onUnauthorized(fn) {
+  unauthorizedListeners.push(fn);
+}
+
+function headers(extra) {
+  return Object.assign({Authorization: `Bearer ${apiKey()}`}, extra || {});
+}
+
+async function fail(res) {
+  let code = 'http_' + res.status;
+  let message = `HTTP ${res.status}`;
+  try {
+    const body = await res.json();
+    if (body && body.error) ({code, message} = body.error);
+  } catch (_) {
+    // not JSON: keep the status line
+  }
+  if (res.status === 401) unauthorizedListeners.forEach((fn) => fn(message));
+  return new ApiError(res.status, code, message);
+}
+
+// One JSON call. Throws ApiError.
+export async function call(method, path, body, {signal} = {}) {
+  let res;
+  try {
+    res = await fetch(path, {
+      method,
+      headers: headers(body === undefined ? {} : {'Content-Type': 'application/json'}),
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+      cache: 'no-store',
+    });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'network', `the harness did not answer (${e.message})`);
+  }
+  if (!res.ok) throw await fail(res);
+  return res.json();
+}
+
+export function listSessions({status, limit = 50, pageToken = ''} = {}, opts) {
+  const q = new URLSearchParams({limit: String(limit)});
+  if (status) q.set('status', status);
+  if (pageToken) q.set('page_token', pageToken);
+  return call('GET', `/v1/sessions?${q}`, undefined, opts);
+}
+
+export const getSession = (id, opts) => call('GET', `/v1/sessions/${id}`, undefined, opts).then((r) => r.session);
+export const getEvents = (id, after, limit, opts) =>
+  call('GET', `/v1/sessions/${id}/events?after=${after}&limit=${limit}`, undefined, opts);
+export const cancelSession = (id) => call('POST', `/v1/sessions/${id}/cancel`).then((r) => r.session);
+export const sendMessage = (id, text) => call('POST', `/v1/sessions/${id}/messages`, {text}).then((r) => r.session);
+export function forkSession(id, atSeq, model, message) {
+  const body = {at_seq: atSeq};
+  if (model) body.model = model;
+  if (message) body.message = message;
+  return call('POST', `/v1/sessions/${id}/fork`, body).then((r) => r.session);
+}
+
+// Reads the session's event stream from after `after` (sent as Last-Event-ID), calling
+// onEvent(event) for each. Resolves when the server ends the stream; rejects on a
+// network failure or an API error. onEvent also gets the event's JSON length. Abort with `signal`.
+export async function streamEvents(id, after, onEvent, signal) {
+  let res;
+  try {
+    res = await fetch(`/v1/sessions/${id}/events/stream`, {
+      headers: headers({'Last-Event-ID': String(after), Accept: 'text/event-stream'}),
+      signal,
+      cache: 'no-store',
+    });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'network', `the harness did not answer (${e.message})`);
+  }
+  if (!res.ok) throw await fail(res);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      throw new ApiError(0, 'network', `the event stream broke (${e.message})`);
+    }
+    if (chunk.done) return;
+    buffer += chunk.value;
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('data:')) data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      }
+      if (data.length) {
+        const text = data.join('\n');
+        onEvent(JSON.parse(text), text.length);
+      }
+    }
+  }
+}

@@ -1,0 +1,390 @@
+// The web console in a real browser (Debian's chromium, driven by puppeteer-core)
+// against a real sinew-store and sinew-harness on loopback with real sessions.
+// Run: node --test harness/ui/test/console_test.mjs (ctest: harness_console_browser).
+// Env: SINEW_BIN_DIR (build/bin), SINEW_UI_OUT (screenshots; build/test-output/console),
+// SINEW_CHROMIUM (/usr/bin/chromium), SINEW_UI_INTERACTIVE_MS (2000: the issue's bound).
+import {test, before, after} from 'node:test';
+import assert from 'node:assert/strict';
+import {existsSync, mkdirSync, writeFileSync} from 'node:fs';
+import {join, dirname} from 'node:path';
+import {fileURLToPath} from 'node:url';
+import {createRequire} from 'node:module';
+import puppeteer from 'puppeteer-core';
+import {startStack, KEY} from './stack.mjs';
+
+const require = createRequire(import.meta.url);
+const here = dirname(fileURLToPath(import.meta.url));
+const out = process.env.SINEW_UI_OUT || join(process.cwd(), 'build/test-output/console');
+const chromium = process.env.SINEW_CHROMIUM || '/usr/bin/chromium';
+const interactiveBound = Number(process.env.SINEW_UI_INTERACTIVE_MS || 2000);
+mkdirSync(out, {recursive: true});
+
+let stack;
+let browser;
+let page;
+const problems = [];  // console errors and page errors, with the phase they came in
+let phase = 'start';
+// While the harness is down on purpose, the browser itself logs the refused requests.
+const expectedWhileDown = /Failed to load resource: net::ERR_(CONNECTION_REFUSED|CONNECTION_RESET|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING)/;
+
+before(async () => {
+  assert.ok(existsSync(chromium), `${chromium} is missing: run scripts/install-deps.sh`);
+  stack = await startStack();
+  browser = await puppeteer.launch({
+    executablePath: chromium, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-extensions', '--window-size=1400,1000'],
+  });
+  page = await browser.newPage();
+  await page.setViewport({width: 1400, height: 1000});
+  // axe is injected into the page for the checks; the page's own CSP allows no inline script.
+  await page.setBypassCSP(true);
+  page.on('console', (m) => {
+    if (m.type() !== 'error' && m.type() !== 'warn') return;
+    if (phase === 'harness-down' && expectedWhileDown.test(m.text())) return;
+    // The browser logs the refusal of a wrong key, which the test types on purpose.
+    if (phase === 'wrong-key' && /status of 401/.test(m.text())) return;
+    problems.push(`[${phase}] console.${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`[${phase}] page error: ${e.message}`));
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (stack) await stack.stop();
+});
+
+async function shot(name, fullPage = true) {
+  await page.screenshot({path: join(out, `${name}.png`), fullPage});
+}
+
+async function open(hash) {
+  await page.goto(`${stack.base}/ui/${hash}`, {waitUntil: 'domcontentloaded'});
+}
+
+async function axe(name) {
+  await page.addScriptTag({path: require.resolve('axe-core/axe.min.js')});
+  const result = await page.evaluate(async () => window.axe.run(document, {resultTypes: ['violations']}));
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  writeFileSync(join(out, `axe-${name}.json`), JSON.stringify(result.violations, null, 2));
+  assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join('; ')})`), [],
+    `axe on ${name}`);
+}
+
+// page.waitForFunction, with what the page shows added to a timeout's message.
+async function waitFor(fn, opts = {}, ...args) {
+  try {
+    return await page.waitForFunction(fn, opts, ...args);
+  } catch (e) {
+    const state = await page.evaluate(() => {
+      const s = document.querySelector('.session');
+      const c = document.querySelector('.conn');
+      return `hash ${location.hash}; session ${s ? JSON.stringify(s.dataset) : '-'}; conn ${c ? c.textContent : '-'}; ` +
+        `main: ${document.querySelector('main').innerText.slice(0, 600)}`;
+    }).catch((x) => `(page unreadable: ${x.message})`);
+    throw new Error(`${e.message}\n${state}`);
+  }
+}
+
+const text = (sel) => page.$eval(sel, (e) => e.textContent);
+const data = (sel, key) => page.$eval(sel, (e, k) => e.dataset[k], key);
+
+test('the files are served with a strict CSP, without a key, and nothing else is', async () => {
+  const index = await fetch(`${stack.base}/ui/`);
+  assert.equal(index.status, 200);
+  assert.match(index.headers.get('content-type'), /^text\/html/);
+  assert.match(index.headers.get('content-security-policy'), /script-src 'self'/);
+  assert.equal(index.headers.get('cache-control'), 'no-cache');
+  const html = await index.text();
+  const build = /src="([0-9a-f]{12})\/app.js"/.exec(html);
+  assert.ok(build, html);
+  const js = await fetch(`${stack.base}/ui/${build[1]}/app.js`);
+  assert.equal(js.status, 200);
+  assert.match(js.headers.get('content-type'), /^text\/javascript/);
+  assert.match(js.headers.get('cache-control'), /immutable/);
+  const old = await fetch(`${stack.base}/ui/000000000000/app.js`);
+  assert.equal(old.headers.get('cache-control'), 'no-cache');
+  assert.equal((await fetch(`${stack.base}/ui/${build[1]}/../../v1/sessions`)).status, 401);  // fetch normalises ..
+  assert.equal((await fetch(`${stack.base}/ui/${build[1]}/nope.js`)).status, 404);
+  assert.equal((await fetch(`${stack.base}/ui/${build[1]}/test/stack.mjs`)).status, 404);
+  assert.equal((await fetch(`${stack.base}/ui/`, {method: 'POST'})).status, 405);
+  const bare = await fetch(`${stack.base}/ui`, {redirect: 'manual'});
+  assert.equal(bare.status, 308);
+  assert.equal(bare.headers.get('location'), '/ui/');
+});
+
+test('the key: asked for, refused when wrong, taken from #key= and removed from the URL', async () => {
+  phase = 'key';
+  await open('');
+  await page.waitForSelector('#api-key');
+  await shot('key');
+  await axe('key');
+  phase = 'wrong-key';
+  await page.type('#api-key', 'wrong-key');
+  await page.click('.key button[type=submit]');
+  await waitFor(() => document.querySelector('.key .error'));
+  assert.match(await text('.key .error'), /refused the key/);
+  phase = 'key';
+  await open(`#key=${KEY}`);
+  await page.waitForSelector('table.list');
+  assert.equal(await page.evaluate(() => location.hash), '#/sessions');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('sinew.apiKey')), KEY);
+});
+
+let basicIds = [];
+test('the list shows the sessions with status, model, events and tokens; filter and search', async () => {
+  phase = 'list';
+  basicIds = [];
+  for (let i = 0; i < 3; i++) basicIds.push(await stack.submit({prompt: `list task ${i}`, title: `list task ${i}`}));
+  for (const id of basicIds) await stack.waitStatus(id, ['completed']);
+  await open('#/sessions');
+  await waitFor((ids) => ids.every((id) => document.querySelector(`tr[data-id="${id}"]`)), {}, basicIds);
+  // Model and tokens are read from each row's events.
+  await waitFor((id) => {
+    const row = document.querySelector(`tr[data-id="${id}"]`);
+    return row && row.children[2].textContent === 'basic' && !row.children[5].textContent.includes('…');
+  }, {}, basicIds[0]);
+  const row = await page.$eval(`tr[data-id="${basicIds[0]}"]`, (r) => [...r.children].map((c) => c.textContent));
+  assert.equal(row[0], 'completed');
+  assert.equal(row[1], 'list task 0');
+  const events = await stack.allEvents(basicIds[0]);
+  assert.equal(row[4], String(events.length));
+  await page.select('#f-status', 'running');
+  await waitFor(() => document.querySelector('tbody').textContent.includes('No sessions'));
+  await page.select('#f-status', '');
+  await waitFor((id) => document.querySelector(`tr[data-id="${id}"]`), {}, basicIds[1]);
+  await page.type('#f-q', 'task 2');
+  await waitFor(() => document.querySelectorAll('tbody tr').length === 1);
+  assert.equal(await page.$eval('tbody tr', (r) => r.dataset.id), basicIds[2]);
+  await page.click('.filters button');  // search all pages
+  await waitFor(() => /Searched every page/.test(document.querySelector('.info').textContent));
+  await shot('sessions');
+  await axe('sessions');
+});
+
+test('a live session: the timeline grows as events arrive, and the transcript with it', async () => {
+  phase = 'live';
+  const id = await stack.submit({prompt: 'slow work', title: 'live session', model: 'slow'});
+  await open(`#/s/${id}`);
+  await page.waitForSelector('.session[data-first-render]');
+  await waitFor(() => document.querySelector('.conn')?.dataset.state === 'live');
+  const first = Number(await data('.tl-body', 'spans'));
+  await waitFor((n) => Number(document.querySelector('.tl-body')?.dataset.spans) >= n + 3, {timeout: 30000}, first);
+  await shot('session-live');
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'completed', {timeout: 60000});
+  const shown = Number(await data('.session', 'events'));
+  assert.equal(shown, (await stack.allEvents(id)).length);
+  assert.ok(Number(await data('.tl-body', 'spans')) > first);
+});
+
+test('after a harness restart the page reconnects and loses nothing', async () => {
+  const id = await stack.submit({prompt: 'slow work across a restart', title: 'restart session', model: 'slower'});
+  phase = 'restart';
+  await open(`#/s/${id}`);
+  await waitFor(() => document.querySelector('.conn')?.dataset.state === 'live');
+  await waitFor(() => Number(document.querySelector('.session')?.dataset.events) >= 6);
+  phase = 'harness-down';
+  await stack.killHarness();
+  await waitFor(() => document.querySelector('.conn')?.dataset.state === 'reconnecting', {timeout: 20000});
+  await shot('session-reconnecting');
+  await new Promise((r) => setTimeout(r, 1000));
+  await stack.startHarness();
+  // The new harness takes the session over once the lease runs out, and finishes it.
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'completed', {timeout: 90000});
+  phase = 'restarted';
+  const events = await stack.allEvents(id);
+  const shownSeqs = await page.evaluate(() => {
+    const rows = [];
+    const list = document.querySelector('.tr-list');
+    return Number(list.dataset.events);
+  });
+  assert.equal(shownSeqs, events.length);
+  // Every event the API has, the page has, in order, once each.
+  const pageTypes = await page.evaluate(async (n) => {
+    const out = [];
+    const list = document.querySelector('.tr-list');
+    for (let top = 0; top < n * 28; top += list.clientHeight) {
+      list.scrollTop = top;
+      list.dispatchEvent(new Event('scroll'));
+      for (const r of document.querySelectorAll('.tr-row')) out[Number(r.dataset.seq) - 1] = r.querySelector('.badge').textContent;
+    }
+    return out;
+  }, events.length);
+  assert.deepEqual(pageTypes, events.map((e) => e.type));
+  assert.ok(events.some((e) => e.type === 'annotation' && e.annotation.labels && e.annotation.labels.kind === 'resume'),
+    'the new harness wrote its take-over');
+  assert.ok(Number(await data('.tl-body', 'marks')) > 0);
+});
+
+test('fork from the page: a new session that diverges at the chosen event, shown beside the original', async () => {
+  phase = 'fork';
+  const id = basicIds[0];
+  const events = await stack.allEvents(id);
+  const at = events.find((e) => e.type === 'tool_result').seq;
+  await open(`#/s/${id}/${at}`);
+  await waitFor((a) => document.querySelector('.tr-detail')?.dataset.seq === String(a), {}, Number(at));
+  await page.type('input[name=model]', 'other');
+  await page.type('input[name=message]', 'now answer differently');
+  await page.click('button[data-action=fork]');
+  await waitFor(() => location.hash.startsWith('#/compare/'));
+  const forkId = await page.evaluate(() => location.hash.split('/')[3]);
+  await stack.waitStatus(forkId, ['completed']);
+  const fork = (await stack.api('GET', `/v1/sessions/${forkId}`)).json.session;
+  assert.equal(fork.forked_from_session, id);
+  assert.equal(Number(fork.forked_at_seq), Number(at));
+  const forkEvents = await stack.allEvents(forkId);
+  // The same events up to the fork point (event 1 of a fork names its origin), then its own.
+  assert.deepEqual(forkEvents.slice(1, Number(at)).map((e) => [e.type, JSON.stringify(e[e.type])]),
+    events.slice(1, Number(at)).map((e) => [e.type, JSON.stringify(e[e.type])]));
+  assert.ok(forkEvents.some((e) => e.type === 'user_message' && e.user_message.text === 'now answer differently'));
+  await waitFor(() => document.querySelectorAll('.session.compact[data-loaded]').length === 2);
+  await waitFor(() => document.querySelectorAll('.session.compact')[1].dataset.status === 'completed');
+  const marked = await page.$$eval('.tr-row.fork-point', (rows) => rows.map((r) => r.dataset.seq));
+  assert.deepEqual(marked, [String(at), String(at)]);
+  assert.ok(await page.$('.session.compact:nth-child(2) .tr-row.diverged'));
+  await shot('compare');
+  await axe('compare');
+});
+
+let bigId;
+test('a 10,000-event session is interactive within the bound, and keyboard navigation runs through the timeline', async () => {
+  phase = 'big';
+  bigId = await stack.importSession({events: 10000, outputBytes: 400, title: 'ten thousand events'});
+  let best = Infinity;
+  for (let i = 0; i < 3; i++) {
+    const t0 = Date.now();
+    await open(`#/s/${bigId}`);
+    await page.waitForSelector('.session[data-interactive]');
+    // Interactive: a click on a row shows that event in full.
+    // Rows are redrawn as pages arrive: find and click in one step.
+    await page.evaluate(() => document.querySelector('.tr-row:nth-child(3)').click());
+    await waitFor(() => document.querySelector('.tr-detail')?.dataset.seq === '3');
+    best = Math.min(best, Date.now() - t0);
+  }
+  console.log(`10,000-event session: interactive in ${best} ms (best of 3)`);
+  assert.ok(best <= interactiveBound, `interactive after ${best} ms (bound ${interactiveBound} ms)`);
+  await page.waitForSelector('.session[data-loaded]', {timeout: 60000});
+  const meta = (await stack.api('GET', `/v1/sessions/${bigId}`)).json.session;
+  assert.ok(Number(meta.next_seq) - 1 >= 10000);
+  assert.equal(await data('.tr-list', 'events'), String(Number(meta.next_seq) - 1));
+  // Only the rows in view are in the DOM.
+  assert.ok((await page.$$('.tr-row')).length < 200);
+  // The timeline is reached with Tab, and the arrow keys move through its items.
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  let reached = false;
+  for (let i = 0; i < 40 && !reached; i++) {
+    await page.keyboard.press('Tab');
+    reached = await page.evaluate(() => document.activeElement && document.activeElement.classList.contains('tl-body'));
+  }
+  assert.ok(reached, 'the timeline is reachable with Tab');
+  await page.keyboard.press('Home');
+  const seqs = [await data('.tl-body', 'selectedSeq')];
+  for (let i = 0; i < 4; i++) {
+    await page.keyboard.press('ArrowRight');
+    seqs.push(await data('.tl-body', 'selectedSeq'));
+  }
+  assert.equal(new Set(seqs).size, 5, `five different items: ${seqs}`);
+  assert.deepEqual(seqs.map(Number), [...seqs.map(Number)].sort((a, b) => a - b));
+  await page.keyboard.press('Home');  // the first item (the harness's status change), then on to the first model call
+  const lane = () => page.$eval('.tl-selected', (e) => e.textContent.split(':')[0]);
+  for (let i = 0; i < 5 && (await lane()) !== 'model'; i++) await page.keyboard.press('ArrowRight');
+  assert.equal(await lane(), 'model');
+  await page.keyboard.press('ArrowDown');  // to the tools lane
+  const down = await data('.tl-body', 'selectedSeq');
+  assert.equal((await page.$eval('.tl-selected', (e) => e.textContent)).split(':')[0], 'tools');
+  await page.keyboard.press('Enter');  // shows it in the transcript and moves focus there
+  await waitFor((s) => document.querySelector('.tr-detail')?.dataset.seq === s, {}, down);
+  assert.ok(await page.evaluate(() => document.activeElement.classList.contains('tr-list')));
+  await page.keyboard.press('ArrowDown');
+  await waitFor((s) => document.querySelector('.tr-detail')?.dataset.seq === String(Number(s) + 1), {}, down);
+  assert.match(await page.evaluate(() => location.hash), new RegExp(`#/s/${bigId}/${Number(down) + 1}$`));
+  await shot('session', false);
+  await axe('session');
+});
+
+test('a link to one event opens the session there; diffs and reasoning are shown', async () => {
+  phase = 'link';
+  const events = await stack.allEvents(bigId);
+  const edit = events.find((e) => e.type === 'tool_call' && e.tool_call.tool_name === 'edit_file' && Number(e.seq) > 9000);
+  await open(`#/s/${bigId}/${edit.seq}`);
+  await waitFor((s) => document.querySelector('.tr-detail')?.dataset.seq === s, {timeout: 30000}, edit.seq);
+  assert.ok(await page.$('.tr-detail .diff .d-add'));
+  assert.ok(await page.$('.tr-detail .diff .d-del'));
+  const reasoning = events.find((e) => e.type === 'model_response' && e.model_response.reasoning);
+  await open(`#/s/${bigId}/${reasoning.seq}`);
+  await waitFor((s) => document.querySelector('.tr-detail')?.dataset.seq === s, {}, reasoning.seq);
+  assert.equal(await page.$eval('.tr-detail details.reasoning pre', (e) => e.textContent), reasoning.model_response.reasoning);
+  await page.waitForSelector('.files details.file');
+  assert.match(await text('.files'), /notes\.txt/);
+});
+
+test('a long tool output is paged', async () => {
+  phase = 'paged';
+  const id = await stack.importSession({events: 40, outputBytes: 300 * 1024, title: 'long outputs'});
+  const events = await stack.allEvents(id);
+  const result = events.find((e) => e.type === 'tool_result');
+  await open(`#/s/${id}/${result.seq}`);
+  await waitFor((s) => document.querySelector('.tr-detail')?.dataset.seq === s, {}, result.seq);
+  const before = await page.$eval('.tr-detail pre.output', (e) => e.textContent.length);
+  assert.equal(before, 64 * 1024);
+  await page.click('.tr-detail details.fold summary');
+  await page.click('.tr-detail details.fold button');
+  assert.equal(await page.$eval('.tr-detail pre.output', (e) => e.textContent.length), 128 * 1024);
+});
+
+test('cancel and send a message from the page', async () => {
+  phase = 'actions';
+  const id = await stack.submit({prompt: 'slow work to cancel', title: 'to cancel', model: 'slow'});
+  await open(`#/s/${id}`);
+  await waitFor(() => document.querySelector('.conn')?.dataset.state === 'live');
+  await page.click('button[data-action=cancel]');
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'cancelled', {timeout: 30000});
+  assert.equal((await stack.waitStatus(id, ['cancelled'])).status, 'cancelled');
+  await page.type('.actions textarea', 'please go on');
+  await page.click('.actions form.inline button[type=submit]');
+  await waitFor(() => [...document.querySelectorAll('.tr-row .badge')].some((b) => b.textContent === 'user_message'));
+  const evs = await stack.allEvents(id);
+  assert.ok(evs.some((e) => e.type === 'user_message' && e.user_message.text === 'please go on'));
+});
+
+test('evaluation runs: pass rates with intervals and the task × configuration grid linked to sessions', async () => {
+  phase = 'evals';
+  // A results.json in the runner's schema (docs/eval.md) whose trials are real sessions here.
+  const ids = basicIds;
+  const trial = (task, config, n, outcome, id, final = true, attempt = 1) => ({task, config, trial: n, attempt, final, outcome,
+    cause: outcome === 'passed' ? '' : 'reward 0', session_id: id, reward: outcome === 'passed' ? 1 : 0});
+  const results = {
+    schema: 'sinew.eval.results/1',
+    job: {suite: 'evals/examples', agent: 'oracle', model: '', trials: 2, configs: ['1x', 'g1x-c3x'], created_unix_ms: Date.now()},
+    tasks: ['csv-total', 'memory-sort-numbers'], configs: ['1x', 'g1x-c3x'],
+    trials: [trial('csv-total', '1x', 1, 'passed', ids[0]), trial('csv-total', '1x', 2, 'passed', ids[1]),
+      trial('memory-sort-numbers', '1x', 1, 'infra_error', ids[2], false), trial('memory-sort-numbers', '1x', 1, 'infra_error', ids[2], true, 2),
+      trial('memory-sort-numbers', '1x', 2, 'infra_error', null),
+      trial('csv-total', 'g1x-c3x', 1, 'passed', ids[0]), trial('csv-total', 'g1x-c3x', 2, 'passed', ids[1]),
+      trial('memory-sort-numbers', 'g1x-c3x', 1, 'passed', ids[2]), trial('memory-sort-numbers', 'g1x-c3x', 2, 'failed', ids[2])],
+    summary: {
+      '1x': {n: 4, passed: 2, pass_rate: 0.5, wilson_95: [0.15, 0.85], pass_rate_excluding_infra: 1, wilson_95_excluding_infra: [0.34, 1], infra_errors: 2, infra_error_rate: 0.5},
+      'g1x-c3x': {n: 4, passed: 3, pass_rate: 0.75, wilson_95: [0.3, 0.95], pass_rate_excluding_infra: 0.75, wilson_95_excluding_infra: [0.3, 0.95], infra_errors: 0, infra_error_rate: 0},
+    },
+    comparisons: [{a: '1x', b: 'g1x-c3x', pairs: 4, only_a_passed: 0, only_b_passed: 1, difference: 0.25, difference_95: [-0.17, 0.67], mcnemar_exact_p: 1, bootstrap_p: 0.5}],
+  };
+  const file = join(stack.dir, 'results.json');
+  writeFileSync(file, JSON.stringify(results));
+  await open('#/evals');
+  const input = await page.waitForSelector('#results-file');
+  await input.uploadFile(file);
+  await page.waitForSelector('table.grid');
+  assert.match(await text('tr[data-config="1x"]'), /50\.0% \[15\.0%, 85\.0%\]/);
+  assert.equal((await page.$$('table.grid a.chip')).length, 8);
+  assert.equal((await page.$$('table.grid .chip.retried')).length, 1);
+  await shot('evals');
+  await axe('evals');
+  await page.click(`table.grid a.chip[href="#/s/${ids[0]}"]`);
+  await waitFor((id) => document.querySelector(`.session[data-id="${id}"][data-loaded]`), {}, ids[0]);
+  // Kept for the tab: a reload shows the job again.
+  await open('#/evals');
+  await page.waitForSelector('table.grid');
+});
+
+test('no console errors on any page', () => {
+  assert.deepEqual(problems, []);
+});
