@@ -15,8 +15,20 @@
 #      SINEW_MODEL_URL + SINEW_MODEL_KIND (openai|anthropic) + SINEW_MODEL_NAME +
 #      SINEW_MODEL_API_KEY: use that endpoint instead of sinew-model,
 #      SINEW_PROMPT (the first task), SINEW_KEEP=1 (leave everything running; Ctrl-C ends).
+# TLS is on by default: a local CA and certificates are made with openssl
+# (scripts/make-certs.sh, in the run's data directory) and the harness's REST API and
+# sinew-model's HTTP API serve HTTPS only. `run.sh --insecure` serves plain HTTP instead.
+# (The gRPC links to the store and sandboxd are plain TCP on loopback for now: mTLS on
+# them is not built yet, see docs/security.md.)
 # Everything listens on loopback only. Works on a fresh machine after ./scripts/install-deps.sh.
 set -euo pipefail
+SECURE=1
+for arg in "$@"; do
+  case "$arg" in
+    --insecure) SECURE=0 ;;
+    *) echo "run.sh: unknown argument $arg (the only one is --insecure)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 ./scripts/build.sh
@@ -33,6 +45,20 @@ wait_line() {  # wait_line FILE PATTERN: waits up to 60 s for PATTERN in FILE
   for _ in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
   echo "run.sh: timed out waiting for '$2' in $1:" >&2; cat "$1" >&2; return 1
 }
+if [ "$SECURE" = 1 ]; then
+  CERTS=$DATA/certs
+  ./scripts/make-certs.sh "$CERTS" harness model
+  SCHEME=https
+  CA=$CERTS/ca.pem
+  MODEL_TLS=(--tls-cert "$CERTS/model.pem" --tls-key "$CERTS/model-key.pem")
+  HARNESS_TLS="\"tls\": {\"cert_file\": \"$CERTS/harness.pem\", \"key_file\": \"$CERTS/harness-key.pem\", \"ca_file\": \"$CA\"},"
+  MODEL_CA="\"ca_file\": \"$CA\","
+  CURL_CA=(--cacert "$CA")
+  echo "== TLS              on (local CA $CA); run.sh --insecure for plain HTTP"
+else
+  SCHEME=http CA="" MODEL_TLS=() HARNESS_TLS="" MODEL_CA="" CURL_CA=()
+  echo "== TLS              off (--insecure)"
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # 1. The session store.
@@ -67,16 +93,16 @@ if [ -n "${SINEW_MODEL_URL:-}" ]; then
   DEFAULT=remote
   echo "== model            ${SINEW_MODEL_KIND:-openai} endpoint $SINEW_MODEL_URL"
 elif [ -x "$BIN/sinew-model" ] && [ -f "$MODEL_FILE" ]; then
-  "$BIN/sinew-model" --model "$MODEL_FILE" --host 127.0.0.1 --port 0 --grpc-port -1 >"$DATA/model.out" 2>&1 &
+  "$BIN/sinew-model" --model "$MODEL_FILE" --host 127.0.0.1 --port 0 --grpc-port -1 ${MODEL_TLS[@]+"${MODEL_TLS[@]}"} >"$DATA/model.out" 2>&1 &
   PIDS+=($!)
   wait_line "$DATA/model.out" "http listening on"
   MODEL_ADDR=$(awk '/http listening on/ {print $NF}' "$DATA/model.out")
   MODEL_ID=$(basename "$MODEL_FILE" .gguf)
   # A tiny completion model: no tools, a small context.
-  MODELS="\"local\": {\"kind\": \"openai\", \"base_url\": \"http://$MODEL_ADDR/v1\", \"model\": \"$MODEL_ID\",
+  MODELS="\"local\": {\"kind\": \"openai\", \"base_url\": \"$SCHEME://localhost:${MODEL_ADDR##*:}/v1\", $MODEL_CA \"model\": \"$MODEL_ID\",
     \"tools\": false, \"context_tokens\": 256, \"max_output_tokens\": 96},"
   DEFAULT=local
-  echo "== sinew-model      http://$MODEL_ADDR  ($MODEL_FILE)"
+  echo "== sinew-model      $SCHEME://$MODEL_ADDR  ($MODEL_FILE)"
 else
   echo "== model            sinew-model not built; the scripted demo model answers instead"
 fi
@@ -92,7 +118,7 @@ cat >"$DATA/demo-script.json" <<'JSON'
 JSON
 HPORT=${SINEW_HARNESS_PORT:-8080}
 cat >"$DATA/harness.json" <<JSON
-{"listen": "127.0.0.1:$HPORT",
+{"listen": "127.0.0.1:$HPORT", $HARNESS_TLS
  "store": {"address": "$STORE"},
  $( [ -n "$SANDBOXD" ] && echo "\"sandboxd\": {\"address\": \"$SANDBOXD\"}," )
  "api_keys": {"sk-sinew-demo": "demo"},
@@ -104,13 +130,13 @@ JSON
 "$BIN/sinew-harness" --config "$DATA/harness.json" >"$DATA/harness.out" 2>&1 &
 PIDS+=($!)
 wait_line "$DATA/harness.out" "listening on"
-API=http://$(awk '/listening on/ {print $NF}' "$DATA/harness.out")
+API=$SCHEME://localhost:$(awk '/listening on/ {print $NF}' "$DATA/harness.out" | sed 's/.*://')
 KEY=sk-sinew-demo
 echo "== sinew-harness    $API  (API key $KEY)"
 echo "== web console      $API/ui/#key=$KEY"
 
 # 5. Tasks, submitted and followed with the `sinew` CLI (events stream as they happen).
-SINEW=("$BIN/sinew" --server "$API" --api-key "$KEY")
+SINEW=("$BIN/sinew" --server "$API" --api-key "$KEY" ${CA:+--ca-file "$CA"})
 PROMPT=${SINEW_PROMPT:-Once upon a time, a little robot}
 echo "== first task (model $DEFAULT): sinew run \"$PROMPT\""
 "${SINEW[@]}" run "$PROMPT" --title "first task" || echo "(the session did not complete: exit $?)"
@@ -122,8 +148,8 @@ fi
 echo "== sessions:"
 "${SINEW[@]}" sessions list
 echo "== metrics:"
-curl -s "$API/metrics" | grep -E '^sinew_harness_(sessions\{|model_calls_total|tool_calls_total|sandbox_provisions_total)' || true
+curl -s ${CURL_CA[@]+"${CURL_CA[@]}"} "$API/metrics" | grep -E '^sinew_harness_(sessions\{|model_calls_total|tool_calls_total|sandbox_provisions_total)' || true
 if [ "${SINEW_KEEP:-0}" = 1 ]; then
-  echo "== all running; try: $BIN/sinew --server $API --api-key $KEY sessions list   (Ctrl-C ends)"
+  echo "== all running; try: $BIN/sinew --server $API --api-key $KEY ${CA:+--ca-file $CA }sessions list   (Ctrl-C ends)"
   wait
 fi

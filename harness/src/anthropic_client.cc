@@ -106,6 +106,7 @@ class AnthropicClient final : public ModelClient {
     req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
     req.stop = call.cancelled;
+    req.tls.ca_file = config_.ca_file;
     return req;
   }
 

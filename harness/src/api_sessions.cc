@@ -163,6 +163,7 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
                    "X-Sinew-Forwarded: 1"};
     fwd.body = r.body;
     fwd.timeout_ms = 10000;
+    fwd.tls.ca_file = deps_.config->tls.ca_file;
     auto resp = PerformHttp(fwd);
     if (!resp.ok()) return Status::Unavailable("the harness driving session " + id + " did not answer: " +
                                                resp.status().message());

@@ -25,7 +25,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   const std::string where = "config.models." + name;
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
-      "kind,base_url,model,api_key_secret,script,context_tokens,max_output_tokens,"
+      "kind,base_url,model,api_key_secret,ca_file,script,context_tokens,max_output_tokens,"
       "timeout_seconds,max_retries,backoff_ms,tools,stream,reasoning_in_history",
       where));
   SINEW_RETURN_IF_ERROR(ReadString(o, "kind", where, &m->kind));
@@ -33,6 +33,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   m->model = name;
   SINEW_RETURN_IF_ERROR(ReadString(o, "model", where, &m->model));
   SINEW_RETURN_IF_ERROR(ReadString(o, "api_key_secret", where, &m->api_key_secret));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "ca_file", where, &m->ca_file));
   SINEW_RETURN_IF_ERROR(ReadString(o, "script", where, &m->script));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "context_tokens", where, &m->context_tokens));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_output_tokens", where, &m->max_output_tokens));

@@ -25,6 +25,8 @@ struct ModelEndpointConfig {
   std::string model;
   // Name of a vault secret holding the API key, or "" for none.
   std::string api_key_secret;
+  // PEM CA bundle trusted for an https base_url. Default: the system's
+  std::string ca_file;
   // "scripted" only: the JSON file of responses to replay.
   std::string script;
   // The model's context size in tokens; the prompt view is windowed to fit. Default: 8192
