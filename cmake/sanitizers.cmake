@@ -31,6 +31,7 @@ if(SINEW_FUZZ)
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
+  enable_testing()  # ctest -L fuzz (fuzz/CMakeLists.txt), also without SINEW_BUILD_TESTS
   message(STATUS "Sinew fuzz build: libFuzzer + ASan + UBSan")
 endif()
 
