@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds Sinew with warnings as errors and runs the default test suite
-# (everything except the `long` label: soak, fuzz and long crash loops).
+# (everything except the `long` label: soak, long fuzzing and long crash loops), then
+# every fuzz target briefly in its own clang build (scripts/fuzz.sh, ctest label `fuzz`;
+# not when ctest arguments are given; SINEW_SKIP_FUZZ=1 leaves it out).
 # Run the long suite with: scripts/test.sh --long
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,3 +12,7 @@ if [ "${1:-}" = "--long" ]; then label_args=(-L long); shift; fi
 BUILD_DIR=${SINEW_BUILD_DIR:-build}
 cd "$BUILD_DIR"
 ctest --output-on-failure --timeout 600 -j "${SINEW_TEST_JOBS:-2}" "${label_args[@]}" "$@"
+cd - >/dev/null
+if [ "${label_args[*]}" = "-LE long" ] && [ $# -eq 0 ] && [ "${SINEW_SKIP_FUZZ:-0}" != 1 ]; then
+  ./scripts/fuzz.sh
+fi

@@ -19,5 +19,15 @@ TEST(Utf8Prefix, NeverSplitsACharacter) {
   EXPECT_EQ(Utf8Prefix("a\x80\x80\x80\x80\x80", 4), "a\x80\x80\x80");
 }
 
+TEST(SanitizeUtf8Test, ReplacesEveryInvalidByteAndKeepsValidText) {
+  EXPECT_EQ(SanitizeUtf8("h\xC3\xA9llo \xF0\x9F\xA6\x99"), "h\xC3\xA9llo \xF0\x9F\xA6\x99");
+  EXPECT_EQ(SanitizeUtf8("/v\xFF\xFE" "1"), "/v\xEF\xBF\xBD\xEF\xBF\xBD" "1");  // harness_request_fuzz
+  EXPECT_EQ(SanitizeUtf8("\xC3"), "\xEF\xBF\xBD");                          // cut off
+  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");              // overlong '/'
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // past U+10FFFF
+  EXPECT_EQ(SanitizeUtf8(std::string_view("a\0b", 3)), std::string("a\0b", 3));
+}
+
 }  // namespace
 }  // namespace sinew

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "json_util.h"
+#include "sinew/utf8.h"
 #include "ui_assets.h"
 
 namespace sinew::harness {
@@ -76,7 +77,9 @@ std::string QueryParam(const std::string& query, const std::string& key, bool* p
 }
 
 ApiResponse ApiHandler::Error(int http_status, const std::string& code, const std::string& message) {
-  return Json(http_status, json::object{{"error", json::object{{"code", code}, {"message", message}}}});
+  // Messages quote the request (paths, ids, fields), which may not be UTF-8; JSON must be
+  // (harness_request_fuzz found a 404 whose body did not parse).
+  return Json(http_status, json::object{{"error", json::object{{"code", code}, {"message", SanitizeUtf8(message)}}}});
 }
 
 ApiResponse ApiHandler::FromStatus(const Status& s) {

@@ -1,5 +1,6 @@
 #include "context_builder.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <string>
 
@@ -13,6 +14,22 @@ constexpr const char* kInterruptedNote =
 std::string Clip(const std::string& text, size_t n) {
   if (text.size() <= n) return text;
   return text.substr(0, n) + "...";
+}
+
+// The cut of a summary annotation (written below: kind=summary, through_seq=N). Other
+// annotations, and summaries without a decimal through_seq (a log may be imported from
+// anywhere; event_lines_fuzz found one that aborted the harness), are not summaries.
+std::optional<uint64_t> SummaryCut(const v1::Event& ev) {
+  if (!ev.has_annotation()) return std::nullopt;
+  const auto& labels = ev.annotation().labels();
+  auto kind = labels.find("kind");
+  auto through = labels.find("through_seq");
+  if (kind == labels.end() || kind->second != "summary" || through == labels.end()) return std::nullopt;
+  const std::string& text = through->second;
+  uint64_t seq = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seq);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return seq;
 }
 
 // The chat message of one event, if it has one.
@@ -78,10 +95,9 @@ ContextView BuildContext(const std::vector<v1::Event>& events, uint64_t budget) 
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& ev = events[i];
     if (task_index < 0 && ev.has_user_message()) task_index = static_cast<int>(i);
-    if (ev.has_annotation() && ev.annotation().labels().count("kind") &&
-        ev.annotation().labels().at("kind") == "summary") {
+    if (auto cut = SummaryCut(ev)) {
       summary_index = static_cast<int>(i);
-      cut_seq = std::strtoull(ev.annotation().labels().at("through_seq").c_str(), nullptr, 10);
+      cut_seq = *cut;
     }
   }
   // Candidate tail: messages of events after the cut (all of them without a summary).

@@ -57,6 +57,23 @@ TEST_F(ContextTest, AnAnswersReasoningTravelsWithItsMessage) {
   EXPECT_EQ(v.messages[1].reasoning, "ls shows the files");
 }
 
+// An imported log may hold any annotation: a "summary" without a usable through_seq is
+// an ordinary annotation (event_lines_fuzz found that it aborted the harness on wake).
+TEST_F(ContextTest, SummaryAnnotationsWithoutAThroughSeqAreIgnored) {
+  AddTurn(1, 10);
+  for (const char* through : std::initializer_list<const char*>{"", "12x", "-1", "99999999999999999999999", nullptr}) {
+    v1::Event note;
+    (*note.mutable_annotation()->mutable_labels())["kind"] = "summary";
+    if (through != nullptr) (*note.mutable_annotation()->mutable_labels())["through_seq"] = through;
+    note.mutable_annotation()->set_text("not a summary");
+    Add(note);
+  }
+  ContextView v = BuildContext(log_, 10000);
+  ASSERT_EQ(v.messages.size(), 3u);  // the task and turn 1: nothing was cut
+  EXPECT_EQ(v.messages[0].text, "the task");
+  EXPECT_EQ(v.messages[1].text, "step 1");
+}
+
 TEST_F(ContextTest, InterruptedResultsTellTheModel) {
   AddTurn(1, 0);
   log_.back().mutable_tool_result()->set_interrupted(true);

@@ -250,9 +250,11 @@ TestHttpServer::TestHttpServer(Handler handler) : impl_(std::make_unique<Impl>()
 TestHttpServer::~TestHttpServer() {
   impl_->stop = true;
   boost::system::error_code ec;
+  // shutdown() wakes the blocked accept(); the acceptor is closed only once the thread
+  // that uses it is gone (closing it from here raced with accept(): TSan, harness_api_test).
   ::shutdown(impl_->acceptor.native_handle(), SHUT_RDWR);
-  impl_->acceptor.close(ec);
   impl_->thread.join();
+  impl_->acceptor.close(ec);
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     for (int fd : impl_->fds) ::shutdown(fd, SHUT_RDWR);

@@ -157,6 +157,22 @@ TEST_F(ToolsTest, BashInputErrors) {
   EXPECT_TRUE(Run("nosuch", "{}").is_error());
 }
 
+// Integers written as numbers past the int64 range (found by sandbox_tools_fuzz: 2.2e20 was
+// converted to int64, which is undefined) are refused with the range, like large integers.
+TEST_F(ToolsTest, IntegerFieldsPastTheInt64RangeAreRefusedWithTheRange) {
+  WriteFile("a.txt", "one\ntwo\n");
+  for (const char* offset : {"218446744073709551616", "2.2e20", "-1e300", "1e19", "18446744073709551615"}) {
+    auto r = Run("read_file", std::string(R"({"path":"a.txt","offset":)") + offset + "}");
+    EXPECT_TRUE(r.is_error()) << offset;
+    EXPECT_NE(r.output().find("field 'offset' must be between 1 and"), std::string::npos) << r.output();
+  }
+  auto whole = Run("read_file", R"({"path":"a.txt","offset":2.0,"limit":1e0})");
+  EXPECT_FALSE(whole.is_error()) << whole.output();
+  EXPECT_EQ(whole.output(), "     2\ttwo\n");
+  EXPECT_NE(Run("read_file", R"({"path":"a.txt","offset":1.5})").output().find("must be an integer"),
+            std::string::npos);
+}
+
 TEST_F(ToolsTest, ReadFileNumbersLinesWithOffsetAndLimit) {
   WriteFile("a.txt", "one\ntwo\nthree\nfour\n");
   auto r = Run("read_file", R"({"path":"a.txt","offset":2,"limit":2})");

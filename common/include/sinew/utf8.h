@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace sinew {
@@ -12,5 +13,10 @@ namespace sinew {
 // UTF-8 sequence: a cut never splits a character (bytes that are not UTF-8 at all are
 // treated as characters of their own).
 std::string_view Utf8Prefix(std::string_view text, size_t max_bytes);
+
+// `bytes` with every invalid UTF-8 sequence (bad lead or continuation bytes, overlong
+// forms, surrogates, code points past U+10FFFF, a cut-off end) replaced by U+FFFD, one per
+// byte: text that can travel in JSON or a protobuf `string`.
+std::string SanitizeUtf8(std::string_view bytes);
 
 }  // namespace sinew

@@ -236,8 +236,9 @@ Value BinaryExpr::Eval(Context& ctx) const {
 
 Value CompareExpr::Eval(Context& ctx) const {
   Value a = first->Eval(ctx);
-  for (const auto& [op, expr] : rest) {
-    Value b = expr->Eval(ctx);
+  for (const auto& step : rest) {
+    const auto& op = step.first;  // (not a structured binding: clang 14 cannot capture those)
+    Value b = step.second->Eval(ctx);
     const bool ok = WithLine(line, [&] {
       if (op == "==") return a.Equals(b);
       if (op == "!=") return !a.Equals(b);

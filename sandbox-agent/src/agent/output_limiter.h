@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "sinew/utf8.h"
+
 namespace sinew::sandbox {
 
 class OutputLimiter {
@@ -31,8 +33,7 @@ class OutputLimiter {
   size_t total_ = 0;
 };
 
-// Returns `bytes` with every invalid UTF-8 sequence replaced by U+FFFD, so that it can
-// travel in a protobuf `string`.
-std::string SanitizeUtf8(std::string_view bytes);
+// SanitizeUtf8 (sinew/utf8.h) makes tool output fit a protobuf `string`.
+using sinew::SanitizeUtf8;
 
 }  // namespace sinew::sandbox

@@ -1,5 +1,7 @@
 #include "agent/tool_input.h"
 
+#include <cmath>
+
 namespace sinew::sandbox {
 namespace {
 
@@ -69,23 +71,27 @@ Result<std::optional<int64_t>> ToolInput::OptionalInt(std::string_view field, in
                                                       int64_t max) const {
   const auto* v = input_->if_contains(field);
   if (v == nullptr || v->is_null()) return std::optional<int64_t>();
+  auto out_of_range = [&] {
+    return Status::InvalidArgument("field '" + std::string(field) + "' must be between " +
+                                   std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                                   boost::json::serialize(*v));
+  };
   int64_t n = 0;
   if (v->is_int64()) {
     n = v->get_int64();
   } else if (v->is_uint64()) {
-    n = v->get_uint64() > static_cast<uint64_t>(max) ? max + 1
-                                                     : static_cast<int64_t>(v->get_uint64());
-  } else if (v->is_double() &&
-             v->get_double() == static_cast<double>(static_cast<int64_t>(v->get_double()))) {
-    n = static_cast<int64_t>(v->get_double());
+    if (v->get_uint64() > static_cast<uint64_t>(max)) return out_of_range();
+    n = static_cast<int64_t>(v->get_uint64());
+  } else if (v->is_double() && std::trunc(v->get_double()) == v->get_double()) {
+    // Whole numbers written with a fraction or exponent (2.0, 1e3). Past the int64 range
+    // the conversion would be undefined (sandbox_tools_fuzz found 2.2e20).
+    const double d = v->get_double();
+    if (!(d >= -0x1p63 && d < 0x1p63)) return out_of_range();
+    n = static_cast<int64_t>(d);
   } else {
     return WrongType(field, "an integer", *v);
   }
-  if (n < min || n > max) {
-    return Status::InvalidArgument("field '" + std::string(field) + "' must be between " +
-                                   std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                                   std::to_string(n));
-  }
+  if (n < min || n > max) return out_of_range();
   return std::optional<int64_t>(n);
 }
 

@@ -1,5 +1,6 @@
 // Scalar kernels: the reference every SIMD kernel is tested against, and the
 // fallback on CPUs without AVX2.
+#include <cpuid.h>
 #include <cstdint>
 
 #include "cpu/kernels.h"
@@ -143,9 +144,14 @@ void FillScalarKernels(KernelTable* t) {
   t->axpy_f16 = AxpyF16;
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+static bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool CpuHasAvx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c();
 }
 
 bool CpuHasAvx512() {

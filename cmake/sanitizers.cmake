@@ -1,0 +1,63 @@
+# SINEW_SANITIZE and SINEW_FUZZ (declared in the top-level CMakeLists.txt; docs/fuzzing.md).
+# Both add their flags to every target of the project (generated code too), so that the
+# libraries the tests and fuzz targets call are instrumented. Libraries from Debian
+# (RocksDB, gRPC, protobuf, Boost) are not.
+if(SINEW_SANITIZE AND SINEW_FUZZ)
+  message(FATAL_ERROR "SINEW_SANITIZE and SINEW_FUZZ are separate builds: choose one")
+endif()
+
+if(SINEW_SANITIZE STREQUAL "address")
+  set(sinew_sanitize_flags -fsanitize=address,undefined)
+elseif(SINEW_SANITIZE STREQUAL "undefined")
+  set(sinew_sanitize_flags -fsanitize=undefined)
+elseif(SINEW_SANITIZE STREQUAL "thread")
+  set(sinew_sanitize_flags -fsanitize=thread)
+elseif(SINEW_SANITIZE)
+  message(FATAL_ERROR "SINEW_SANITIZE must be address, undefined, thread or empty (got '${SINEW_SANITIZE}')")
+endif()
+if(sinew_sanitize_flags)
+  # A finding stops the process (and fails its test) instead of printing and going on.
+  add_compile_options(${sinew_sanitize_flags} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  add_link_options(${sinew_sanitize_flags})
+  message(STATUS "Sinew sanitizers: ${sinew_sanitize_flags}")
+endif()
+
+if(SINEW_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "SINEW_FUZZ needs clang (libFuzzer): CXX=clang++-14 (scripts/fuzz.sh does this)")
+  endif()
+  # Libraries: coverage for libFuzzer plus ASan+UBSan; the fuzz targets add -fsanitize=fuzzer
+  # when linking (fuzz/CMakeLists.txt). Other executables link without libFuzzer's main.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+  enable_testing()  # ctest -L fuzz (fuzz/CMakeLists.txt), also without SINEW_BUILD_TESTS
+  message(STATUS "Sinew fuzz build: libFuzzer + ASan + UBSan")
+endif()
+
+# The in-container agent (sinew-sandbox-agent) is linked statically, which the sanitizer
+# runtimes do not support; sandbox-agent/CMakeLists.txt reads this to build it without them.
+if(sinew_sanitize_flags OR SINEW_FUZZ)
+  set(SINEW_INSTRUMENTED ON)
+else()
+  set(SINEW_INSTRUMENTED OFF)
+endif()
+
+# g++ warns (-Wtsan) that TSan does not model the std::atomic_thread_fence Boost.Asio uses;
+# under SINEW_WERROR that stops the build. Called by the top-level CMakeLists.txt once
+# every role is added: the files that include Boost.Asio get -Wno-tsan (a race ordered only
+# by such a fence could be reported falsely there; none has been).
+function(sinew_sanitizer_source_options)
+  if(NOT (SINEW_SANITIZE STREQUAL "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"))
+    return()
+  endif()
+  foreach(pair harness:src/http_server.cc harness/tests:test_util.cc model-backend/src/server:http_server.cc)
+    string(REPLACE ":" ";" parts ${pair})
+    list(GET parts 0 dir)
+    list(GET parts 1 file)
+    if(EXISTS ${PROJECT_SOURCE_DIR}/${dir}/${file})
+      set_source_files_properties(${PROJECT_SOURCE_DIR}/${dir}/${file} DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}
+                                  PROPERTIES COMPILE_OPTIONS -Wno-tsan)
+    endif()
+  endforeach()
+endfunction()
