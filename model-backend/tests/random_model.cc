@@ -114,6 +114,17 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
     w.SetString(a + ".rope.scaling.type", "linear");
     w.SetFloat32(a + ".rope.scaling.factor", s.rope_linear_factor);
   }
+  if (s.rope_yarn_factor > 0) {
+    w.SetString(a + ".rope.scaling.type", "yarn");
+    w.SetFloat32(a + ".rope.scaling.factor", s.rope_yarn_factor);
+    if (s.rope_yarn_orig_ctx > 0) {
+      w.SetUint32(a + ".rope.scaling.original_context_length",
+                  static_cast<uint32_t>(s.rope_yarn_orig_ctx));
+    }
+    if (s.rope_yarn_attn_factor > 0) {
+      w.SetFloat32(a + ".rope.scaling.attn_factor", s.rope_yarn_attn_factor);
+    }
+  }
   WriteVocabulary(s, w);
   if (!s.chat_template.empty()) w.SetString("tokenizer.chat_template", s.chat_template);
 

@@ -34,6 +34,9 @@ struct RandomModelSpec {
   bool tied_output = false;   // no output.weight; the embedding is reused
   float rope_base = 10000.0f;
   float rope_linear_factor = 0.0f;  // > 0: rope.scaling.type = linear
+  float rope_yarn_factor = 0.0f;    // > 0: rope.scaling.type = yarn with this factor
+  int32_t rope_yarn_orig_ctx = 0;   // > 0: rope.scaling.original_context_length
+  float rope_yarn_attn_factor = 0.0f;  // > 0: rope.scaling.attn_factor
   int32_t rope_dims = 0;            // 0: head_dim
   int32_t eos_id = 2;  // tokenizer.ggml.eos_token_id
   std::string chat_template;  // tokenizer.chat_template (Jinja). Default: "" (none)

@@ -78,6 +78,8 @@ class Model {
  private:
   explicit Model(Backend& backend) : backend_(backend) {}
   Status LoadHParams(const GgufFile& file);
+  // rope.scaling.type = yarn: fills hp_.rope from the `prefix`rope.scaling.* keys.
+  Status LoadYarn(const GgufFile& file, const std::string& prefix);
   Status LoadWeights(const GgufFile& file);
   Result<Tensor> Weight(const GgufFile& file, const std::string& name,
                         std::vector<int64_t> shape, bool required = true);
