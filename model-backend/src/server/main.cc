@@ -73,6 +73,14 @@ int Run(int argc, char** argv) {
   bool no_batch_invariance = false;
   app.add_flag("--no-batch-invariance", no_batch_invariance,
                "skip the padding that makes batched outputs bit-identical to single ones");
+  app.add_option("--spec-draft", serving.speculative_draft_tokens,
+                 "prompt-lookup speculative decoding: tokens drafted per decode (0: off)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--spec-max-decodes", serving.speculative_max_decodes,
+                 "speculate only in steps with at most this many decoding generations")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   app.add_option("--device", engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   std::string cache_type_k = "f16", cache_type_v = "f16";
   app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")

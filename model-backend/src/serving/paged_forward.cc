@@ -75,8 +75,11 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
   std::vector<int32_t> rows;
   int64_t t0 = 0;
   for (const PagedSeq& s : batch.seqs) {
+    if (s.n_logits < 0 || s.n_logits > s.n_tokens) {
+      return Status::InvalidArgument("forward: n_logits outside [0, n_tokens]");
+    }
     t0 += s.n_tokens;
-    if (s.want_logits) rows.push_back(static_cast<int32_t>(t0 - 1));
+    for (int64_t r = t0 - s.n_logits; r < t0; ++r) rows.push_back(static_cast<int32_t>(r));
   }
   const int64_t n_out = static_cast<int64_t>(rows.size());
   if (n_out == 0) return Status::Ok();

@@ -50,6 +50,10 @@ class Scheduler {
   void MatchPrefix(Sequence& seq);
   void RegisterFullBlocks(Sequence& seq);
   std::vector<Planned> Plan();
+  // Samples the next token of `seq` from its logits `row` (mutex held): the
+  // constraint, the sampler, the outbox and the finish checks of one decode.
+  // False if `seq` is done (finished or failed) after it.
+  bool SampleRow(Sequence& seq, std::span<float> row);
   // Marks `seq` done (mutex held) and frees its blocks.
   void Finish(Sequence& seq, FinishReason reason, const Status& error);
   // Copies the gauges into stats_ (mutex held).

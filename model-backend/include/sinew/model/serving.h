@@ -52,6 +52,18 @@ struct ServingOptions {
   // a single-request run. False saves the padding (up to 3 rows per step), and a
   // token's logits may then differ in the last bits with the batch. Default: true
   bool batch_invariant = true;
+  // Prompt-lookup speculative decoding (src/serving/prompt_lookup.h): a decoding
+  // sequence drafts up to this many tokens from an earlier occurrence of its last
+  // tokens in its own context; the draft runs in the same forward as the next
+  // token and every row is sampled as plain decoding would, so the output is
+  // the same (bit-identical with batch_invariant), only sooner when drafts are
+  // right. 0 disables. Default: 3 (with batch_invariant a lone decode is padded
+  // to 4 rows anyway, so 3 drafted rows cost next to nothing)
+  int32_t speculative_draft_tokens = 3;
+  // Speculate only in steps where at most this many sequences decode: a larger
+  // batch already fills the kernels and drafted rows would cost real time.
+  // Default: 2
+  int32_t speculative_max_decodes = 2;
 };
 
 struct ServingStats {
@@ -60,6 +72,14 @@ struct ServingStats {
   uint64_t preemptions = 0;
   uint64_t steps = 0;
   uint64_t step_tokens = 0;  // tokens run in all steps
+  // Speculative decoding: decodes that carried a draft, tokens drafted, drafted
+  // tokens accepted, and tokens those decodes produced (accepted + 1 each, fewer
+  // when the sequence ended). emitted / verifications is the speed-up in forward
+  // passes over plain decoding for those decodes.
+  uint64_t spec_verifications = 0;
+  uint64_t spec_drafted_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  uint64_t spec_emitted_tokens = 0;
   int32_t blocks_total = 0;
   int32_t blocks_available = 0;  // free or evictable
   int32_t running = 0;
