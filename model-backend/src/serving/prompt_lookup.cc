@@ -12,12 +12,21 @@ std::vector<int32_t> PromptLookupDraft(std::span<const int32_t> tokens, int32_t 
        --len) {
     const auto suffix = tokens.subspan(static_cast<size_t>(n - len));
     // Most recent occurrence first; `start + len < n` keeps the suffix itself out
-    // and leaves at least one token after the match.
-    for (int64_t start = n - len - 1; start >= 0; --start) {
+    // and leaves at least one token after the match. An occurrence close to the
+    // end (a repeating loop) is followed by fewer tokens than asked for: keep
+    // looking for one that is followed by a full draft.
+    int64_t best_from = -1, best_take = 0;
+    for (int64_t start = n - len - 1; start >= 0 && best_take < max_draft; --start) {
       if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
-      const int64_t from = start + len;
-      const int64_t take = std::min<int64_t>(max_draft, n - from);
-      return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + from + take);
+      const int64_t take = std::min<int64_t>(max_draft, n - (start + len));
+      if (take > best_take) {
+        best_from = start + len;
+        best_take = take;
+      }
+    }
+    if (best_take > 0) {
+      return std::vector<int32_t>(tokens.begin() + best_from,
+                                  tokens.begin() + best_from + best_take);
     }
   }
   return {};

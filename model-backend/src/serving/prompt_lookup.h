@@ -22,7 +22,9 @@ struct PromptLookupOptions {
 
 // Up to `max_draft` tokens that followed the most recent earlier occurrence of
 // the longest suffix of `tokens` (ngram_max down to ngram_min tokens long) found
-// elsewhere in `tokens`; empty when there is none or max_draft <= 0.
+// elsewhere in `tokens` (an older occurrence if the most recent ones are followed
+// by fewer tokens, as in a repeating loop); empty when there is none or
+// max_draft <= 0.
 std::vector<int32_t> PromptLookupDraft(std::span<const int32_t> tokens, int32_t max_draft,
                                        const PromptLookupOptions& options = {});
 

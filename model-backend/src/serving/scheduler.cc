@@ -104,37 +104,17 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
 
   std::vector<Planned> plan;
   int32_t budget = options_.step_tokens;
-  auto decoding = [](const Sequence& s) {
-    return s.n_generated > 0 && static_cast<int32_t>(s.tokens.size()) - s.n_computed == 1;
-  };
-  const int32_t n_decodes = static_cast<int32_t>(std::count_if(
-      running_.begin(), running_.end(), [&](const auto& s) { return decoding(*s); }));
-  const bool speculate = options_.speculative_draft_tokens > 0 &&
-                         n_decodes <= options_.speculative_max_decodes;
-  // Pass 0: decodes (one token each, plus a draft when speculating); pass 1:
-  // prompt chunks.
+  for (auto& s : running_) s->draft.clear();
+  // Pass 0: decodes (one token each); pass 1: prompt chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       const std::shared_ptr<Sequence>& s = running_[i];
       if (s->preempted) continue;
       const int32_t need = static_cast<int32_t>(s->tokens.size()) - s->n_computed;
-      const bool decode = decoding(*s);
+      const bool decode = s->n_generated > 0 && need == 1;
       if (decode != (pass == 0)) continue;
-      int32_t take = std::min({need, options_.prefill_chunk, budget});
-      s->draft.clear();
-      if (decode && speculate) {
-        // Drafted tokens must fit the step, max_tokens and the context.
-        const int32_t room = std::min(
-            {options_.speculative_draft_tokens, budget - 1,
-             s->params.max_tokens - s->n_generated - 1,
-             info_.n_ctx - static_cast<int32_t>(s->tokens.size())});
-        s->draft = PromptLookupDraft(s->tokens, room);
-        take += static_cast<int32_t>(s->draft.size());
-      }
-      if (!Reserve(s, take, plan)) {
-        s->draft.clear();
-        continue;
-      }
+      const int32_t take = std::min({need, options_.prefill_chunk, budget});
+      if (!Reserve(s, take, plan)) continue;
       plan.push_back({s, take});
       budget -= take;
     }
@@ -183,7 +163,41 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
     stats_.prefix_hit_tokens += static_cast<uint64_t>(hit);
     stats_.prefix_miss_tokens += s->tokens.size() - static_cast<uint64_t>(hit);
   }
+  AddDrafts(plan, budget);
   return plan;
+}
+
+void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
+  if (options_.speculative_draft_tokens <= 0) return;
+  int32_t rows = budget;  // what the step may still take
+  if (options_.speculative_free_rows_only) {
+    // Only the rows the batch-invariant padding computes anyway.
+    int32_t n_tokens = 0;
+    for (const Planned& p : plan) n_tokens += p.take;
+    rows = options_.batch_invariant ? std::min(rows, (n_tokens + 3) / 4 * 4 - n_tokens) : 0;
+  }
+  for (Planned& p : plan) {
+    if (rows <= 0) break;
+    Sequence& s = *p.seq;
+    const bool decode = s.n_generated > 0 && p.take == 1 &&
+                        s.n_computed + 1 == static_cast<int32_t>(s.tokens.size());
+    if (!decode) continue;
+    // Drafted tokens must fit the rows, max_tokens and the context.
+    const int32_t room = std::min({options_.speculative_draft_tokens, rows,
+                                   s.params.max_tokens - s.n_generated - 1,
+                                   info_.n_ctx - static_cast<int32_t>(s.tokens.size())});
+    std::vector<int32_t> draft = PromptLookupDraft(s.tokens, room);
+    if (draft.empty()) continue;
+    const int32_t take = 1 + static_cast<int32_t>(draft.size());
+    // Drafts never preempt anyone, nor eat the block reserve of running decodes.
+    if (!EnsureBlocks(s, s.n_computed + take) ||
+        blocks_.available() < static_cast<int32_t>(running_.size())) {
+      continue;
+    }
+    s.draft = std::move(draft);
+    p.take = take;
+    rows -= take - 1;
+  }
 }
 
 void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) {

@@ -31,8 +31,13 @@ TEST(PromptLookupTest, DraftsWhatFollowedTheLatestLongestMatch) {
   EXPECT_EQ(PromptLookupDraft(longer, 2), (std::vector<int32_t>{10, 5}));
   // No earlier occurrence of even two tokens: no draft.
   EXPECT_TRUE(PromptLookupDraft(std::vector<int32_t>{1, 2, 3, 4, 5}, 4).empty());
-  // A draft is cut at the end of the context (overlapping repeats).
+  // A draft is cut at the end of the context (overlapping repeats)...
   EXPECT_EQ(PromptLookupDraft(std::vector<int32_t>{3, 3, 3}, 5), (std::vector<int32_t>{3}));
+  // ... so in a loop an older occurrence, followed by a full draft, is taken.
+  EXPECT_EQ(PromptLookupDraft(std::vector<int32_t>{7, 7, 7, 7, 7, 7, 7, 7}, 3),
+            (std::vector<int32_t>{7, 7, 7}));
+  EXPECT_EQ(PromptLookupDraft(std::vector<int32_t>{1, 2, 1, 2, 1, 2, 1, 2}, 3),
+            (std::vector<int32_t>{1, 2, 1}));
   PromptLookupOptions single;
   single.ngram_min = 1;
   EXPECT_EQ(PromptLookupDraft(std::vector<int32_t>{1, 2, 3, 2}, 4, single),
@@ -84,7 +89,7 @@ ServingOptions Plain() {
 ServingOptions Speculative(int32_t draft) {
   ServingOptions o;
   o.speculative_draft_tokens = draft;
-  o.speculative_max_decodes = 64;  // every decode speculates, however many run
+  o.speculative_free_rows_only = false;  // every decode speculates, however many run
   return o;
 }
 
@@ -151,8 +156,10 @@ TEST_P(SpeculativeRandomModelTest, SpeculativeOutputEqualsPlainOutput) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     expected.push_back(Ids(*r));
   }
-  for (int32_t draft : {3, 7}) {
-    auto spec = Load(Speculative(draft));
+  // The default (drafts only in padding rows, 3 at most), and every decode with
+  // drafts of 3 and 7.
+  for (int32_t draft : {0, 3, 7}) {
+    auto spec = Load(draft == 0 ? ServingOptions{} : Speculative(draft));
     ASSERT_NE(spec, nullptr);
     for (size_t i = 0; i < 3; ++i) {  // alone
       auto r = spec->Generate(prompts[i], params[i % params.size()], nullptr);

@@ -57,13 +57,15 @@ struct ServingOptions {
   // tokens in its own context; the draft runs in the same forward as the next
   // token and every row is sampled as plain decoding would, so the output is
   // the same (bit-identical with batch_invariant), only sooner when drafts are
-  // right. 0 disables. Default: 3 (with batch_invariant a lone decode is padded
-  // to 4 rows anyway, so 3 drafted rows cost next to nothing)
+  // right. 0 disables. Default: 3
   int32_t speculative_draft_tokens = 3;
-  // Speculate only in steps where at most this many sequences decode: a larger
-  // batch already fills the kernels and drafted rows would cost real time.
-  // Default: 2
-  int32_t speculative_max_decodes = 2;
+  // Drafts only take the rows that the batch-invariant padding computes anyway
+  // (a step of T tokens runs ceil(T / 4) * 4 rows): speculation then costs next
+  // to nothing when drafts are wrong. A lone decode gets 3 rows, two decodes 2,
+  // three 1, four none; without batch_invariant there are no such rows and no
+  // speculation. False: any decode drafts, adding rows to the step (pays when
+  // drafts are mostly right, e.g. an agent re-emitting a file). Default: true
+  bool speculative_free_rows_only = true;
 };
 
 struct ServingStats {
