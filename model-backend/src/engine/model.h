@@ -74,6 +74,11 @@ class Model {
   // single runs agree exactly) at the price of up to 3 wasted rows per step.
   [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv,
                                     bool batch_invariant, float* logits);
+  // Whether a batch-invariant ForwardPaged pads its rows to a multiple of four
+  // (backends whose ops are not RowInvariant need it).
+  bool PadsRows(bool batch_invariant) const {
+    return batch_invariant && !backend_.ops().RowInvariant();
+  }
 
  private:
   explicit Model(Backend& backend) : backend_(backend) {}

@@ -35,7 +35,9 @@ class ServerHttpTest : public ::testing::Test {
   static void SetUpTestSuite() {
     ASSERT_EQ(testing::Sha256OfFile(testing::StoriesPath()), testing::kStoriesSha256);
     std::string error;
-    server_ = ServerProcess::Start({}, &error).release();
+    // Speculation in every decode (not the CPU default): every exact-text check
+    // below then also checks that speculation changes no output.
+    server_ = ServerProcess::Start({"--spec-any-rows"}, &error).release();
     ASSERT_NE(server_, nullptr) << error;
   }
   static void TearDownTestSuite() {
@@ -293,8 +295,8 @@ TEST_F(ServerHttpTest, ConcurrentClientsAllGetTheirAnswer) {
 }
 
 // Frequency and presence penalties reach the sampler (the greedy text changes
-// and repeats fewer tokens), and prompt-lookup speculation (on by default) shows
-// in /metrics when the model retells text from its prompt.
+// and repeats fewer tokens), and prompt-lookup speculation (--spec-any-rows)
+// shows in /metrics when the model retells text from its prompt.
 TEST_F(ServerHttpTest, PenaltiesChangeTheTextAndSpeculationShowsInMetrics) {
   auto text_of = [&](const std::string& extra) {
     json::object body = PostJson("/v1/completions",

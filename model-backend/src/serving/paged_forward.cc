@@ -22,7 +22,9 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
                            float* logits) {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("forward: empty batch");
-  auto pad = [batch_invariant](int64_t rows) { return batch_invariant ? RoundUp4(rows) : rows; };
+  // Backends whose rows are computed alike whatever the batch need no padding.
+  const bool padded = PadsRows(batch_invariant);
+  auto pad = [padded](int64_t rows) { return padded ? RoundUp4(rows) : rows; };
   const int64_t n_pad = pad(n);
   SINEW_RETURN_IF_ERROR(EnsureScratch(n_pad));
   BackendOps& ops = backend_.ops();

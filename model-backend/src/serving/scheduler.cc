@@ -174,7 +174,9 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
     // Only the rows the batch-invariant padding computes anyway.
     int32_t n_tokens = 0;
     for (const Planned& p : plan) n_tokens += p.take;
-    rows = options_.batch_invariant ? std::min(rows, (n_tokens + 3) / 4 * 4 - n_tokens) : 0;
+    rows = model_.PadsRows(options_.batch_invariant)
+               ? std::min(rows, (n_tokens + 3) / 4 * 4 - n_tokens)
+               : 0;
   }
   for (Planned& p : plan) {
     if (rows <= 0) break;

@@ -168,6 +168,11 @@ TEST_P(SpeculativeRandomModelTest, SpeculativeOutputEqualsPlainOutput) {
     }
     EXPECT_EQ(RunAll(*spec, prompts, params), expected) << "draft " << draft << " concurrent";
     const ServingStats stats = spec->stats();
+    if (draft == 0) {
+      // The default drafts only into padding rows; the CPU backend pads nothing.
+      EXPECT_EQ(stats.spec_verifications, 0u);
+      continue;
+    }
     EXPECT_GT(stats.spec_verifications, 0u);
     EXPECT_GT(stats.spec_accepted_tokens, 0u) << "no draft was ever right: the check is vacuous";
     EXPECT_LE(stats.spec_accepted_tokens, stats.spec_drafted_tokens);

@@ -124,6 +124,13 @@ class BackendOps {
   // missing op is a load error, never a wrong result.
   virtual bool Supports(Op op, GgmlType type) const = 0;
 
+  // Whether every op computes each row (token) with the same arithmetic whatever
+  // the number of rows and their position in the batch, so that a token's
+  // results are bit-identical batched or alone without padding the batch.
+  // Optional: false (the default) makes batch-invariant callers pad the rows
+  // to a multiple of four.
+  virtual bool RowInvariant() const { return false; }
+
   // out[:, i] = dequantized table row ids[i]. table: any type [n_embd, n_rows];
   // out: F32 [n_embd, ids.size()]. REQUIRES: ids in range.
   [[nodiscard]] virtual Status GetRows(const Tensor& table, std::span<const int32_t> ids,

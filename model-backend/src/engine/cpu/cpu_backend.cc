@@ -121,6 +121,10 @@ class CpuOps final : public BackendOps {
     return Status::Ok();
   }
 
+  // Dot4 kernels give each row the arithmetic of the one-row Dot of the same
+  // table (backend_ops_test checks it bit for bit); the other ops are per row.
+  bool RowInvariant() const override { return true; }
+
   Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
     if (x.type != GgmlType::kF32 || y.type != GgmlType::kF32) return NotF32(Op::kMatMul);
     const int64_t K = w.ne[0];
