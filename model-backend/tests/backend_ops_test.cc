@@ -185,6 +185,40 @@ std::vector<float> RunMatMul(Backend& b, GgmlType type, const std::string& wdata
   return Download(b, y);
 }
 
+// A backend that says RowInvariant() computes every row of a matrix product
+// bit for bit as it computes that row alone, whatever the batch: 9 rows at once
+// (two groups of four and a single) against each row by itself, every type, row
+// lengths with and without SIMD tails, on every candidate and the reference.
+OPS_TEST(MatMulRowsBitIdenticalWhateverTheBatch) {
+  std::vector<Backend*> all = {reference_.get()};
+  for (auto& b : backends_) all.push_back(b.get());
+  for (Backend* b : all) {
+    if (!b->ops().RowInvariant()) continue;
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                          GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      std::vector<int64_t> ks = {512};
+      if (GgmlBlockSize(type) <= 32) ks.push_back(96);
+      if (IsFloatType(type)) ks.push_back(172);
+      for (int64_t K : ks) {
+        const int64_t N = 19, M = 9;
+        const std::vector<float> wf = Random(static_cast<size_t>(K * N), 5);
+        const std::string wdata = EncodeTensorData(type, wf.data(), K * N);
+        const std::vector<float> x = Random(static_cast<size_t>(K * M), 6);
+        const std::vector<float> batched = RunMatMul(*b, type, wdata, x, K, N, M);
+        for (int64_t m = 0; m < M; ++m) {
+          const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
+          const std::vector<float> alone = RunMatMul(*b, type, wdata, row, K, N, 1);
+          for (int64_t n = 0; n < N; ++n) {
+            ASSERT_EQ(batched[static_cast<size_t>(m * N + n)], alone[static_cast<size_t>(n)])
+                << GgmlTypeName(type) << " K=" << K << " row " << m << " col " << n << " on "
+                << b->name();
+          }
+        }
+      }
+    }
+  }
+}
+
 OPS_TEST(MatMulEveryTypeAndBatch) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
                         GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {

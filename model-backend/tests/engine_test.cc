@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,6 +244,66 @@ TEST(SamplerTest, RepetitionPenaltyAndValidation) {
   EXPECT_EQ(invalid([](SamplingParams& q) { q.max_tokens = 0; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(invalid([](SamplingParams& q) { q.logprobs = 21; }), StatusCode::kInvalidArgument);
   EXPECT_TRUE(SamplingParams{}.Validate().ok());
+}
+
+// Frequency and presence penalties against a double-precision reference that
+// keeps its own counts of the generated tokens (OpenAI: prompt tokens do not
+// count): every step's penalized logits, and the greedy choice on logits close
+// enough together that the penalties decide it.
+TEST(SamplerTest, FrequencyAndPresencePenaltiesMatchDoubleReference) {
+  const int32_t n_vocab = 50;
+  for (const auto& [frequency, presence] :
+       std::vector<std::pair<float, float>>{{0.7f, 0.0f}, {0.0f, 1.3f}, {0.45f, 0.6f},
+                                            {-0.3f, -0.2f}, {2.0f, -2.0f}}) {
+    SamplingParams p;
+    p.greedy = true;
+    p.frequency_penalty = frequency;
+    p.presence_penalty = presence;
+    Sampler sampler(p);
+    std::vector<int32_t> history = {3, 3, 7, 11};  // the prompt: never penalized
+    std::vector<int32_t> counts(n_vocab, 0);
+    std::mt19937 rng(static_cast<uint32_t>(frequency * 100 + presence * 10 + 5));
+    std::uniform_real_distribution<float> spread(0.0f, 0.8f);
+    int32_t changed_choice = 0;
+    for (int step = 0; step < 40; ++step) {
+      std::vector<float> logits(n_vocab);
+      for (float& l : logits) l = spread(rng);
+      std::vector<double> want(logits.begin(), logits.end());
+      for (int32_t id = 0; id < n_vocab; ++id) {
+        const double c = counts[static_cast<size_t>(id)];
+        want[static_cast<size_t>(id)] -= c * static_cast<double>(frequency) +
+                                          (c > 0 ? static_cast<double>(presence) : 0.0);
+      }
+      std::vector<float> penalized = logits;
+      sampler.Penalize(penalized, history);
+      for (int32_t id = 0; id < n_vocab; ++id) {
+        ASSERT_NEAR(penalized[static_cast<size_t>(id)], want[static_cast<size_t>(id)], 1e-5)
+            << "step " << step << " token " << id;
+      }
+      const int32_t want_id =
+          static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
+      const int32_t raw_id =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      changed_choice += want_id != raw_id ? 1 : 0;
+      GeneratedToken out;
+      ASSERT_EQ(sampler.Sample(logits, history, &out), want_id) << "step " << step;
+      history.push_back(want_id);
+      ++counts[static_cast<size_t>(want_id)];
+    }
+    // The penalties did change choices (the check above is not vacuous).
+    if (frequency > 0 || presence > 0) {
+      EXPECT_GT(changed_choice, 0);
+    }
+  }
+  auto invalid = [](auto mutate) {
+    SamplingParams q;
+    mutate(q);
+    return q.Validate().code();
+  };
+  EXPECT_EQ(invalid([](SamplingParams& q) { q.frequency_penalty = 2.5f; }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(invalid([](SamplingParams& q) { q.presence_penalty = NAN; }),
+            StatusCode::kInvalidArgument);
 }
 
 // Concurrent callers are serialised: each gets exactly the output it would get alone.

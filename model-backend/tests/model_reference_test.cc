@@ -165,5 +165,51 @@ TEST(ModelReferenceGreedy, GenerationMatchesReferenceArgmax) {
   }
 }
 
+
+// YaRN RoPE scaling (rope.scaling.type = yarn) against the double-precision
+// reference: normal (llama) and NeoX (qwen2) rotation, with and without an
+// attn_factor, over 48 positions; the YaRN logits differ clearly from the same
+// model with linear scaling (the ramp and the magnitude scale take effect).
+TEST(ModelReferenceYarn, LogitsMatchReference) {
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 48; ++i) tokens.push_back((i * 37 + 11) % 300);
+  for (const char* arch : {"llama", "qwen2"}) {
+    for (float attn_factor : {0.0f, 0.85f}) {  // 0: key absent (1)
+      RandomModelSpec spec = SpecFor(arch, GgmlType::kF32);
+      spec.rope_linear_factor = 0;
+      spec.rope_yarn_factor = 4.0f;
+      spec.rope_yarn_orig_ctx = 2048;  // ramp over pairs 4..11 of 16 (llama)
+      spec.rope_yarn_attn_factor = attn_factor;
+      const std::string path = TempPath(std::string("yarn_") + arch);
+      ASSERT_TRUE(testing::WriteRandomModel(spec, path).ok());
+      auto ref = testing::ReferenceModel::Load(path);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      const std::vector<double> want = (*ref)->Logits(tokens);
+      EngineOptions options;
+      options.n_threads = 2;
+      options.cache_type_k = options.cache_type_v = GgmlType::kF32;
+      options.n_batch = 7;
+      auto engine = Engine::Load(path, options);
+      ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+      auto got = (*engine)->Evaluate(tokens, /*all_logits=*/true);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got->size(), want.size());
+      EXPECT_LT(Nmse(*got, want), 1e-8) << arch << " attn_factor " << attn_factor;
+
+      spec.rope_yarn_factor = 0;
+      spec.rope_linear_factor = 4.0f;
+      const std::string linear_path = TempPath(std::string("yarn_linear_") + arch);
+      ASSERT_TRUE(testing::WriteRandomModel(spec, linear_path).ok());
+      auto linear = testing::ReferenceModel::Load(linear_path);
+      ASSERT_TRUE(linear.ok());
+      const std::vector<double> linear_logits = (*linear)->Logits(tokens);
+      EXPECT_GT(Nmse(std::vector<float>(linear_logits.begin(), linear_logits.end()), want), 1e-4)
+          << arch;
+      std::remove(path.c_str());
+      std::remove(linear_path.c_str());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sinew::model

@@ -32,6 +32,51 @@ class Filler {
   std::mt19937_64 rng_;
 };
 
+
+// A SentencePiece-style vocabulary that other GGUF readers (llama.cpp's
+// llama-server) can tokenize any text with: <unk>, <s>, </s>, the 256 byte
+// tokens <0x00>..<0xFF> (byte fallback), then "▁" and every printable ASCII
+// character alone and after "▁", then filler pieces "t<id>". Vocabularies too
+// small for the byte tokens get the specials and filler only.
+void WriteVocabulary(const RandomModelSpec& s, GgufWriter& w) {
+  constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6;
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {kUnknown, kControl, kControl};
+  if (s.n_vocab >= kRandomVocabBytesFrom + 256) {
+    static const char* kHex = "0123456789ABCDEF";
+    for (int byte = 0; byte < 256; ++byte) {
+      tokens.push_back(std::string("<0x") + kHex[byte >> 4] + kHex[byte & 15] + ">");
+      types.push_back(kByte);
+    }
+    const std::string space = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+    std::vector<std::string> pieces = {space};
+    for (char c = '!'; c <= '~'; ++c) pieces.push_back(std::string(1, c));
+    for (char c = '!'; c <= '~'; ++c) pieces.push_back(space + c);
+    for (const std::string& piece : pieces) {
+      if (static_cast<int32_t>(tokens.size()) >= s.n_vocab) break;
+      tokens.push_back(piece);
+      types.push_back(kNormal);
+    }
+  }
+  while (static_cast<int32_t>(tokens.size()) < s.n_vocab) {
+    tokens.push_back("t" + std::to_string(tokens.size()));
+    types.push_back(kNormal);
+  }
+  tokens.resize(static_cast<size_t>(s.n_vocab));
+  types.resize(static_cast<size_t>(s.n_vocab));
+  std::vector<float> scores;
+  for (int32_t i = 0; i < s.n_vocab; ++i) scores.push_back(-static_cast<float>(i));
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetStringArray("tokenizer.ggml.tokens", tokens);
+  w.SetFloat32Array("tokenizer.ggml.scores", scores);
+  w.SetInt32Array("tokenizer.ggml.token_type", types);
+  w.SetUint32("tokenizer.ggml.unknown_token_id", 0);
+  w.SetUint32("tokenizer.ggml.bos_token_id", 1);
+  w.SetUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos_id));
+  w.SetBool("tokenizer.ggml.add_bos_token", true);
+  w.SetBool("tokenizer.ggml.add_eos_token", false);
+}
+
 }  // namespace
 
 int64_t RandomModelParams(const RandomModelSpec& s) {
@@ -69,21 +114,18 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
     w.SetString(a + ".rope.scaling.type", "linear");
     w.SetFloat32(a + ".rope.scaling.factor", s.rope_linear_factor);
   }
-  // A placeholder vocabulary so tools that read tokenizer metadata find one.
-  std::vector<std::string> tokens;
-  std::vector<float> scores;
-  std::vector<int32_t> types;
-  for (int32_t i = 0; i < s.n_vocab; ++i) {
-    tokens.push_back(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : "t" + std::to_string(i));
-    scores.push_back(-static_cast<float>(i));
-    types.push_back(i < 3 ? (i == 0 ? 2 : 3) : 1);
+  if (s.rope_yarn_factor > 0) {
+    w.SetString(a + ".rope.scaling.type", "yarn");
+    w.SetFloat32(a + ".rope.scaling.factor", s.rope_yarn_factor);
+    if (s.rope_yarn_orig_ctx > 0) {
+      w.SetUint32(a + ".rope.scaling.original_context_length",
+                  static_cast<uint32_t>(s.rope_yarn_orig_ctx));
+    }
+    if (s.rope_yarn_attn_factor > 0) {
+      w.SetFloat32(a + ".rope.scaling.attn_factor", s.rope_yarn_attn_factor);
+    }
   }
-  w.SetString("tokenizer.ggml.model", "llama");
-  w.SetStringArray("tokenizer.ggml.tokens", tokens);
-  w.SetFloat32Array("tokenizer.ggml.scores", scores);
-  w.SetInt32Array("tokenizer.ggml.token_type", types);
-  w.SetUint32("tokenizer.ggml.bos_token_id", 1);
-  w.SetUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos_id));
+  WriteVocabulary(s, w);
   if (!s.chat_template.empty()) w.SetString("tokenizer.chat_template", s.chat_template);
 
   Filler fill(s.seed);

@@ -12,6 +12,10 @@
 
 namespace sinew::model::testing {
 
+// Vocabularies of at least kRandomVocabBytesFrom + 256 tokens are complete
+// SentencePiece vocabularies (byte fallback for any text, see WriteRandomModel).
+inline constexpr int32_t kRandomVocabBytesFrom = 3;
+
 struct RandomModelSpec {
   std::string arch = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (q/k norms)
   int32_t n_vocab = 320;
@@ -30,6 +34,9 @@ struct RandomModelSpec {
   bool tied_output = false;   // no output.weight; the embedding is reused
   float rope_base = 10000.0f;
   float rope_linear_factor = 0.0f;  // > 0: rope.scaling.type = linear
+  float rope_yarn_factor = 0.0f;    // > 0: rope.scaling.type = yarn with this factor
+  int32_t rope_yarn_orig_ctx = 0;   // > 0: rope.scaling.original_context_length
+  float rope_yarn_attn_factor = 0.0f;  // > 0: rope.scaling.attn_factor
   int32_t rope_dims = 0;            // 0: head_dim
   int32_t eos_id = 2;  // tokenizer.ggml.eos_token_id
   std::string chat_template;  // tokenizer.chat_template (Jinja). Default: "" (none)
@@ -39,7 +46,11 @@ struct RandomModelSpec {
 // Total parameter count of the model `spec` describes.
 int64_t RandomModelParams(const RandomModelSpec& spec);
 
-// Writes the model to `path`. IOError if it cannot be written.
+// Writes the model to `path`. IOError if it cannot be written. The tokenizer
+// metadata is that of a llama SentencePiece model: tokens, scores, token types,
+// unk/bos/eos ids and add_bos/add_eos; ids 0..2 are <unk>, <s>, </s>, and when
+// n_vocab >= 259 ids 3..258 are the byte tokens <0x00>..<0xFF>, so that any
+// text tokenizes (here and in llama.cpp, which needs them).
 [[nodiscard]] Status WriteRandomModel(const RandomModelSpec& spec, const std::string& path);
 
 }  // namespace sinew::model::testing

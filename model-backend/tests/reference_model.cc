@@ -1,5 +1,7 @@
 #include "reference_model.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -111,8 +113,27 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
   m->n_rot_ = get("rope.dimension_count", m->head_dim_);
   m->eps_ = f.GetFloatOr(p + "attention.layer_norm_rms_epsilon", 1e-5).value_or(1e-5);
   m->base_ = f.GetFloatOr(p + "rope.freq_base", 10000).value_or(10000);
-  if (f.GetStringOr(p + "rope.scaling.type", "none").value_or("none") == "linear") {
+  const std::string scaling(f.GetStringOr(p + "rope.scaling.type", "none").value_or("none"));
+  if (scaling == "linear" || scaling == "yarn") {
     m->freq_scale_ = 1.0 / f.GetFloatOr(p + "rope.scaling.factor", 1).value_or(1);
+  }
+  if (scaling == "yarn") {
+    // YaRN (Peng et al. 2023) as GGUF engines apply it: pairs rotating fewer than
+    // beta_slow times over the original context are interpolated, more than
+    // beta_fast times extrapolated, a linear ramp between; attention logits grow
+    // by (0.1 ln(factor) + 1)^2 through cos/sin scaled by 0.1 ln(factor) + 1.
+    const double n_orig = static_cast<double>(get("rope.scaling.original_context_length",
+                                                  get("context_length", 2048)));
+    const double fast = f.GetFloatOr(p + "rope.scaling.yarn_beta_fast", 32).value_or(32);
+    const double slow = f.GetFloatOr(p + "rope.scaling.yarn_beta_slow", 1).value_or(1);
+    auto pair_for = [&](double rotations) {
+      return m->n_rot_ * std::log(n_orig / (rotations * 2 * M_PI)) / (2 * std::log(m->base_));
+    };
+    m->yarn_ = true;
+    m->yarn_low_ = std::max(0.0, std::floor(pair_for(fast)));
+    m->yarn_high_ = std::min(static_cast<double>(m->n_rot_ - 1), std::ceil(pair_for(slow)));
+    m->yarn_mscale_ = f.GetFloatOr(p + "rope.scaling.attn_factor", 1).value_or(1) *
+                      (1 + 0.1 * std::log(1 / m->freq_scale_));
   }
   m->neox_ = m->arch_ != "llama";
   SINEW_ASSIGN_OR_RETURN(m->embd_, m->Read("token_embd.weight"));
@@ -162,13 +183,21 @@ void ReferenceModel::Norm(std::vector<double>& x, size_t offset, size_t n, const
 
 void ReferenceModel::Rotate(std::vector<double>& x, size_t offset, int64_t pos) const {
   for (int32_t i = 0; i < n_rot_ / 2; ++i) {
-    const double angle = static_cast<double>(pos) * freq_scale_ *
-                         std::pow(base_, -2.0 * i / static_cast<double>(n_rot_));
+    const double extrapolated =
+        static_cast<double>(pos) * std::pow(base_, -2.0 * i / static_cast<double>(n_rot_));
+    double angle = extrapolated * freq_scale_, scale = 1;
+    if (yarn_) {
+      const double ramp = std::clamp((i - yarn_low_) / std::max(0.001, yarn_high_ - yarn_low_),
+                                     0.0, 1.0);
+      const double keep = 1 - ramp;  // share of the extrapolated angle
+      angle = extrapolated * (freq_scale_ * (1 - keep) + keep);
+      scale = yarn_mscale_;
+    }
     const size_t a = offset + static_cast<size_t>(neox_ ? i : 2 * i);
     const size_t b = offset + static_cast<size_t>(neox_ ? i + n_rot_ / 2 : 2 * i + 1);
     const double x0 = x[a], x1 = x[b];
-    x[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
-    x[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+    x[a] = scale * (x0 * std::cos(angle) - x1 * std::sin(angle));
+    x[b] = scale * (x0 * std::sin(angle) + x1 * std::cos(angle));
   }
 }
 

@@ -44,6 +44,10 @@ class ReferenceModel {
   int32_t n_vocab_ = 0, n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0;
   int32_t n_ff_ = 0, n_rot_ = 0;
   double eps_ = 1e-5, base_ = 10000, freq_scale_ = 1;
+  // YaRN (rope.scaling.type = yarn): interpolation ramp over the rotated pairs
+  // [yarn_low_, yarn_high_] and the magnitude scale of cos and sin.
+  bool yarn_ = false;
+  double yarn_low_ = 0, yarn_high_ = 0, yarn_mscale_ = 1;
   bool neox_ = false;
   Matrix embd_, out_norm_, output_;
   std::vector<Layer> layers_;

@@ -6,7 +6,23 @@
 
 #include "sinew/model/backend.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace sinew::model {
+
+std::pair<float, float> YarnCorrDims(int32_t n_rot, int32_t n_ctx_orig, float freq_base,
+                                     float beta_fast, float beta_slow) {
+  // Float arithmetic as ggml's, so the rounded range is the same.
+  auto dim = [&](float rotations) {
+    return static_cast<float>(n_rot) *
+           std::log(static_cast<float>(n_ctx_orig) / (rotations * 2.0f * static_cast<float>(M_PI))) /
+           (2.0f * std::log(freq_base));
+  };
+  const float low = std::floor(dim(beta_fast));
+  const float high = std::ceil(dim(beta_slow));
+  return {std::max(0.0f, low), std::min(static_cast<float>(n_rot - 1), high)};
+}
 
 std::string_view OpName(Op op) {
   switch (op) {

@@ -92,10 +92,39 @@ Status Model::LoadHParams(const GgufFile& f) {
     auto factor = f.GetFloatOr(p + "rope.scaling.factor", 1.0);
     if (!factor.ok() || !(*factor >= 1)) return Bad("invalid rope.scaling.factor");
     hp_.rope.freq_scale = static_cast<float>(1.0 / *factor);
+  } else if (*scaling == "yarn") {
+    SINEW_RETURN_IF_ERROR(LoadYarn(f, p));
   } else if (*scaling != "none") {
     return Status::Unimplemented("model: rope scaling '" + std::string(*scaling) +
-                                 "' is not supported (none, linear)");
+                                 "' is not supported (none, linear, yarn)");
   }
+  return Status::Ok();
+}
+
+// The keys llama.cpp reads for YaRN: factor, original_context_length (default
+// the training context), attn_factor (default 1); beta fast/slow default to
+// llama.cpp's 32 and 1 (its later versions read them as rope.scaling.yarn_beta_fast
+// and yarn_beta_slow, which are honoured when present). ext_factor is 1.
+Status Model::LoadYarn(const GgufFile& f, const std::string& p) {
+  auto factor = f.GetFloatOr(p + "rope.scaling.factor", 1.0);
+  if (!factor.ok() || !(*factor >= 1 && *factor <= 1024)) return Bad("invalid rope.scaling.factor");
+  SINEW_ASSIGN_OR_RETURN(const int32_t n_ctx_orig,
+                         IntKey(f, p + "rope.scaling.original_context_length", 1, 1 << 24,
+                                hp_.n_ctx_train));
+  auto attn = f.GetFloatOr(p + "rope.scaling.attn_factor", 1.0);
+  if (!attn.ok() || !(*attn > 0 && *attn <= 16)) return Bad("invalid rope.scaling.attn_factor");
+  auto fast = f.GetFloatOr(p + "rope.scaling.yarn_beta_fast", 32.0);
+  auto slow = f.GetFloatOr(p + "rope.scaling.yarn_beta_slow", 1.0);
+  if (!fast.ok() || !slow.ok() || !(*fast > 0) || !(*slow > 0)) {
+    return Bad("invalid rope.scaling.yarn_beta_fast / yarn_beta_slow");
+  }
+  hp_.rope.freq_scale = static_cast<float>(1.0 / *factor);
+  hp_.rope.ext_factor = 1.0f;
+  hp_.rope.attn_factor = static_cast<float>(*attn);
+  const auto [low, high] = YarnCorrDims(hp_.rope.n_rot, n_ctx_orig, hp_.rope.freq_base,
+                                        static_cast<float>(*fast), static_cast<float>(*slow));
+  hp_.rope.corr_low = low;
+  hp_.rope.corr_high = high;
   return Status::Ok();
 }
 
@@ -215,6 +244,12 @@ Status Model::CheckBackendSupport() {
   }
   for (Op op : {Op::kGetRows, Op::kAddBias, Op::kAdd, Op::kRmsNorm, Op::kRope, Op::kSwiGlu}) {
     SINEW_RETURN_IF_ERROR(need(op, GgmlType::kF32, "activations"));
+  }
+  // YaRN is implemented by the CPU backend only (the CUDA Rope refuses it).
+  const bool yarn = hp_.rope.ext_factor != 0.0f || hp_.rope.attn_factor != 1.0f;
+  if (yarn && !backend_.name().starts_with("cpu")) {
+    return Status::Unimplemented("backend " + std::string(backend_.name()) +
+                                 " has no YaRN rope scaling (use --device cpu)");
   }
   return Status::Ok();
 }

@@ -74,10 +74,17 @@ class Model {
   // single runs agree exactly) at the price of up to 3 wasted rows per step.
   [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv,
                                     bool batch_invariant, float* logits);
+  // Whether a batch-invariant ForwardPaged pads its rows to a multiple of four
+  // (backends whose ops are not RowInvariant need it).
+  bool PadsRows(bool batch_invariant) const {
+    return batch_invariant && !backend_.ops().RowInvariant();
+  }
 
  private:
   explicit Model(Backend& backend) : backend_(backend) {}
   Status LoadHParams(const GgufFile& file);
+  // rope.scaling.type = yarn: fills hp_.rope from the `prefix`rope.scaling.* keys.
+  Status LoadYarn(const GgufFile& file, const std::string& prefix);
   Status LoadWeights(const GgufFile& file);
   Result<Tensor> Weight(const GgufFile& file, const std::string& name,
                         std::vector<int64_t> shape, bool required = true);

@@ -19,6 +19,12 @@ Status SamplingParams::Validate() const {
     return bad("repetition_penalty must be in (0, 100]");
   }
   if (repetition_last_n < -1) return bad("repetition_last_n must be >= -1");
+  if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) {
+    return bad("frequency_penalty must be in [-2, 2]");
+  }
+  if (!(presence_penalty >= -2 && presence_penalty <= 2)) {
+    return bad("presence_penalty must be in [-2, 2]");
+  }
   if (max_tokens < 1) return bad("max_tokens must be >= 1");
   if (logprobs < 0 || logprobs > 20) return bad("logprobs must be in [0, 20]");
   return Status::Ok();
@@ -26,18 +32,8 @@ Status SamplingParams::Validate() const {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
-int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
-                        GeneratedToken* out) {
+void Sampler::Penalize(std::span<float> logits, std::span<const int32_t> history) const {
   const int32_t n_vocab = static_cast<int32_t>(logits.size());
-  // Model log-probabilities, before any transform.
-  float max_logit = -INFINITY;
-  for (float l : logits) max_logit = std::max(max_logit, l);
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
-  const float log_z = max_logit + static_cast<float>(std::log(sum));
-  logsoftmax_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) logsoftmax_[i] = logits[i] - log_z;
-
   if (params_.repetition_penalty != 1.0f && !history.empty()) {
     size_t first = 0;
     if (params_.repetition_last_n >= 0 &&
@@ -52,6 +48,28 @@ int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> histor
       l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
     }
   }
+  if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
+    for (const auto& [id, count] : generated_counts_) {
+      if (id < 0 || id >= n_vocab) continue;
+      logits[static_cast<size_t>(id)] -=
+          params_.frequency_penalty * static_cast<float>(count) + params_.presence_penalty;
+    }
+  }
+}
+
+int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
+                        GeneratedToken* out) {
+  const int32_t n_vocab = static_cast<int32_t>(logits.size());
+  // Model log-probabilities, before any transform.
+  float max_logit = -INFINITY;
+  for (float l : logits) max_logit = std::max(max_logit, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
+  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  logsoftmax_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) logsoftmax_[i] = logits[i] - log_z;
+
+  Penalize(logits, history);
 
   int32_t chosen = 0;
   if (params_.greedy || params_.temperature <= 0) {
@@ -111,6 +129,9 @@ int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> histor
     }
   }
 
+  if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
+    ++generated_counts_[chosen];
+  }
   out->id = chosen;
   out->logprob = logsoftmax_[static_cast<size_t>(chosen)];
   out->top_logprobs.clear();

@@ -77,6 +77,14 @@ int Run(int argc, char** argv) {
   bool no_batch_invariance = false;
   app.add_flag("--no-batch-invariance", no_batch_invariance,
                "skip the padding that makes batched outputs bit-identical to single ones");
+  app.add_option("--spec-draft", serving.speculative_draft_tokens,
+                 "prompt-lookup speculative decoding: tokens drafted per decode (0: off)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  bool spec_any_rows = false;
+  app.add_flag("--spec-any-rows", spec_any_rows,
+               "speculate in every decode, adding rows (default: only into the rows the "
+               "batch-invariant padding computes anyway)");
   app.add_option("--device", engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   std::string cache_type_k = "f16", cache_type_v = "f16";
   app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")
@@ -102,6 +110,7 @@ int Run(int argc, char** argv) {
   }
   serving.prefix_cache = !no_prefix_cache;
   serving.batch_invariant = !no_batch_invariance;
+  serving.speculative_free_rows_only = !spec_any_rows;
   serving.max_waiting = static_cast<int32_t>(std::min<size_t>(queue_capacity, INT32_MAX));
   http.read_timeout = std::chrono::seconds(std::max(1, read_timeout_s));
   http.write_timeout = std::chrono::seconds(std::max(1, write_timeout_s));

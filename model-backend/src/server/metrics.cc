@@ -119,6 +119,31 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
   metric("sinew_model_batch_steps_total", "counter", "Batched forward steps.", s.steps);
   metric("sinew_model_batch_tokens_total", "counter", "Tokens run in batched steps.",
          s.step_tokens);
+  metric("sinew_model_spec_verifications_total", "counter",
+         "Decodes that carried a prompt-lookup draft (speculative decoding).",
+         s.spec_verifications);
+  metric("sinew_model_spec_draft_tokens_total", "counter", "Tokens drafted by prompt lookup.",
+         s.spec_drafted_tokens);
+  metric("sinew_model_spec_accepted_tokens_total", "counter",
+         "Drafted tokens that equalled the sampled ones.", s.spec_accepted_tokens);
+  metric("sinew_model_spec_emitted_tokens_total", "counter",
+         "Tokens produced by decodes that carried a draft.", s.spec_emitted_tokens);
+  auto ratio = [&out](const char* name, const char* help, double value) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.6g", value);
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name +
+           " " + text + "\n";
+  };
+  ratio("sinew_model_spec_acceptance_ratio",
+        "Accepted / drafted tokens since start (0 before any draft).",
+        s.spec_drafted_tokens > 0 ? static_cast<double>(s.spec_accepted_tokens) /
+                                        static_cast<double>(s.spec_drafted_tokens)
+                                  : 0.0);
+  ratio("sinew_model_spec_tokens_per_verification",
+        "Tokens per forward pass of the decodes that carried a draft (plain decoding: 1).",
+        s.spec_verifications > 0 ? static_cast<double>(s.spec_emitted_tokens) /
+                                       static_cast<double>(s.spec_verifications)
+                                 : 0.0);
   metric("sinew_model_kv_blocks", "gauge", "Paged KV cache blocks.",
          static_cast<uint64_t>(s.blocks_total));
   metric("sinew_model_kv_blocks_available", "gauge", "KV blocks free or evictable.",

@@ -384,13 +384,14 @@ Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
   if (present) sampling.repetition_penalty = static_cast<float>(number);
   SINEW_RETURN_IF_ERROR(ReadInteger(*body, "seed", INT64_MIN, INT64_MAX, integer, present));
   if (present) sampling.seed = static_cast<uint64_t>(integer);
-  for (std::string_view field : {"frequency_penalty", "presence_penalty"}) {
-    SINEW_RETURN_IF_ERROR(ReadNumber(*body, field, -2.0, 2.0, number, present));
-    if (present && number != 0.0) {
-      return Status::Unimplemented("'" + std::string(field) +
-                                   "' is not supported by this engine; use 'repetition_penalty'");
-    }
-  }
+  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "frequency_penalty", -2.0, 2.0, number, present));
+  if (present) sampling.frequency_penalty = static_cast<float>(number);
+  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "presence_penalty", -2.0, 2.0, number, present));
+  if (present) sampling.presence_penalty = static_cast<float>(number);
+  // llama.cpp's extension: keep generating past end-of-generation tokens.
+  bool ignore_eos = false;
+  SINEW_RETURN_IF_ERROR(ReadBool(*body, "ignore_eos", ignore_eos));
+  sampling.stop_at_eos = !ignore_eos;
   SINEW_RETURN_IF_ERROR(ReadInteger(*body, "n", 1, 1, integer, present));
   if (chat) {
     SINEW_RETURN_IF_ERROR(ReadBool(*body, "add_generation_prompt", generation.add_generation_prompt));

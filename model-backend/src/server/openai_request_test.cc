@@ -18,6 +18,7 @@ StatusCode CodeOf(std::string_view body, bool chat = false) {
 TEST(OpenAiRequest, MapsSamplingParameters) {
   auto request = Parse(R"({"model":"stories260K","prompt":"Once","max_tokens":64,"temperature":0,
       "top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"repetition_penalty":1.1,"stop":["x","y"],
+      "frequency_penalty":0.5,"presence_penalty":-1.25,"ignore_eos":true,
       "stream":true,"stream_options":{"include_usage":true},"logprobs":2,"user":"ignored"})");
   ASSERT_TRUE(request.ok()) << request.status().ToString();
   const GenerationRequest& generation = request->generation;
@@ -30,6 +31,9 @@ TEST(OpenAiRequest, MapsSamplingParameters) {
   EXPECT_FLOAT_EQ(generation.sampling.min_p, 0.05f);
   EXPECT_EQ(generation.sampling.seed, 7u);
   EXPECT_FLOAT_EQ(generation.sampling.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(generation.sampling.frequency_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(generation.sampling.presence_penalty, -1.25f);
+  EXPECT_FALSE(generation.sampling.stop_at_eos);
   EXPECT_EQ(generation.stop, (std::vector<std::string>{"x", "y"}));
   EXPECT_TRUE(request->stream);
   EXPECT_TRUE(request->include_usage);
@@ -76,7 +80,10 @@ TEST(OpenAiRequest, RejectsBadInput) {
   EXPECT_EQ(CodeOf(R"({"prompt":"x","stop":["a","b","c","d","e"]})"), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(R"({"prompt":"x","stream":"yes"})"), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(R"({"prompt":"x","n":2})"), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CodeOf(R"({"prompt":"x","frequency_penalty":0.5})"), StatusCode::kUnimplemented);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","frequency_penalty":2.5})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","presence_penalty":-2.01})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","presence_penalty":"high"})"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodeOf(R"({"prompt":"x","ignore_eos":1})"), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(R"({"prompt":"x","logprobs":9})"), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(R"({"messages":[]})", true), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeOf(R"({"messages":[{"role":"robot","content":"x"}]})", true),

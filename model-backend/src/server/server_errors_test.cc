@@ -95,8 +95,11 @@ TEST_F(ServerErrorsTest, InvalidParameters) {
             "invalid_parameter");
   EXPECT_EQ(ExpectError(400, "POST", "/v1/completions", R"({"prompt":"x","n":3})"),
             "invalid_parameter");
-  EXPECT_EQ(ExpectError(400, "POST", "/v1/completions", R"({"prompt":"x","presence_penalty":1})"),
-            "unsupported_parameter");
+  EXPECT_EQ(ExpectError(400, "POST", "/v1/completions", R"({"prompt":"x","presence_penalty":3})"),
+            "invalid_parameter");
+  EXPECT_EQ(ExpectError(400, "POST", "/v1/completions",
+                        R"({"prompt":"x","frequency_penalty":"lots"})"),
+            "invalid_parameter");
 }
 
 TEST_F(ServerErrorsTest, ContextOverflow) {

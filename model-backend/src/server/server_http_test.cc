@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 #include <chrono>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "server_test_util.h"
@@ -33,7 +35,9 @@ class ServerHttpTest : public ::testing::Test {
   static void SetUpTestSuite() {
     ASSERT_EQ(testing::Sha256OfFile(testing::StoriesPath()), testing::kStoriesSha256);
     std::string error;
-    server_ = ServerProcess::Start({}, &error).release();
+    // Speculation in every decode (not the CPU default): every exact-text check
+    // below then also checks that speculation changes no output.
+    server_ = ServerProcess::Start({"--spec-any-rows"}, &error).release();
     ASSERT_NE(server_, nullptr) << error;
   }
   static void TearDownTestSuite() {
@@ -288,6 +292,49 @@ TEST_F(ServerHttpTest, ConcurrentClientsAllGetTheirAnswer) {
     EXPECT_EQ(statuses[index], 200);
     EXPECT_EQ(texts[index], kGreedy64) << "client " << index;
   }
+}
+
+// Frequency and presence penalties reach the sampler (the greedy text changes
+// and repeats fewer tokens), and prompt-lookup speculation (--spec-any-rows)
+// shows in /metrics when the model retells text from its prompt.
+TEST_F(ServerHttpTest, PenaltiesChangeTheTextAndSpeculationShowsInMetrics) {
+  auto text_of = [&](const std::string& extra) {
+    json::object body = PostJson("/v1/completions",
+                                 R"({"prompt":"Once upon a time","max_tokens":64,"temperature":0)" +
+                                     extra + "}");
+    return std::string(body.at("choices").as_array()[0].at("text").as_string());
+  };
+  auto distinct_words = [](const std::string& text) {
+    std::set<std::string> words;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) words.insert(word);
+    return words.size();
+  };
+  const std::string plain = text_of("");
+  EXPECT_EQ(plain, kGreedy64);
+  const std::string penalized = text_of(R"(,"frequency_penalty":1.5,"presence_penalty":1.0)");
+  EXPECT_NE(penalized, plain);
+  EXPECT_GT(distinct_words(penalized), distinct_words(plain));
+
+  auto metric = [](const std::string& key) -> double {
+    std::string body = HttpCall(server_->http_port(), "GET", "/metrics").body;
+    size_t pos = body.find("\n" + key + " ");
+    return pos == std::string::npos ? -1 : std::stod(body.substr(pos + key.size() + 2));
+  };
+  const double verifications = metric("sinew_model_spec_verifications_total");
+  ASSERT_GE(verifications, 0);
+  const std::string retell = std::string(kGreedy64) + "\nOnce upon a time";
+  json::object body = PostJson("/v1/completions", json::serialize(json::object{
+                                                      {"prompt", retell},
+                                                      {"max_tokens", 32},
+                                                      {"temperature", 0}}));
+  EXPECT_EQ(body.at("usage").at("completion_tokens").as_int64(), 32);
+  EXPECT_GT(metric("sinew_model_spec_verifications_total"), verifications);
+  EXPECT_GT(metric("sinew_model_spec_accepted_tokens_total"), 0);
+  const double acceptance = metric("sinew_model_spec_acceptance_ratio");
+  EXPECT_GT(acceptance, 0);
+  EXPECT_LE(acceptance, 1);
+  EXPECT_GT(metric("sinew_model_spec_tokens_per_verification"), 1);
 }
 
 // A client that sends a long non-streaming request and hangs up at once: the server

@@ -22,7 +22,9 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
                            float* logits) {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("forward: empty batch");
-  auto pad = [batch_invariant](int64_t rows) { return batch_invariant ? RoundUp4(rows) : rows; };
+  // Backends whose rows are computed alike whatever the batch need no padding.
+  const bool padded = PadsRows(batch_invariant);
+  auto pad = [padded](int64_t rows) { return padded ? RoundUp4(rows) : rows; };
   const int64_t n_pad = pad(n);
   SINEW_RETURN_IF_ERROR(EnsureScratch(n_pad));
   BackendOps& ops = backend_.ops();
@@ -75,8 +77,11 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
   std::vector<int32_t> rows;
   int64_t t0 = 0;
   for (const PagedSeq& s : batch.seqs) {
+    if (s.n_logits < 0 || s.n_logits > s.n_tokens) {
+      return Status::InvalidArgument("forward: n_logits outside [0, n_tokens]");
+    }
     t0 += s.n_tokens;
-    if (s.want_logits) rows.push_back(static_cast<int32_t>(t0 - 1));
+    for (int64_t r = t0 - s.n_logits; r < t0; ++r) rows.push_back(static_cast<int32_t>(r));
   }
   const int64_t n_out = static_cast<int64_t>(rows.size());
   if (n_out == 0) return Status::Ok();

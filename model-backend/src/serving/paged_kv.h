@@ -47,7 +47,7 @@ struct PagedSeq {
   int32_t n_tokens = 0;
   int32_t pos0 = 0;
   std::span<const int32_t> block_table;
-  bool want_logits = false;  // the logits of its last token
+  int32_t n_logits = 0;  // logits of its last n_logits tokens (0..n_tokens), in order
 };
 
 // Tokens of all sequences, back to back in the order of `seqs`.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "prompt_lookup.h"
+
 namespace sinew::model {
 
 Scheduler::Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options,
@@ -102,6 +104,7 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
 
   std::vector<Planned> plan;
   int32_t budget = options_.step_tokens;
+  for (auto& s : running_) s->draft.clear();
   // Pass 0: decodes (one token each); pass 1: prompt chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -134,6 +137,7 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
          static_cast<int32_t>(running_.size()) < options_.max_running) {
     std::shared_ptr<Sequence> s = waiting_.front();
     MatchPrefix(*s);
+    s->draft.clear();
     const int32_t need = static_cast<int32_t>(s->tokens.size()) - s->n_computed;
     const int32_t take = std::min({need, options_.prefill_chunk, budget});
     if (!EnsureBlocks(*s, s->n_computed + take) ||
@@ -159,7 +163,43 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
     stats_.prefix_hit_tokens += static_cast<uint64_t>(hit);
     stats_.prefix_miss_tokens += s->tokens.size() - static_cast<uint64_t>(hit);
   }
+  AddDrafts(plan, budget);
   return plan;
+}
+
+void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
+  if (options_.speculative_draft_tokens <= 0) return;
+  int32_t rows = budget;  // what the step may still take
+  if (options_.speculative_free_rows_only) {
+    // Only the rows the batch-invariant padding computes anyway.
+    int32_t n_tokens = 0;
+    for (const Planned& p : plan) n_tokens += p.take;
+    rows = model_.PadsRows(options_.batch_invariant)
+               ? std::min(rows, (n_tokens + 3) / 4 * 4 - n_tokens)
+               : 0;
+  }
+  for (Planned& p : plan) {
+    if (rows <= 0) break;
+    Sequence& s = *p.seq;
+    const bool decode = s.n_generated > 0 && p.take == 1 &&
+                        s.n_computed + 1 == static_cast<int32_t>(s.tokens.size());
+    if (!decode) continue;
+    // Drafted tokens must fit the rows, max_tokens and the context.
+    const int32_t room = std::min({options_.speculative_draft_tokens, rows,
+                                   s.params.max_tokens - s.n_generated - 1,
+                                   info_.n_ctx - static_cast<int32_t>(s.tokens.size())});
+    std::vector<int32_t> draft = PromptLookupDraft(s.tokens, room);
+    if (draft.empty()) continue;
+    const int32_t take = 1 + static_cast<int32_t>(draft.size());
+    // Drafts never preempt anyone, nor eat the block reserve of running decodes.
+    if (!EnsureBlocks(s, s.n_computed + take) ||
+        blocks_.available() < static_cast<int32_t>(running_.size())) {
+      continue;
+    }
+    s.draft = std::move(draft);
+    p.take = take;
+    rows -= take - 1;
+  }
 }
 
 void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) {
@@ -167,6 +207,36 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) 
   seq.finish = reason;
   seq.error = error;
   seq.ready.notify_all();
+}
+
+bool Scheduler::SampleRow(Sequence& s, std::span<float> row) {
+  if (s.constraint) {
+    s.constraint->Mask(row);
+    if (std::none_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
+      Finish(s, FinishReason::kStopToken,
+             Status::FailedPrecondition("no token of the vocabulary continues the "
+                                        "constrained output"));
+      return false;
+    }
+  }
+  GeneratedToken token;
+  s.sampler.Sample(row, s.tokens, &token);
+  if (s.constraint) s.constraint->Accept(token.id);
+  s.tokens.push_back(token.id);
+  ++s.n_generated;
+  s.outbox.push_back(token);
+  s.ready.notify_all();
+  if (s.params.stop_at_eos &&
+      std::binary_search(info_.eog_ids.begin(), info_.eog_ids.end(), token.id)) {
+    Finish(s, FinishReason::kStopToken, Status::Ok());
+  } else if (s.constraint && s.constraint->Complete() && !s.constraint->CanContinue()) {
+    Finish(s, FinishReason::kStopToken, Status::Ok());
+  } else if (s.n_generated >= s.params.max_tokens) {
+    Finish(s, FinishReason::kMaxTokens, Status::Ok());
+  } else if (s.n_computed >= info_.n_ctx) {
+    Finish(s, FinishReason::kContextFull, Status::Ok());
+  }
+  return !s.done;
 }
 
 void Scheduler::Step() {
@@ -181,14 +251,17 @@ void Scheduler::Step() {
   int32_t n_out = 0;
   for (const Planned& p : plan) {
     Sequence& s = *p.seq;
+    const int32_t real = p.take - static_cast<int32_t>(s.draft.size());
     batch_.tokens.insert(batch_.tokens.end(), s.tokens.begin() + s.n_computed,
-                         s.tokens.begin() + s.n_computed + p.take);
+                         s.tokens.begin() + s.n_computed + real);
+    batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.end());
     PagedSeq ps;
     ps.n_tokens = p.take;
     ps.pos0 = s.n_computed;
     ps.block_table = s.blocks;
-    ps.want_logits = s.n_computed + p.take == static_cast<int32_t>(s.tokens.size());
-    n_out += ps.want_logits ? 1 : 0;
+    const bool reaches_end = s.n_computed + real == static_cast<int32_t>(s.tokens.size());
+    ps.n_logits = reaches_end ? 1 + static_cast<int32_t>(s.draft.size()) : 0;
+    n_out += ps.n_logits;
     batch_.seqs.push_back(ps);
   }
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
@@ -201,40 +274,40 @@ void Scheduler::Step() {
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
     if (!status.ok()) {
+      s.draft.clear();
       Finish(s, FinishReason::kMaxTokens, status);
       continue;
     }
-    s.n_computed += plan[i].take;
+    const int32_t n_logits = batch_.seqs[i].n_logits;
+    s.n_computed += plan[i].take - static_cast<int32_t>(s.draft.size());
+    const size_t first_row = out;
+    out += static_cast<size_t>(n_logits);
+    // Row r holds the logits after the real tokens and the first r drafted ones:
+    // sample it exactly as plain decoding would; go on to row r + 1 only while
+    // the sampled token equals the drafted one (then that row's input was right).
+    const int32_t n_draft = static_cast<int32_t>(s.draft.size());
+    const int32_t generated_before = s.n_generated;
+    int32_t accepted = 0;
+    for (int32_t r = 0; r < n_logits; ++r) {
+      const std::span<float> row(
+          logits_.data() + (first_row + static_cast<size_t>(r)) * static_cast<size_t>(info_.n_vocab),
+          static_cast<size_t>(info_.n_vocab));
+      const int32_t before = s.n_generated;
+      const bool more = SampleRow(s, row);
+      const bool matched = s.n_generated > before && r < n_draft &&
+                           s.tokens.back() == s.draft[static_cast<size_t>(r)];
+      accepted += matched ? 1 : 0;
+      if (!more || !matched) break;
+      ++s.n_computed;  // the drafted token's KV, written in this step, is right
+    }
+    if (n_draft > 0 && n_logits > 0) {
+      ++stats_.spec_verifications;
+      stats_.spec_drafted_tokens += static_cast<uint64_t>(n_draft);
+      stats_.spec_accepted_tokens += static_cast<uint64_t>(accepted);
+      stats_.spec_emitted_tokens += static_cast<uint64_t>(s.n_generated - generated_before);
+    }
+    s.draft.clear();
     RegisterFullBlocks(s);
-    if (!batch_.seqs[i].want_logits) continue;
-    std::span<float> row(logits_.data() + out++ * static_cast<size_t>(info_.n_vocab),
-                         static_cast<size_t>(info_.n_vocab));
-    if (s.constraint) {
-      s.constraint->Mask(row);
-      if (std::none_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
-        Finish(s, FinishReason::kStopToken,
-               Status::FailedPrecondition("no token of the vocabulary continues the "
-                                          "constrained output"));
-        continue;
-      }
-    }
-    GeneratedToken token;
-    s.sampler.Sample(row, s.tokens, &token);
-    if (s.constraint) s.constraint->Accept(token.id);
-    s.tokens.push_back(token.id);
-    ++s.n_generated;
-    s.outbox.push_back(token);
-    s.ready.notify_all();
-    if (s.params.stop_at_eos &&
-        std::binary_search(info_.eog_ids.begin(), info_.eog_ids.end(), token.id)) {
-      Finish(s, FinishReason::kStopToken, Status::Ok());
-    } else if (s.constraint && s.constraint->Complete() && !s.constraint->CanContinue()) {
-      Finish(s, FinishReason::kStopToken, Status::Ok());
-    } else if (s.n_generated >= s.params.max_tokens) {
-      Finish(s, FinishReason::kMaxTokens, Status::Ok());
-    } else if (s.n_computed >= info_.n_ctx) {
-      Finish(s, FinishReason::kContextFull, Status::Ok());
-    }
   }
   for (const Planned& p : plan) {
     if (p.seq->done) ReleaseBlocks(*p.seq);

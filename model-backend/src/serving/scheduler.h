@@ -50,6 +50,14 @@ class Scheduler {
   void MatchPrefix(Sequence& seq);
   void RegisterFullBlocks(Sequence& seq);
   std::vector<Planned> Plan();
+  // Speculative decoding: gives planned decodes a prompt-lookup draft, within
+  // `budget` more tokens and, with speculative_free_rows_only, within the rows
+  // the batch-invariant padding adds anyway. Allocates the drafts' blocks.
+  void AddDrafts(std::vector<Planned>& plan, int32_t budget);
+  // Samples the next token of `seq` from its logits `row` (mutex held): the
+  // constraint, the sampler, the outbox and the finish checks of one decode.
+  // False if `seq` is done (finished or failed) after it.
+  bool SampleRow(Sequence& seq, std::span<float> row);
   // Marks `seq` done (mutex held) and frees its blocks.
   void Finish(Sequence& seq, FinishReason reason, const Status& error);
   // Copies the gauges into stats_ (mutex held).

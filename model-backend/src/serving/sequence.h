@@ -34,6 +34,7 @@ struct Sequence {
   int32_t n_keyed = 0;          // leading blocks registered with the prefix cache
   uint64_t last_hash = 0;       // chained hash of block n_keyed - 1
   bool preempted = false;       // set while planning a step
+  std::vector<int32_t> draft;   // speculative tokens planned after the next one
 
   // Guarded by the engine's mutex.
   std::deque<GeneratedToken> outbox;

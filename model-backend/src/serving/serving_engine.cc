@@ -70,10 +70,12 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
                                const ServingOptions& options) {
   if (options.block_size < 1 || options.block_size > 4096 || options.n_blocks < 0 ||
       options.max_running < 1 || options.max_waiting < 0 || options.step_tokens < 1 ||
-      options.prefill_chunk < 1) {
+      options.prefill_chunk < 1 || options.speculative_draft_tokens < 0 ||
+      options.speculative_draft_tokens > 64) {
     return Status::InvalidArgument(
         "serving options: block_size in [1, 4096], n_blocks >= 0, max_running >= 1, "
-        "max_waiting >= 0, step_tokens >= 1 and prefill_chunk >= 1");
+        "max_waiting >= 0, step_tokens >= 1, prefill_chunk >= 1 and speculative_draft_tokens "
+        "in [0, 64]");
   }
   options_ = options;
   SINEW_ASSIGN_OR_RETURN(engine_, Engine::Load(path, engine_options));

@@ -106,6 +106,7 @@ TEST_P(ServingRandomModelTest, BatchedEqualsSingleAndPrefixCacheAndPreemptionCha
   ServingOptions single_opts;
   single_opts.max_running = 1;
   single_opts.prefix_cache = false;
+  single_opts.speculative_draft_tokens = 0;  // plain decoding is the reference
   auto single = Load(single_opts);
   ASSERT_NE(single, nullptr);
   const auto prompts = MakePrompts(single->info().n_vocab, 12, 3);

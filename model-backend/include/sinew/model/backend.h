@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sinew/model/tensor.h"
 #include "sinew/status.h"
@@ -62,7 +63,23 @@ struct RopeParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;    // positions are multiplied by this (linear scaling)
   const float* freq_factors = nullptr;  // optional n_rot/2 divisors of the frequencies
+  // YaRN (as ggml's rope): for rotated pair i (dimension 2i) with extrapolated
+  // angle a = pos * freq_base^(-2i/n_rot) / freq_factor, the angle is
+  // a * (freq_scale * (1 - m) + m), m = ext_factor * (1 - clamp((i - corr_low) /
+  // max(0.001, corr_high - corr_low), 0, 1)); cos and sin are multiplied by
+  // attn_factor, and by 1 + 0.1 * ln(1 / freq_scale) when ext_factor != 0.
+  // ext_factor 0 and attn_factor 1 are plain (linear-scaled) RoPE.
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float corr_low = 0.0f;   // first pair that is interpolated (see YarnCorrDims)
+  float corr_high = 0.0f;  // last pair that is still partly extrapolated
 };
+
+// ggml's YaRN correction range for a model trained on n_ctx_orig positions:
+// the pairs whose wavelength spans between beta_fast and beta_slow rotations
+// over the original context, as {floor(low), ceil(high)} clamped to [0, n_rot - 1].
+std::pair<float, float> YarnCorrDims(int32_t n_rot, int32_t n_ctx_orig, float freq_base,
+                                     float beta_fast, float beta_slow);
 
 // The ops of a backend, named for Supports() and error messages.
 enum class Op {
@@ -106,6 +123,13 @@ class BackendOps {
   // kAttention. The other ops take F32 only. The model asks at load, so a
   // missing op is a load error, never a wrong result.
   virtual bool Supports(Op op, GgmlType type) const = 0;
+
+  // Whether every op computes each row (token) with the same arithmetic whatever
+  // the number of rows and their position in the batch, so that a token's
+  // results are bit-identical batched or alone without padding the batch.
+  // Optional: false (the default) makes batch-invariant callers pad the rows
+  // to a multiple of four.
+  virtual bool RowInvariant() const { return false; }
 
   // out[:, i] = dequantized table row ids[i]. table: any type [n_embd, n_rows];
   // out: F32 [n_embd, ids.size()]. REQUIRES: ids in range.

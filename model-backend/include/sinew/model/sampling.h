@@ -1,7 +1,10 @@
 // Sampling: turns a row of logits into the next token.
 //
 // Order of the transforms (each one optional): repetition penalty over the
-// last `repetition_last_n` tokens -> greedy (argmax) if `greedy` or
+// last `repetition_last_n` tokens -> frequency and presence penalties (OpenAI:
+// logit[j] -= frequency_penalty * c[j] + presence_penalty * (c[j] > 0), where
+// c[j] counts token j among the tokens this Sampler has returned, i.e. the
+// generated tokens, not the prompt) -> greedy (argmax) if `greedy` or
 // temperature <= 0 -> top-k -> temperature -> softmax -> top-p -> min-p ->
 // draw with a generator seeded by `seed` (same seed, same logits: same token).
 // Log-probabilities reported to callers are those of the model itself: a log
@@ -19,6 +22,7 @@
 #include <random>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sinew/status.h"
@@ -40,6 +44,12 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;
   // How many recent tokens (prompt included) the penalty looks at; -1 means all. Default: 64
   int32_t repetition_last_n = 64;
+  // Subtracted from a logit once per earlier occurrence of the token in the
+  // generated text (OpenAI semantics), in [-2, 2]; 0 disables. Default: 0
+  float frequency_penalty = 0.0f;
+  // Subtracted from a logit if the token occurs in the generated text at all, in
+  // [-2, 2]; 0 disables. Default: 0
+  float presence_penalty = 0.0f;
   // Seed of the random generator. Default: 0
   uint64_t seed = 0;
   // Maximum number of new tokens. REQUIRES: >= 1. Default: 16
@@ -71,11 +81,18 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
 
   // Picks the next token from `logits` (modified in place as scratch) given the
-  // tokens seen so far (prompt and generated), and fills `out`.
+  // tokens seen so far (prompt and generated), and fills `out`. The returned
+  // token counts as generated for the frequency and presence penalties.
   int32_t Sample(std::span<float> logits, std::span<const int32_t> history, GeneratedToken* out);
+
+  // The penalty transforms of Sample alone, in place: repetition penalty over
+  // `history`, then frequency and presence penalties over the tokens returned
+  // so far. Changes nothing in the Sampler.
+  void Penalize(std::span<float> logits, std::span<const int32_t> history) const;
 
  private:
   SamplingParams params_;
+  std::unordered_map<int32_t, int32_t> generated_counts_;  // token -> times returned
   std::mt19937_64 rng_;
   std::vector<float> logsoftmax_;                    // scratch
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch

@@ -47,11 +47,28 @@ struct ServingOptions {
   int32_t prefill_chunk = 256;
   // Reuse KV blocks of identical token prefixes. Default: true
   bool prefix_cache = true;
-  // Pad every step's rows to a multiple of four so that each token goes through
-  // the same kernels whatever else is batched: outputs are then bit-identical to
-  // a single-request run. False saves the padding (up to 3 rows per step), and a
-  // token's logits may then differ in the last bits with the batch. Default: true
+  // Keep every token's outputs bit-identical to a single-request run whatever
+  // else is batched. Backends whose ops compute each row alike whatever the
+  // batch (BackendOps::RowInvariant: the CPU) need nothing for it; others get
+  // every step's rows padded to a multiple of four (up to 3 extra rows). False
+  // skips the padding there, and a token's logits may then differ in the last
+  // bits with the batch. Default: true
   bool batch_invariant = true;
+  // Prompt-lookup speculative decoding (src/serving/prompt_lookup.h): a decoding
+  // sequence drafts up to this many tokens from an earlier occurrence of its last
+  // tokens in its own context; the draft runs in the same forward as the next
+  // token and every row is sampled as plain decoding would, so the output is
+  // the same (bit-identical with batch_invariant), only sooner when drafts are
+  // right. 0 disables. Default: 3
+  int32_t speculative_draft_tokens = 3;
+  // Drafts only take the rows that the batch-invariant padding computes anyway
+  // (where the backend pads: a step of T tokens runs ceil(T / 4) * 4 rows), so
+  // speculation costs next to nothing when drafts are wrong: a lone decode gets
+  // 3 rows, two decodes 2, three 1, four none. The CPU backend does not pad
+  // (RowInvariant), so there this means no speculation. False: any decode
+  // drafts, adding rows to the step (pays when drafts are mostly right and
+  // extra rows are cheap). Default: true
+  bool speculative_free_rows_only = true;
 };
 
 struct ServingStats {
@@ -60,6 +77,14 @@ struct ServingStats {
   uint64_t preemptions = 0;
   uint64_t steps = 0;
   uint64_t step_tokens = 0;  // tokens run in all steps
+  // Speculative decoding: decodes that carried a draft, tokens drafted, drafted
+  // tokens accepted, and tokens those decodes produced (accepted + 1 each, fewer
+  // when the sequence ended). emitted / verifications is the speed-up in forward
+  // passes over plain decoding for those decodes.
+  uint64_t spec_verifications = 0;
+  uint64_t spec_drafted_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  uint64_t spec_emitted_tokens = 0;
   int32_t blocks_total = 0;
   int32_t blocks_available = 0;  // free or evictable
   int32_t running = 0;

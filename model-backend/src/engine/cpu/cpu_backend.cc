@@ -121,6 +121,10 @@ class CpuOps final : public BackendOps {
     return Status::Ok();
   }
 
+  // Dot4 kernels give each row the arithmetic of the one-row Dot of the same
+  // table (backend_ops_test checks it bit for bit); the other ops are per row.
+  bool RowInvariant() const override { return true; }
+
   Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
     if (x.type != GgmlType::kF32 || y.type != GgmlType::kF32) return NotF32(Op::kMatMul);
     const int64_t K = w.ne[0];
@@ -223,13 +227,34 @@ class CpuOps final : public BackendOps {
     }
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
     std::vector<float> cos_cache(static_cast<size_t>(p.n_rot / 2)), sin_cache(cos_cache.size());
+    const bool yarn = p.ext_factor != 0.0f;
+    const float mscale =
+        p.attn_factor * (yarn ? 1.0f + 0.1f * std::log(1.0f / p.freq_scale) : 1.0f);
     for (int64_t t = 0; t < n_tokens; ++t) {
-      float theta = static_cast<float>(positions[static_cast<size_t>(t)]) * p.freq_scale;
-      for (int32_t i = 0; i < p.n_rot / 2; ++i) {
-        const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-        cos_cache[static_cast<size_t>(i)] = std::cos(theta / ff);
-        sin_cache[static_cast<size_t>(i)] = std::sin(theta / ff);
-        theta *= theta_scale;
+      if (!yarn && mscale == 1.0f) {
+        float theta = static_cast<float>(positions[static_cast<size_t>(t)]) * p.freq_scale;
+        for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+          const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+          cos_cache[static_cast<size_t>(i)] = std::cos(theta / ff);
+          sin_cache[static_cast<size_t>(i)] = std::sin(theta / ff);
+          theta *= theta_scale;
+        }
+      } else {
+        float theta_extrap = static_cast<float>(positions[static_cast<size_t>(t)]);
+        for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+          const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+          const float extrap = theta_extrap / ff, interp = p.freq_scale * extrap;
+          float theta = interp;
+          if (yarn) {
+            const float y = (static_cast<float>(i) - p.corr_low) /
+                            std::max(0.001f, p.corr_high - p.corr_low);
+            const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+            theta = interp * (1.0f - mix) + extrap * mix;
+          }
+          cos_cache[static_cast<size_t>(i)] = std::cos(theta) * mscale;
+          sin_cache[static_cast<size_t>(i)] = std::sin(theta) * mscale;
+          theta_extrap *= theta_scale;
+        }
       }
       for (int64_t h = 0; h < n_heads; ++h) {
         float* v = x.f32() + (t * n_heads + h) * head_dim;

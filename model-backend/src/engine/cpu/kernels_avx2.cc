@@ -44,31 +44,49 @@ inline float Dot(int64_t n, const void* w, const float* x, Load load, Scalar sca
   return sum;
 }
 
-// Four activation rows at once: each weight vector is loaded (and converted) once.
+// Four activation rows, two at a time (AVX2 has 16 vector registers): each
+// weight vector is loaded (and converted) once per pair. Every row sees exactly
+// the arithmetic of Dot (same accumulators, same order of additions), so a
+// row's result does not depend on whether it went through Dot or Dot4: matrix
+// products are batch invariant without padding the rows.
 template <typename Load, typename Scalar>
 inline void Dot4(int64_t n, const void* w, const void* xv, int64_t stride, float* out, Load load,
                  Scalar scalar) {
-  const float* x[4];
-  for (int j = 0; j < 4; ++j) {
-    x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xv) + j * stride);
-  }
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 wv = load(w, i);
-    acc0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[0] + i), acc0);
-    acc1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[1] + i), acc1);
-    acc2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[2] + i), acc2);
-    acc3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[3] + i), acc3);
-  }
-  out[0] = Hsum(acc0);
-  out[1] = Hsum(acc1);
-  out[2] = Hsum(acc2);
-  out[3] = Hsum(acc3);
-  for (; i < n; ++i) {
-    const float wi = scalar(w, i);
-    for (int j = 0; j < 4; ++j) out[j] += wi * x[j][i];
+  for (int pair = 0; pair < 2; ++pair) {
+    const float* x[2];
+    for (int j = 0; j < 2; ++j) {
+      x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xv) +
+                                            (2 * pair + j) * stride);
+    }
+    __m256 acc[2][4];
+    for (int j = 0; j < 2; ++j) {
+      for (int a = 0; a < 4; ++a) acc[j][a] = _mm256_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m256 w0 = load(w, i), w1 = load(w, i + 8), w2 = load(w, i + 16), w3 = load(w, i + 24);
+      for (int j = 0; j < 2; ++j) {
+        acc[j][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[j] + i), acc[j][0]);
+        acc[j][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[j] + i + 8), acc[j][1]);
+        acc[j][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x[j] + i + 16), acc[j][2]);
+        acc[j][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[j] + i + 24), acc[j][3]);
+      }
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 wv = load(w, i);
+      for (int j = 0; j < 2; ++j) {
+        acc[j][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j][0]);
+      }
+    }
+    float* o = out + 2 * pair;
+    for (int j = 0; j < 2; ++j) {
+      o[j] = Hsum(_mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]),
+                                _mm256_add_ps(acc[j][2], acc[j][3])));
+    }
+    for (; i < n; ++i) {
+      const float wi = scalar(w, i);
+      for (int j = 0; j < 2; ++j) o[j] += wi * x[j][i];
+    }
   }
 }
 

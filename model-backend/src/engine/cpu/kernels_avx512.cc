@@ -42,6 +42,9 @@ inline float Dot(int64_t n, const void* w, const float* x, Load load, Scalar sca
 }
 
 // Four activation rows at once: each weight vector is loaded (and converted) once.
+// Every row sees exactly the arithmetic of Dot (same accumulators, same order of
+// additions), so a row's result does not depend on whether it went through Dot
+// or Dot4: matrix products are batch invariant without padding the rows.
 template <typename Load, typename Scalar>
 inline void Dot4(int64_t n, const void* w, const void* xv, int64_t stride, float* out, Load load,
                  Scalar scalar) {
@@ -49,20 +52,28 @@ inline void Dot4(int64_t n, const void* w, const void* xv, int64_t stride, float
   for (int j = 0; j < 4; ++j) {
     x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xv) + j * stride);
   }
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  __m512 acc[4][4];
+  for (int j = 0; j < 4; ++j) {
+    for (int a = 0; a < 4; ++a) acc[j][a] = _mm512_setzero_ps();
+  }
   int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512 w0 = load(w, i), w1 = load(w, i + 16), w2 = load(w, i + 32), w3 = load(w, i + 48);
+    for (int j = 0; j < 4; ++j) {
+      acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[j] + i), acc[j][0]);
+      acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[j] + i + 16), acc[j][1]);
+      acc[j][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x[j] + i + 32), acc[j][2]);
+      acc[j][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[j] + i + 48), acc[j][3]);
+    }
+  }
   for (; i + 16 <= n; i += 16) {
     const __m512 wv = load(w, i);
-    acc0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[0] + i), acc0);
-    acc1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[1] + i), acc1);
-    acc2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[2] + i), acc2);
-    acc3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[3] + i), acc3);
+    for (int j = 0; j < 4; ++j) acc[j][0] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[j] + i), acc[j][0]);
   }
-  out[0] = _mm512_reduce_add_ps(acc0);
-  out[1] = _mm512_reduce_add_ps(acc1);
-  out[2] = _mm512_reduce_add_ps(acc2);
-  out[3] = _mm512_reduce_add_ps(acc3);
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]), _mm512_add_ps(acc[j][2], acc[j][3])));
+  }
   for (; i < n; ++i) {
     const float wi = scalar(w, i);
     for (int j = 0; j < 4; ++j) out[j] += wi * x[j][i];

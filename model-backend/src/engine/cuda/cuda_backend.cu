@@ -263,6 +263,9 @@ class CudaOps final : public BackendOps {
   }
 
   Status Rope(Tensor& x, std::span<const int32_t> positions, const RopeParams& p) override {
+    if (p.ext_factor != 0.0f || p.attn_factor != 1.0f) {
+      return Status::Unimplemented("Rope: YaRN scaling is not implemented on CUDA yet");
+    }
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     const int64_t n_tokens = x.ne[2];
     if (static_cast<int64_t>(positions.size()) < n_tokens) {
