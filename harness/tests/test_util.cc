@@ -1,8 +1,9 @@
 #include "test_util.h"
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 #include <chrono>
 #include <fstream>
 #include <filesystem>
@@ -12,14 +13,11 @@
 #include "sinew/sandbox/provisioner_client.h"
 
 #include "curl_http.h"
+#include "sinew/http/server.h"
 
 namespace sinew::harness::test {
 
 namespace json = boost::json;
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
 
 StoreProcess::StoreProcess(const std::string& db_dir) {
   proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
@@ -165,101 +163,70 @@ std::vector<json::object> AllEvents(const std::string& base, const std::string& 
   return out;
 }
 
+// The test double runs on the product's HTTP server (sinew/http/server.h); each request
+// is answered on its own thread, so handlers and their delays may block.
 struct TestHttpServer::Impl {
   Handler handler;
-  net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  std::thread thread;
-  std::atomic<bool> stop{false};
+  std::unique_ptr<sinew::http::Server> server;
   std::mutex mutex;
-  std::vector<Request> requests;
-  std::vector<std::thread> connections;
-  std::vector<int> fds;
+  std::condition_variable idle;
+  std::vector<Request> requests;  // guarded by mutex
+  int running = 0;                // guarded by mutex
 
-  void Serve(tcp::socket socket) {
-    beast::flat_buffer buffer;
-    boost::system::error_code ec;
-    while (!stop) {
-      http::request<http::string_body> req;
-      http::read(socket, buffer, req, ec);
-      if (ec) return;
-      Request r;
-      r.method = std::string(req.method_string());
-      r.target = std::string(req.target());
-      r.body = req.body();
-      for (const auto& f : req) {
-        std::string name(f.name_string());
-        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        r.headers[name] = std::string(f.value());
-      }
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        requests.push_back(r);
-      }
-      Response resp = handler(r);
-      if (resp.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(resp.delay_ms));
-      if (resp.chunks.empty()) {
-        http::response<http::string_body> res{static_cast<http::status>(resp.status), 11};
-        res.set(http::field::content_type, resp.content_type);
-        for (const auto& [k, v] : resp.headers) res.set(k, v);
-        res.body() = resp.body;
-        res.keep_alive(req.keep_alive());
-        res.prepare_payload();
-        http::write(socket, res, ec);
-        if (ec || !req.keep_alive()) return;
-      } else {
-        http::response<http::empty_body> res{static_cast<http::status>(resp.status), 11};
-        res.set(http::field::content_type, resp.content_type);
-        for (const auto& [k, v] : resp.headers) res.set(k, v);
-        res.chunked(true);
-        res.keep_alive(false);
-        http::response_serializer<http::empty_body> sr{res};
-        http::write_header(socket, sr, ec);
-        for (const auto& c : resp.chunks) {
-          if (ec) return;
-          if (resp.chunk_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(resp.chunk_delay_ms));
-          net::write(socket, http::make_chunk(net::buffer(c)), ec);
-        }
-        net::write(socket, http::make_chunk_last(), ec);
-        return;
-      }
+  void Answer(const Request& r, const std::shared_ptr<sinew::http::ResponseStream>& stream) {
+    Response resp = handler(r);
+    if (resp.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(resp.delay_ms));
+    if (resp.chunks.empty() || resp.status != 200) {
+      std::string body = resp.body;
+      for (const auto& c : resp.chunks) body += c;
+      stream->Send(sinew::http::Response{resp.status, resp.content_type, std::move(body), resp.headers});
+      return;
     }
+    auto headers = resp.headers;
+    headers.emplace_back("Content-Type", resp.content_type);
+    if (!stream->StartEvents(headers)) return;
+    for (const auto& c : resp.chunks) {
+      if (resp.chunk_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(resp.chunk_delay_ms));
+      if (!stream->SendEvent(c)) return;
+    }
+    stream->EndEvents();
   }
 };
 
 TestHttpServer::TestHttpServer(Handler handler) : impl_(std::make_unique<Impl>()) {
   impl_->handler = std::move(handler);
-  tcp::endpoint endpoint(net::ip::make_address("127.0.0.1"), 0);
-  impl_->acceptor.open(endpoint.protocol());
-  impl_->acceptor.set_option(net::socket_base::reuse_address(true));
-  impl_->acceptor.bind(endpoint);
-  impl_->acceptor.listen();
-  port_ = impl_->acceptor.local_endpoint().port();
-  impl_->thread = std::thread([this] {
-    while (!impl_->stop) {
-      boost::system::error_code ec;
-      tcp::socket socket = impl_->acceptor.accept(ec);
-      if (ec || impl_->stop) return;
-      std::lock_guard<std::mutex> lock(impl_->mutex);
-      impl_->fds.push_back(socket.native_handle());
-      impl_->connections.emplace_back([this, s = std::move(socket)]() mutable { impl_->Serve(std::move(s)); });
+  sinew::http::ServerOptions options;
+  options.max_body_bytes = 256u << 20;
+  options.server_name = "sinew-test-double";
+  Impl* impl = impl_.get();
+  auto server = sinew::http::Server::Start(options, [impl](sinew::http::Request in,
+                                                           std::shared_ptr<sinew::http::ResponseStream> stream) {
+    Request r;
+    r.method = std::move(in.method);
+    r.target = std::move(in.target);
+    r.body = std::move(in.body);
+    for (auto& [name, value] : in.headers) r.headers[name] = value;
+    {
+      std::lock_guard<std::mutex> lock(impl->mutex);
+      impl->requests.push_back(r);
+      ++impl->running;
     }
+    std::thread([impl, r = std::move(r), stream = std::move(stream)]() mutable {
+      impl->Answer(r, stream);
+      stream.reset();
+      std::lock_guard<std::mutex> lock(impl->mutex);
+      if (--impl->running == 0) impl->idle.notify_all();
+    }).detach();
   });
+  if (!server.ok()) throw std::runtime_error("test HTTP server: " + server.status().ToString());
+  impl_->server = std::move(*server);
+  port_ = impl_->server->port();
 }
 
 TestHttpServer::~TestHttpServer() {
-  impl_->stop = true;
-  boost::system::error_code ec;
-  // shutdown() wakes the blocked accept(); the acceptor is closed only once the thread
-  // that uses it is gone (closing it from here raced with accept(): TSan, harness_api_test).
-  ::shutdown(impl_->acceptor.native_handle(), SHUT_RDWR);
-  impl_->thread.join();
-  impl_->acceptor.close(ec);
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    for (int fd : impl_->fds) ::shutdown(fd, SHUT_RDWR);
-  }
-  for (auto& t : impl_->connections) t.join();
+  impl_->server->Stop();
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->idle.wait(lock, [&] { return impl_->running == 0; });
 }
 
 std::vector<TestHttpServer::Request> TestHttpServer::requests() {
