@@ -42,11 +42,10 @@ ApiResponse WithSecurityHeaders(ApiResponse r) {
   return r;
 }
 
-ApiResponse Text(int status, const std::string& body) {
-  ApiResponse r;
-  r.status = status;
-  r.content_type = "text/plain; charset=utf-8";
-  r.body = body;
+// The console's refusals are the API's JSON errors (with the console's headers), so
+// every 4xx of the harness has one shape.
+ApiResponse Refusal(int status, const std::string& code, const std::string& message) {
+  ApiResponse r = ApiHandler::Error(status, code, message);
   r.headers.emplace_back("Cache-Control", "no-store");
   return WithSecurityHeaders(std::move(r));
 }
@@ -54,7 +53,7 @@ ApiResponse Text(int status, const std::string& body) {
 // The page, with its asset URLs pointing at this build's folder.
 ApiResponse IndexPage() {
   const UiFile* index = FindFile("index.html");
-  if (index == nullptr) return Text(404, "this harness was built without the console");
+  if (index == nullptr) return Refusal(404, "not_found", "this harness was built without the console");
   std::string page(reinterpret_cast<const char*>(index->data), index->size);
   const std::string marker = "{{BUILD}}";
   for (size_t at = page.find(marker); at != std::string::npos; at = page.find(marker, at)) {
@@ -75,23 +74,28 @@ ApiResponse ServeUi(const ApiRequest& request) {
   const std::string_view target(request.target);
   const std::string_view path = target.substr(0, target.find('?'));
   if (request.method != "GET") {
-    ApiResponse r = Text(405, request.method + " is not allowed on the console; use GET");
+    ApiResponse r = Refusal(405, "method_not_allowed", request.method + " is not allowed on the console; use GET");
     r.headers.emplace_back("Allow", "GET");
     return r;
   }
   if (path == "/ui") {
-    ApiResponse r = Text(308, "the console is at /ui/\n");
+    ApiResponse r;
+    r.status = 308;
+    r.content_type = "text/plain; charset=utf-8";
+    r.body = "the console is at /ui/\n";
+    r.headers.emplace_back("Cache-Control", "no-store");
+    r = WithSecurityHeaders(std::move(r));
     r.headers.emplace_back("Location", "/ui/");
     return r;
   }
   const std::string_view rest = path.substr(4);  // after "/ui/"
   if (rest.empty() || rest == "index.html") return IndexPage();
   const size_t slash = rest.find('/');
-  if (slash == std::string_view::npos) return Text(404, "no console file " + std::string(path));
+  if (slash == std::string_view::npos) return Refusal(404, "not_found", "no console file " + std::string(path));
   const std::string_view build = rest.substr(0, slash);
   const std::string_view name = rest.substr(slash + 1);
   const UiFile* file = name == "index.html" ? nullptr : FindFile(name);
-  if (file == nullptr) return Text(404, "no console file " + std::string(path));
+  if (file == nullptr) return Refusal(404, "not_found", "no console file " + std::string(path));
   ApiResponse r;
   r.content_type = ContentTypeOf(name);
   r.body.assign(reinterpret_cast<const char*>(file->data), file->size);

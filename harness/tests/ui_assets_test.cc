@@ -69,6 +69,8 @@ TEST(UiAssetsTest, OnlyTheTablesFilesAndOnlyGet) {
                                 "/ui/" + id + "/embed_assets.cmake", "/ui/" + id + "/"}) {
     ApiResponse r = ServeUi(Get(target));
     EXPECT_EQ(r.status, 404) << target;
+    EXPECT_EQ(r.content_type, "application/json");
+    EXPECT_NE(r.body.find(R"("code":"not_found")"), std::string::npos) << r.body;
     EXPECT_FALSE(Header(r, "Content-Security-Policy").empty());
   }
   ApiRequest post = Get("/ui/");
@@ -76,6 +78,14 @@ TEST(UiAssetsTest, OnlyTheTablesFilesAndOnlyGet) {
   ApiResponse r = ServeUi(post);
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(Header(r, "Allow"), "GET");
+  EXPECT_NE(r.body.find(R"("code":"method_not_allowed")"), std::string::npos) << r.body;
+  // A method that is not UTF-8 (found by harness_request_fuzz) still gets a JSON error.
+  post.method = "DELET\xe5\xe5";
+  ApiResponse odd = ServeUi(post);
+  EXPECT_EQ(odd.status, 405);
+  boost::system::error_code ec;
+  auto parsed = boost::json::parse(odd.body, ec);
+  EXPECT_FALSE(ec) << odd.body;
   ApiResponse bare = ServeUi(Get("/ui"));
   EXPECT_EQ(bare.status, 308);
   EXPECT_EQ(Header(bare, "Location"), "/ui/");
