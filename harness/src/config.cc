@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "json_util.h"
+#include "sinew/http/server.h"
 
 namespace sinew::harness {
 namespace {
@@ -89,7 +90,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
-      "max_connections,tls",
+      "max_connections,tls,insecure",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -101,6 +102,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c.max_request_bytes));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c.read_timeout_seconds));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c.max_connections));
+  SINEW_RETURN_IF_ERROR(ReadBool(root, "insecure", where, &c.insecure));
   Status error;
   if (const json::object* s = ChildObject(root, "store", &error)) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,durability", "config.store"));
@@ -217,6 +219,9 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   if (c.workers == 0) return Status::InvalidArgument("config.workers must be at least 1");
   if (c.tls.cert_file.empty() != c.tls.key_file.empty())
     return Status::InvalidArgument("config.tls needs both cert_file and key_file (or neither)");
+  const auto colon = c.listen.rfind(':');
+  SINEW_RETURN_IF_ERROR(http::CheckPlainOnlyOnLoopback(colon == std::string::npos ? c.listen : c.listen.substr(0, colon),
+                                                       !c.tls.cert_file.empty(), c.insecure, "config.insecure"));
   if (c.read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
   return c;
 }

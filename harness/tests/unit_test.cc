@@ -28,6 +28,22 @@ TEST(ConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->models.at("m").stream, "auto");
 }
 
+TEST(ConfigTest, PlainHttpOnlyOnLoopbackUnlessInsecure) {
+  auto with = [](const std::string& extra) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )" + extra + "}");
+  };
+  EXPECT_TRUE(with(R"("listen": "127.0.0.1:0")").ok());
+  EXPECT_TRUE(with(R"("listen": "[::1]:0")").ok());
+  auto open = with(R"("listen": "0.0.0.0:8080")");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(open.status().message().find("config.insecure"), std::string::npos) << open.status().message();
+  EXPECT_TRUE(with(R"("listen": "0.0.0.0:8080", "insecure": true)").ok());
+  EXPECT_TRUE(with(R"("listen": "0.0.0.0:8080", "tls": {"cert_file": "c.pem", "key_file": "k.pem"})").ok());
+  EXPECT_FALSE(with(R"("listen": "0.0.0.0:8080", "tls": {"cert_file": "c.pem"})").ok());
+}
+
 TEST(ConfigTest, ModelStreamModeIsAutoOnOrOff) {
   for (const char* mode : {"auto", "on", "off"}) {
     auto c = ParseConfig(std::string(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},

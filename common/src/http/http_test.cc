@@ -317,6 +317,18 @@ TEST_F(HttpsTest, ReloadsWhenTheFilesChange) {
   EXPECT_EQ(response->status, 200);
 }
 
+TEST(HttpServerTest, PlainHttpOnlyOnLoopback) {
+  EXPECT_TRUE(CheckPlainOnlyOnLoopback("127.0.0.1", false, false, "--insecure").ok());
+  EXPECT_TRUE(CheckPlainOnlyOnLoopback("::1", false, false, "--insecure").ok());
+  EXPECT_TRUE(CheckPlainOnlyOnLoopback("[::1]", false, false, "--insecure").ok());
+  Status open = CheckPlainOnlyOnLoopback("0.0.0.0", false, false, "--insecure");
+  EXPECT_EQ(open.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(open.message().find("--insecure"), std::string::npos) << open.message();
+  EXPECT_FALSE(CheckPlainOnlyOnLoopback("10.1.2.3", false, false, "x").ok());
+  EXPECT_TRUE(CheckPlainOnlyOnLoopback("0.0.0.0", true, false, "x").ok());   // TLS
+  EXPECT_TRUE(CheckPlainOnlyOnLoopback("0.0.0.0", false, true, "x").ok());   // said insecure
+}
+
 TEST(HttpClientTest, StoppingAStreamIsNotAnError) {
   auto server = StartServer(ServerOptions{});
   ASSERT_NE(server, nullptr);

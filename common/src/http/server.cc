@@ -653,6 +653,19 @@ std::string_view Request::Header(std::string_view lower_case_name) const {
   return {};
 }
 
+Status CheckPlainOnlyOnLoopback(const std::string& host, bool tls, bool insecure, const std::string& insecure_flag) {
+  if (tls || insecure) return Status::Ok();
+  beast::error_code ec;
+  std::string bare = host;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  const net::ip::address ip = net::ip::make_address(bare, ec);
+  if (ec) return Status::Ok();  // not an address: the listener reports it
+  if (ip.is_loopback()) return Status::Ok();
+  return Status::InvalidArgument("refusing to serve plain HTTP on " + host +
+                                 ", which is not a loopback address: configure TLS, or accept it with " +
+                                 insecure_flag);
+}
+
 std::string DefaultErrorBody(int /*status*/, const std::string& code, const std::string& message) {
   boost::json::object error{{"code", code}, {"message", message}};
   return boost::json::serialize(boost::json::object{{"error", std::move(error)}});

@@ -94,9 +94,16 @@ int Run(int argc, char** argv) {
   app.add_option("--tls-cert", http.tls.cert_file,
                  "PEM certificate chain: serve HTTPS only (reloaded on change and on SIGHUP)");
   app.add_option("--tls-key", http.tls.key_file, "PEM private key of --tls-cert");
+  bool insecure = false;
+  app.add_flag("--insecure", insecure, "allow plain HTTP on a non-loopback --host");
   CLI11_PARSE(app, argc, argv);
   if (http.tls.cert_file.empty() != http.tls.key_file.empty()) {
     std::fprintf(stderr, "sinew-model: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
+  if (auto plain = sinew::http::CheckPlainOnlyOnLoopback(http.host, http.tls.enabled(), insecure, "--insecure");
+      !plain.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", plain.message().c_str());
     return 2;
   }
   for (auto [name, dst] : {std::pair{&cache_type_k, &engine.cache_type_k},

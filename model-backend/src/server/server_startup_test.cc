@@ -54,6 +54,17 @@ TEST(ServerStartup, BadFlags) {
   EXPECT_NE(output.find("not-an-ip"), std::string::npos) << output;
 }
 
+// Plain HTTP is served on loopback only, unless --insecure says otherwise.
+TEST(ServerStartup, PlainHttpOffLoopbackNeedsInsecure) {
+  std::string output;
+  EXPECT_EQ(RunServerToExit({"--model", testing::StoriesPath(), "--host", "0.0.0.0", "--port", "0",
+                             "--grpc-port", "-1"},
+                            &output),
+            2);
+  EXPECT_NE(output.find("--insecure"), std::string::npos) << output;
+  EXPECT_NE(output.find("0.0.0.0"), std::string::npos) << output;
+}
+
 // A device this build or machine lacks, or a bad cache type, is a clear start-up error.
 TEST(ServerStartup, BadDeviceAndCacheType) {
   std::string output;

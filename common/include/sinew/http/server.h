@@ -136,6 +136,11 @@ class Server {
   void Stop() { Stop(std::chrono::seconds(10)); }
 };
 
+// Plain HTTP only on loopback: an options set without TLS whose host is not a loopback
+// address is refused (InvalidArgument naming `insecure_flag`) unless `insecure` is set.
+[[nodiscard]] Status CheckPlainOnlyOnLoopback(const std::string& host, bool tls, bool insecure,
+                                              const std::string& insecure_flag);
+
 // The default error body: {"error":{"code":...,"message":...}}.
 std::string DefaultErrorBody(int status, const std::string& code, const std::string& message);
 

@@ -109,6 +109,9 @@ struct HarnessConfig {
   // Open connections at most; more are answered 503. Default: 2048
   uint32_t max_connections = 2048;
   TlsConfig tls;
+  // Allow plain HTTP on a non-loopback `listen` (without it such a config is refused).
+  // Default: false
+  bool insecure = false;
   // Durability of an embedded store: "sync" or "async". Default: "sync"
   std::string store_durability = "sync";
 };
