@@ -44,22 +44,28 @@ async function fail(res) {
   return new ApiError(res.status, code, message);
 }
 
-// One JSON call. Throws ApiError.
-export async function call(method, path, body, {signal} = {}) {
+// fetch() without the cache, a network failure as ApiError 'network' and a non-2xx
+// answer as the API's error. An abort is passed through as is.
+async function send(path, init) {
   let res;
   try {
-    res = await fetch(path, {
-      method,
-      headers: headers(body === undefined ? {} : {'Content-Type': 'application/json'}),
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal,
-      cache: 'no-store',
-    });
+    res = await fetch(path, {...init, cache: 'no-store'});
   } catch (e) {
     if (e.name === 'AbortError') throw e;
     throw new ApiError(0, 'network', `the harness did not answer (${e.message})`);
   }
   if (!res.ok) throw await fail(res);
+  return res;
+}
+
+// One JSON call. Throws ApiError.
+export async function call(method, path, body, {signal} = {}) {
+  const res = await send(path, {
+    method,
+    headers: headers(body === undefined ? {} : {'Content-Type': 'application/json'}),
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal,
+  });
   return res.json();
 }
 
@@ -86,18 +92,10 @@ export function forkSession(id, atSeq, model, message) {
 // onEvent(event) for each. Resolves when the server ends the stream; rejects on a
 // network failure or an API error. onEvent also gets the event's JSON length. Abort with `signal`.
 export async function streamEvents(id, after, onEvent, signal) {
-  let res;
-  try {
-    res = await fetch(`/v1/sessions/${id}/events/stream`, {
-      headers: headers({'Last-Event-ID': String(after), Accept: 'text/event-stream'}),
-      signal,
-      cache: 'no-store',
-    });
-  } catch (e) {
-    if (e.name === 'AbortError') throw e;
-    throw new ApiError(0, 'network', `the harness did not answer (${e.message})`);
-  }
-  if (!res.ok) throw await fail(res);
+  const res = await send(`/v1/sessions/${id}/events/stream`, {
+    headers: headers({'Last-Event-ID': String(after), Accept: 'text/event-stream'}),
+    signal,
+  });
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   for (;;) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "random_model.h"
+#include "random_model_fixture.h"
 #include "sinew/model/tokenizer.h"
 #include "test_util.h"
 
@@ -71,35 +72,9 @@ std::vector<std::vector<int32_t>> MakePrompts(int32_t n_vocab, int count, uint32
   return prompts;
 }
 
-class ServingRandomModelTest : public ::testing::TestWithParam<GgmlType> {
+class ServingRandomModelTest : public RandomServingModelTest {
  protected:
-  void SetUp() override {
-    testing::RandomModelSpec spec;
-    spec.n_vocab = 256;
-    spec.n_embd = 128;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_ctx = 256;
-    spec.weight_type = GetParam();
-    spec.seed = 7;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("sinew_serving_" + std::to_string(static_cast<int>(GetParam())) + "_" +
-              std::to_string(::getpid()) + ".gguf"))
-                .string();
-    ASSERT_TRUE(testing::WriteRandomModel(spec, path_).ok());
-  }
-  void TearDown() override { std::filesystem::remove(path_); }
-
-  std::unique_ptr<ServingEngine> Load(const ServingOptions& options) {
-    EngineOptions eo;
-    eo.n_threads = 2;
-    auto engine = ServingEngine::Load(path_, eo, options);
-    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-    return engine.ok() ? std::move(engine).value() : nullptr;
-  }
-
-  std::string path_;
+  ServingRandomModelTest() : RandomServingModelTest(256, 7, "sinew_serving_") {}
 };
 
 TEST_P(ServingRandomModelTest, BatchedEqualsSingleAndPrefixCacheAndPreemptionChangeNothing) {

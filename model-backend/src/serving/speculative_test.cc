@@ -12,6 +12,7 @@
 
 #include "prompt_lookup.h"
 #include "random_model.h"
+#include "random_model_fixture.h"
 #include "sinew/model/serving.h"
 #include "sinew/model/tokenizer.h"
 #include "test_util.h"
@@ -93,35 +94,9 @@ ServingOptions Speculative(int32_t draft) {
   return o;
 }
 
-class SpeculativeRandomModelTest : public ::testing::TestWithParam<GgmlType> {
+class SpeculativeRandomModelTest : public RandomServingModelTest {
  protected:
-  void SetUp() override {
-    testing::RandomModelSpec spec;
-    spec.n_vocab = 300;
-    spec.n_embd = 128;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 256;
-    spec.n_ctx = 256;
-    spec.weight_type = GetParam();
-    spec.seed = 21;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("sinew_spec_" + std::to_string(static_cast<int>(GetParam())) + "_" +
-              std::to_string(::getpid()) + ".gguf"))
-                .string();
-    ASSERT_TRUE(testing::WriteRandomModel(spec, path_).ok());
-  }
-  void TearDown() override { std::filesystem::remove(path_); }
-
-  std::unique_ptr<ServingEngine> Load(const ServingOptions& options) {
-    EngineOptions eo;
-    eo.n_threads = 2;
-    auto engine = ServingEngine::Load(path_, eo, options);
-    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-    return engine.ok() ? std::move(engine).value() : nullptr;
-  }
-
-  std::string path_;
+  SpeculativeRandomModelTest() : RandomServingModelTest(300, 21, "sinew_spec_") {}
 };
 
 // Prompts that repeat a phrase (so that drafts exist from the start) and
