@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libfmt-dev libcli11-dev
   runc runsc debootstrap iproute2 procps util-linux
-  clang-format wrk curl python3 python3-jinja2 python3-yaml ccache
+  clang-format wrk curl python3 python3-jinja2 python3-yaml python3-kubernetes ccache
   libcpptoml-dev chromium
   clang-14 libclang-rt-14-dev  # fuzz targets (libFuzzer, ASan, UBSan): scripts/fuzz.sh
 )

@@ -67,6 +67,9 @@ class ApiHandler {
  private:
   // Routing helpers (api_handler.cc).
   Result<std::string> Authenticate(const ApiRequest& request) const;
+  // The advertised URL of the live lease's holder of session `id`, or "" when there is none
+  // (or it is not an http(s) URL).
+  std::string LeaseHolderUrl(const std::string& id) const;
   // The session, if it exists and belongs to `tenant` (404 otherwise).
   Result<v1::Session> OwnedSession(const std::string& id, const std::string& tenant) const;
 

@@ -37,17 +37,16 @@ Result<uint64_t> QueryUint(const std::string& query, const char* key, uint64_t f
   return v;
 }
 
-// The lease owner named in the store's "is leased to '<owner>'" refusal.
-std::string LeaseOwnerOf(const std::string& message) {
-  const std::string marker = "leased to '";
-  size_t start = message.find(marker);
-  if (start == std::string::npos) return "";
-  start += marker.size();
-  size_t end = message.find('\'', start);
-  return end == std::string::npos ? "" : message.substr(start, end - start);
-}
-
 }  // namespace
+
+std::string ApiHandler::LeaseHolderUrl(const std::string& id) const {
+  auto meta = deps_.store->GetSession(id);
+  if (!meta.ok() || !meta->has_lease()) return "";
+  const std::string& url = meta->lease().holder_url();
+  // Only an http(s) URL is followed: the lease is data from the store, not a command.
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) return "";
+  return url;
+}
 
 ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
   auto task = ParseTaskRequest(r.body, *deps_.config);
@@ -145,20 +144,17 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
                                                ApiResponse* forwarded) {
   const std::string api_owner = deps_.owner + "/api";
   const auto ttl = std::chrono::milliseconds(deps_.config->lease_ttl_ms);
-  auto lease = deps_.store->AcquireLease(id, api_owner, ttl);
+  auto lease = deps_.store->AcquireLease(id, {api_owner, deps_.config->advertise_url}, ttl);
   if (!lease.ok()) {
-    const std::string owner = LeaseOwnerOf(lease.status().message());
-    const size_t hash = owner.find('#');
-    if (lease.status().code() != StatusCode::kFailedPrecondition || r.forwarded || hash == std::string::npos ||
-        owner.rfind("http://", 0) != 0) {
-      return lease.status().code() == StatusCode::kFailedPrecondition
-                 ? Status::FailedPrecondition("session " + id + " is being driven by another harness; retry")
-                 : lease.status();
+    if (lease.status().code() != StatusCode::kFailedPrecondition) return lease.status();
+    // Another harness drives it: hand the request to the URL its lease names, once.
+    const std::string holder_url = LeaseHolderUrl(id);
+    if (r.forwarded || holder_url.empty() || holder_url == deps_.config->advertise_url) {
+      return Status::FailedPrecondition("session " + id + " is being driven by another harness; retry");
     }
-    // Another harness drives it: hand the request to that harness.
     HttpRequest fwd;
     fwd.method = "POST";
-    fwd.url = owner.substr(0, hash) + r.target;
+    fwd.url = holder_url + r.target;
     fwd.headers = {"Authorization: " + r.authorization, "Content-Type: " + r.content_type,
                    "X-Sinew-Forwarded: 1"};
     fwd.body = r.body;

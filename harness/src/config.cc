@@ -223,7 +223,20 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(http::CheckPlainOnlyOnLoopback(colon == std::string::npos ? c.listen : c.listen.substr(0, colon),
                                                        !c.tls.cert_file.empty(), c.insecure, "config.insecure"));
   if (c.read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
+  SINEW_RETURN_IF_ERROR(CheckAdvertiseUrl(c.advertise_url, "config.advertise_url"));
   return c;
+}
+
+Status CheckAdvertiseUrl(const std::string& url, const std::string& where) {
+  if (url.empty()) return Status::Ok();
+  const bool scheme = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+  const size_t host = url.find("://") + 3;
+  if (!scheme || url.size() <= host || url.find('/', host) != std::string::npos || url.size() > 1024 ||
+      url.find_first_of(" \t\r\n\"'<>") != std::string::npos) {
+    return Status::InvalidArgument(where + " must be http://HOST[:PORT] or https://HOST[:PORT] (no path), not '" +
+                                   url + "'");
+  }
+  return Status::Ok();
 }
 
 Result<HarnessConfig> LoadConfig(const std::string& path) {

@@ -120,7 +120,7 @@ void SessionDriver::Run() {
     wake_requested_ = false;
   }
   if (deps_.stopping->load()) return;
-  auto lease = deps_.store->AcquireLease(id_, deps_.owner,
+  auto lease = deps_.store->AcquireLease(id_, {deps_.owner, deps_.config->advertise_url},
                                          std::chrono::milliseconds(deps_.config->lease_ttl_ms));
   if (!lease.ok()) {
     if (lease.status().code() != StatusCode::kFailedPrecondition) {

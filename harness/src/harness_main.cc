@@ -15,11 +15,14 @@ int main(int argc, char** argv) {
   std::string listen;
   std::string store;
   std::string sandboxd;
+  std::string advertise_url;
   std::string log_level = "info";
   app.add_option("--config", config_path, "JSON config file (see docs/harness.md)")->required();
   app.add_option("--listen", listen, "override config.listen (host:port, port 0: any free port)");
   app.add_option("--store", store, "override config.store.address (sinew-store host:port)");
   app.add_option("--sandboxd", sandboxd, "override config.sandboxd.address");
+  app.add_option("--advertise-url", advertise_url,
+                 "override config.advertise_url (http(s)://HOST[:PORT] where other harnesses reach this one)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -34,6 +37,13 @@ int main(int argc, char** argv) {
     config->store_dir.clear();
   }
   if (!sandboxd.empty()) config->sandboxd_address = sandboxd;
+  if (!advertise_url.empty()) {
+    if (sinew::Status s = sinew::harness::CheckAdvertiseUrl(advertise_url, "--advertise-url"); !s.ok()) {
+      std::cerr << "sinew-harness: " << s.ToString() << "\n";
+      return 2;
+    }
+    config->advertise_url = advertise_url;
+  }
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "sinew/session_store/session_store.h"
 #include "test_util.h"
 
 namespace sinew::harness::test {
@@ -119,6 +120,41 @@ TEST_F(TakeoverTest, CancelSentToTheOtherHarnessIsForwardedToTheDriver) {
   EXPECT_EQ(WaitForStatus(b.url(), kKey, id, "cancelled", 30), "cancelled");
   auto events = AllEvents(a.url(), kKey, id);
   EXPECT_EQ(Count(events, "model_response"), 0);  // A's call was abandoned, not finished
+}
+
+// The driver's address is data in its lease (Lease.holder_url), so forwarding works for
+// whatever URL a harness advertises, https included, and never reads an error message.
+TEST_F(TakeoverTest, ForwardingFollowsTheHolderUrlInTheLeaseOverTls) {
+  const char* src = SINEW_SOURCE_ROOT;  // for scripts/make-certs.sh
+  const std::string certs = dir_.Sub("certs");
+  ASSERT_EQ(std::system((std::string(src) + "/scripts/make-certs.sh " + certs + " harness >/dev/null").c_str()), 0);
+  TrustCaFile(certs + "/ca.pem");
+  std::string config = Config();
+  config.insert(config.rfind('}'), R"(, "tls": {"cert_file": ")" + certs + R"(/harness.pem", "key_file": ")" +
+                                       certs + R"(/harness-key.pem", "ca_file": ")" + certs + R"(/ca.pem"})");
+  HarnessProcess a(dir_.Sub("a.json"), config);
+  HarnessProcess b(dir_.Sub("b.json"), config);
+  ASSERT_FALSE(a.address.empty());
+  ASSERT_FALSE(b.address.empty());
+  const std::string url_a = "https://" + a.address, url_b = "https://" + b.address;
+  auto r = Api("POST", url_a + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(url_b, kKey, id, "running"), "running");
+  // The store names the driver and where it answers.
+  auto store = store::ConnectSessionStore(store_->address);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto meta = (*store)->GetSession(id);
+  ASSERT_TRUE(meta.ok());
+  ASSERT_TRUE(meta->has_lease());
+  EXPECT_EQ(meta->lease().holder_url(), url_a);
+  // A message sent to B reaches A's running driver (202, delivered), then a cancel does.
+  auto m = Api("POST", url_b + "/v1/sessions/" + id + "/messages", kKey, R"({"text": "and also"})");
+  EXPECT_EQ(m.status, 202) << m.body;
+  auto c = Api("POST", url_b + "/v1/sessions/" + id + "/cancel", kKey);
+  EXPECT_EQ(c.status, 202) << c.body;
+  EXPECT_EQ(WaitForStatus(url_b, kKey, id, "cancelled", 30), "cancelled");
+  TrustCaFile("");
 }
 
 }  // namespace

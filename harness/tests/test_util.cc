@@ -73,9 +73,23 @@ std::string WriteFile(const std::string& path, const std::string& content) {
   return path;
 }
 
+namespace {
+std::mutex g_ca_mutex;
+std::string g_ca_file;
+}  // namespace
+
+void TrustCaFile(const std::string& ca_file) {
+  std::lock_guard<std::mutex> lock(g_ca_mutex);
+  g_ca_file = ca_file;
+}
+
 Reply Call(const std::string& method, const std::string& url, const std::string& body,
            std::vector<std::string> headers) {
   HttpRequest req;
+  {
+    std::lock_guard<std::mutex> lock(g_ca_mutex);
+    req.tls.ca_file = g_ca_file;
+  }
   req.method = method;
   req.url = url;
   req.body = body;

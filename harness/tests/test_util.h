@@ -40,6 +40,10 @@ struct Reply {
   boost::json::value json;  // parsed body (null when not JSON)
 };
 
+// The CA that Call() trusts for https:// URLs from now on in this process ("" for the
+// system's). Tests of TLS harnesses set it once, before their calls.
+void TrustCaFile(const std::string& ca_file);
+
 // One HTTP call to the harness. `headers` are "Name: value" lines.
 Reply Call(const std::string& method, const std::string& url, const std::string& body = "",
            std::vector<std::string> headers = {});

@@ -28,6 +28,20 @@ TEST(ConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->models.at("m").stream, "auto");
 }
 
+TEST(ConfigTest, AdvertiseUrlIsAnHttpOrHttpsOriginWithoutPath) {
+  auto with = [](const std::string& url) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "advertise_url": ")" + url + "\"}");
+  };
+  EXPECT_TRUE(with("https://10-0-0-7.sinew.pod.cluster.local:8080").ok());
+  EXPECT_TRUE(with("http://127.0.0.1:8080").ok());
+  for (const char* bad : {"10.0.0.7:8080", "ftp://h", "https://", "https://h/api", "https://h x"}) {
+    auto r = with(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("config.advertise_url"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(ConfigTest, PlainHttpOnlyOnLoopbackUnlessInsecure) {
   auto with = [](const std::string& extra) {
     return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},

@@ -124,11 +124,12 @@ class RemoteStore final : public SessionStore {
     req.set_from_seq(from);
     return std::unique_ptr<EventWatcher>(new RemoteWatcher(stub_.get(), req));
   }
-  Result<v1::Lease> AcquireLease(const std::string& id, const std::string& owner,
+  Result<v1::Lease> AcquireLease(const std::string& id, const LeaseHolder& holder,
                                  std::chrono::milliseconds ttl) override {
     v1::AcquireLeaseRequest req;
     req.set_session_id(id);
-    req.set_owner(owner);
+    req.set_owner(holder.owner);
+    req.set_holder_url(holder.url);
     req.set_ttl_ms(static_cast<uint64_t>(std::max<int64_t>(0, ttl.count())));
     return Call<v1::AcquireLeaseRequest, v1::Lease>(&Stub::AcquireLease, req);
   }

@@ -259,7 +259,11 @@ Result<v1::Session> RocksStore::GetSession(const std::string& session_id) {
   SINEW_ASSIGN_OR_RETURN(std::string raw, keys::ParseSessionId(session_id));
   std::unique_lock<std::mutex> lock;
   SINEW_ASSIGN_OR_RETURN(auto state, LoadedState(raw, &lock));
-  return state->meta;
+  v1::Session out = state->meta;
+  if (state->lease.epoch() != 0 && state->lease.expires_unix_ms() > NowUnixMs()) {
+    *out.mutable_lease() = state->lease;
+  }
+  return out;
 }
 
 Result<v1::ListSessionsResponse> RocksStore::ListSessions(const v1::ListSessionsRequest& req) {

@@ -34,7 +34,7 @@ class RocksStore final : public SessionStore {
   Result<v1::GetEventsResponse> GetEvents(const v1::GetEventsRequest& req) override;
   Result<std::unique_ptr<EventWatcher>> Watch(const std::string& session_id,
                                               uint64_t from_seq) override;
-  Result<v1::Lease> AcquireLease(const std::string& session_id, const std::string& owner,
+  Result<v1::Lease> AcquireLease(const std::string& session_id, const LeaseHolder& holder,
                                  std::chrono::milliseconds ttl) override;
   Result<v1::Lease> RenewLease(const std::string& session_id, const std::string& owner,
                                uint64_t epoch, std::chrono::milliseconds ttl) override;

@@ -8,6 +8,9 @@
 namespace sinew::store {
 namespace {
 
+// A URL is short; this bounds what a caller can make the store keep per session.
+constexpr size_t kMaxLeaseUrlBytes = 2048;
+
 bool LeaseLive(const v1::Lease& lease, int64_t now_ms) {
   return lease.epoch() != 0 && lease.expires_unix_ms() > now_ms;
 }
@@ -173,11 +176,16 @@ Result<v1::Lease> RocksStore::WriteLease(const std::string& raw_id, SessionState
   return lease;
 }
 
-Result<v1::Lease> RocksStore::AcquireLease(const std::string& session_id, const std::string& owner,
+Result<v1::Lease> RocksStore::AcquireLease(const std::string& session_id, const LeaseHolder& holder,
                                            std::chrono::milliseconds ttl) {
   SINEW_RETURN_IF_ERROR(CheckWritable());
   SINEW_ASSIGN_OR_RETURN(std::string raw, keys::ParseSessionId(session_id));
+  const std::string& owner = holder.owner;
   SINEW_RETURN_IF_ERROR(ValidateLeaseArgs(owner, ttl));
+  if (holder.url.size() > kMaxLeaseUrlBytes) {
+    return Status::InvalidArgument("lease holder_url is longer than " +
+                                   std::to_string(kMaxLeaseUrlBytes) + " bytes");
+  }
   std::unique_lock<std::mutex> lock;
   SINEW_ASSIGN_OR_RETURN(auto state, LoadedState(raw, &lock));
   const int64_t now = NowUnixMs();
@@ -189,10 +197,12 @@ Result<v1::Lease> RocksStore::AcquireLease(const std::string& session_id, const 
                                         std::to_string(lease.expires_unix_ms() - now) + " ms");
     }
     lease.set_expires_unix_ms(now + ttl.count());
+    lease.set_holder_url(holder.url);
     return WriteLease(raw, state.get(), lease, false);
   }
   lease.set_session_id(session_id);
   lease.set_owner(owner);
+  lease.set_holder_url(holder.url);
   lease.set_epoch(state->meta.lease_epoch() + 1);
   lease.set_expires_unix_ms(now + ttl.count());
   return WriteLease(raw, state.get(), lease, true);

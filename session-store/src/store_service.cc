@@ -77,7 +77,7 @@ class StoreServiceImpl final : public v1::SessionStore::Service {
 
   grpc::Status AcquireLease(ServerContext*, const v1::AcquireLeaseRequest* req,
                             v1::Lease* resp) override {
-    return Reply(store_->AcquireLease(req->session_id(), req->owner(),
+    return Reply(store_->AcquireLease(req->session_id(), {req->owner(), req->holder_url()},
                                       std::chrono::milliseconds(req->ttl_ms())),
                  resp);
   }

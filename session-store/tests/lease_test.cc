@@ -28,12 +28,12 @@ class LeaseTest : public ::testing::Test {
 };
 
 TEST_F(LeaseTest, AcquireRenewReleaseAndEpochs) {
-  auto a = store_->AcquireLease(id_, "harness-a", milliseconds(60000));
+  auto a = store_->AcquireLease(id_, {"harness-a", ""}, milliseconds(60000));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->epoch(), 1u);
   // The holder re-acquiring keeps its epoch; another owner is refused while it is live.
-  EXPECT_EQ(store_->AcquireLease(id_, "harness-a", milliseconds(60000))->epoch(), 1u);
-  auto b = store_->AcquireLease(id_, "harness-b", milliseconds(60000));
+  EXPECT_EQ(store_->AcquireLease(id_, {"harness-a", ""}, milliseconds(60000))->epoch(), 1u);
+  auto b = store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(60000));
   EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(b.status().message().find("harness-a"), std::string::npos);
   auto renewed = store_->RenewLease(id_, "harness-a", 1, milliseconds(60000));
@@ -42,20 +42,44 @@ TEST_F(LeaseTest, AcquireRenewReleaseAndEpochs) {
             StatusCode::kAborted);
   ASSERT_TRUE(store_->ReleaseLease(id_, "harness-a", 1).ok());
   // After release the next acquire raises the epoch.
-  auto c = store_->AcquireLease(id_, "harness-b", milliseconds(60000));
+  auto c = store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(60000));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->epoch(), 2u);
   EXPECT_EQ(store_->GetSession(id_)->lease_epoch(), 2u);
   EXPECT_EQ(store_->RenewLease(id_, "harness-a", 1, milliseconds(1000)).status().code(),
             StatusCode::kAborted);
-  EXPECT_EQ(store_->AcquireLease(id_, "", milliseconds(10)).status().code(),
+  EXPECT_EQ(store_->AcquireLease(id_, {"", ""}, milliseconds(10)).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->AcquireLease(id_, "x", milliseconds(0)).status().code(),
+  EXPECT_EQ(store_->AcquireLease(id_, {"x", ""}, milliseconds(0)).status().code(),
             StatusCode::kInvalidArgument);
 }
 
+TEST_F(LeaseTest, GetSessionNamesTheLiveHolderAndItsUrlOnly) {
+  EXPECT_FALSE(store_->GetSession(id_)->has_lease());
+  ASSERT_TRUE(store_->AcquireLease(id_, {"harness-a", "https://10.0.0.7:8080"}, milliseconds(60000)).ok());
+  auto meta = store_->GetSession(id_);
+  ASSERT_TRUE(meta->has_lease());
+  EXPECT_EQ(meta->lease().owner(), "harness-a");
+  EXPECT_EQ(meta->lease().holder_url(), "https://10.0.0.7:8080");
+  EXPECT_EQ(meta->lease().epoch(), 1u);
+  // The refusal to another owner is a status; the holder is read from GetSession, as data.
+  EXPECT_EQ(store_->AcquireLease(id_, {"harness-b", "https://b"}, milliseconds(100)).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->GetSession(id_)->lease().holder_url(), "https://10.0.0.7:8080");
+  // A refused acquire with an over-long URL changes nothing.
+  EXPECT_EQ(store_->AcquireLease(id_, {"harness-a", std::string(4096, 'u')}, milliseconds(100)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GetSession(id_)->lease().holder_url(), "https://10.0.0.7:8080");
+  ASSERT_TRUE(store_->ReleaseLease(id_, "harness-a", 1).ok());
+  EXPECT_FALSE(store_->GetSession(id_)->has_lease());
+  // Expiry hides it too.
+  ASSERT_TRUE(store_->AcquireLease(id_, {"harness-c", "http://c"}, milliseconds(30)).ok());
+  std::this_thread::sleep_for(milliseconds(60));
+  EXPECT_FALSE(store_->GetSession(id_)->has_lease());
+}
+
 TEST_F(LeaseTest, AcquireAfterExpiryRaisesEpochAndFencesTheOldHolder) {
-  auto a = store_->AcquireLease(id_, "harness-a", milliseconds(50));
+  auto a = store_->AcquireLease(id_, {"harness-a", ""}, milliseconds(50));
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(store_->Append(AppendOf(id_, 2, a->epoch(), {"from a"})).ok());
   std::this_thread::sleep_for(milliseconds(80));
@@ -64,7 +88,7 @@ TEST_F(LeaseTest, AcquireAfterExpiryRaisesEpochAndFencesTheOldHolder) {
             StatusCode::kAborted);
   EXPECT_EQ(store_->Append(AppendOf(id_, 3, a->epoch(), {"late a"})).status().code(),
             StatusCode::kAborted);
-  auto b = store_->AcquireLease(id_, "harness-b", milliseconds(60000));
+  auto b = store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(60000));
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->epoch(), a->epoch() + 1);
   EXPECT_EQ(store_->Append(AppendOf(id_, 3, 0, {"unfenced"})).status().code(),
@@ -76,13 +100,13 @@ TEST_F(LeaseTest, AcquireAfterExpiryRaisesEpochAndFencesTheOldHolder) {
 }
 
 TEST_F(LeaseTest, LeasesSurviveReopen) {
-  auto a = store_->AcquireLease(id_, "harness-a", milliseconds(60000));
+  auto a = store_->AcquireLease(id_, {"harness-a", ""}, milliseconds(60000));
   ASSERT_TRUE(a.ok());
   store_.reset();
   auto s = OpenSessionStore(dir_.Sub("db"), {});
   ASSERT_TRUE(s.ok());
   store_ = std::move(s).value();
-  EXPECT_EQ(store_->AcquireLease(id_, "harness-b", milliseconds(100)).status().code(),
+  EXPECT_EQ(store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(100)).status().code(),
             StatusCode::kFailedPrecondition);
   EXPECT_TRUE(store_->Append(AppendOf(id_, 2, a->epoch(), {"still mine"})).ok());
 }

@@ -98,11 +98,11 @@ TEST_F(ServerTest, StaleWriterIsFencedOut) {
   auto writer_b = ConnectSessionStore(server_->address());
   ASSERT_TRUE(writer_b.ok());
 
-  auto lease_a = client_->AcquireLease(id, "writer-a", milliseconds(200));
+  auto lease_a = client_->AcquireLease(id, {"writer-a", ""}, milliseconds(200));
   ASSERT_TRUE(lease_a.ok());
   ASSERT_TRUE(client_->Append(AppendOf(id, 2, lease_a->epoch(), {"a1"})).ok());
   std::this_thread::sleep_for(milliseconds(300));  // writer A stalls past its lease
-  auto lease_b = (*writer_b)->AcquireLease(id, "writer-b", milliseconds(60000));
+  auto lease_b = (*writer_b)->AcquireLease(id, {"writer-b", ""}, milliseconds(60000));
   ASSERT_TRUE(lease_b.ok());
   ASSERT_GT(lease_b->epoch(), lease_a->epoch());
   ASSERT_TRUE((*writer_b)->Append(AppendOf(id, 3, lease_b->epoch(), {"b1"})).ok());

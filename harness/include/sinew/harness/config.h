@@ -138,4 +138,8 @@ inline constexpr const char* kBuiltinNopKind = "builtin-nop";
 // Reads and parses a file.
 [[nodiscard]] Result<HarnessConfig> LoadConfig(const std::string& path);
 
+// OK when `url` is empty or http(s)://HOST[:PORT] without a path: what other harnesses are
+// sent to (the lease's holder_url). `where` names the setting in the error.
+[[nodiscard]] Status CheckAdvertiseUrl(const std::string& url, const std::string& where);
+
 }  // namespace sinew::harness

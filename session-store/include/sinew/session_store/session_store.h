@@ -59,6 +59,14 @@ class EventWatcher {
   virtual void Cancel() = 0;
 };
 
+// Who takes a lease: `owner` identifies the process (compared for renew and release);
+// `url` is where it answers requests about the session (may be empty). GetSession reports
+// both for the live lease, so that others can forward to the holder.
+struct LeaseHolder {
+  std::string owner;
+  std::string url;
+};
+
 class SessionStore {
  public:
   virtual ~SessionStore() = default;
@@ -66,7 +74,8 @@ class SessionStore {
   // Creates a session whose event 1 is a session_created event. Returns its metadata.
   [[nodiscard]] virtual Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) = 0;
 
-  // Returns a session's metadata (status, next_seq, lease epoch, ...).
+  // Returns a session's metadata (status, next_seq, lease epoch, ...) and, while one is
+  // live, its lease (holder and URL).
   [[nodiscard]] virtual Result<v1::Session> GetSession(const std::string& session_id) = 0;
 
   // Lists sessions newest first, filtered by tenant and status, one page at a time.
@@ -96,7 +105,7 @@ class SessionStore {
   // raises the epoch; an acquire while another owner holds a live lease fails with
   // kFailedPrecondition; the holder re-acquiring keeps its epoch and extends the lease.
   [[nodiscard]] virtual Result<v1::Lease> AcquireLease(const std::string& session_id,
-                                                       const std::string& owner,
+                                                       const LeaseHolder& holder,
                                                        std::chrono::milliseconds ttl) = 0;
   // Extends a live lease. kAborted when the lease expired, was released or is another's.
   [[nodiscard]] virtual Result<v1::Lease> RenewLease(const std::string& session_id,
