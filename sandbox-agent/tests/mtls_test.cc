@@ -4,6 +4,11 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -121,6 +126,29 @@ TEST(SandboxdTlsFilesTest, BadFilesStopTheStartWithTheirName) {
   auto plain = sinew::testing::RunToEnd({daemon, "--listen", "0.0.0.0:0", "--state-dir", dir.Sub("state")});
   EXPECT_EQ(plain.exit_code, 2) << plain.output;
   EXPECT_NE(plain.output.find("--insecure"), std::string::npos) << plain.output;
+}
+
+TEST(SandboxdTlsFilesTest, StopsCleanlyOnSigtermWithMtls) {
+  sinew::testing::TempDir dir("sinew-mtls-stop");
+  sinew::testing::MakeCerts(dir.path(), {"sandboxd"});
+  const std::string state = "/run/sinew-mtls-stop-" + std::to_string(getpid());
+  sinew::testing::Subprocess daemon({SandboxdProcess::BinDir() + "/sinew-sandboxd", "--listen", "127.0.0.1:0",
+                                     "--state-dir", state, "--cgroup-parent", "sinew-mtls-stop-" + std::to_string(getpid()),
+                                     "--warm-pool-size", "0", "--tls-cert", dir.Sub("sandboxd.pem"), "--tls-key",
+                                     dir.Sub("sandboxd-key.pem"), "--tls-ca", dir.Sub("ca.pem")});
+  ASSERT_TRUE(daemon.WaitForLine("listening", 60s));
+  // gRPC's threads start after the stop signals are blocked: SIGTERM reaches the orderly
+  // shutdown, which unmounts the agent directory.
+  daemon.Signal(SIGTERM);
+  const int status = daemon.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  std::ifstream mounts("/proc/self/mounts");
+  std::stringstream text;
+  text << mounts.rdbuf();
+  EXPECT_EQ(text.str().find(state), std::string::npos) << "a mount below " << state << " is left";
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+  rmdir(("/sys/fs/cgroup/sinew-mtls-stop-" + std::to_string(getpid())).c_str());
 }
 
 }  // namespace

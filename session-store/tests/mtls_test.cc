@@ -4,6 +4,9 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -179,6 +182,15 @@ TEST_F(StoreMtlsTest, NewCertificatesAreUsedWithoutARestart) {
   auto old_client = Connect(certs_->Client("ca1", "ca1"));
   EXPECT_FALSE(old_client.ok());
   EXPECT_TRUE((*before)->GetSession(created->id()).ok());
+}
+
+TEST_F(StoreMtlsTest, StopsCleanlyOnSigterm) {
+  // gRPC's threads start after the stop signals are blocked, so SIGTERM reaches the
+  // orderly shutdown instead of killing the process.
+  server_->Signal(SIGTERM);
+  const int status = server_->Wait();
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
 }
 
 TEST_F(StoreMtlsTest, BadCertificateFilesStopTheStartWithTheirName) {

@@ -34,9 +34,8 @@ int main(int argc, char** argv) {
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
   CLI11_PARSE(app, argc, argv);
-  auto credentials = sinew::GrpcServerCredentials(tls);
-  if (!credentials.ok()) {
-    spdlog::error("{}", credentials.status().message());
+  if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
+    spdlog::error("{}", files.message());
     return 2;
   }
   if (auto plain = sinew::CheckPlainGrpcOnlyOnLoopback(listen, tls.enabled(), insecure, "--insecure");
@@ -51,6 +50,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Only now: gRPC starts threads, which must inherit the blocked signals.
+  auto credentials = sinew::GrpcServerCredentials(tls);
+  if (!credentials.ok()) {
+    spdlog::error("{}", credentials.status().message());
+    return 2;
+  }
 
   sinew::store::StoreOptions options;
   options.durability =

@@ -124,14 +124,9 @@ int Run(int argc, char** argv) {
   grpc_tls.cert_file = http.tls.enabled() ? http.tls.cert_file : "";
   grpc_tls.key_file = http.tls.enabled() ? http.tls.key_file : "";
   grpc_tls.refresh_interval = std::chrono::seconds(tls_refresh_seconds);
-  std::shared_ptr<grpc::ServerCredentials> grpc_credentials;
-  if (grpc_port >= 0) {
-    auto credentials = sinew::GrpcServerCredentials(grpc_tls);
-    if (!credentials.ok()) {
-      std::fprintf(stderr, "sinew-model: %s\n", credentials.status().message().c_str());
-      return 2;
-    }
-    grpc_credentials = *credentials;
+  if (auto files = sinew::CheckGrpcTlsFiles(grpc_tls); grpc_port >= 0 && !files.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", files.message().c_str());
+    return 2;
   }
   if (auto plain = sinew::http::CheckPlainOnlyOnLoopback(http.host, http.tls.enabled(), insecure, "--insecure");
       !plain.ok()) {
@@ -160,6 +155,16 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Only now: gRPC starts threads, which must inherit the blocked signals.
+  std::shared_ptr<grpc::ServerCredentials> grpc_credentials;
+  if (grpc_port >= 0) {
+    auto credentials = sinew::GrpcServerCredentials(grpc_tls);
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "sinew-model: %s\n", credentials.status().message().c_str());
+      return 2;
+    }
+    grpc_credentials = *credentials;
+  }
 
   std::string chat_template_source;
   if (!chat_template_path.empty()) {

@@ -59,9 +59,8 @@ int main(int argc, char** argv) {
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
   CLI11_PARSE(app, argc, argv);
-  auto credentials = sinew::GrpcServerCredentials(tls);
-  if (!credentials.ok()) {
-    std::cerr << "sinew-sandboxd: " << credentials.status().message() << "\n";
+  if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
+    std::cerr << "sinew-sandboxd: " << files.message() << "\n";
     return 2;
   }
   if (auto plain = sinew::CheckPlainGrpcOnlyOnLoopback(listen, tls.enabled(), insecure, "--insecure");
@@ -89,6 +88,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Only now: gRPC starts threads, which must inherit the blocked signals.
+  auto credentials = sinew::GrpcServerCredentials(tls);
+  if (!credentials.ok()) {
+    std::cerr << "sinew-sandboxd: " << credentials.status().message() << "\n";
+    return 2;
+  }
 
   auto manager = sinew::sandbox::SandboxManager::Create(config);
   if (!manager.ok()) {
