@@ -16,10 +16,10 @@
 #      SINEW_MODEL_API_KEY: use that endpoint instead of sinew-model,
 #      SINEW_PROMPT (the first task), SINEW_KEEP=1 (leave everything running; Ctrl-C ends).
 # TLS is on by default: a local CA and certificates are made with openssl
-# (scripts/make-certs.sh, in the run's data directory) and the harness's REST API and
-# sinew-model's HTTP API serve HTTPS only. `run.sh --insecure` serves plain HTTP instead.
-# (The gRPC links to the store and sandboxd are plain TCP on loopback for now: mTLS on
-# them is not built yet, see docs/security.md.)
+# (scripts/make-certs.sh, in the run's data directory); the harness's REST API and
+# sinew-model's HTTP API serve HTTPS only, and the gRPC links harness -> sinew-store and
+# harness -> sinew-sandboxd are mTLS (each side presents a certificate of the local CA;
+# docs/security.md). `run.sh --insecure` runs plain HTTP and plain gRPC instead.
 # Everything listens on loopback only. Works on a fresh machine after ./scripts/install-deps.sh.
 set -euo pipefail
 SECURE=1
@@ -47,26 +47,29 @@ wait_line() {  # wait_line FILE PATTERN: waits up to 60 s for PATTERN in FILE
 }
 if [ "$SECURE" = 1 ]; then
   CERTS=$DATA/certs
-  ./scripts/make-certs.sh "$CERTS" harness model
+  ./scripts/make-certs.sh "$CERTS" harness model store sandboxd
   SCHEME=https
   CA=$CERTS/ca.pem
   MODEL_TLS=(--tls-cert "$CERTS/model.pem" --tls-key "$CERTS/model-key.pem")
   HARNESS_TLS="\"tls\": {\"cert_file\": \"$CERTS/harness.pem\", \"key_file\": \"$CERTS/harness-key.pem\", \"ca_file\": \"$CA\"},"
   MODEL_CA="\"ca_file\": \"$CA\","
+  STORE_TLS=(--tls-cert "$CERTS/store.pem" --tls-key "$CERTS/store-key.pem" --tls-ca "$CA")
+  SANDBOXD_TLS=(--tls-cert "$CERTS/sandboxd.pem" --tls-key "$CERTS/sandboxd-key.pem" --tls-ca "$CA")
+  HARNESS_GRPC_TLS="\"grpc_tls\": {\"cert_file\": \"$CERTS/harness.pem\", \"key_file\": \"$CERTS/harness-key.pem\", \"ca_file\": \"$CA\"},"
   CURL_CA=(--cacert "$CA")
-  echo "== TLS              on (local CA $CA); run.sh --insecure for plain HTTP"
+  echo "== TLS              on: HTTPS and gRPC mTLS (local CA $CA); run.sh --insecure for plain"
 else
-  SCHEME=http CA="" MODEL_TLS=() HARNESS_TLS="" MODEL_CA="" CURL_CA=()
+  SCHEME=http CA="" MODEL_TLS=() HARNESS_TLS="" MODEL_CA="" CURL_CA=() STORE_TLS=() SANDBOXD_TLS=() HARNESS_GRPC_TLS=""
   echo "== TLS              off (--insecure)"
 fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # 1. The session store.
-"$BIN/sinew-store" --db "$DATA/store" --listen 127.0.0.1:0 >"$DATA/store.out" 2>&1 &
+"$BIN/sinew-store" --db "$DATA/store" --listen 127.0.0.1:0 ${STORE_TLS[@]+"${STORE_TLS[@]}"} >"$DATA/store.out" 2>&1 &
 PIDS+=($!)
 wait_line "$DATA/store.out" "listening on"
 STORE=$(awk '/listening on/ {print $NF}' "$DATA/store.out")
-echo "== sinew-store      $STORE  ($DATA/store)"
+echo "== sinew-store      $STORE  ($DATA/store)${STORE_TLS[*]:+, mTLS}"
 
 # 2. The sandboxes: root and runc are needed; the image is built once (debootstrap).
 SANDBOXD=""
@@ -74,11 +77,11 @@ if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
   ./sandbox-agent/image/build-image.sh default
   SBPORT=$(free_port)
   "$BIN/sinew-sandboxd" --listen "127.0.0.1:$SBPORT" --state-dir "$DATA/sandboxd" \
-    --cgroup-parent "sinew-run-$$" >"$DATA/sandboxd.out" 2>&1 &
+    --cgroup-parent "sinew-run-$$" ${SANDBOXD_TLS[@]+"${SANDBOXD_TLS[@]}"} >"$DATA/sandboxd.out" 2>&1 &
   PIDS+=($!)
   wait_line "$DATA/sandboxd.out" "listening"
   SANDBOXD="127.0.0.1:$SBPORT"
-  echo "== sinew-sandboxd   $SANDBOXD"
+  echo "== sinew-sandboxd   $SANDBOXD${SANDBOXD_TLS[*]:+  (mTLS)}"
 else
   echo "== sinew-sandboxd   skipped (needs root and runc): sandbox tools are off"
 fi
@@ -118,7 +121,7 @@ cat >"$DATA/demo-script.json" <<'JSON'
 JSON
 HPORT=${SINEW_HARNESS_PORT:-8080}
 cat >"$DATA/harness.json" <<JSON
-{"listen": "127.0.0.1:$HPORT", $HARNESS_TLS
+{"listen": "127.0.0.1:$HPORT", $HARNESS_TLS $HARNESS_GRPC_TLS
  "store": {"address": "$STORE"},
  $( [ -n "$SANDBOXD" ] && echo "\"sandboxd\": {\"address\": \"$SANDBOXD\"}," )
  "api_keys": {"sk-sinew-demo": "demo"},

@@ -13,6 +13,7 @@
 #include "context.h"
 #include "sinew/eval/report.h"
 #include "sinew/eval/runner.h"
+#include "sinew/grpc_tls_flags.h"
 #include "sinew/sandbox/provisioner_client.h"
 
 namespace sinew::cli {
@@ -26,6 +27,7 @@ struct EvalArgs {
   std::string sandboxd = std::string(sandbox::kDefaultProvisionerAddress);
   uint32_t trials = 1, concurrency = 1, max_attempts = 2;
   std::vector<std::string> configs;
+  GrpcTlsOptions sandboxd_tls;
 };
 
 std::string DefaultJobDir() {
@@ -128,6 +130,7 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
   run->add_option("--job", args->job, "job directory (default ./sinew-eval-<UTC time>)");
   run->add_option("--task", args->task_glob, "only tasks whose folder name matches this glob");
   run->add_option("--sandboxd", args->sandboxd, "sinew-sandboxd address (default 127.0.0.1:7702)");
+  AddGrpcTlsFlags(*run, &args->sandboxd_tls, /*client=*/true, "--sandboxd-tls");
   run->add_option("--max-attempts", args->max_attempts,
                   "attempts per trial; only infra errors are retried (default 2)")
       ->check(CLI::Range(1, 10));
@@ -144,6 +147,7 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
     spec.max_attempts = args->max_attempts;
     spec.server = ctx.server;  // every trial is a harness session
     spec.sandboxd = args->sandboxd;
+    spec.sandboxd_tls = args->sandboxd_tls;
     spec.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
@@ -158,17 +162,20 @@ void AddEvalCommands(CLI::App& app, Context& ctx) {
   auto resume_dir = std::make_shared<std::string>();
   auto resume_conc = std::make_shared<uint32_t>(0);
   auto resume_sandboxd = std::make_shared<std::string>();
+  auto resume_tls = std::make_shared<GrpcTlsOptions>();
   auto* resume = ev->add_subcommand("resume", "continue a job; finished trials are not run again");
   resume->add_option("job", *resume_dir, "job directory")->required();
   resume->add_option("--concurrency", *resume_conc, "trials at once (default: the job's)")
       ->check(CLI::Range(1, 64));
   resume->add_option("--sandboxd", *resume_sandboxd,
                      "sinew-sandboxd address (default: the job's, from job.json)");
-  resume->callback([&ctx, resume_dir, resume_conc, resume_sandboxd] {
+  AddGrpcTlsFlags(*resume, resume_tls.get(), /*client=*/true, "--sandboxd-tls");
+  resume->callback([&ctx, resume_dir, resume_conc, resume_sandboxd, resume_tls] {
     auto spec = eval::LoadJob(*resume_dir);
     if (!spec.ok()) return ctx.Fail(spec.status());
     if (*resume_conc) spec->concurrency = *resume_conc;
     if (!resume_sandboxd->empty()) spec->sandboxd = *resume_sandboxd;
+    if (resume_tls->enabled()) spec->sandboxd_tls = *resume_tls;  // else the job's, from job.json
     spec->server = ctx.server;
     RunJob(ctx, *resume_dir, *spec);
   });

@@ -64,6 +64,10 @@ json::object JobSpec::ToJson() const {
           {"max_attempts", max_attempts},
           {"server", server},
           {"sandboxd", sandboxd},
+          {"sandboxd_tls", {{"cert_file", sandboxd_tls.cert_file},
+                            {"key_file", sandboxd_tls.key_file},
+                            {"ca_file", sandboxd_tls.ca_file},
+                            {"server_name", sandboxd_tls.server_name_override}}},
           {"created_unix_ms", created_unix_ms}};
 }
 
@@ -80,6 +84,12 @@ Result<JobSpec> JobSpec::FromJson(const json::value& v) {
   s.max_attempts = static_cast<uint32_t>(Int(o, "max_attempts"));
   s.server = Str(o, "server");
   s.sandboxd = Str(o, "sandboxd");
+  if (auto* t = o.if_contains("sandboxd_tls"); t && t->is_object()) {
+    s.sandboxd_tls.cert_file = Str(t->as_object(), "cert_file");
+    s.sandboxd_tls.key_file = Str(t->as_object(), "key_file");
+    s.sandboxd_tls.ca_file = Str(t->as_object(), "ca_file");
+    s.sandboxd_tls.server_name_override = Str(t->as_object(), "server_name");
+  }
   s.created_unix_ms = Int(o, "created_unix_ms");
   if (auto* c = o.if_contains("configs"); c && c->is_array()) {
     for (const auto& x : c->as_array()) {

@@ -224,7 +224,7 @@ struct Runner::Impl {
 };
 
 Status CheckServices(const JobSpec& spec, const std::string& api_key) {
-  SINEW_ASSIGN_OR_RETURN(auto provisioner, sandbox::ProvisionerClient::Connect(spec.sandboxd));
+  SINEW_ASSIGN_OR_RETURN(auto provisioner, sandbox::ProvisionerClient::Connect(spec.sandboxd, std::chrono::minutes(2), spec.sandboxd_tls));
   auto health = provisioner->Health();
   if (!health.ok()) {
     return Status::Unavailable("sinew-sandboxd at " + spec.sandboxd +
@@ -267,7 +267,8 @@ Runner::Progress Runner::progress() const {
 Status Runner::Run() {
   Impl& m = *impl_;
   SINEW_ASSIGN_OR_RETURN(m.journal, Journal::Open(m.options.job_dir));
-  SINEW_ASSIGN_OR_RETURN(m.provisioner, sandbox::ProvisionerClient::Connect(m.spec.sandboxd));
+  SINEW_ASSIGN_OR_RETURN(m.provisioner, sandbox::ProvisionerClient::Connect(m.spec.sandboxd, std::chrono::minutes(2),
+                                                                           m.spec.sandboxd_tls));
   SINEW_RETURN_IF_ERROR(CheckServices(m.spec, m.options.api_key));
   SINEW_RETURN_IF_ERROR(m.CloseUnfinished());
 

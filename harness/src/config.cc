@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "json_util.h"
+#include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
 
 namespace sinew::harness {
@@ -62,6 +63,24 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   return Status::Ok();
 }
 
+// config.grpc_tls: {"cert_file", "key_file", "ca_file", "server_name", "refresh_seconds"}.
+Status ParseGrpcTls(const json::object& o, GrpcTlsOptions* tls) {
+  const std::string where = "config.grpc_tls";
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(o, "cert_file,key_file,ca_file,server_name,refresh_seconds", where));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "cert_file", where, &tls->cert_file));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "key_file", where, &tls->key_file));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "ca_file", where, &tls->ca_file));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "server_name", where, &tls->server_name_override));
+  uint32_t refresh = static_cast<uint32_t>(tls->refresh_interval.count());
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "refresh_seconds", where, &refresh));
+  if (refresh == 0) return Status::InvalidArgument(where + ".refresh_seconds must be at least 1");
+  tls->refresh_interval = std::chrono::seconds(refresh);
+  if (tls->cert_file.empty() || tls->key_file.empty() || tls->ca_file.empty()) {
+    return Status::InvalidArgument(where + " needs cert_file, key_file and ca_file");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status AddBuiltinAgents(HarnessConfig* config) {
@@ -90,7 +109,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
-      "max_connections,tls,insecure",
+      "max_connections,tls,insecure,grpc_tls",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -119,6 +138,9 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
     SINEW_RETURN_IF_ERROR(ReadString(*t, "cert_file", "config.tls", &c.tls.cert_file));
     SINEW_RETURN_IF_ERROR(ReadString(*t, "key_file", "config.tls", &c.tls.key_file));
     SINEW_RETURN_IF_ERROR(ReadString(*t, "ca_file", "config.tls", &c.tls.ca_file));
+  }
+  if (const json::object* g = ChildObject(root, "grpc_tls", &error)) {
+    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, &c.grpc_tls));
   }
   if (const json::object* keys = ChildObject(root, "api_keys", &error)) {
     for (const auto& kv : *keys) {
@@ -246,6 +268,8 @@ Result<HarnessConfig> LoadConfig(const std::string& path) {
   ss << in.rdbuf();
   auto parsed = ParseConfig(ss.str());
   if (!parsed.ok()) return parsed.status().WithContext(path);
+  // The certificate files are read now, so that a wrong one stops the start with its name.
+  if (Status files = CheckGrpcTlsFiles(parsed->grpc_tls); !files.ok()) return files.WithContext(path);
   return parsed;
 }
 

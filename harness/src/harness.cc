@@ -41,7 +41,9 @@ class HarnessImpl final : public Harness, public SessionControl {
       options.durability = config_.store_durability == "async" ? store::Durability::kAsync : store::Durability::kSync;
       SINEW_ASSIGN_OR_RETURN(store_, store::OpenSessionStore(config_.store_dir, options));
     } else {
-      SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address));
+      store::RemoteOptions remote;
+      remote.tls = config_.grpc_tls;
+      SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address, remote));
     }
     vault_ = Vault::Create(config_.secrets);
     SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&config_));  // a config built in code has none yet
@@ -53,7 +55,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       models_[name] = std::move(client).value();
     }
     proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
-    sandboxes_ = SandboxBackend::Create(config_.sandboxd_address);
+    sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls);
     deps_ = Deps();
     handler_ = std::make_unique<ApiHandler>(&deps_, this);
     SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));

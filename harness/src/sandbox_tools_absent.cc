@@ -23,7 +23,7 @@ class AbsentBackend final : public SandboxBackend {
 
 }  // namespace
 
-std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&) {
+std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&, const GrpcTlsOptions&) {
   return std::make_unique<AbsentBackend>();
 }
 

@@ -65,7 +65,8 @@ class SandboxBackend {
  public:
   virtual ~SandboxBackend() = default;
   // `address` of sinew-sandboxd; "" gives a backend whose every call fails clearly.
-  static std::unique_ptr<SandboxBackend> Create(const std::string& address);
+  // `tls`: mTLS to sinew-sandboxd (config.grpc_tls). Default: plain gRPC
+  static std::unique_ptr<SandboxBackend> Create(const std::string& address, const GrpcTlsOptions& tls = {});
 
   struct Provisioned {
     std::string id;

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_tls.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
 
 namespace sinew::sandbox {
@@ -67,9 +68,9 @@ class GrpcProvisionerClient final : public ProvisionerClient {
 }  // namespace
 
 Result<std::unique_ptr<ProvisionerClient>> ProvisionerClient::Connect(
-    std::string address, std::chrono::milliseconds call_timeout) {
+    std::string address, std::chrono::milliseconds call_timeout, const GrpcTlsOptions& tls) {
   if (address.empty()) return Status::InvalidArgument("provisioner address is empty");
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, tls));
   return std::unique_ptr<ProvisionerClient>(new GrpcProvisionerClient(channel, call_timeout));
 }
 

@@ -83,7 +83,7 @@ SandboxdProcess::~SandboxdProcess() {
   rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());  // cgroup v2
 }
 
-void SandboxdProcess::Start(const std::vector<std::string>& extra_flags) {
+void SandboxdProcess::Start(const std::vector<std::string>& extra_flags, const GrpcTlsOptions& client_tls) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = FreePort();
     std::vector<std::string> args = {BinDir() + "/sinew-sandboxd",
@@ -106,7 +106,7 @@ void SandboxdProcess::Start(const std::vector<std::string>& extra_flags) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     auto client =
-        ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port_), std::chrono::seconds(120));
+        ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port_), std::chrono::seconds(120), client_tls);
     ASSERT_TRUE(client.ok());
     client_ = std::move(*client);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

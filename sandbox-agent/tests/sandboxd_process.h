@@ -22,8 +22,9 @@ class SandboxdProcess {
   SandboxdProcess();
   ~SandboxdProcess();  // SIGTERM, wait, then removes the state directory
 
-  // Starts the daemon (extra flags appended) and waits until it answers Health.
-  void Start(const std::vector<std::string>& extra_flags = {});
+  // Starts the daemon (extra flags appended) and waits until it answers Health, dialling
+  // it with `client_tls` (plain by default; the daemon's --tls-* flags go in extra_flags).
+  void Start(const std::vector<std::string>& extra_flags = {}, const GrpcTlsOptions& client_tls = {});
   void Kill(int signal);  // sends `signal` and reaps the daemon
   ProvisionerClient& client() { return *client_; }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_tls.h"
 #include "sinew/proto/session_store.grpc.pb.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/store_service.h"
@@ -179,7 +180,7 @@ Result<std::unique_ptr<SessionStore>> ConnectSessionStore(const std::string& add
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, options.tls, args));
   auto store = std::make_unique<RemoteStore>(channel, options);
   Status ping = store->Ping();
   if (!ping.ok()) {

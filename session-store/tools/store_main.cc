@@ -1,5 +1,6 @@
 // sinew-store: the session store as a gRPC server.
 //   sinew-store --db DIR [--listen 127.0.0.1:7701] [--durability sync|async]
+//               [--tls-cert F --tls-key F --tls-ca F | --insecure]
 // Prints "sinew-store listening on HOST:PORT" once it serves (port 0 picks a free port).
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +9,8 @@
 #include <csignal>
 #include <cstdio>
 
+#include "sinew/grpc_tls.h"
+#include "sinew/grpc_tls_flags.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/store_service.h"
 
@@ -26,7 +29,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-event-bytes", max_event_bytes, "largest accepted event")
       ->capture_default_str();
+  sinew::GrpcTlsOptions tls;
+  sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
+  bool insecure = false;
+  app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
   CLI11_PARSE(app, argc, argv);
+  if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
+    spdlog::error("{}", files.message());
+    return 2;
+  }
+  if (auto plain = sinew::CheckPlainGrpcOnlyOnLoopback(listen, tls.enabled(), insecure, "--insecure");
+      !plain.ok()) {
+    spdlog::error("{}", plain.message());
+    return 2;
+  }
 
   // Block the stop signals before any thread starts, then wait for them below.
   sigset_t stop_signals;
@@ -34,6 +50,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Only now: gRPC starts threads, which must inherit the blocked signals.
+  auto credentials = sinew::GrpcServerCredentials(tls);
+  if (!credentials.ok()) {
+    spdlog::error("{}", credentials.status().message());
+    return 2;
+  }
 
   sinew::store::StoreOptions options;
   options.durability =
@@ -47,7 +69,7 @@ int main(int argc, char** argv) {
   auto service = sinew::store::NewStoreService(store->get());
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(sinew::store::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(sinew::store::kMaxGrpcMessageBytes);
   builder.RegisterService(service.get());
@@ -59,7 +81,7 @@ int main(int argc, char** argv) {
   std::string host = listen.substr(0, listen.rfind(':'));
   std::printf("sinew-store listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
-  spdlog::info("serving {} ({} durability)", db, durability);
+  spdlog::info("serving {} ({} durability, {})", db, durability, tls.enabled() ? "mTLS" : "plain gRPC");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

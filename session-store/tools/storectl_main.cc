@@ -1,5 +1,5 @@
 // sinew-storectl: a small client of sinew-store, for operators and the demo.
-//   sinew-storectl [--store 127.0.0.1:7701] create --tenant T [--title X]
+//   sinew-storectl [--store 127.0.0.1:7701] [--tls-cert F --tls-key F --tls-ca F] create --tenant T [--title X]
 //   sinew-storectl append ID --text "hello" [--kind user|note] [--expect N]
 //   sinew-storectl events ID [--from N] [--to M]      (one JSON object per line)
 //   sinew-storectl watch ID [--from N] [--for SECONDS]
@@ -11,6 +11,7 @@
 #include <cctype>
 #include <iostream>
 
+#include "sinew/grpc_tls_flags.h"
 #include "sinew/session_store/session_store.h"
 
 namespace {
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
   std::string address = "127.0.0.1:7701";
   if (const char* env = std::getenv("SINEW_STORE")) address = env;
   app.add_option("--store", address, "store address (env SINEW_STORE)")->capture_default_str();
+  sinew::store::RemoteOptions remote;
+  sinew::AddGrpcTlsFlags(app, &remote.tls, /*client=*/true);
 
   std::string tenant, title, id, text, kind = "user", status_name, target;
   uint64_t from = 0, to = 0, expect = 0;
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
   backup->add_option("--to", target, "target directory (must not exist)")->required();
   CLI11_PARSE(app, argc, argv);
 
-  auto store = sinew::store::ConnectSessionStore(address);
+  auto store = sinew::store::ConnectSessionStore(address, remote);
   if (!store.ok()) return Fail(store.status());
   SessionStore& s = **store;
 

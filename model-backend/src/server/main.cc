@@ -1,6 +1,6 @@
 // sinew-model: serves one GGUF model over an OpenAI-compatible HTTP API and gRPC.
 //   sinew-model --model FILE.gguf [--host 127.0.0.1] [--port 8081] [--grpc-port 7703]
-//               [--chat-template FILE.jinja]
+//               [--chat-template FILE.jinja] [--tls-cert F --tls-key F [--tls-ca F] | --insecure]
 // Prints "http listening on HOST:PORT" and "grpc listening on HOST:PORT" on stdout once
 // ready (port 0 picks a free port). Stops on SIGINT/SIGTERM.
 #include <grpcpp/grpcpp.h>
@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "model_runner.h"
 #include "openai_response.h"
+#include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
 
 namespace {
@@ -94,11 +95,37 @@ int Run(int argc, char** argv) {
   app.add_option("--tls-cert", http.tls.cert_file,
                  "PEM certificate chain: serve HTTPS only (reloaded on change and on SIGHUP)");
   app.add_option("--tls-key", http.tls.key_file, "PEM private key of --tls-cert");
+  sinew::GrpcTlsOptions grpc_tls;
+  app.add_option("--tls-ca", grpc_tls.ca_file,
+                 "PEM CA bundle that gRPC clients' certificates must chain to: with --tls-cert, "
+                 "the gRPC port is mTLS (required when TLS is on and gRPC is served)");
+  int64_t tls_refresh_seconds = 60;
+  app.add_option("--tls-refresh-seconds", tls_refresh_seconds,
+                 "how often the gRPC port's certificate files are checked for changes")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
   bool insecure = false;
-  app.add_flag("--insecure", insecure, "allow plain HTTP on a non-loopback --host");
+  app.add_flag("--insecure", insecure, "allow plain HTTP and gRPC on a non-loopback --host");
   CLI11_PARSE(app, argc, argv);
   if (http.tls.cert_file.empty() != http.tls.key_file.empty()) {
     std::fprintf(stderr, "sinew-model: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
+  if (!grpc_tls.ca_file.empty() && !http.tls.enabled()) {
+    std::fprintf(stderr, "sinew-model: --tls-ca needs --tls-cert and --tls-key\n");
+    return 2;
+  }
+  if (http.tls.enabled() && grpc_port >= 0 && grpc_tls.ca_file.empty()) {
+    std::fprintf(stderr,
+                 "sinew-model: with TLS on, the gRPC port is mTLS and needs --tls-ca (the CA "
+                 "client certificates must chain to), or turn gRPC off with --grpc-port -1\n");
+    return 2;
+  }
+  grpc_tls.cert_file = http.tls.enabled() ? http.tls.cert_file : "";
+  grpc_tls.key_file = http.tls.enabled() ? http.tls.key_file : "";
+  grpc_tls.refresh_interval = std::chrono::seconds(tls_refresh_seconds);
+  if (auto files = sinew::CheckGrpcTlsFiles(grpc_tls); grpc_port >= 0 && !files.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", files.message().c_str());
     return 2;
   }
   if (auto plain = sinew::http::CheckPlainOnlyOnLoopback(http.host, http.tls.enabled(), insecure, "--insecure");
@@ -128,6 +155,16 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Only now: gRPC starts threads, which must inherit the blocked signals.
+  std::shared_ptr<grpc::ServerCredentials> grpc_credentials;
+  if (grpc_port >= 0) {
+    auto credentials = sinew::GrpcServerCredentials(grpc_tls);
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "sinew-model: %s\n", credentials.status().message().c_str());
+      return 2;
+    }
+    grpc_credentials = *credentials;
+  }
 
   std::string chat_template_source;
   if (!chat_template_path.empty()) {
@@ -180,8 +217,8 @@ int Run(int argc, char** argv) {
   if (grpc_port >= 0) {
     grpc::ServerBuilder builder;
     int selected_port = 0;
-    builder.AddListeningPort(http.host + ":" + std::to_string(grpc_port),
-                             grpc::InsecureServerCredentials(), &selected_port);
+    builder.AddListeningPort(http.host + ":" + std::to_string(grpc_port), grpc_credentials,
+                             &selected_port);
     builder.RegisterService(&grpc_service);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
     builder.SetMaxReceiveMessageSize(

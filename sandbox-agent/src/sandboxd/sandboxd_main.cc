@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "sandboxd/provisioner_service.h"
+#include "sinew/grpc_tls.h"
+#include "sinew/grpc_tls_flags.h"
 #include "sandboxd/sandbox_manager.h"
 
 int main(int argc, char** argv) {
@@ -52,7 +54,20 @@ int main(int argc, char** argv) {
   app.add_option("--default-cpu-millicores", cpu, "default CPU")->capture_default_str();
   app.add_option("--default-pids", pids, "default pids limit")->capture_default_str();
   app.add_option("--default-lifetime-seconds", life, "default lifetime")->capture_default_str();
+  sinew::GrpcTlsOptions tls;
+  sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
+  bool insecure = false;
+  app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
   CLI11_PARSE(app, argc, argv);
+  if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
+    std::cerr << "sinew-sandboxd: " << files.message() << "\n";
+    return 2;
+  }
+  if (auto plain = sinew::CheckPlainGrpcOnlyOnLoopback(listen, tls.enabled(), insecure, "--insecure");
+      !plain.ok()) {
+    std::cerr << "sinew-sandboxd: " << plain.message() << "\n";
+    return 2;
+  }
   config.defaults.set_memory_limit_bytes(mem);
   config.defaults.set_workspace_bytes(ws);
   config.defaults.set_cpu_millicores(cpu);
@@ -73,6 +88,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Only now: gRPC starts threads, which must inherit the blocked signals.
+  auto credentials = sinew::GrpcServerCredentials(tls);
+  if (!credentials.ok()) {
+    std::cerr << "sinew-sandboxd: " << credentials.status().message() << "\n";
+    return 2;
+  }
 
   auto manager = sinew::sandbox::SandboxManager::Create(config);
   if (!manager.ok()) {
@@ -82,7 +103,7 @@ int main(int argc, char** argv) {
   sinew::sandbox::ProvisionerService service(**manager);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {

@@ -18,6 +18,7 @@
 
 #include <boost/json.hpp>
 
+#include "sinew/grpc_tls_options.h"
 #include "sinew/status.h"
 
 namespace sinew::eval {
@@ -41,6 +42,7 @@ struct JobSpec {
   uint32_t max_attempts = 2;  // attempts per trial; only infra errors are retried. Default: 2
   std::string server;         // harness URL (every agent: each trial is a session)
   std::string sandboxd;       // sinew-sandboxd address
+  GrpcTlsOptions sandboxd_tls{};  // mTLS to sinew-sandboxd (file paths). Default: plain gRPC
   int64_t created_unix_ms = 0;
 
   boost::json::object ToJson() const;

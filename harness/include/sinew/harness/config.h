@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sinew/grpc_tls_options.h"
 #include "sinew/status.h"
 
 namespace sinew::harness {
@@ -109,6 +110,10 @@ struct HarnessConfig {
   // Open connections at most; more are answered 503. Default: 2048
   uint32_t max_connections = 2048;
   TlsConfig tls;
+  // mTLS on the gRPC links to sinew-store and sinew-sandboxd (docs/security.md): this
+  // harness's client certificate and key, and the CA their certificates must chain to.
+  // Default: none (plain gRPC)
+  GrpcTlsOptions grpc_tls{};
   // Allow plain HTTP on a non-loopback `listen` (without it such a config is refused).
   // Default: false
   bool insecure = false;

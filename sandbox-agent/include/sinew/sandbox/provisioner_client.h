@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sinew/grpc_tls_options.h"
 #include "sinew/proto/sandbox.pb.h"
 #include "sinew/status.h"
 
@@ -36,9 +37,12 @@ class ProvisionerClient {
   // Creates a client for the daemon at `address` (host:port). Does not wait for the
   // daemon; the first call fails with kUnavailable if it is down.
   // `call_timeout` bounds each call. Default: 2 minutes
+  // `tls`: mTLS to the daemon (docs/security.md); fails at once when its files are
+  // unreadable or do not match. Default: none (plain gRPC)
   [[nodiscard]] static Result<std::unique_ptr<ProvisionerClient>> Connect(
       std::string address = std::string(kDefaultProvisionerAddress),
-      std::chrono::milliseconds call_timeout = std::chrono::minutes(2));
+      std::chrono::milliseconds call_timeout = std::chrono::minutes(2),
+      const GrpcTlsOptions& tls = {});
 
   // A ready sandbox of this shape. `label` is free text shown by List (e.g. a session id).
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,

@@ -22,6 +22,7 @@
 
 #include "sinew/proto/events.pb.h"
 #include "sinew/proto/session_store.pb.h"
+#include "sinew/grpc_tls_options.h"
 #include "sinew/status.h"
 
 namespace sinew::store {
@@ -130,6 +131,8 @@ struct RemoteOptions {
   std::chrono::milliseconds call_timeout{30000};
   // How long Connect waits for the server to answer Health. Default: 5 s
   std::chrono::milliseconds connect_timeout{5000};
+  // mTLS to the server (docs/security.md). Default: none (plain gRPC)
+  GrpcTlsOptions tls{};
 };
 
 // Connects to a `sinew-store` server at `address` (host:port) and checks that it answers.
