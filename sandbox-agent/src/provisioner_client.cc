@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_trace.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
 
 namespace sinew::sandbox {
@@ -53,6 +54,7 @@ class GrpcProvisionerClient final : public ProvisionerClient {
                                                                   Resp*)) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    AddTraceMetadata(&ctx);
     Resp resp;
     grpc::Status s = (stub_.get()->*method)(&ctx, req, &resp);
     if (!s.ok()) return FromGrpcStatus(s).WithContext("provisioner " + std::string(what));

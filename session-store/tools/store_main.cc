@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "sinew/log.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/store_service.h"
 
@@ -26,7 +27,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-event-bytes", max_event_bytes, "largest accepted event")
       ->capture_default_str();
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (auto logs = sinew::logging::SetupLogging("sinew-store", log_format, log_level); !logs.ok()) {
+    std::fprintf(stderr, "sinew-store: %s\n", logs.ToString().c_str());
+    return 2;
+  }
 
   // Block the stop signals before any thread starts, then wait for them below.
   sigset_t stop_signals;

@@ -19,6 +19,7 @@
 #include "model_runner.h"
 #include "openai_response.h"
 #include "sinew/http/server.h"
+#include "sinew/log.h"
 
 namespace {
 
@@ -96,7 +97,16 @@ int Run(int argc, char** argv) {
   app.add_option("--tls-key", http.tls.key_file, "PEM private key of --tls-cert");
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain HTTP on a non-loopback --host");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (auto logs = sinew::logging::SetupLogging("sinew-model", log_format, log_level); !logs.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", logs.ToString().c_str());
+    return 2;
+  }
   if (http.tls.cert_file.empty() != http.tls.key_file.empty()) {
     std::fprintf(stderr, "sinew-model: --tls-cert and --tls-key go together\n");
     return 2;

@@ -10,6 +10,7 @@
 
 #include "sandboxd/provisioner_service.h"
 #include "sandboxd/sandbox_manager.h"
+#include "sinew/log.h"
 
 int main(int argc, char** argv) {
   sinew::sandbox::ProvisionerConfig config;
@@ -52,7 +53,16 @@ int main(int argc, char** argv) {
   app.add_option("--default-cpu-millicores", cpu, "default CPU")->capture_default_str();
   app.add_option("--default-pids", pids, "default pids limit")->capture_default_str();
   app.add_option("--default-lifetime-seconds", life, "default lifetime")->capture_default_str();
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (auto logs = sinew::logging::SetupLogging("sinew-sandboxd", log_format, log_level); !logs.ok()) {
+    std::cerr << "sinew-sandboxd: " << logs.ToString() << "\n";
+    return 2;
+  }
   config.defaults.set_memory_limit_bytes(mem);
   config.defaults.set_workspace_bytes(ws);
   config.defaults.set_cpu_millicores(cpu);
