@@ -130,11 +130,11 @@ std::string OutgoingTraceparent() {
   return "00-" + f.trace_id + "-" + NewSpanIdHex() + "-01";
 }
 
-LogFields FieldsForIncoming(std::string_view traceparent, std::string* parent_span) {
+LogFields FieldsForIncoming(std::string_view traceparent) {
   LogFields fields;
   if (auto tp = ParseTraceparent(traceparent)) {
     fields.trace_id = tp->TraceIdHex();
-    if (parent_span != nullptr) *parent_span = tp->SpanIdHex();
+    fields.extra.emplace_back("parent_span_id", tp->SpanIdHex());
   } else {
     fields.trace_id = NewTraceIdHex();
   }

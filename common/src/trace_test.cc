@@ -97,18 +97,18 @@ TEST(LogContextTest, ScopesNestAndOutgoingCallsGetFreshSpans) {
 }
 
 TEST(LogContextTest, IncomingHeaderContinuesItsTraceOrStartsANewOne) {
-  std::string parent;
-  LogFields f = FieldsForIncoming(kValid, &parent);
+  LogFields f = FieldsForIncoming(kValid);
   EXPECT_EQ(f.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
-  EXPECT_EQ(parent, "00f067aa0ba902b7");
+  ASSERT_EQ(f.extra.size(), 1u);
+  EXPECT_EQ(f.extra[0].first, "parent_span_id");
+  EXPECT_EQ(f.extra[0].second, "00f067aa0ba902b7");
   EXPECT_EQ(f.span_id.size(), 16u);
-  EXPECT_NE(f.span_id, parent);
+  EXPECT_NE(f.span_id, "00f067aa0ba902b7");
   for (const char* bad : {"", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"}) {
-    std::string p;
-    LogFields n = FieldsForIncoming(bad, &p);
+    LogFields n = FieldsForIncoming(bad);
     EXPECT_EQ(n.trace_id.size(), 32u) << bad;
     EXPECT_NE(n.trace_id, "00000000000000000000000000000000");
-    EXPECT_TRUE(p.empty()) << bad;
+    EXPECT_TRUE(n.extra.empty()) << bad << ": no parent span";
   }
 }
 

@@ -85,7 +85,8 @@ std::string OutgoingTraceparent();
 
 // The log fields of a receiver serving one request that came with `traceparent` (may be
 // empty): its trace when valid, a new trace when absent or invalid; a new span id (the
-// receiver's own) either way. `parent_span` is set to the caller's span id when valid.
-LogFields FieldsForIncoming(std::string_view traceparent, std::string* parent_span = nullptr);
+// receiver's own) either way; and, when valid, the caller's span as extra field
+// "parent_span_id".
+LogFields FieldsForIncoming(std::string_view traceparent);
 
 }  // namespace sinew

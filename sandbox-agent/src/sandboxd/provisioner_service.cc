@@ -26,7 +26,7 @@ template <typename Fn>
 grpc::Status Traced(const grpc::ServerContext* ctx, const char* method,
                     std::vector<std::pair<std::string, std::string>> extra, Fn&& fn) {
   LogFields fields = FieldsForCall(*ctx);
-  fields.extra = std::move(extra);
+  fields.extra.insert(fields.extra.end(), extra.begin(), extra.end());
   ScopedLogContext scope(std::move(fields));
   spdlog::info("sandboxd {} started", method);
   grpc::Status s = fn();
