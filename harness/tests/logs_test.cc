@@ -46,15 +46,19 @@ TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
   const std::string gguf = std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
   if (access(gguf.c_str(), R_OK) != 0) GTEST_SKIP() << "no model file at " << gguf;
   testing::TempDir dir;
-  StoreProcess store(dir.Sub("db"));
-  ASSERT_FALSE(store.address.empty());
+  // The store logs each session RPC at debug level, with the caller's trace.
+  testing::Subprocess store({testing::BinaryPath("sinew-store"), "--db", dir.Sub("db"), "--listen", "127.0.0.1:0",
+                             "--log-format", "json", "--log-level", "debug"});
+  auto store_line = store.WaitForLine("listening on", std::chrono::seconds(30));
+  ASSERT_TRUE(store_line.has_value());
+  const std::string store_address = store_line->substr(store_line->rfind(' ') + 1);
   testing::Subprocess model({testing::BinaryPath("sinew-model"), "--model", gguf, "--port", "0", "--grpc-port",
                              "-1", "--threads", "1", "--log-format", "json"});
   auto listening = model.WaitForLine("http listening on", std::chrono::seconds(60));
   ASSERT_TRUE(listening.has_value());
   const std::string model_url = "http://" + listening->substr(listening->rfind(' ') + 1) + "/v1";
   HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "log_format": "json",
-    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "store": {"address": ")" + store_address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
     "models": {"real": {"kind": "openai", "base_url": ")" + model_url + R"(", "model": "stories260K",
                         "tools": false, "context_tokens": 256, "max_output_tokens": 8}}})");
   ASSERT_FALSE(harness.address.empty());
@@ -94,8 +98,21 @@ TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
   EXPECT_GE(started, 1) << "the model server logs the harness's call with the session's trace";
   EXPECT_EQ(started, ended);
   EXPECT_EQ(spans.size(), static_cast<size_t>(started)) << "a span of its own per request";
-  std::printf("logs test: %zu harness lines (%d about the session), %zu model server lines, trace %s\n",
-              harness_lines.size(), about_session, model_lines.size(), trace.c_str());
+
+  int appends = 0;
+  const auto store_lines = ReadJsonLines(&store, std::chrono::milliseconds(500));
+  for (const auto& line : store_lines) {
+    EXPECT_EQ(Str(line, "component"), "sinew-store");
+    if (Str(line, "session") == id && MsgHas(line, "store Append started")) {
+      ++appends;
+      EXPECT_EQ(Str(line, "trace_id"), trace) << "the harness's appends carry the session's trace";
+      EXPECT_EQ(Str(line, "level"), "debug");
+    }
+  }
+  EXPECT_GE(appends, 1);
+  std::printf("logs test: %zu harness lines (%d about the session), %zu model server lines, %zu store lines "
+              "(%d appends of the session), trace %s\n",
+              harness_lines.size(), about_session, model_lines.size(), store_lines.size(), appends, trace.c_str());
 }
 
 TEST(LogsTest, TakeoverAfterAKillIsLoggedWithTheSession) {
