@@ -344,10 +344,10 @@ Status SessionDriver::Drive() {
   const uint64_t last_seq = next_seq_ - 1;
   if (state_.status == v1::SESSION_STATUS_RUNNING) {
     const std::string previous = LastDriver(log_);
-    spdlog::info("session {}: lease taken over by {} at epoch {} from {} (at {}), whose driver stopped or "
-                 "crashed; resuming after seq {}",
-                 id_, deps_.owner, epoch_.load(), previous.empty() ? "an unnamed driver" : previous,
-                 previous.empty() ? "unknown" : OwnerAddress(previous), last_seq);
+    spdlog::info("session {}: resumed by {} at lease epoch {} after seq {}: lease taken over from {} (at {}), "
+                 "whose driver stopped or crashed",
+                 id_, deps_.owner, epoch_.load(), last_seq, previous.empty() ? "an unnamed driver" : previous,
+                 previous.empty() ? "unknown" : OwnerAddress(previous));
     LogInterruptedModelCall();
     // Another harness (or an earlier life of this one) was driving it: say who resumes.
     v1::Event resumed;

@@ -148,11 +148,11 @@ TEST(LogsTest, TakeoverAfterAKillIsLoggedWithTheSession) {
     if (Str(line, "session") != id) continue;
     EXPECT_EQ(Str(line, "trace_id"), TraceIdForSession(id)) << "the same trace after the takeover";
     if (Str(line, "level") != "info") continue;
-    if (MsgHas(line, "lease taken over")) {
+    if (MsgHas(line, "resumed by") && MsgHas(line, "taken over from")) {
       takeover = true;
       std::printf("takeover line: %s\n", json::serialize(line).c_str());
       EXPECT_TRUE(MsgHas(line, first.url())) << "names the previous owner's address: " << Str(line, "msg");
-      EXPECT_TRUE(MsgHas(line, "resuming after seq")) << Str(line, "msg");
+      EXPECT_TRUE(MsgHas(line, "after seq")) << Str(line, "msg");
     }
     interrupted = interrupted || MsgHas(line, "was under way");
     completed = completed || MsgHas(line, "completed");

@@ -138,6 +138,9 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A closed stdout (a supervisor or test that stopped reading) fails log writes instead
+  // of killing the server.
+  std::signal(SIGPIPE, SIG_IGN);
 
   std::string chat_template_source;
   if (!chat_template_path.empty()) {
