@@ -59,6 +59,8 @@ Subprocess::Subprocess(const std::vector<std::string>& argv,
   }
   close(fds[1]);
   stdout_fd_ = fds[0];
+  if (pipe2(stop_fds_, O_CLOEXEC) != 0) Die("pipe2");
+  reader_ = std::thread([this] { Drain(); });
 }
 
 Subprocess::~Subprocess() {
@@ -66,34 +68,50 @@ Subprocess::~Subprocess() {
     kill(pid_, SIGKILL);
     Wait();
   }
+  // The child's own children may hold the pipe open: stop the reader explicitly.
+  if (write(stop_fds_[1], "x", 1) < 0) Die("write");
+  reader_.join();
+  close(stop_fds_[0]);
+  close(stop_fds_[1]);
   if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+void Subprocess::Drain() {
+  while (true) {
+    pollfd p[2] = {{stdout_fd_, POLLIN, 0}, {stop_fds_[0], POLLIN, 0}};
+    int r = poll(p, 2, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 || (p[1].revents & POLLIN) != 0) break;
+    char chunk[4096];
+    ssize_t n = read(stdout_fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n <= 0) break;
+    buffer_.append(chunk, static_cast<size_t>(n));
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  eof_ = true;
+  cv_.notify_all();
+}
+
+std::string Subprocess::partial() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffer_;
 }
 
 std::optional<std::string> Subprocess::ReadLine(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    auto nl = buffer_.find('\n');
-    if (nl != std::string::npos) {
-      std::string line = buffer_.substr(0, nl);
-      buffer_.erase(0, nl + 1);
-      return line;
-    }
-    if (eof_) return std::nullopt;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return std::nullopt;
-    pollfd p{stdout_fd_, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return std::nullopt;
-    char chunk[4096];
-    ssize_t n = read(stdout_fd_, chunk, sizeof chunk);
-    if (n <= 0) {
-      eof_ = true;
-    } else {
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::string::size_type nl = std::string::npos;
+  cv_.wait_until(lock, deadline, [&] {
+    nl = buffer_.find('\n');
+    return nl != std::string::npos || eof_;
+  });
+  if (nl == std::string::npos) return std::nullopt;
+  std::string line = buffer_.substr(0, nl);
+  buffer_.erase(0, nl + 1);
+  return line;
 }
 
 std::optional<std::string> Subprocess::WaitForLine(const std::string& needle,

@@ -7,6 +7,7 @@
 #include "json_util.h"
 #include "model_clients.h"
 #include "sinew/sse_parser.h"
+#include "sinew/trace.h"
 
 namespace sinew::harness {
 namespace {
@@ -103,6 +104,8 @@ class AnthropicClient final : public ModelClient {
                    stream ? "Accept: text/event-stream" : "Accept: application/json",
                    "anthropic-version: 2023-06-01"};
     if (!api_key_.empty()) req.headers.push_back("x-api-key: " + api_key_);
+    // The session's trace, a fresh span per attempt (docs/logging.md).
+    if (std::string tp = OutgoingTraceparent(); !tp.empty()) req.headers.push_back("traceparent: " + tp);
     req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
     req.stop = call.cancelled;

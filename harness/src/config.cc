@@ -7,6 +7,7 @@
 #include "json_util.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
+#include "sinew/log.h"
 
 namespace sinew::harness {
 namespace {
@@ -109,7 +110,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
-      "max_connections,tls,insecure,grpc_tls",
+      "max_connections,tls,insecure,grpc_tls,log_format",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -122,6 +123,8 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c.read_timeout_seconds));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c.max_connections));
   SINEW_RETURN_IF_ERROR(ReadBool(root, "insecure", where, &c.insecure));
+  SINEW_RETURN_IF_ERROR(ReadString(root, "log_format", where, &c.log_format));
+  if (auto f = logging::ParseLogFormat(c.log_format); !f.ok()) return f.status().WithContext("config.log_format");
   Status error;
   if (const json::object* s = ChildObject(root, "store", &error)) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,durability", "config.store"));

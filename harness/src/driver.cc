@@ -10,6 +10,7 @@
 
 #include "context_builder.h"
 #include "json_util.h"
+#include "sinew/trace.h"
 
 namespace sinew::harness {
 namespace {
@@ -51,6 +52,28 @@ v1::Event StatusEvent(v1::SessionStatus from, v1::SessionStatus to, const std::s
   return ev;
 }
 
+
+// The owner that drove the session last, from its log: the newest resume annotation or
+// status change to running ("driven by <owner>"); "" when the log names none.
+std::string LastDriver(const std::vector<v1::Event>& log) {
+  for (auto it = log.rbegin(); it != log.rend(); ++it) {
+    if (it->has_annotation()) {
+      const auto& labels = it->annotation().labels();
+      auto kind = labels.find("kind");
+      auto owner = labels.find("owner");
+      if (kind != labels.end() && kind->second == "resume" && owner != labels.end()) return owner->second;
+    }
+    if (it->has_status_change() && it->status_change().to() == v1::SESSION_STATUS_RUNNING) {
+      constexpr std::string_view kPrefix = "driven by ";
+      const std::string& reason = it->status_change().reason();
+      if (reason.rfind(kPrefix, 0) == 0) return reason.substr(kPrefix.size());
+    }
+  }
+  return "";
+}
+
+// The address part of an owner ("<advertise_url>#<pid>-<random>").
+std::string OwnerAddress(const std::string& owner) { return owner.substr(0, owner.find('#')); }
 
 }  // namespace
 
@@ -115,6 +138,11 @@ void SessionDriver::RenewLease() {
 }
 
 void SessionDriver::Run() {
+  // Every line this wake logs, and every call it makes, carries the session and its trace.
+  LogFields fields;
+  fields.session = id_;
+  fields.trace_id = TraceIdForSession(id_);
+  ScopedLogContext log_context(std::move(fields));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     wake_requested_ = false;
@@ -168,6 +196,7 @@ Status SessionDriver::LoadLog() {
     return Status::Corruption("session " + id_ + " does not start with session_created");
   }
   state_ = ReadLogState(log_);  // the status too: every change of it is an event
+  SetLogSeq(next_seq_ - 1);
   return Status::Ok();
 }
 
@@ -218,6 +247,7 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
     ApplyEvent(log_.back(), static_cast<int>(log_.size() - 1), &state_);
   }
   next_seq_ = resp->last_seq() + 1;
+  SetLogSeq(resp->last_seq());
   deps_.metrics->Add("sinew_harness_events_appended_total", "", static_cast<double>(events.size()));
   return Status::Ok();
 }
@@ -254,7 +284,9 @@ Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
   events.push_back(StatusEvent(state_.status, to, reason));
   deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"" + store::SessionStatusName(to) + "\"");
   if (!error_code.empty()) deps_.metrics->Add("sinew_harness_errors_total", "code=\"" + error_code + "\"");
-  return Append(std::move(events));
+  SINEW_RETURN_IF_ERROR(Append(std::move(events)));
+  spdlog::info("session {}: {}: {}", id_, store::SessionStatusName(to), deps_.vault->Redact(reason));
+  return Status::Ok();
 }
 
 Status SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
@@ -266,7 +298,9 @@ Status SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
   ev.mutable_error()->set_limit(limit);
   deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"failed\"");
   deps_.metrics->Add("sinew_harness_errors_total", "code=\"limit_exceeded\"");
-  return Append({std::move(ev), StatusEvent(state_.status, v1::SESSION_STATUS_FAILED, reason)});
+  SINEW_RETURN_IF_ERROR(Append({std::move(ev), StatusEvent(state_.status, v1::SESSION_STATUS_FAILED, reason)}));
+  spdlog::info("session {}: failed: {}", id_, reason);
+  return Status::Ok();
 }
 
 Result<bool> SessionDriver::DrainInbox() {
@@ -295,6 +329,7 @@ Result<bool> SessionDriver::DrainInbox() {
     return false;
   }
   if (cancel) {
+    spdlog::info("session {}: cancel requested ({})", id_, reason.empty() ? "no reason given" : reason);
     SINEW_RETURN_IF_ERROR(Finish(v1::SESSION_STATUS_CANCELLED, reason.empty() ? "cancelled" : reason));
     std::lock_guard<std::mutex> lock(mutex_);
     cancel_requested_ = false;
@@ -306,7 +341,14 @@ Result<bool> SessionDriver::DrainInbox() {
 Status SessionDriver::Drive() {
   SINEW_RETURN_IF_ERROR(LoadLog());
   SINEW_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
+  const uint64_t last_seq = next_seq_ - 1;
   if (state_.status == v1::SESSION_STATUS_RUNNING) {
+    const std::string previous = LastDriver(log_);
+    spdlog::info("session {}: resumed by {} at lease epoch {} after seq {}: lease taken over from {} (at {}), "
+                 "whose driver stopped or crashed",
+                 id_, deps_.owner, epoch_.load(), last_seq, previous.empty() ? "an unnamed driver" : previous,
+                 previous.empty() ? "unknown" : OwnerAddress(previous));
+    LogInterruptedModelCall();
     // Another harness (or an earlier life of this one) was driving it: say who resumes.
     v1::Event resumed;
     auto* a = resumed.mutable_annotation();
@@ -315,8 +357,9 @@ Status SessionDriver::Drive() {
     (*a->mutable_labels())["kind"] = "resume";
     (*a->mutable_labels())["owner"] = deps_.owner;
     SINEW_RETURN_IF_ERROR(AppendOne(std::move(resumed)));
-    spdlog::info("session {}: resumed by {} at lease epoch {} (its earlier driver stopped or crashed)", id_,
-                 deps_.owner, epoch_.load());
+  } else {
+    spdlog::info("session {}: woken ({}) at lease epoch {}; continuing after seq {}", id_,
+                 store::SessionStatusName(state_.status), epoch_.load(), last_seq);
   }
   if (state_.last_user < 0 && !task_.prompt.empty()) {
     // The harness that created the session died before writing the task's message.
@@ -362,6 +405,18 @@ Status SessionDriver::Drive() {
       return LimitReached("max_wall_seconds", task_.max_wall_seconds);
     }
     SINEW_RETURN_IF_ERROR(CallModel());
+  }
+}
+
+void SessionDriver::LogInterruptedModelCall() const {
+  for (auto it = log_.rbegin(); it != log_.rend(); ++it) {
+    if (it->has_model_response()) return;
+    if (it->has_model_request()) {
+      spdlog::info("session {}: model call {} (turn {}, seq {}) was under way when the session was last left; "
+                   "its answer is lost and the model is asked again",
+                   id_, it->model_request().request_id(), it->model_request().turn(), it->seq());
+      return;
+    }
   }
 }
 

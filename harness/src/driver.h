@@ -53,6 +53,8 @@ class SessionDriver {
   // Appends queued user messages; returns true when a cancel was requested.
   [[nodiscard]] Result<bool> DrainInbox();
   [[nodiscard]] Status RunPendingTools();
+  // Logs (info) a model call that a previous driver started and never recorded an answer to.
+  void LogInterruptedModelCall() const;
   // A tool_result event saying the call was interrupted (and counts it).
   v1::Event Interrupted(const v1::ToolCallSpec& spec, const std::string& text);
   // The session's sandbox broke (`transport_error` from the call): asks how it ended,

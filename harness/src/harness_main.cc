@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "sinew/harness/harness.h"
+#include "sinew/log.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sinew-harness: REST API and agent loop of Sinew"};
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   std::string sandboxd;
   std::string advertise_url;
   std::string log_level = "info";
+  std::string log_format;
   app.add_option("--config", config_path, "JSON config file (see docs/harness.md)")->required();
   app.add_option("--listen", listen, "override config.listen (host:port, port 0: any free port)");
   app.add_option("--store", store, "override config.store.address (sinew-store host:port)");
@@ -24,11 +26,17 @@ int main(int argc, char** argv) {
   app.add_option("--advertise-url", advertise_url,
                  "override config.advertise_url (http(s)://HOST[:PORT] where other harnesses reach this one)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-format", log_format, "text or json (JSON lines); overrides config.log_format")
+      ->check(CLI::IsMember({"text", "json"}));
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(log_level));
   auto config = sinew::harness::LoadConfig(config_path);
   if (!config.ok()) {
     std::cerr << "sinew-harness: " << config.status().ToString() << "\n";
+    return 2;
+  }
+  if (!log_format.empty()) config->log_format = log_format;
+  if (auto logs = sinew::logging::SetupLogging("sinew-harness", config->log_format, log_level); !logs.ok()) {
+    std::cerr << "sinew-harness: " << logs.ToString() << "\n";
     return 2;
   }
   if (!listen.empty()) config->listen = listen;

@@ -7,6 +7,7 @@
 #include "json_util.h"
 #include "model_clients.h"
 #include "sinew/sse_parser.h"
+#include "sinew/trace.h"
 
 namespace sinew::harness {
 namespace {
@@ -163,6 +164,8 @@ class OpenAiClient final : public ModelClient {
     req.headers = {"Content-Type: application/json",
                    stream ? "Accept: text/event-stream" : "Accept: application/json"};
     if (!api_key_.empty()) req.headers.push_back("Authorization: Bearer " + api_key_);
+    // The session's trace, a fresh span per attempt (docs/logging.md).
+    if (std::string tp = OutgoingTraceparent(); !tp.empty()) req.headers.push_back("traceparent: " + tp);
     req.body = std::move(body);
     req.timeout_ms = config_.timeout_seconds * 1000;
     req.stop = call.cancelled;

@@ -22,7 +22,7 @@ class SandboxTest : public ::testing::Test {
   void SetUp() override {
     store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
     ASSERT_FALSE(store_->address.empty());
-    sandboxd_ = std::make_unique<SandboxdProcess>();
+    sandboxd_ = std::make_unique<SandboxdProcess>(std::vector<std::string>{"--log-format", "json"});
     ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
   }
   std::string Config(const std::string& script, const std::string& extra = "") const {
@@ -47,6 +47,39 @@ class SandboxTest : public ::testing::Test {
   std::unique_ptr<StoreProcess> store_;
   std::unique_ptr<SandboxdProcess> sandboxd_;
 };
+
+// docs/logging.md: sandboxd logs the provision of a session's sandbox with the session's
+// trace (the harness sends traceparent metadata), the session id as its label.
+TEST_F(SandboxTest, ProvisionIsLoggedWithTheSessionsTrace) {
+  const std::string script = WriteFile(dir_.Sub("task.json"), R"({"responses": [
+    {"text": "Looking.", "tool_calls": [{"name": "bash", "input": {"command": "echo hi"}}]}, {"text": "done"}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script));
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "say hi"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 180), "completed");
+  int started = 0, ended = 0, destroyed = 0;
+  while (auto line = sandboxd_->proc().ReadLine(std::chrono::milliseconds(1000))) {
+    boost::system::error_code ec;
+    json::value v = json::parse(*line, ec);
+    if (ec || !v.is_object()) continue;  // the startup line
+    const auto& o = v.as_object();
+    const std::string msg(o.at("msg").as_string());
+    if (!o.contains("trace_id") || o.at("trace_id").as_string() != id) continue;
+    EXPECT_EQ(o.at("component").as_string(), "sinew-sandboxd");
+    EXPECT_TRUE(o.contains("parent_span_id")) << *line;
+    started += msg == "sandboxd Provision started" ? 1 : 0;
+    ended += msg == "sandboxd Provision ended: OK" ? 1 : 0;
+    destroyed += msg == "sandboxd Destroy ended: OK" ? 1 : 0;
+    if (msg == "sandboxd Provision started") {
+      EXPECT_EQ(o.at("label").as_string(), id) << *line;
+    }
+  }
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(ended, 1);
+  EXPECT_EQ(destroyed, 1) << "the sandbox is destroyed when the session ends, in the same trace";
+}
 
 TEST_F(SandboxTest, AMultiStepTaskWritesFilesRunsCommandsReadsResultsAndFinishes) {
   const std::string script = WriteFile(dir_.Sub("task.json"), R"({"responses": [

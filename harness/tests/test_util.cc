@@ -35,14 +35,15 @@ HarnessProcess::HarnessProcess(const std::string& config_path, const std::string
   if (line) address = line->substr(line->rfind(' ') + 1);
 }
 
-SandboxdProcess::SandboxdProcess() {
+SandboxdProcess::SandboxdProcess(const std::vector<std::string>& extra_args) {
   const std::string tag = std::to_string(::getpid());
   state_dir = "/run/sinew-harness-test-" + tag;
   cgroup_parent_ = "sinew-harness-test-" + tag;
   const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-      testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir, "--cgroup-parent",
-      cgroup_parent_, "--warm-pool-size", "0"});
+  std::vector<std::string> argv{testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir,
+                                "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  proc_ = std::make_unique<testing::Subprocess>(argv);
   auto client = sandbox::ProvisionerClient::Connect(addr, std::chrono::seconds(10));
   if (!client.ok()) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);

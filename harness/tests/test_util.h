@@ -103,10 +103,13 @@ std::string WriteFile(const std::string& path, const std::string& content);
 // loopback port. Needs root, runc and the default image (ctest fixture sandbox_image).
 class SandboxdProcess {
  public:
-  SandboxdProcess();
+  // `extra_args` are added to its command line (e.g. {"--log-format", "json"}).
+  explicit SandboxdProcess(const std::vector<std::string>& extra_args = {});
   ~SandboxdProcess();
   std::string address;  // empty when it did not start
   std::string state_dir;
+  // Its stdout (the lines it logs).
+  testing::Subprocess& proc() { return *proc_; }
 
  private:
   std::unique_ptr<testing::Subprocess> proc_;

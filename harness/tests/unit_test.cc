@@ -58,6 +58,23 @@ TEST(ConfigTest, PlainHttpOnlyOnLoopbackUnlessInsecure) {
   EXPECT_FALSE(with(R"("listen": "0.0.0.0:8080", "tls": {"cert_file": "c.pem"})").ok());
 }
 
+TEST(ConfigTest, LogFormatIsTextOrJson) {
+  auto with = [](const std::string& extra) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "openai", "base_url": "http://h/v1"}})" + extra + "}");
+  };
+  auto plain = with("");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->log_format, "text");
+  auto json_logs = with(R"(, "log_format": "json")");
+  ASSERT_TRUE(json_logs.ok()) << json_logs.status().ToString();
+  EXPECT_EQ(json_logs->log_format, "json");
+  auto bad = with(R"(, "log_format": "yaml")");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("config.log_format"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(with(R"(, "log_format": 1)").ok());
+}
+
 TEST(ConfigTest, ModelStreamModeIsAutoOnOrOff) {
   for (const char* mode : {"auto", "on", "off"}) {
     auto c = ParseConfig(std::string(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},

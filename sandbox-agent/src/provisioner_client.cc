@@ -5,6 +5,7 @@
 
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
+#include "sinew/grpc_trace.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
 
 namespace sinew::sandbox {
@@ -54,6 +55,7 @@ class GrpcProvisionerClient final : public ProvisionerClient {
                                                                   Resp*)) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    AddTraceMetadata(&ctx);
     Resp resp;
     grpc::Status s = (stub_.get()->*method)(&ctx, req, &resp);
     if (!s.ok()) return FromGrpcStatus(s).WithContext("provisioner " + std::string(what));

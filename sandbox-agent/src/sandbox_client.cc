@@ -18,6 +18,7 @@
 
 #include "auth/agent_proof.h"
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_trace.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
 #include "util/unique_fd.h"
 
@@ -106,6 +107,7 @@ class GrpcSandboxClient final : public SandboxClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
     std::string nonce = Authenticate(ctx);
+    AddTraceMetadata(&ctx);
     v1::ExecuteRequest req = MakeRequest(name, input_json, call_id);
     v1::ExecuteResult result;
     grpc::Status s = stub->Execute(&ctx, req, &result);
@@ -122,6 +124,7 @@ class GrpcSandboxClient final : public SandboxClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
     std::string nonce = Authenticate(ctx);
+    AddTraceMetadata(&ctx);
     v1::ExecuteRequest req = MakeRequest(name, input_json, call_id);
     auto reader = stub->ExecuteStream(&ctx, req);
     v1::ExecuteChunk chunk;
@@ -158,6 +161,7 @@ class GrpcSandboxClient final : public SandboxClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.connect_timeout);
     std::string nonce = Authenticate(ctx);
+    AddTraceMetadata(&ctx);
     v1::ListToolsResponse resp;
     grpc::Status s = stub->ListTools(&ctx, v1::ListToolsRequest(), &resp);
     if (!s.ok()) return Failed(s, "sandbox ListTools");

@@ -8,6 +8,7 @@
 
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
+#include "sinew/grpc_trace.h"
 #include "sinew/proto/session_store.grpc.pb.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/store_service.h"
@@ -89,6 +90,7 @@ class RemoteStore final : public SessionStore {
   Result<Resp> Call(Fn fn, const Req& req) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+    AddTraceMetadata(&ctx);
     Resp resp;
     grpc::Status s = (stub_.get()->*fn)(&ctx, req, &resp);
     if (!s.ok()) return FromGrpcStatus(s);

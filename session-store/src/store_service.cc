@@ -1,6 +1,9 @@
 #include "sinew/session_store/store_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_trace.h"
 
 namespace sinew::store {
 namespace {
@@ -15,17 +18,36 @@ grpc::Status Reply(Result<T> r, T* response) {
   return grpc::Status::OK;
 }
 
+// Runs `fn` (the body of RPC `method` about `session`) with the caller's trace in the log
+// context, and logs the call's start and end at debug level.
+template <typename Fn>
+grpc::Status Traced(const ServerContext* ctx, const char* method, const std::string& session, Fn&& fn) {
+  if (!spdlog::should_log(spdlog::level::debug)) return fn();
+  LogFields fields = FieldsForCall(*ctx);
+  fields.session = session;
+  ScopedLogContext scope(std::move(fields));
+  spdlog::debug("store {} started", method);
+  grpc::Status s = fn();
+  spdlog::debug("store {} ended: {}", method, s.ok() ? "OK" : s.error_message());
+  return s;
+}
+
 class StoreServiceImpl final : public v1::SessionStore::Service {
  public:
   explicit StoreServiceImpl(SessionStore* store) : store_(store) {}
 
-  grpc::Status CreateSession(ServerContext*, const v1::CreateSessionRequest* req,
+  grpc::Status CreateSession(ServerContext* ctx, const v1::CreateSessionRequest* req,
                              v1::Session* resp) override {
-    return Reply(store_->CreateSession(*req), resp);
+    return Traced(ctx, "CreateSession", req->session_id(),
+                  [&] { return Reply(store_->CreateSession(*req), resp); });
   }
 
-  grpc::Status GetSession(ServerContext*, const v1::GetSessionRequest* req,
+  grpc::Status GetSession(ServerContext* ctx, const v1::GetSessionRequest* req,
                           v1::GetSessionResponse* resp) override {
+    return Traced(ctx, "GetSession", req->session_id(), [&] { return DoGetSession(req, resp); });
+  }
+
+  grpc::Status DoGetSession(const v1::GetSessionRequest* req, v1::GetSessionResponse* resp) {
     auto meta = store_->GetSession(req->session_id());
     if (!meta.ok()) return ToGrpcStatus(meta.status());
     *resp->mutable_session() = std::move(meta).value();
@@ -45,19 +67,19 @@ class StoreServiceImpl final : public v1::SessionStore::Service {
     return Reply(store_->ListSessions(*req), resp);
   }
 
-  grpc::Status SetStatus(ServerContext*, const v1::SetStatusRequest* req,
+  grpc::Status SetStatus(ServerContext* ctx, const v1::SetStatusRequest* req,
                          v1::Session* resp) override {
-    return Reply(store_->SetStatus(*req), resp);
+    return Traced(ctx, "SetStatus", req->session_id(), [&] { return Reply(store_->SetStatus(*req), resp); });
   }
 
-  grpc::Status Append(ServerContext*, const v1::AppendRequest* req,
+  grpc::Status Append(ServerContext* ctx, const v1::AppendRequest* req,
                       v1::AppendResponse* resp) override {
-    return Reply(store_->Append(*req), resp);
+    return Traced(ctx, "Append", req->session_id(), [&] { return Reply(store_->Append(*req), resp); });
   }
 
-  grpc::Status GetEvents(ServerContext*, const v1::GetEventsRequest* req,
+  grpc::Status GetEvents(ServerContext* ctx, const v1::GetEventsRequest* req,
                          v1::GetEventsResponse* resp) override {
-    return Reply(store_->GetEvents(*req), resp);
+    return Traced(ctx, "GetEvents", req->session_id(), [&] { return Reply(store_->GetEvents(*req), resp); });
   }
 
   grpc::Status Watch(ServerContext* ctx, const v1::WatchRequest* req,
@@ -75,23 +97,29 @@ class StoreServiceImpl final : public v1::SessionStore::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status AcquireLease(ServerContext*, const v1::AcquireLeaseRequest* req,
+  grpc::Status AcquireLease(ServerContext* ctx, const v1::AcquireLeaseRequest* req,
                             v1::Lease* resp) override {
-    return Reply(store_->AcquireLease(req->session_id(), {req->owner(), req->holder_url()},
-                                      std::chrono::milliseconds(req->ttl_ms())),
-                 resp);
+    return Traced(ctx, "AcquireLease", req->session_id(), [&] {
+      return Reply(store_->AcquireLease(req->session_id(), {req->owner(), req->holder_url()},
+                                        std::chrono::milliseconds(req->ttl_ms())),
+                   resp);
+    });
   }
 
-  grpc::Status RenewLease(ServerContext*, const v1::RenewLeaseRequest* req,
+  grpc::Status RenewLease(ServerContext* ctx, const v1::RenewLeaseRequest* req,
                           v1::Lease* resp) override {
-    return Reply(store_->RenewLease(req->session_id(), req->owner(), req->epoch(),
-                                    std::chrono::milliseconds(req->ttl_ms())),
-                 resp);
+    return Traced(ctx, "RenewLease", req->session_id(), [&] {
+      return Reply(store_->RenewLease(req->session_id(), req->owner(), req->epoch(),
+                                      std::chrono::milliseconds(req->ttl_ms())),
+                   resp);
+    });
   }
 
-  grpc::Status ReleaseLease(ServerContext*, const v1::ReleaseLeaseRequest* req,
+  grpc::Status ReleaseLease(ServerContext* ctx, const v1::ReleaseLeaseRequest* req,
                             v1::ReleaseLeaseResponse*) override {
-    return ToGrpcStatus(store_->ReleaseLease(req->session_id(), req->owner(), req->epoch()));
+    return Traced(ctx, "ReleaseLease", req->session_id(), [&] {
+      return ToGrpcStatus(store_->ReleaseLease(req->session_id(), req->owner(), req->epoch()));
+    });
   }
 
   grpc::Status Checkpoint(ServerContext*, const v1::CheckpointRequest* req,

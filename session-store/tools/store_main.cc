@@ -11,6 +11,7 @@
 
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_tls_flags.h"
+#include "sinew/log.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/store_service.h"
 
@@ -33,7 +34,16 @@ int main(int argc, char** argv) {
   sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (auto logs = sinew::logging::SetupLogging("sinew-store", log_format, log_level); !logs.ok()) {
+    std::fprintf(stderr, "sinew-store: %s\n", logs.ToString().c_str());
+    return 2;
+  }
   if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
     spdlog::error("{}", files.message());
     return 2;

@@ -1,10 +1,13 @@
 #include "api_handler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/json.hpp>
 #include <chrono>
 
 #include "openai_request.h"
 #include "openai_response.h"
+#include "sinew/trace.h"
 
 namespace sinew::model {
 namespace json = boost::json;
@@ -190,17 +193,28 @@ std::optional<OpenAiRequest> ApiHandler::ParseChatBody(const std::string& endpoi
 void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRequest request,
                                   std::shared_ptr<ResponseStream> stream) {
   Clock::time_point start = Clock::now();
+  // The caller's trace (W3C traceparent; a new one when absent or invalid) is in the log
+  // context of this thread and of the job's (docs/logging.md).
+  LogFields fields = FieldsForIncoming(request.Header("traceparent"));
+  fields.extra.emplace_back("endpoint", endpoint);
+  ScopedLogContext log_context(fields);
+  spdlog::info("request started: {} {}", request.method, endpoint);
   auto fail = [&](int status, std::string_view message, std::string_view type,
                   std::string_view code) {
     metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+    spdlog::info("request ended: {} {}", status, code);
     stream->Send(status, "application/json", ErrorBody(message, type, code));
   };
   std::optional<OpenAiRequest> parsed = ParseChatBody(endpoint, request, chat, *stream, start);
-  if (!parsed) return;
+  if (!parsed) {
+    spdlog::info("request ended: refused before generation");
+    return;
+  }
   auto shared_request = std::make_shared<OpenAiRequest>(std::move(*parsed));
   std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_at_) + "-" +
                    std::to_string(next_id_.fetch_add(1));
-  auto job = [this, endpoint, start, stream, shared_request, id] {
+  auto job = [this, endpoint, start, stream, shared_request, id, fields] {
+    ScopedLogContext job_context(fields);
     const OpenAiRequest& openai = *shared_request;
     OpenAiResponder responder(openai, runner_.tokenizer(), runner_.model_id(), id, UnixSeconds());
     const GenerationRequest& g = openai.generation;
@@ -239,6 +253,7 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     if (!outcome.ok()) {
       ApiError error = ApiErrorFor(outcome.status());
       metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
+      spdlog::info("request ended: {} {}: {}", error.http_status, error.code, outcome.status().message());
       if (!started) {
         stream->Send(error.http_status, "application/json",
                      ErrorBody(outcome.status().message(), error.type, error.code));
@@ -251,6 +266,9 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
     }
     metrics_.RecordGeneration(outcome->prompt_tokens, outcome->completion_tokens,
                               outcome->prompt_ms / 1000.0, outcome->generation_ms / 1000.0);
+    spdlog::info("request ended: {} {}, {} prompt and {} completion tokens, {:.0f} ms", id,
+                 outcome->finish_reason, outcome->prompt_tokens, outcome->completion_tokens,
+                 SecondsSince(start) * 1000);
     if (outcome->finish_reason == "cancelled") {
       metrics_.RecordRequest(endpoint, kClientClosedRequest, SecondsSince(start));
       return;  // nobody is listening

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <future>
 
+#include <spdlog/spdlog.h>
+
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_trace.h"
 
 namespace sinew::model {
 namespace {
@@ -78,10 +81,17 @@ grpc::Status GrpcModelService::Generate(grpc::ServerContext* context,
                                         const sinew::v1::GenerateRequest* request,
                                         grpc::ServerWriter<sinew::v1::GenerateResponse>* writer) {
   auto start = std::chrono::steady_clock::now();
+  // The caller's trace (traceparent metadata; a new one when absent or invalid).
+  LogFields fields = FieldsForCall(*context);
+  fields.extra.emplace_back("endpoint", "grpc_generate");
+  ScopedLogContext log_context(std::move(fields));
+  spdlog::info("request started: gRPC Generate");
   auto finish = [&](const grpc::Status& status) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_.RecordRequest("grpc_generate", static_cast<int>(status.error_code()), seconds);
+    spdlog::info("request ended: gRPC status {}{}{}, {:.0f} ms", static_cast<int>(status.error_code()),
+                 status.ok() ? "" : ": ", status.error_message(), seconds * 1000);
     return status;
   };
   Result<GenerationRequest> generation = FromProto(*request, runner_.model_id());

@@ -20,6 +20,7 @@
 #include "openai_response.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
+#include "sinew/log.h"
 
 namespace {
 
@@ -106,7 +107,16 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain HTTP and gRPC on a non-loopback --host");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (auto logs = sinew::logging::SetupLogging("sinew-model", log_format, log_level); !logs.ok()) {
+    std::fprintf(stderr, "sinew-model: %s\n", logs.ToString().c_str());
+    return 2;
+  }
   if (http.tls.cert_file.empty() != http.tls.key_file.empty()) {
     std::fprintf(stderr, "sinew-model: --tls-cert and --tls-key go together\n");
     return 2;
@@ -155,6 +165,9 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A closed stdout (a supervisor or test that stopped reading) fails log writes instead
+  // of killing the server.
+  std::signal(SIGPIPE, SIG_IGN);
   // Only now: gRPC starts threads, which must inherit the blocked signals.
   std::shared_ptr<grpc::ServerCredentials> grpc_credentials;
   if (grpc_port >= 0) {

@@ -1,6 +1,9 @@
 #include "sandboxd/provisioner_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_trace.h"
 
 namespace sinew::sandbox {
 namespace {
@@ -17,19 +20,37 @@ Status CheckId(const std::string& id) {
   return Status::Ok();
 }
 
+// Logs the start and end of `method` at info, with the caller's trace (and `extra`
+// fields) in the log context of everything logged while `fn` runs.
+template <typename Fn>
+grpc::Status Traced(const grpc::ServerContext* ctx, const char* method,
+                    std::vector<std::pair<std::string, std::string>> extra, Fn&& fn) {
+  LogFields fields = FieldsForCall(*ctx);
+  fields.extra.insert(fields.extra.end(), extra.begin(), extra.end());
+  ScopedLogContext scope(std::move(fields));
+  spdlog::info("sandboxd {} started", method);
+  grpc::Status s = fn();
+  spdlog::info("sandboxd {} ended: {}", method, s.ok() ? "OK" : s.error_message());
+  return s;
+}
+
 }  // namespace
 
-grpc::Status ProvisionerService::Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
+grpc::Status ProvisionerService::Provision(grpc::ServerContext* ctx, const v1::ProvisionRequest* req,
                                            v1::SandboxInfo* resp) {
   if (req->label().size() > 256)
     return ToGrpcStatus(Status::InvalidArgument("label is longer than 256 bytes"));
-  return Reply(manager_.Provision(req->resources(), req->label()), resp);
+  return Traced(ctx, "Provision", {{"label", req->label()}}, [&] {
+    grpc::Status s = Reply(manager_.Provision(req->resources(), req->label()), resp);
+    if (s.ok()) spdlog::info("provisioned sandbox {}", resp->id());
+    return s;
+  });
 }
 
-grpc::Status ProvisionerService::Destroy(grpc::ServerContext*, const v1::DestroyRequest* req,
+grpc::Status ProvisionerService::Destroy(grpc::ServerContext* ctx, const v1::DestroyRequest* req,
                                          v1::SandboxInfo* resp) {
   if (Status s = CheckId(req->id()); !s.ok()) return ToGrpcStatus(s);
-  return Reply(manager_.Destroy(req->id()), resp);
+  return Traced(ctx, "Destroy", {{"sandbox", req->id()}}, [&] { return Reply(manager_.Destroy(req->id()), resp); });
 }
 
 grpc::Status ProvisionerService::Get(grpc::ServerContext*, const v1::GetSandboxRequest* req,

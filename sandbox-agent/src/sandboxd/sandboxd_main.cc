@@ -12,6 +12,7 @@
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_tls_flags.h"
 #include "sandboxd/sandbox_manager.h"
+#include "sinew/log.h"
 
 int main(int argc, char** argv) {
   sinew::sandbox::ProvisionerConfig config;
@@ -58,7 +59,16 @@ int main(int argc, char** argv) {
   sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (auto logs = sinew::logging::SetupLogging("sinew-sandboxd", log_format, log_level); !logs.ok()) {
+    std::cerr << "sinew-sandboxd: " << logs.ToString() << "\n";
+    return 2;
+  }
   if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
     std::cerr << "sinew-sandboxd: " << files.message() << "\n";
     return 2;

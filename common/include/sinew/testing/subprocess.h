@@ -7,8 +7,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sinew::testing {
@@ -31,6 +34,8 @@ class TempDir {
 std::string BinaryPath(const std::string& name);
 
 // A child process whose stdout is a pipe the test reads line by line; stderr is inherited.
+// A thread drains the pipe into memory as the child writes, so a child that logs more
+// than a pipe holds never blocks on a test that does not read it.
 class Subprocess {
  public:
   // Starts argv[0] (a path) with the given arguments. Aborts if fork/exec setup fails.
@@ -47,17 +52,23 @@ class Subprocess {
   std::optional<std::string> WaitForLine(const std::string& needle,
                                          std::chrono::milliseconds timeout);
   // Everything read so far that did not form a complete line.
-  const std::string& partial() const { return buffer_; }
+  std::string partial();
   void Signal(int sig);
   // Waits for exit; returns the wait status (as from waitpid).
   int Wait();
   bool running() const { return pid_ > 0; }
 
  private:
+  void Drain();  // the reader thread
+
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
-  std::string buffer_;
-  bool eof_ = false;
+  int stop_fds_[2] = {-1, -1};  // written to end the reader
+  std::thread reader_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string buffer_;  // guarded by mutex_
+  bool eof_ = false;    // guarded by mutex_
 };
 
 // Returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -119,6 +119,9 @@ struct HarnessConfig {
   bool insecure = false;
   // Durability of an embedded store: "sync" or "async". Default: "sync"
   std::string store_durability = "sync";
+  // Log lines: "text" (for people) or "json" (JSON lines; docs/logging.md); the
+  // command line's --log-format overrides it. Default: "text"
+  std::string log_format = "text";
 };
 
 // The built-in agents: models every harness offers under these reserved names, with no

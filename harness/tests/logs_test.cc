@@ -1,0 +1,166 @@
+// Structured logs across processes (docs/logging.md): real sinew-store, sinew-harness and
+// sinew-model processes with --log-format=json; one session's trace id appears in the
+// harness's lines about it and in the model server's lines about its calls; a harness
+// that takes over a killed one's session says so at info, naming the session.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+
+#include "sinew/trace.h"
+#include "test_util.h"
+
+namespace sinew::harness::test {
+namespace {
+
+namespace json = boost::json;
+constexpr const char* kKey = "logs-key";
+
+// Reads the lines a process has written until it is quiet for `quiet`; every one must be
+// a JSON object (the startup line was read by whoever started it).
+std::vector<json::object> ReadJsonLines(testing::Subprocess* proc, std::chrono::milliseconds quiet) {
+  std::vector<json::object> lines;
+  while (auto line = proc->ReadLine(quiet)) {
+    boost::system::error_code ec;
+    json::value v = json::parse(*line, ec);
+    EXPECT_FALSE(ec) << "not a JSON line: " << *line;
+    if (ec || !v.is_object()) continue;
+    lines.push_back(v.as_object());
+  }
+  return lines;
+}
+
+std::string Str(const json::object& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->value().is_string() ? std::string(it->value().as_string()) : "";
+}
+
+bool MsgHas(const json::object& o, const std::string& needle) {
+  return Str(o, "msg").find(needle) != std::string::npos;
+}
+
+TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
+  const char* source = std::getenv("SINEW_SOURCE_DIR");
+  const std::string gguf = std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+  if (access(gguf.c_str(), R_OK) != 0) GTEST_SKIP() << "no model file at " << gguf;
+  testing::TempDir dir;
+  // The store logs each session RPC at debug level, with the caller's trace.
+  testing::Subprocess store({testing::BinaryPath("sinew-store"), "--db", dir.Sub("db"), "--listen", "127.0.0.1:0",
+                             "--log-format", "json", "--log-level", "debug"});
+  auto store_line = store.WaitForLine("listening on", std::chrono::seconds(30));
+  ASSERT_TRUE(store_line.has_value());
+  const std::string store_address = store_line->substr(store_line->rfind(' ') + 1);
+  testing::Subprocess model({testing::BinaryPath("sinew-model"), "--model", gguf, "--port", "0", "--grpc-port",
+                             "-1", "--threads", "1", "--log-format", "json"});
+  auto listening = model.WaitForLine("http listening on", std::chrono::seconds(60));
+  ASSERT_TRUE(listening.has_value());
+  const std::string model_url = "http://" + listening->substr(listening->rfind(' ') + 1) + "/v1";
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "log_format": "json",
+    "store": {"address": ")" + store_address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"real": {"kind": "openai", "base_url": ")" + model_url + R"(", "model": "stories260K",
+                        "tools": false, "context_tokens": 256, "max_output_tokens": 8}}})");
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
+  const std::string trace = TraceIdForSession(id);
+
+  const auto harness_lines = ReadJsonLines(harness.proc.get(), std::chrono::milliseconds(1000));
+  int about_session = 0;
+  bool woken = false, completed = false;
+  for (const auto& line : harness_lines) {
+    EXPECT_EQ(Str(line, "component"), "sinew-harness");
+    if (Str(line, "session") != id) continue;
+    ++about_session;
+    EXPECT_EQ(Str(line, "trace_id"), trace) << json::serialize(line);
+    EXPECT_TRUE(line.contains("seq")) << json::serialize(line);
+    woken = woken || MsgHas(line, "woken");
+    completed = completed || (MsgHas(line, "completed") && Str(line, "level") == "info");
+  }
+  EXPECT_TRUE(woken) << "an info line says the session was woken";
+  EXPECT_TRUE(completed) << "an info line says the session completed";
+
+  const auto model_lines = ReadJsonLines(&model, std::chrono::milliseconds(1000));
+  int started = 0, ended = 0;
+  std::set<std::string> spans;
+  for (const auto& line : model_lines) {
+    EXPECT_EQ(Str(line, "component"), "sinew-model");
+    if (MsgHas(line, "request ended")) std::printf("model server line: %s\n", json::serialize(line).c_str());
+    if (Str(line, "trace_id") != trace) continue;
+    spans.insert(Str(line, "span_id"));
+    EXPECT_EQ(Str(line, "parent_span_id").size(), 16u) << "the harness's span of the call: " << json::serialize(line);
+    started += MsgHas(line, "request started") ? 1 : 0;
+    ended += MsgHas(line, "request ended") ? 1 : 0;
+  }
+  EXPECT_GE(started, 1) << "the model server logs the harness's call with the session's trace";
+  EXPECT_EQ(started, ended);
+  EXPECT_EQ(spans.size(), static_cast<size_t>(started)) << "a span of its own per request";
+
+  int appends = 0;
+  const auto store_lines = ReadJsonLines(&store, std::chrono::milliseconds(500));
+  for (const auto& line : store_lines) {
+    EXPECT_EQ(Str(line, "component"), "sinew-store");
+    if (Str(line, "session") == id && MsgHas(line, "store Append started")) {
+      ++appends;
+      EXPECT_EQ(Str(line, "trace_id"), trace) << "the harness's appends carry the session's trace";
+      EXPECT_EQ(Str(line, "level"), "debug");
+    }
+  }
+  EXPECT_GE(appends, 1);
+  std::printf("logs test: %zu harness lines (%d about the session), %zu model server lines, %zu store lines "
+              "(%d appends of the session), trace %s\n",
+              harness_lines.size(), about_session, model_lines.size(), store_lines.size(), appends, trace.c_str());
+}
+
+TEST(LogsTest, TakeoverAfterAKillIsLoggedWithTheSession) {
+  testing::TempDir dir;
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  // The first answer takes long enough for the kill to land while the call is under way.
+  WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "slow", "delay_ms": 1500}]})");
+  const std::string config = R"({"listen": "127.0.0.1:0", "log_format": "json",
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"scripted": {"kind": "scripted", "script": ")" + dir.Sub("script.json") + R"("}},
+    "lease_ttl_ms": 600, "scan_interval_ms": 200})";
+  HarnessProcess first(dir.Sub("first.json"), config);
+  ASSERT_FALSE(first.address.empty());
+  auto r = Api("POST", first.url() + "/v1/sessions", kKey, R"({"prompt": "p"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  // Kill it once the model call is written ahead.
+  bool requested = false;
+  for (int i = 0; i < 100 && !requested; ++i) {
+    for (const auto& e : AllEvents(first.url(), kKey, id)) requested = requested || e.contains("model_request");
+    if (!requested) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(requested);
+  first.proc->Signal(SIGKILL);
+  first.proc->Wait();
+
+  HarnessProcess second(dir.Sub("second.json"), config);
+  ASSERT_FALSE(second.address.empty());
+  ASSERT_EQ(WaitForStatus(second.url(), kKey, id, "completed,failed"), "completed");
+  bool takeover = false, interrupted = false, completed = false;
+  for (const auto& line : ReadJsonLines(second.proc.get(), std::chrono::milliseconds(1000))) {
+    if (Str(line, "session") != id) continue;
+    EXPECT_EQ(Str(line, "trace_id"), TraceIdForSession(id)) << "the same trace after the takeover";
+    if (Str(line, "level") != "info") continue;
+    if (MsgHas(line, "resumed by") && MsgHas(line, "taken over from")) {
+      takeover = true;
+      std::printf("takeover line: %s\n", json::serialize(line).c_str());
+      EXPECT_TRUE(MsgHas(line, first.url())) << "names the previous owner's address: " << Str(line, "msg");
+      EXPECT_TRUE(MsgHas(line, "after seq")) << Str(line, "msg");
+    }
+    interrupted = interrupted || MsgHas(line, "was under way");
+    completed = completed || MsgHas(line, "completed");
+  }
+  EXPECT_TRUE(takeover) << "an info line says who took the session over, from whom";
+  EXPECT_TRUE(interrupted) << "an info line names the model call the killed harness left";
+  EXPECT_TRUE(completed);
+}
+
+}  // namespace
+}  // namespace sinew::harness::test
