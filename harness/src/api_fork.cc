@@ -101,7 +101,6 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const C
     ev.clear_session_id();
     copies.push_back(std::move(ev));
   }
-  copies.push_back(AuditEvent(r, caller, "fork", "forked from " + id + " at seq " + std::to_string(at_seq)));
   v1::Event queued;
   queued.mutable_status_change()->set_from(v1::SESSION_STATUS_UNSPECIFIED);
   queued.mutable_status_change()->set_to(v1::SESSION_STATUS_QUEUED);
@@ -112,6 +111,7 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const C
     ev.mutable_user_message()->set_text(deps_.vault->Redact(message));
     copies.push_back(std::move(ev));
   }
+  copies.push_back(AuditEvent(r, caller, "fork", "forked from " + id + " at seq " + std::to_string(at_seq)));
   Status appended = AppendAll(deps_.store, fork->id(), 2, copies);
   if (!appended.ok()) return FromStatus(appended);
   auto after = deps_.store->GetSession(fork->id());

@@ -57,6 +57,8 @@ ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& te
   task->title = deps_.vault->Redact(task->title);
   task->system = deps_.vault->Redact(task->system);
   for (auto& [k, v] : task->metadata) v = deps_.vault->Redact(v);
+  std::unique_lock<std::mutex> admission;
+  if (auto refused = AdmitSession(tenant, true, &admission)) return *refused;
   v1::CreateSessionRequest req;
   req.set_tenant(tenant);
   req.set_title(task->title.empty() ? std::string(Utf8Prefix(task->prompt, 80)) : task->title);
