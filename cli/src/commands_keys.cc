@@ -25,15 +25,18 @@ std::string HashApiKeyForConfig(const std::string& key) {
 void AddKeyCommands(CLI::App& app, Context& ctx) {
   auto key = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand(
-      "hash-key", "print the sha256:<hex> form of an API key for the harness config (reads stdin without KEY)");
-  cmd->add_option("key", *key, "the API key (omit it to read one line from stdin, out of the shell history)");
+      "hash-key",
+      "print the sha256:<hex> form of an API key for the harness config (reads stdin without KEY)");
+  cmd->add_option("key", *key,
+                  "the API key (omit it to read one line from stdin, out of the shell history)");
   cmd->callback([&ctx, key] {
     std::string text = *key;
     if (text.empty() || text == "-") {
       if (!std::getline(std::cin, text)) text.clear();
       if (!text.empty() && text.back() == '\r') text.pop_back();
     }
-    if (text.empty()) return ctx.Fail(Status::InvalidArgument("no key given (pass KEY or one line on stdin)"));
+    if (text.empty())
+      return ctx.Fail(Status::InvalidArgument("no key given (pass KEY or one line on stdin)"));
     std::cout << HashApiKeyForConfig(text) << "\n";
   });
 }

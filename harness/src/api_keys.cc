@@ -47,10 +47,13 @@ std::string Sha256Hex(std::string_view text) {
   return Hex(h.data(), h.size());
 }
 
-std::string HashApiKey(std::string_view key) { return std::string(kKeyHashPrefix) + Sha256Hex(key); }
+std::string HashApiKey(std::string_view key) {
+  return std::string(kKeyHashPrefix) + Sha256Hex(key);
+}
 
-Result<std::vector<KeyEntry>> ParseKeyTable(const std::map<std::string, std::string>& table, bool allow_plaintext,
-                                            const std::string& where, size_t* plaintext) {
+Result<std::vector<KeyEntry>> ParseKeyTable(const std::map<std::string, std::string>& table,
+                                            bool allow_plaintext, const std::string& where,
+                                            size_t* plaintext) {
   std::vector<KeyEntry> out;
   size_t n = 0;
   for (const auto& [key, tenant] : table) {
@@ -63,7 +66,8 @@ Result<std::vector<KeyEntry>> ParseKeyTable(const std::map<std::string, std::str
     if (key.rfind(kKeyHashPrefix, 0) == 0) {
       const std::string_view hex = std::string_view(key).substr(kKeyHashPrefix.size());
       if (hex.size() != 64) {
-        return Status::InvalidArgument(entry + ": \"sha256:\" must be followed by 64 hex digits (sinew hash-key prints them)");
+        return Status::InvalidArgument(
+            entry + ": \"sha256:\" must be followed by 64 hex digits (sinew hash-key prints them)");
       }
       for (size_t i = 0; i < 32; ++i) {
         const int hi = HexValue(hex[2 * i]);
@@ -75,7 +79,8 @@ Result<std::vector<KeyEntry>> ParseKeyTable(const std::map<std::string, std::str
       }
     } else {
       if (!allow_plaintext) {
-        return Status::InvalidArgument(entry + ": keys must be stored as \"sha256:<hex>\" (sinew hash-key KEY prints it)");
+        return Status::InvalidArgument(
+            entry + ": keys must be stored as \"sha256:<hex>\" (sinew hash-key KEY prints it)");
       }
       if (key.empty()) return Status::InvalidArgument(entry + ": the key is empty");
       e.hash = Sha256(key);
@@ -107,11 +112,13 @@ Result<std::vector<KeyEntry>> LoadKeysFile(const std::string& path) {
 Result<std::unique_ptr<ApiKeys>> ApiKeys::Create(const HarnessConfig& config) {
   auto keys = std::unique_ptr<ApiKeys>(new ApiKeys());
   size_t plaintext = 0;
-  SINEW_ASSIGN_OR_RETURN(keys->fixed_, ParseKeyTable(config.api_keys, true, "config.api_keys", &plaintext));
+  SINEW_ASSIGN_OR_RETURN(keys->fixed_,
+                         ParseKeyTable(config.api_keys, true, "config.api_keys", &plaintext));
   if (plaintext > 0) {
-    spdlog::warn("config.api_keys holds {} plaintext key(s): they work, but store \"sha256:<hex>\" instead "
-                 "(sinew hash-key KEY prints it; docs/security.md)",
-                 plaintext);
+    spdlog::warn(
+        "config.api_keys holds {} plaintext key(s): they work, but store \"sha256:<hex>\" instead "
+        "(sinew hash-key KEY prints it; docs/security.md)",
+        plaintext);
   }
   keys->file_ = config.api_keys_file;
   if (!keys->file_.empty()) {
@@ -152,8 +159,9 @@ void ApiKeys::ReloadIfChanged() {
   if (s.ok()) {
     spdlog::info("API keys file {} re-read", file_);
   } else {
-    spdlog::error("API keys file {} changed but cannot be used ({}); the keys read before stay valid", file_,
-                  s.message());
+    spdlog::error(
+        "API keys file {} changed but cannot be used ({}); the keys read before stay valid", file_,
+        s.message());
   }
 }
 

@@ -53,9 +53,9 @@ struct Caller {
 // Parses a key table ({"sha256:<hex>": tenant, ...}). A key without the prefix is a
 // plaintext key: hashed when `allow_plaintext` (counted in *plaintext), else refused.
 // Errors are kInvalidArgument naming `where` (never the key itself).
-[[nodiscard]] Result<std::vector<KeyEntry>> ParseKeyTable(const std::map<std::string, std::string>& table,
-                                                          bool allow_plaintext, const std::string& where,
-                                                          size_t* plaintext);
+[[nodiscard]] Result<std::vector<KeyEntry>> ParseKeyTable(
+    const std::map<std::string, std::string>& table, bool allow_plaintext, const std::string& where,
+    size_t* plaintext);
 // Reads and parses a keys file (a JSON object; hashed keys only).
 [[nodiscard]] Result<std::vector<KeyEntry>> LoadKeysFile(const std::string& path);
 

@@ -46,7 +46,8 @@ std::optional<uint32_t> TenantQuotas::TakeRequest(const std::string& tenant) {
   return CeilSeconds((1.0 - b.tokens) / rate);
 }
 
-void TenantQuotas::Prune(std::deque<Usage>* window, std::chrono::steady_clock::time_point now) const {
+void TenantQuotas::Prune(std::deque<Usage>* window,
+                         std::chrono::steady_clock::time_point now) const {
   while (!window->empty() && now - window->front().at >= kWindow) window->pop_front();
 }
 
@@ -89,7 +90,8 @@ std::optional<uint32_t> TenantQuotas::TokensRetryAfter(const std::string& tenant
   return 60;  // not reached: the sum of an emptied window is 0
 }
 
-bool TenantQuotas::AcquireSandbox(const std::string& tenant, const std::string& session_id, bool force) {
+bool TenantQuotas::AcquireSandbox(const std::string& tenant, const std::string& session_id,
+                                  bool force) {
   const uint32_t limit = QuotaOf(tenant).max_sandboxes;
   std::lock_guard<std::mutex> lock(mutex_);
   auto& held = boxes_[tenant];

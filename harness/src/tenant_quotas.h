@@ -72,8 +72,8 @@ class TenantQuotas {
   const TenantQuotaConfig unlimited_;
   const Clock clock_;
   std::mutex mutex_;
-  std::map<std::string, Bucket> buckets_;             // guarded by mutex_
-  std::map<std::string, std::deque<Usage>> usage_;    // guarded by mutex_
+  std::map<std::string, Bucket> buckets_;               // guarded by mutex_
+  std::map<std::string, std::deque<Usage>> usage_;      // guarded by mutex_
   std::map<std::string, std::set<std::string>> boxes_;  // guarded by mutex_
 };
 

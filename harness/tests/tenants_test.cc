@@ -25,8 +25,8 @@ class TenantsTest : public ApiFixture {
     const size_t end = config.find("},", start) + 2;
     config.replace(start, end - start,
                    R"("api_keys": {")" + HashApiKey(kKeyA) + R"(": "tenant-a", ")" + kKeyB +
-                       R"(": "tenant-b"}, "api_keys_file": ")" + dir_.Sub("keys.json") + R"(", "tenants": )" +
-                       tenants_json + ",");
+                       R"(": "tenant-b"}, "api_keys_file": ")" + dir_.Sub("keys.json") +
+                       R"(", "tenants": )" + tenants_json + ",");
     tenant_harness_ = std::make_unique<HarnessProcess>(dir_.Sub("tenant-harness.json"), config);
     ASSERT_FALSE(tenant_harness_->address.empty()) << "sinew-harness did not start:\n" << config;
     url_ = tenant_harness_->url();
@@ -48,7 +48,8 @@ class TenantsTest : public ApiFixture {
   // What the tenant harness has logged so far (its stdout), read until it pauses.
   std::string LogSoFar() {
     std::string out;
-    while (auto line = tenant_harness_->proc->ReadLine(std::chrono::milliseconds(300))) out += *line + "\n";
+    while (auto line = tenant_harness_->proc->ReadLine(std::chrono::milliseconds(300)))
+      out += *line + "\n";
     return out;
   }
 
@@ -74,7 +75,8 @@ class TenantsTest : public ApiFixture {
     EXPECT_EQ(a.at("action").as_string(), action);
     EXPECT_EQ(a.at("tenant").as_string(), "tenant-a");
     EXPECT_EQ(a.at("key_id").as_string(), Sha256Hex(kKeyA).substr(0, kKeyIdDigits));
-    EXPECT_EQ(std::string(a.at("remote_address").as_string()).rfind("127.0.0.1:", 0), 0u) << json::serialize(a);
+    EXPECT_EQ(std::string(a.at("remote_address").as_string()).rfind("127.0.0.1:", 0), 0u)
+        << json::serialize(a);
     ASSERT_TRUE(a.contains("time_unix_ms"));
     EXPECT_GT(std::stoll(std::string(a.at("time_unix_ms").as_string())), 0);
   }
@@ -95,7 +97,8 @@ TEST_F(TenantsTest, HashedKeysAuthenticateAndTheKeysFileRotatesWithoutARestart) 
   EXPECT_EQ(Api("GET", url_ + "/v1/sessions", kOldKey).status, 200);
   EXPECT_EQ(Api("GET", url_ + "/v1/sessions", kNewKey).status, 401);
   // Rotation, same process: both keys during the window, then the new one alone.
-  ReplaceKeysFile(R"({")" + HashApiKey(kOldKey) + R"(": "tenant-c", ")" + HashApiKey(kNewKey) + R"(": "tenant-c"})");
+  ReplaceKeysFile(R"({")" + HashApiKey(kOldKey) + R"(": "tenant-c", ")" + HashApiKey(kNewKey) +
+                  R"(": "tenant-c"})");
   EXPECT_EQ(Api("GET", url_ + "/v1/sessions", kOldKey).status, 200);
   EXPECT_EQ(Api("GET", url_ + "/v1/sessions", kNewKey).status, 200);
   ReplaceKeysFile(R"({")" + HashApiKey(kNewKey) + R"(": "tenant-c"})");
@@ -111,7 +114,8 @@ TEST_F(TenantsTest, HashedKeysAuthenticateAndTheKeysFileRotatesWithoutARestart) 
   const std::string log = LogSoFar();
   EXPECT_NE(log.find("re-read"), std::string::npos) << log;
   EXPECT_NE(log.find("cannot be used"), std::string::npos) << log;
-  for (const char* key : {kKeyA, kKeyB, kOldKey, kNewKey}) EXPECT_EQ(log.find(key), std::string::npos) << key;
+  for (const char* key : {kKeyA, kKeyB, kOldKey, kNewKey})
+    EXPECT_EQ(log.find(key), std::string::npos) << key;
 }
 
 TEST_F(TenantsTest, RequestsPerSecondIs429WithRetryAfterAndLeavesNoTrace) {
@@ -124,8 +128,9 @@ TEST_F(TenantsTest, RequestsPerSecondIs429WithRetryAfterAndLeavesNoTrace) {
   EXPECT_EQ(second.Header("retry-after"), "1000");
   Expect429(Api("GET", url_ + "/v1/sessions", kKeyA), "rate_limited");
   // The event stream is a request too.
-  Expect429(Api("GET", url_ + "/v1/sessions/" + std::string(first.json.at("session").at("id").as_string()) +
-                            "/events/stream",
+  Expect429(Api("GET",
+                url_ + "/v1/sessions/" +
+                    std::string(first.json.at("session").at("id").as_string()) + "/events/stream",
                 kKeyA),
             "rate_limited");
   EXPECT_EQ(SessionsOfA(), 1u);  // the refused create left nothing
@@ -145,7 +150,8 @@ TEST_F(TenantsTest, ConcurrentSessionsAre429UntilOneEnds) {
   Expect429(fork, "quota_exceeded");
   EXPECT_EQ(SessionsOfA(), 1u);
   // Tenant b has no quota.
-  EXPECT_EQ(Api("POST", url_ + "/v1/sessions", kKeyB, R"({"prompt": "b", "model": "nop"})").status, 201);
+  EXPECT_EQ(Api("POST", url_ + "/v1/sessions", kKeyB, R"({"prompt": "b", "model": "nop"})").status,
+            201);
   // When the running one ends, the next is admitted.
   ASSERT_EQ(Api("POST", url_ + "/v1/sessions/" + id + "/cancel", kKeyA).status, 202);
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "cancelled"), "cancelled");
@@ -164,7 +170,8 @@ TEST_F(TenantsTest, OverTokensPerMinuteModelCallsWaitAndNewSessionsAre429) {
   bool waiting = false;
   for (int i = 0; i < 600 && !waiting; ++i) {
     for (const auto& e : AllEvents(base_, kKeyA, id)) {
-      if (e.contains("annotation") && e.at("annotation").at("labels").at("kind").as_string() == "quota_wait") {
+      if (e.contains("annotation") &&
+          e.at("annotation").at("labels").at("kind").as_string() == "quota_wait") {
         waiting = true;
       }
     }
@@ -174,7 +181,9 @@ TEST_F(TenantsTest, OverTokensPerMinuteModelCallsWaitAndNewSessionsAre429) {
   size_t requests = 0;
   for (const auto& e : AllEvents(base_, kKeyA, id)) requests += e.contains("model_request") ? 1 : 0;
   EXPECT_EQ(requests, 1u);
-  EXPECT_EQ(Api("GET", base_ + "/v1/sessions/" + id, kKeyA).json.at("session").at("status").as_string(), "running");
+  EXPECT_EQ(
+      Api("GET", base_ + "/v1/sessions/" + id, kKeyA).json.at("session").at("status").as_string(),
+      "running");
   const size_t before = SessionsOfA();
   auto refused = Api("POST", url_ + "/v1/sessions", kKeyA, R"({"prompt": "more"})");
   Expect429(refused, "rate_limited");
@@ -203,7 +212,8 @@ TEST_F(TenantsTest, CancelForkImportAndExportLeaveAuditEvents) {
   // The audit event comes before the status change it explains.
   auto events = AllEvents(base_, kKeyA, busy_id);
   ASSERT_GE(events.size(), 2u);
-  EXPECT_TRUE(events[events.size() - 2].contains("audit") || events[events.size() - 3].contains("audit"));
+  EXPECT_TRUE(events[events.size() - 2].contains("audit") ||
+              events[events.size() - 3].contains("audit"));
   EXPECT_EQ(events.back().at("status_change").at("to").as_string(), "SESSION_STATUS_CANCELLED");
 
   // Fork: both sessions say so.
@@ -223,9 +233,11 @@ TEST_F(TenantsTest, CancelForkImportAndExportLeaveAuditEvents) {
 
   // Export: the body is the log before it; the log then ends with the export's audit.
   const size_t length = AllEvents(base_, kKeyA, id).size();
-  auto exported = Call("GET", url_ + "/v1/sessions/" + id + "/export", "", {"Authorization: Bearer " + std::string(kKeyA)});
+  auto exported = Call("GET", url_ + "/v1/sessions/" + id + "/export", "",
+                       {"Authorization: Bearer " + std::string(kKeyA)});
   ASSERT_EQ(exported.status, 200) << exported.body;
-  EXPECT_EQ(static_cast<size_t>(std::count(exported.body.begin(), exported.body.end(), '\n')), length);
+  EXPECT_EQ(static_cast<size_t>(std::count(exported.body.begin(), exported.body.end(), '\n')),
+            length);
   source_audits = Audits(id);
   ASSERT_EQ(source_audits.size(), 2u);
   ExpectAudit(source_audits[1], "export");
@@ -237,8 +249,9 @@ TEST_F(TenantsTest, CancelForkImportAndExportLeaveAuditEvents) {
   config.replace(config.find(store_->address), store_->address.size(), other_store.address);
   HarnessProcess other(dir_.Sub("harness2.json"), config);
   ASSERT_FALSE(other.address.empty());
-  auto imported = Call("POST", other.url() + "/v1/sessions/import", exported.body,
-                       {"Authorization: Bearer " + std::string(kKeyA), "Content-Type: application/x-ndjson"});
+  auto imported =
+      Call("POST", other.url() + "/v1/sessions/import", exported.body,
+           {"Authorization: Bearer " + std::string(kKeyA), "Content-Type: application/x-ndjson"});
   ASSERT_EQ(imported.status, 201) << imported.body;
   auto other_events = AllEvents(other.url(), kKeyA, id);
   ASSERT_EQ(other_events.size(), length + 1);
@@ -262,7 +275,8 @@ TEST_F(TenantsTest, ExportOfAnotherTenantsSessionIs404AndLeavesNoTrace) {
   const std::string id = Submit(R"({"prompt": "mine", "model": "nop"})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   const size_t length = AllEvents(base_, kKeyA, id).size();
-  auto r = Call("GET", url_ + "/v1/sessions/" + id + "/export", "", {"Authorization: Bearer " + std::string(kKeyB)});
+  auto r = Call("GET", url_ + "/v1/sessions/" + id + "/export", "",
+                {"Authorization: Bearer " + std::string(kKeyB)});
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(Call("GET", url_ + "/v1/sessions/" + id + "/export").status, 401);
   EXPECT_EQ(Api("POST", url_ + "/v1/sessions/" + id + "/export", kKeyA).status, 405);

@@ -29,7 +29,8 @@ struct TestClock {
 TEST(ApiKeysTest, HashIsTheSha256OfTheKey) {
   // The SHA-256 test vector of "abc" (FIPS 180-2).
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(HashApiKey("abc"), "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(HashApiKey("abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(ApiKeysTest, HashedAndPlaintextKeysFindTheirTenantAndNothingElse) {
@@ -55,8 +56,10 @@ TEST(ApiKeysTest, MalformedHashesAreRefusedWithoutQuotingTheEntry) {
   auto short_hash = ParseKeyTable({{"sha256:abcd", "t"}}, true, "config.api_keys", &plaintext);
   ASSERT_FALSE(short_hash.ok());
   EXPECT_NE(short_hash.status().message().find("64 hex digits"), std::string::npos);
-  EXPECT_EQ(short_hash.status().message().find("abcd"), std::string::npos) << short_hash.status().message();
-  auto not_hex = ParseKeyTable({{"sha256:" + std::string(64, 'g'), "t"}}, true, "config.api_keys", &plaintext);
+  EXPECT_EQ(short_hash.status().message().find("abcd"), std::string::npos)
+      << short_hash.status().message();
+  auto not_hex =
+      ParseKeyTable({{"sha256:" + std::string(64, 'g'), "t"}}, true, "config.api_keys", &plaintext);
   EXPECT_FALSE(not_hex.ok());
   auto plain_in_file = ParseKeyTable({{"secret-plaintext", "t"}}, false, "keys file", &plaintext);
   ASSERT_FALSE(plain_in_file.ok());
@@ -81,7 +84,8 @@ TEST(ApiKeysTest, TheKeysFileRotatesWithoutARestart) {
   EXPECT_TRUE((*keys)->Match("old-key").has_value());
   EXPECT_FALSE((*keys)->Match("new-key").has_value());
   // The rotation window: both keys are valid.
-  replace(R"({")" + HashApiKey("old-key") + R"(": "tenant-a", ")" + HashApiKey("new-key") + R"(": "tenant-a"})");
+  replace(R"({")" + HashApiKey("old-key") + R"(": "tenant-a", ")" + HashApiKey("new-key") +
+          R"(": "tenant-a"})");
   EXPECT_TRUE((*keys)->Match("old-key").has_value());
   EXPECT_TRUE((*keys)->Match("new-key").has_value());
   // The old key removed.
@@ -179,7 +183,8 @@ TEST(TenantQuotasTest, SandboxesCountSessionsOnce) {
 }
 
 TEST(TenantConfigTest, TenantsAndTheKeysFileParse) {
-  auto c = ParseConfig(R"({"store": {"address": "127.0.0.1:1"}, "api_keys_file": "/etc/sinew/keys.json",
+  auto c =
+      ParseConfig(R"({"store": {"address": "127.0.0.1:1"}, "api_keys_file": "/etc/sinew/keys.json",
     "tenants": {"a": {"max_concurrent_sessions": 3, "max_sandboxes": 2, "tokens_per_minute": 50000,
                       "requests_per_second": 2.5}, "b": {}},
     "models": {"m": {"kind": "scripted", "script": "/dev/null"}}})");
@@ -194,15 +199,19 @@ TEST(TenantConfigTest, TenantsAndTheKeysFileParse) {
 }
 
 TEST(TenantConfigTest, ErrorsNameTheField) {
-  const std::string head = R"({"store": {"address": "127.0.0.1:1"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )";
+  const std::string head =
+      R"({"store": {"address": "127.0.0.1:1"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )";
   auto expect_error = [&](const std::string& rest, const std::string& needle) {
     auto c = ParseConfig(head + rest + "}");
     ASSERT_FALSE(c.ok()) << rest;
     EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
   };
-  expect_error(R"("api_keys": {"k": "t"}, "tenants": {"a": {"max_sessions": 1}})", "config.tenants.a");
-  expect_error(R"("api_keys": {"k": "t"}, "tenants": {"a": {"requests_per_second": -1}})", "requests_per_second");
-  expect_error(R"("api_keys": {"k": "t"}, "tenants": {"a": 5})", "config.tenants.a must be an object");
+  expect_error(R"("api_keys": {"k": "t"}, "tenants": {"a": {"max_sessions": 1}})",
+               "config.tenants.a");
+  expect_error(R"("api_keys": {"k": "t"}, "tenants": {"a": {"requests_per_second": -1}})",
+               "requests_per_second");
+  expect_error(R"("api_keys": {"k": "t"}, "tenants": {"a": 5})",
+               "config.tenants.a must be an object");
   expect_error(R"("api_keys": {"sha256:00": "t"})", "64 hex digits");
   expect_error(R"("api_keys": {})", "api_keys_file");
 }
