@@ -192,6 +192,10 @@ TEST_F(CliRemoteTest, ExportImportRoundTripIsByteIdenticalPlusTheAuditEvent) {
   ASSERT_EQ(exp.exit_code, 0) << exp.out;
   std::string exported = test::ReadFile(file);
   EXPECT_GT(Lines(exported).size(), 8u);
+  // The export left its audit event, which replay prints as one line.
+  auto replay = platform_->Sinew({"replay", id});
+  EXPECT_NE(replay.out.find("  audit            export by cli-tenant (key "), std::string::npos) << replay.out;
+  EXPECT_EQ(replay.out.find(kKey), std::string::npos) << replay.out;
   // The same id is taken in this store.
   auto conflict = platform_->Sinew({"import", file});
   EXPECT_EQ(conflict.exit_code, 2);
