@@ -39,7 +39,8 @@ class RecordingControl final : public SessionControl {
  public:
   void Wake(const std::string&) override { ++wakes; }
   bool DeliverMessage(const std::string&, const std::string&) override { return false; }
-  bool DeliverCancel(const std::string&, const std::string&) override { return false; }
+  bool DeliverCancel(const std::string&, const std::string&, const v1::Event&) override { return false; }
+  bool DeliverAudit(const std::string&, const v1::Event&) override { return false; }
   Status Ready() override { return Status::Ok(); }
   std::string SessionsByStatusMetrics() override { return ""; }
   uint64_t wakes = 0;
@@ -59,6 +60,8 @@ struct World {
   std::unique_ptr<ProxyTools> proxy;
   std::unique_ptr<SandboxBackend> sandboxes;
   Metrics metrics;
+  std::unique_ptr<ApiKeys> api_keys;
+  std::unique_ptr<TenantQuotas> quotas;
   std::atomic<bool> stopping{false};
   HarnessDeps deps;
   RecordingControl control;
@@ -95,6 +98,12 @@ struct World {
     deps.proxy = proxy.get();
     deps.sandboxes = sandboxes.get();
     deps.metrics = &metrics;
+    auto keys = ApiKeys::Create(config);
+    if (!keys.ok()) Die(keys.status().message());
+    api_keys = std::move(keys).value();
+    deps.api_keys = api_keys.get();
+    quotas = std::make_unique<TenantQuotas>(config.tenants);
+    deps.quotas = quotas.get();
     deps.owner = "http://127.0.0.1:1#fuzz";
     deps.stopping = &stopping;
     handler = std::make_unique<ApiHandler>(&deps, &control);

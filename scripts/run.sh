@@ -124,7 +124,7 @@ cat >"$DATA/harness.json" <<JSON
 {"listen": "127.0.0.1:$HPORT", $HARNESS_TLS $HARNESS_GRPC_TLS
  "store": {"address": "$STORE"},
  $( [ -n "$SANDBOXD" ] && echo "\"sandboxd\": {\"address\": \"$SANDBOXD\"}," )
- "api_keys": {"sk-sinew-demo": "demo"},
+ "api_keys": {"sha256:a9b04fa55433b975eb4feb904daab0c23246f1b3a1c757b3f0c3b47adbd5317a": "demo"},
  "default_model": "$DEFAULT",
  "models": {$MODELS
    "demo-scripted": {"kind": "scripted", "script": "$DATA/demo-script.json"}},

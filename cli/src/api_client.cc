@@ -172,6 +172,28 @@ Result<std::vector<std::pair<v1::Event, std::string>>> ApiClient::AllEvents(cons
   return all;
 }
 
+Result<std::vector<std::pair<v1::Event, std::string>>> ApiClient::Export(const std::string& id) {
+  SINEW_ASSIGN_OR_RETURN(HttpResponse resp, http_.Send("GET", "/v1/sessions/" + id + "/export", "", ""));
+  if (resp.status < 200 || resp.status >= 300) return HttpError(resp.status, resp.body, http_.base_url());
+  std::vector<std::pair<v1::Event, std::string>> out;
+  size_t pos = 0;
+  while (pos < resp.body.size()) {
+    size_t nl = resp.body.find('\n', pos);
+    if (nl == std::string::npos) nl = resp.body.size();
+    std::string line = resp.body.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) continue;
+    // The same text as the events endpoint gives (json::serialize of the value).
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    if (ec) return Status::Internal("server sent an export line that is not JSON: " + ec.message());
+    line = json::serialize(v);
+    SINEW_ASSIGN_OR_RETURN(v1::Event ev, ParseEvent(line));
+    out.emplace_back(std::move(ev), std::move(line));
+  }
+  return out;
+}
+
 Result<SessionView> ApiClient::Message(const std::string& id, const std::string& text) {
   json::object body{{"text", text}};
   return SessionCall("POST", "/v1/sessions/" + id + "/messages", json::serialize(body));

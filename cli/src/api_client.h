@@ -40,6 +40,9 @@ class ApiClient {
   // Every event from `from` to `to` (0: the end), page by page.
   [[nodiscard]] Result<std::vector<std::pair<v1::Event, std::string>>> AllEvents(
       const std::string& id, uint64_t from = 1, uint64_t to = 0);
+  // The whole log through GET /v1/sessions/{id}/export (which leaves an audit event after
+  // it), one pair per event line.
+  [[nodiscard]] Result<std::vector<std::pair<v1::Event, std::string>>> Export(const std::string& id);
   [[nodiscard]] Result<SessionView> Message(const std::string& id, const std::string& text);
   [[nodiscard]] Result<SessionView> Cancel(const std::string& id);
   [[nodiscard]] Result<SessionView> Fork(const std::string& id, const boost::json::object& body);

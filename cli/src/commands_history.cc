@@ -109,7 +109,7 @@ void AddHistoryCommands(CLI::App& app, Context& ctx) {
   exp->add_option("-o,--out", e->out, "write to this file instead of stdout");
   exp->callback([&ctx, e] {
     ctx.Resolve();
-    auto events = ctx.Api().AllEvents(e->id);
+    auto events = ctx.Api().Export(e->id);
     if (!events.ok()) return ctx.Fail(events.status());
     std::ofstream file;
     if (!e->out.empty()) {

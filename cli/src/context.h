@@ -53,5 +53,6 @@ void AddSessionCommands(CLI::App& app, Context& ctx);  // run, tail, sessions, c
 void AddHistoryCommands(CLI::App& app, Context& ctx);  // replay, fork, export, import
 void AddStoreCommands(CLI::App& app, Context& ctx);    // store inspect, store backup
 void AddEvalCommands(CLI::App& app, Context& ctx);     // eval run, resume, report
+void AddKeyCommands(CLI::App& app, Context& ctx);      // hash-key
 
 }  // namespace sinew::cli

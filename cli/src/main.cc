@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   sinew::cli::AddSessionCommands(app, ctx);
   sinew::cli::AddHistoryCommands(app, ctx);
   sinew::cli::AddStoreCommands(app, ctx);
+  sinew::cli::AddKeyCommands(app, ctx);
   sinew::cli::AddEvalCommands(app, ctx);
   try {
     app.parse(argc, argv);

@@ -129,6 +129,12 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
     case v1::Event::kAnnotation:
       return Paint("note", kDim, c) + "             " + ev.annotation().author() + ": " +
              OneLine(ev.annotation().text(), 100);
+    case v1::Event::kAudit: {
+      const auto& a = ev.audit();
+      return Paint("audit", kDim, c) + "            " + a.action() + " by " + a.tenant() + " (key " + a.key_id() +
+             (a.remote_address().empty() ? "" : ", from " + a.remote_address()) + ")" +
+             (a.detail().empty() ? "" : ": " + OneLine(a.detail(), 100));
+    }
     default:
       return Paint(ev.type().empty() ? "unknown event" : ev.type(), kDim, c) +
              "  (a newer event type; `sinew export` keeps it whole)";

@@ -184,7 +184,7 @@ TEST_F(CliRemoteTest, SessionsListShowAndJson) {
   EXPECT_TRUE(found) << events.out;
 }
 
-TEST_F(CliRemoteTest, ExportImportRoundTripIsByteIdentical) {
+TEST_F(CliRemoteTest, ExportImportRoundTripIsByteIdenticalPlusTheAuditEvent) {
   std::string id = Detached("steps");
   ASSERT_EQ(platform_->Sinew({"tail", id}).exit_code, 0);
   std::string file = dir_.Sub("session.jsonl");
@@ -192,6 +192,10 @@ TEST_F(CliRemoteTest, ExportImportRoundTripIsByteIdentical) {
   ASSERT_EQ(exp.exit_code, 0) << exp.out;
   std::string exported = test::ReadFile(file);
   EXPECT_GT(Lines(exported).size(), 8u);
+  // The export left its audit event, which replay prints as one line.
+  auto replay = platform_->Sinew({"replay", id});
+  EXPECT_NE(replay.out.find("  audit            export by cli-tenant (key "), std::string::npos) << replay.out;
+  EXPECT_EQ(replay.out.find(kKey), std::string::npos) << replay.out;
   // The same id is taken in this store.
   auto conflict = platform_->Sinew({"import", file});
   EXPECT_EQ(conflict.exit_code, 2);
@@ -203,7 +207,11 @@ TEST_F(CliRemoteTest, ExportImportRoundTripIsByteIdentical) {
   EXPECT_EQ(Lines(imp.out).back(), id);
   auto again = other.Sinew({"export", id});
   ASSERT_EQ(again.exit_code, 0);
-  EXPECT_EQ(again.out, exported);
+  // The same bytes, then the import's audit event (docs/security.md): the only addition.
+  ASSERT_EQ(again.out.substr(0, exported.size()), exported);
+  const auto added = Lines(again.out.substr(exported.size()));
+  ASSERT_EQ(added.size(), 1u) << again.out;
+  EXPECT_NE(added[0].find("\"audit\":{\"action\":\"import\""), std::string::npos) << added[0];
   // A damaged file is named line by line and nothing is imported.
   std::ofstream(dir_.Sub("bad.jsonl")) << Lines(exported)[0] << "\n{not json\n";
   auto bad = other.Sinew({"import", dir_.Sub("bad.jsonl")});

@@ -158,5 +158,20 @@ TEST(CliStoreTest, UnreachableServerSaysWhatToDo) {
   EXPECT_NE(run.out.find("is sinew-harness running?"), std::string::npos);
 }
 
+// `sinew hash-key`: the form the harness's api_keys store (docs/security.md), from an
+// argument or from stdin; the SHA-256 test vector of "abc" (FIPS 180-2).
+TEST(CliStoreTest, HashKeyPrintsTheSha256FormOfAKey) {
+  const std::string expected = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n";
+  auto arg = RunSinew({"hash-key", "abc"});
+  EXPECT_EQ(arg.exit_code, 0);
+  EXPECT_EQ(arg.out, expected);
+  auto in = RunSinew({"hash-key"}, "abc\n");
+  EXPECT_EQ(in.exit_code, 0);
+  EXPECT_EQ(in.out, expected);
+  auto none = RunSinew({"hash-key"}, "");
+  EXPECT_EQ(none.exit_code, 2) << none.out;
+  EXPECT_NE(none.out.find("no key given"), std::string::npos) << none.out;
+}
+
 }  // namespace
 }  // namespace sinew::cli

@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "api_handler.h"
 #include "json_util.h"
 #include "session_log.h"
@@ -36,7 +38,8 @@ Status AppendAll(store::SessionStore* store, const std::string& id, uint64_t nex
 
 }  // namespace
 
-ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const std::string& tenant) {
+ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const Caller& caller) {
+  const std::string& tenant = caller.tenant;
   auto meta = OwnedSession(id, tenant);
   if (!meta.ok()) return FromStatus(meta.status());
   auto body = ParseObject(r.body, "request body");
@@ -80,6 +83,8 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const s
       task_json = json::serialize(*task);
     }
   }
+  std::unique_lock<std::mutex> admission;
+  if (auto refused = AdmitSession(tenant, true, &admission)) return *refused;
   v1::CreateSessionRequest req;
   req.set_tenant(tenant);
   req.set_title(created.title());
@@ -106,15 +111,28 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const s
     ev.mutable_user_message()->set_text(deps_.vault->Redact(message));
     copies.push_back(std::move(ev));
   }
+  copies.push_back(AuditEvent(r, caller, "fork", "forked from " + id + " at seq " + std::to_string(at_seq)));
   Status appended = AppendAll(deps_.store, fork->id(), 2, copies);
   if (!appended.ok()) return FromStatus(appended);
   auto after = deps_.store->GetSession(fork->id());
   if (!after.ok()) return FromStatus(after.status());
+  if (admission.owns_lock()) admission.unlock();
+  // The source's record of it. The fork's own log already holds one, so a source that
+  // cannot take it now (a store error) does not undo the fork; the log says why.
+  ApiResponse ignored;
+  Status audited = RecordAudit(r, id, AuditEvent(r, caller, "fork", "forked into " + fork->id() + " at seq " +
+                                                                       std::to_string(at_seq)),
+                               &ignored);
+  if (!audited.ok()) {
+    spdlog::warn("session {}: forked into {} but its audit event was not written: {}", id, fork->id(),
+                 audited.message());
+  }
   control_->Wake(fork->id());
   return Created(*after);
 }
 
-ApiResponse ApiHandler::Import(const ApiRequest& r, const std::string& tenant) {
+ApiResponse ApiHandler::Import(const ApiRequest& r, const Caller& caller) {
+  const std::string& tenant = caller.tenant;
   std::vector<v1::Event> events;
   std::istringstream in(r.body);
   std::string line;
@@ -155,6 +173,8 @@ ApiResponse ApiHandler::Import(const ApiRequest& r, const std::string& tenant) {
     return Error(400, "invalid_argument", "the session belongs to tenant '" + created.tenant() +
                                               "'; import it with an API key of that tenant");
   }
+  std::unique_lock<std::mutex> admission;
+  if (auto refused = AdmitSession(tenant, false, &admission)) return *refused;
   v1::CreateSessionRequest req;
   req.set_tenant(created.tenant());
   req.set_title(created.title());
@@ -172,6 +192,7 @@ ApiResponse ApiHandler::Import(const ApiRequest& r, const std::string& tenant) {
     return FromStatus(meta.status());
   }
   std::vector<v1::Event> rest(events.begin() + 1, events.end());
+  rest.push_back(AuditEvent(r, caller, "import", "imported " + std::to_string(events.size()) + " events"));
   Status appended = AppendAll(deps_.store, id, 2, rest);
   if (!appended.ok()) return FromStatus(appended);
   auto after = deps_.store->GetSession(id);

@@ -2,6 +2,7 @@
 #include "api_handler.h"
 
 #include <cerrno>
+#include <cstdio>
 
 #include <curl/curl.h>
 
@@ -105,7 +106,7 @@ ApiResponse ApiHandler::FromStatus(const Status& s) {
   }
 }
 
-Result<std::string> ApiHandler::Authenticate(const ApiRequest& r) const {
+Result<Caller> ApiHandler::Authenticate(const ApiRequest& r) const {
   constexpr std::string_view kBearer = "Bearer ";
   if (r.authorization.empty()) {
     return Status::Unauthenticated("missing Authorization header; send 'Authorization: Bearer <api key>'");
@@ -113,9 +114,101 @@ Result<std::string> ApiHandler::Authenticate(const ApiRequest& r) const {
   if (r.authorization.compare(0, kBearer.size(), kBearer) != 0) {
     return Status::Unauthenticated("Authorization must be 'Bearer <api key>'");
   }
-  auto it = deps_.config->api_keys.find(r.authorization.substr(kBearer.size()));
-  if (it == deps_.config->api_keys.end()) return Status::Unauthenticated("unknown API key");
-  return it->second;
+  auto caller = deps_.api_keys->Match(std::string_view(r.authorization).substr(kBearer.size()));
+  if (!caller) return Status::Unauthenticated("unknown API key");
+  return *caller;
+}
+
+namespace {
+
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+ApiResponse TooMany(const std::string& code, const std::string& message, uint32_t retry_after) {
+  ApiResponse out = ApiHandler::Error(429, code, message + "; retry in " + std::to_string(retry_after) + " s");
+  out.headers.emplace_back("Retry-After", std::to_string(retry_after));
+  return out;
+}
+
+// How long a client refused for max_concurrent_sessions is asked to wait: nothing says
+// when one of its sessions ends, so this is a hint.
+constexpr uint32_t kSessionsRetryAfterSeconds = 5;
+
+}  // namespace
+
+std::optional<ApiResponse> ApiHandler::RateLimit(const std::string& tenant) {
+  auto retry = deps_.quotas->TakeRequest(tenant);
+  if (!retry) return std::nullopt;
+  deps_.metrics->Add("sinew_harness_quota_refusals_total", "quota=\"requests_per_second\"");
+  return TooMany("rate_limited",
+                 "tenant '" + tenant + "' is over its requests_per_second (" +
+                     FormatNumber(deps_.quotas->QuotaOf(tenant).requests_per_second) + ")",
+                 *retry);
+}
+
+std::optional<ApiResponse> ApiHandler::AdmitSession(const std::string& tenant, bool uses_model,
+                                                    std::unique_lock<std::mutex>* lock) {
+  const TenantQuotaConfig& quota = deps_.quotas->QuotaOf(tenant);
+  if (uses_model) {
+    if (auto retry = deps_.quotas->TokensRetryAfter(tenant)) {
+      deps_.metrics->Add("sinew_harness_quota_refusals_total", "quota=\"tokens_per_minute\"");
+      return TooMany("rate_limited",
+                     "tenant '" + tenant + "' used " + std::to_string(deps_.quotas->TokensInLastMinute(tenant)) +
+                         " model tokens in the last minute (tokens_per_minute " +
+                         std::to_string(quota.tokens_per_minute) + ")",
+                     *retry);
+    }
+  }
+  if (quota.max_concurrent_sessions == 0) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> guard(admission_mutex_);
+    auto& m = admission_[tenant];
+    if (!m) m = std::make_unique<std::mutex>();
+    *lock = std::unique_lock<std::mutex>(*m);
+  }
+  // Queued and running sessions in the store (imported records that nobody drives are
+  // not work). The lock makes check-and-create atomic within this harness only.
+  uint64_t count = 0;
+  for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING}) {
+    v1::ListSessionsRequest req;
+    req.set_tenant(tenant);
+    req.set_status(status);
+    req.set_page_size(1000);
+    while (count < quota.max_concurrent_sessions) {
+      auto resp = deps_.store->ListSessions(req);
+      if (!resp.ok()) {
+        lock->unlock();
+        return FromStatus(resp.status());
+      }
+      for (const auto& s : resp->sessions()) {
+        if (!(s.imported() && s.lease_epoch() == 0)) ++count;
+      }
+      if (resp->next_page_token().empty()) break;
+      req.set_page_token(resp->next_page_token());
+    }
+  }
+  if (count < quota.max_concurrent_sessions) return std::nullopt;
+  lock->unlock();
+  deps_.metrics->Add("sinew_harness_quota_refusals_total", "quota=\"max_concurrent_sessions\"");
+  return TooMany("quota_exceeded",
+                 "tenant '" + tenant + "' has " + std::to_string(count) + " queued or running sessions (max_concurrent_sessions " +
+                     std::to_string(quota.max_concurrent_sessions) + ")",
+                 kSessionsRetryAfterSeconds);
+}
+
+v1::Event AuditEvent(const ApiRequest& r, const Caller& caller, const std::string& action, const std::string& detail) {
+  v1::Event ev;
+  auto* a = ev.mutable_audit();
+  a->set_action(action);
+  a->set_tenant(caller.tenant);
+  a->set_key_id(caller.key_id);
+  a->set_time_unix_ms(NowUnixMs());
+  a->set_remote_address(SanitizeUtf8(r.remote_address));
+  a->set_detail(detail);
+  return ev;
 }
 
 Result<v1::Session> ApiHandler::OwnedSession(const std::string& id, const std::string& tenant) const {
@@ -167,8 +260,10 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
   if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "sessions") {
     return Error(404, "not_found", "no such endpoint: " + path);
   }
-  auto tenant = Authenticate(r);
-  if (!tenant.ok()) return FromStatus(tenant.status());
+  auto caller = Authenticate(r);
+  if (!caller.ok()) return FromStatus(caller.status());
+  const std::string* tenant = &caller->tenant;
+  if (auto limited = RateLimit(*tenant)) return *limited;
   const bool has_body = r.method == "POST";
   auto needs_json = [&]() -> std::optional<ApiResponse> {
     if (r.content_type.rfind("application/json", 0) != 0) {
@@ -189,12 +284,16 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
     if (r.content_type.rfind("application/x-ndjson", 0) != 0) {
       return Error(415, "unsupported_media_type", "send the events as Content-Type: application/x-ndjson");
     }
-    return Import(r, *tenant);
+    return Import(r, *caller);
   }
   const std::string& id = parts[2];
   if (parts.size() == 3) {
     if (auto e = only("GET")) return *e;
     return GetSession(id, *tenant);
+  }
+  if (parts.size() == 4 && parts[3] == "export") {
+    if (auto e = only("GET")) return *e;
+    return Export(r, id, *caller);
   }
   if (parts.size() == 4 && parts[3] == "events") {
     if (auto e = only("GET")) return *e;
@@ -202,10 +301,10 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
   }
   if (parts.size() == 4 && (parts[3] == "messages" || parts[3] == "cancel" || parts[3] == "fork")) {
     if (auto e = only("POST")) return *e;
-    if (parts[3] == "cancel") return Cancel(r, id, *tenant);
+    if (parts[3] == "cancel") return Cancel(r, id, *caller);
     if (auto e = needs_json(); e && has_body) return *e;
     if (parts[3] == "messages") return PostMessage(r, id, *tenant);
-    return Fork(r, id, *tenant);
+    return Fork(r, id, *caller);
   }
   if (parts.size() == 5 && parts[3] == "events" && parts[4] == "stream") {
     return Error(405, "method_not_allowed", "use GET on the event stream");
@@ -215,8 +314,10 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
 
 void ApiHandler::Stream(const ApiRequest& r, const std::function<void(const ApiResponse&)>& start,
                         const std::function<bool(const std::string&)>& write) {
-  auto tenant = Authenticate(r);
-  if (!tenant.ok()) return start(FromStatus(tenant.status()));
+  auto caller = Authenticate(r);
+  if (!caller.ok()) return start(FromStatus(caller.status()));
+  if (auto limited = RateLimit(caller->tenant)) return start(*limited);
+  const std::string* tenant = &caller->tenant;
   const size_t q = r.target.find('?');
   const std::string query = q == std::string::npos ? "" : r.target.substr(q + 1);
   const std::string id = SplitPath(r.target.substr(0, q))[2];

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +26,7 @@ struct ApiRequest {
   std::string content_type;
   std::string last_event_id;
   bool forwarded = false;  // came from another harness (never forwarded again)
+  std::string remote_address;  // the client's "ip:port" ("" when unknown)
   std::string body;
 };
 
@@ -40,7 +44,12 @@ class SessionControl {
   virtual void Wake(const std::string& session_id) = 0;
   // Hand input to this process's driver of the session; false when none drives it here.
   virtual bool DeliverMessage(const std::string& session_id, const std::string& text) = 0;
-  virtual bool DeliverCancel(const std::string& session_id, const std::string& reason) = 0;
+  // Cancels through this process's driver, which appends `audit` first; false when none
+  // drives it here.
+  virtual bool DeliverCancel(const std::string& session_id, const std::string& reason, const v1::Event& audit) = 0;
+  // Hands an audit event to this process's driver of the session (appended at its next
+  // step); false when none drives it here.
+  virtual bool DeliverAudit(const std::string& session_id, const v1::Event& audit) = 0;
   [[nodiscard]] virtual Status Ready() = 0;
   virtual std::string SessionsByStatusMetrics() = 0;
 };
@@ -66,7 +75,14 @@ class ApiHandler {
 
  private:
   // Routing helpers (api_handler.cc).
-  Result<std::string> Authenticate(const ApiRequest& request) const;
+  Result<Caller> Authenticate(const ApiRequest& request) const;
+  // The requests_per_second check: a 429 when the tenant's bucket is empty.
+  std::optional<ApiResponse> RateLimit(const std::string& tenant);
+  // Admission of one more session of `tenant` (create, fork, import): a 429 when the tenant
+  // is at max_concurrent_sessions or (when `uses_model`) over tokens_per_minute. Holds
+  // *lock (the tenant's admission lock) on success, to be kept until the session exists.
+  std::optional<ApiResponse> AdmitSession(const std::string& tenant, bool uses_model,
+                                          std::unique_lock<std::mutex>* lock);
   // The advertised URL of the live lease's holder of session `id`, or "" when there is none
   // (or it is not an http(s) URL).
   std::string LeaseHolderUrl(const std::string& id) const;
@@ -79,9 +95,13 @@ class ApiHandler {
   ApiResponse GetSession(const std::string& id, const std::string& tenant);
   ApiResponse GetEvents(const std::string& id, const std::string& query, const std::string& tenant);
   ApiResponse PostMessage(const ApiRequest& r, const std::string& id, const std::string& tenant);
-  ApiResponse Cancel(const ApiRequest& r, const std::string& id, const std::string& tenant);
-  ApiResponse Fork(const ApiRequest& r, const std::string& id, const std::string& tenant);
-  ApiResponse Import(const ApiRequest& r, const std::string& tenant);
+  ApiResponse Cancel(const ApiRequest& r, const std::string& id, const Caller& caller);
+  ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
+  ApiResponse Import(const ApiRequest& r, const Caller& caller);
+  ApiResponse Export(const ApiRequest& r, const std::string& id, const Caller& caller);
+  // Appends `audit` to session `id`: through its driver here, else under a short lease of
+  // our own; when another harness drives it, forwards `r` there (sets *forwarded).
+  Status RecordAudit(const ApiRequest& r, const std::string& id, const v1::Event& audit, ApiResponse* forwarded);
   // Appends `events` to a session nobody drives here, under a short lease of our own;
   // when another harness drives it, forwards `r` there. Sets *forwarded then.
   Result<v1::Session> AppendUndriven(const ApiRequest& r, const std::string& id,
@@ -90,7 +110,12 @@ class ApiHandler {
 
   const HarnessDeps& deps_;
   SessionControl* control_;  // not owned
+  std::mutex admission_mutex_;
+  std::map<std::string, std::unique_ptr<std::mutex>> admission_;  // per tenant; guarded by admission_mutex_
 };
+
+// An audit event (docs/security.md, "Audit events") for `action` by `caller`, now.
+v1::Event AuditEvent(const ApiRequest& r, const Caller& caller, const std::string& action, const std::string& detail);
 
 // Query helpers: the value of `key` in a query string ("" when absent), percent-decoded.
 std::string QueryParam(const std::string& query, const std::string& key, bool* present = nullptr);

@@ -56,6 +56,8 @@ ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& te
   task->title = deps_.vault->Redact(task->title);
   task->system = deps_.vault->Redact(task->system);
   for (auto& [k, v] : task->metadata) v = deps_.vault->Redact(v);
+  std::unique_lock<std::mutex> admission;
+  if (auto refused = AdmitSession(tenant, true, &admission)) return *refused;
   v1::CreateSessionRequest req;
   req.set_tenant(tenant);
   req.set_title(task->title.empty() ? std::string(Utf8Prefix(task->prompt, 80)) : task->title);
@@ -153,11 +155,11 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
       return Status::FailedPrecondition("session " + id + " is being driven by another harness; retry");
     }
     HttpRequest fwd;
-    fwd.method = "POST";
+    fwd.method = r.method;  // POST, or GET for an export
     fwd.url = holder_url + r.target;
     fwd.headers = {"Authorization: " + r.authorization, "Content-Type: " + r.content_type,
                    "X-Sinew-Forwarded: 1"};
-    fwd.body = r.body;
+    if (r.method == "POST") fwd.body = r.body;
     fwd.timeout_ms = 10000;
     fwd.tls.ca_file = deps_.config->tls.ca_file;
     auto resp = PerformHttp(fwd);
@@ -215,23 +217,68 @@ ApiResponse ApiHandler::PostMessage(const ApiRequest& r, const std::string& id, 
   return SessionResponse(202, *after);
 }
 
-ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const std::string& tenant) {
-  auto meta = OwnedSession(id, tenant);
+ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const Caller& caller) {
+  auto meta = OwnedSession(id, caller.tenant);
   if (!meta.ok()) return FromStatus(meta.status());
   if (IsTerminal(meta->status())) {
     return Error(409, "conflict", "session " + id + " is already " + store::SessionStatusName(meta->status()));
   }
-  if (control_->DeliverCancel(id, "cancelled by the user")) return SessionResponse(202, *meta);
+  v1::Event audit = AuditEvent(r, caller, "cancel", "");
+  if (control_->DeliverCancel(id, "cancelled by the user", audit)) return SessionResponse(202, *meta);
   v1::Event ev;
   ev.mutable_status_change()->set_to(v1::SESSION_STATUS_CANCELLED);
   ev.mutable_status_change()->set_reason("cancelled by the user");
   ApiResponse forwarded;
-  auto after = AppendUndriven(r, id, {ev}, true, &forwarded);
+  auto after = AppendUndriven(r, id, {audit, ev}, true, &forwarded);
   if (!after.ok()) {
     if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
     return FromStatus(after.status());
   }
   return SessionResponse(202, *after);
+}
+
+Status ApiHandler::RecordAudit(const ApiRequest& r, const std::string& id, const v1::Event& audit,
+                               ApiResponse* forwarded) {
+  if (control_->DeliverAudit(id, audit)) return Status::Ok();
+  auto after = AppendUndriven(r, id, {audit}, false, forwarded);
+  return after.ok() ? Status::Ok() : after.status();
+}
+
+ApiResponse ApiHandler::Export(const ApiRequest& r, const std::string& id, const Caller& caller) {
+  auto meta = OwnedSession(id, caller.tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  // The log as it is now; the export's own audit event comes after it.
+  const uint64_t last = meta->next_seq() - 1;
+  std::string body;
+  uint64_t from = 1;
+  while (from <= last) {
+    v1::GetEventsRequest req;
+    req.set_session_id(id);
+    req.set_from_seq(from);
+    req.set_to_seq(last);
+    req.set_limit(1000);
+    auto resp = deps_.store->GetEvents(req);
+    if (!resp.ok()) return FromStatus(resp.status());
+    if (resp->events_size() == 0) break;
+    for (const auto& ev : resp->events()) body += EventToJson(ev) + "\n";
+    from = resp->events(resp->events_size() - 1).seq() + 1;
+  }
+  // No audit, no export: the record is written (or handed to the session's driver here)
+  // before the events leave.
+  ApiResponse forwarded;
+  Status audited =
+      RecordAudit(r, id, AuditEvent(r, caller, "export", "events 1-" + std::to_string(last)), &forwarded);
+  if (!audited.ok()) {
+    if (forwarded.status != 200 || !forwarded.body.empty()) {
+      if (forwarded.status == 200) forwarded.content_type = "application/x-ndjson";
+      return forwarded;
+    }
+    return FromStatus(audited);
+  }
+  ApiResponse out;
+  out.content_type = "application/x-ndjson";
+  out.body = std::move(body);
+  return out;
 }
 
 }  // namespace sinew::harness

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "api_keys.h"
 #include "json_util.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
@@ -82,6 +83,25 @@ Status ParseGrpcTls(const json::object& o, GrpcTlsOptions* tls) {
   return Status::Ok();
 }
 
+Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQuotaConfig* q) {
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
+      o, "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second", where));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_concurrent_sessions", where, &q->max_concurrent_sessions));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_sandboxes", where, &q->max_sandboxes));
+  SINEW_RETURN_IF_ERROR(ReadUint(o, "tokens_per_minute", where, UINT64_MAX / 2, &q->tokens_per_minute));
+  auto it = o.find("requests_per_second");
+  if (it != o.end()) {
+    const auto& v = it->value();
+    double rate = v.is_double() ? v.as_double() : v.is_int64() ? static_cast<double>(v.as_int64())
+                                              : v.is_uint64() ? static_cast<double>(v.as_uint64()) : -1;
+    if (!(rate >= 0 && rate <= 1e6)) {
+      return Status::InvalidArgument(where + ".requests_per_second must be a number in [0, 1000000] (0: unlimited)");
+    }
+    q->requests_per_second = rate;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status AddBuiltinAgents(HarnessConfig* config) {
@@ -110,7 +130,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
-      "max_connections,tls,insecure,grpc_tls,log_format",
+      "max_connections,tls,insecure,grpc_tls,log_format,api_keys_file,tenants",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -151,6 +171,15 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
         return Status::InvalidArgument("config.api_keys values must be tenant names");
       }
       c.api_keys[std::string(kv.key())] = std::string(kv.value().as_string());
+    }
+  }
+  SINEW_RETURN_IF_ERROR(ReadString(root, "api_keys_file", where, &c.api_keys_file));
+  SINEW_RETURN_IF_ERROR(ParseKeyTable(c.api_keys, true, "config.api_keys", nullptr).status());
+  if (const json::object* tenants = ChildObject(root, "tenants", &error)) {
+    for (const auto& kv : *tenants) {
+      const std::string tw = "config.tenants." + std::string(kv.key());
+      if (!kv.value().is_object()) return Status::InvalidArgument(tw + " must be an object");
+      SINEW_RETURN_IF_ERROR(ParseTenantQuota(tw, kv.value().as_object(), &c.tenants[std::string(kv.key())]));
     }
   }
   if (const json::object* models = ChildObject(root, "models", &error)) {
@@ -221,7 +250,9 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   if (c.store_durability != "sync" && c.store_durability != "async") {
     return Status::InvalidArgument("config.store.durability must be \"sync\" or \"async\"");
   }
-  if (c.api_keys.empty()) return Status::InvalidArgument("config.api_keys must map at least one key to a tenant");
+  if (c.api_keys.empty() && c.api_keys_file.empty()) {
+    return Status::InvalidArgument("config.api_keys must map at least one key to a tenant (or name an api_keys_file)");
+  }
   if (c.models.empty()) return Status::InvalidArgument("config.models must name at least one model");
   if (c.default_model.empty()) c.default_model = c.models.begin()->first;
   SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&c));

@@ -108,6 +108,12 @@ void SessionDriver::PostMessage(std::string text) {
   wake_requested_ = true;
 }
 
+void SessionDriver::PostAudit(v1::Event audit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  audits_.push_back(std::move(audit));
+  wake_requested_ = true;
+}
+
 void SessionDriver::RequestWake() {
   std::lock_guard<std::mutex> lock(mutex_);
   wake_requested_ = true;
@@ -115,7 +121,7 @@ void SessionDriver::RequestWake() {
 
 bool SessionDriver::TakeWork() {
   std::lock_guard<std::mutex> lock(mutex_);
-  const bool work = wake_requested_ || !inbox_.empty() || cancel_requested_;
+  const bool work = wake_requested_ || !inbox_.empty() || !audits_.empty() || cancel_requested_;
   wake_requested_ = false;
   return work;
 }
@@ -172,6 +178,8 @@ void SessionDriver::Run() {
     }
   }
   if (!fenced_) (void)deps_.store->ReleaseLease(id_, deps_.owner, epoch_);
+  // The sandbox quota counts sessions driven here; one that is not cannot hold one here.
+  if (!tenant_.empty()) deps_.quotas->ReleaseSandbox(tenant_, id_);
   epoch_ = 0;
   pending_.clear();
   log_.clear();
@@ -254,6 +262,7 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
 
 Status SessionDriver::ReleaseSandbox(const std::string& reason) {
   if (state_.sandbox_id.empty()) return Status::Ok();
+  deps_.quotas->ReleaseSandbox(tenant_, id_);
   const std::string id = state_.sandbox_id;
   if (AttachesSandbox(task_.sandbox_json)) {
     v1::Event ev;
@@ -305,16 +314,17 @@ Status SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
 
 Result<bool> SessionDriver::DrainInbox() {
   std::vector<std::string> messages;
+  std::vector<v1::Event> events;
   bool cancel = false;
   std::string reason;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     messages.swap(inbox_);
+    events.swap(audits_);
     cancel = cancel_requested_;
     reason = cancel_reason_;
   }
-  if (!messages.empty()) {
-    std::vector<v1::Event> events;
+  if (!messages.empty() || !events.empty()) {
     for (auto& text : messages) {
       v1::Event ev;
       ev.mutable_user_message()->set_text(std::move(text));
@@ -342,6 +352,9 @@ Status SessionDriver::Drive() {
   SINEW_RETURN_IF_ERROR(LoadLog());
   SINEW_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
   const uint64_t last_seq = next_seq_ - 1;
+  tenant_ = log_.front().session_created().tenant();
+  // A sandbox it holds from before (a resumed session) counts against the tenant's quota.
+  if (!state_.sandbox_id.empty()) deps_.quotas->AcquireSandbox(tenant_, id_, true);
   if (state_.status == v1::SESSION_STATUS_RUNNING) {
     const std::string previous = LastDriver(log_);
     spdlog::info("session {}: resumed by {} at lease epoch {} after seq {}: lease taken over from {} (at {}), "
@@ -404,6 +417,8 @@ Status SessionDriver::Drive() {
     if (age_ms > static_cast<int64_t>(task_.max_wall_seconds) * 1000) {
       return LimitReached("max_wall_seconds", task_.max_wall_seconds);
     }
+    SINEW_ASSIGN_OR_RETURN(bool may_call, WaitForTokenBudget());
+    if (!may_call) continue;
     SINEW_RETURN_IF_ERROR(CallModel());
   }
 }
@@ -418,6 +433,31 @@ void SessionDriver::LogInterruptedModelCall() const {
       return;
     }
   }
+}
+
+Result<bool> SessionDriver::WaitForTokenBudget() {
+  auto retry = deps_.quotas->TokensRetryAfter(tenant_);
+  if (!retry) return true;
+  const uint64_t limit = deps_.quotas->QuotaOf(tenant_).tokens_per_minute;
+  spdlog::info("session {}: tenant {} is over tokens_per_minute {}; the model call waits", id_, tenant_, limit);
+  v1::Event note;
+  auto* a = note.mutable_annotation();
+  a->set_author("harness");
+  a->set_text("model call deferred: tenant '" + tenant_ + "' used " +
+              std::to_string(deps_.quotas->TokensInLastMinute(tenant_)) + " model tokens in the last minute (" +
+              "tokens_per_minute " + std::to_string(limit) + "); next try in about " + std::to_string(*retry) + " s");
+  (*a->mutable_labels())["kind"] = "quota_wait";
+  (*a->mutable_labels())["quota"] = "tokens_per_minute";
+  SINEW_RETURN_IF_ERROR(AppendOne(std::move(note)));
+  while (deps_.quotas->TokensRetryAfter(tenant_)) {
+    if (deps_.stopping->load() || fenced_ || CancelRequested()) return false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!inbox_.empty() || !audits_.empty()) return false;  // drain them, then wait again
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return true;
 }
 
 Status SessionDriver::RunPendingTools() {

@@ -28,6 +28,9 @@ class SessionDriver {
 
   void RequestCancel(std::string reason);
   void PostMessage(std::string text);
+  // Queues an audit event (the API's record of a cancel or export of this session); it is
+  // appended with the next inbox drain, ahead of any message or cancel.
+  void PostAudit(v1::Event audit);
   void RequestWake();
   // Abandons an in-flight model call (the harness is stopping); writes nothing.
   void Interrupt() { abort_ = true; }
@@ -69,6 +72,10 @@ class SessionDriver {
   [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                    const std::string& sandbox_call_id);
   [[nodiscard]] Status CallModel();
+  // Waits while the tenant is over tokens_per_minute (saying so once with an annotation
+  // kind=quota_wait). True: call the model now; false: the wait was cut short (cancel,
+  // stop, lost lease) and the loop decides.
+  [[nodiscard]] Result<bool> WaitForTokenBudget();
   [[nodiscard]] Status ReleaseSandbox(const std::string& reason);
   bool CancelRequested();
   // The tools this session offers (the task's list, minus sandbox tools without sandboxd).
@@ -79,6 +86,7 @@ class SessionDriver {
 
   std::mutex mutex_;
   std::vector<std::string> inbox_;  // guarded by mutex_
+  std::vector<v1::Event> audits_;   // guarded by mutex_
   bool cancel_requested_ = false;   // guarded by mutex_
   std::string cancel_reason_;       // guarded by mutex_
   bool wake_requested_ = false;     // guarded by mutex_
@@ -95,6 +103,7 @@ class SessionDriver {
   std::vector<v1::Event> pending_;
   LogState state_;
   TaskSpec task_;
+  std::string tenant_;  // the session's, from session_created
   uint64_t next_seq_ = 0;
 };
 

@@ -75,12 +75,26 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     return AppendOne(Interrupted(spec, "interrupted: the harness stopped while this call ran; it may or "
                                        "may not have taken effect"));
   }
+  if (info->needs_sandbox && state_.sandbox_id.empty() && !deps_.quotas->AcquireSandbox(tenant_, id_)) {
+    // The tenant's sandbox quota (docs/security.md): the call runs nowhere; the model hears why.
+    ToolOutcome o;
+    o.is_error = true;
+    o.output = "quota: tenant '" + tenant_ + "' already has " + std::to_string(deps_.quotas->SandboxesHeld(tenant_)) +
+               " sessions with a sandbox (max_sandboxes " +
+               std::to_string(deps_.quotas->QuotaOf(tenant_).max_sandboxes) +
+               "); this call did not run. Try again after another of the tenant's sessions ends.";
+    std::vector<v1::Event> events;
+    if (!started_before) events.push_back(std::move(call));
+    events.push_back(ToolResultEvent(spec.call_id(), o));
+    return Append(std::move(events));
+  }
   if (info->needs_sandbox && state_.sandbox_id.empty()) {
     const auto t0 = Clock::now();
     auto box = deps_.sandboxes->Provision(task_.sandbox_json, id_);
     deps_.metrics->Add("sinew_harness_sandbox_provisions_total", box.ok() ? "outcome=\"ok\"" : "outcome=\"error\"");
     deps_.metrics->Observe("sinew_harness_sandbox_provision_seconds", "", MsSince(t0) / 1000.0);
     if (!box.ok()) {
+      deps_.quotas->ReleaseSandbox(tenant_, id_);
       ToolOutcome o;
       o.is_error = true;
       o.output = "could not provision a sandbox for this tool: " + box.status().message();
@@ -211,6 +225,7 @@ Status SessionDriver::CallModel() {
                   static_cast<int32_t>(failure.http_status), failure.retryable);
   }
   deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"ok\"");
+  deps_.quotas->AddTokens(tenant_, reply->prompt_tokens + reply->completion_tokens);
   deps_.metrics->Add("sinew_harness_tokens_total", labels + ",kind=\"prompt\"", static_cast<double>(reply->prompt_tokens));
   deps_.metrics->Add("sinew_harness_tokens_total", labels + ",kind=\"completion\"",
                      static_cast<double>(reply->completion_tokens));

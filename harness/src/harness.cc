@@ -56,6 +56,8 @@ class HarnessImpl final : public Harness, public SessionControl {
     }
     proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
     sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls);
+    SINEW_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Create(config_));
+    quotas_ = std::make_unique<TenantQuotas>(config_.tenants);
     deps_ = Deps();
     handler_ = std::make_unique<ApiHandler>(&deps_, this);
     SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));
@@ -93,10 +95,19 @@ class HarnessImpl final : public Harness, public SessionControl {
     return true;
   }
 
-  bool DeliverCancel(const std::string& session_id, const std::string& reason) override {
+  bool DeliverAudit(const std::string& session_id, const v1::Event& audit) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = drivers_.find(session_id);
     if (it == drivers_.end()) return false;
+    it->second->PostAudit(audit);
+    return true;
+  }
+
+  bool DeliverCancel(const std::string& session_id, const std::string& reason, const v1::Event& audit) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = drivers_.find(session_id);
+    if (it == drivers_.end()) return false;
+    it->second->PostAudit(audit);
     it->second->RequestCancel(reason);
     return true;
   }
@@ -161,6 +172,8 @@ class HarnessImpl final : public Harness, public SessionControl {
     d.proxy = proxy_.get();
     d.sandboxes = sandboxes_.get();
     d.metrics = &metrics_;
+    d.api_keys = api_keys_.get();
+    d.quotas = quotas_.get();
     d.owner = owner_;
     d.stopping = &stopping_;
     return d;
@@ -247,6 +260,8 @@ class HarnessImpl final : public Harness, public SessionControl {
   std::unique_ptr<ProxyTools> proxy_;
   std::unique_ptr<SandboxBackend> sandboxes_;
   Metrics metrics_;
+  std::unique_ptr<ApiKeys> api_keys_;
+  std::unique_ptr<TenantQuotas> quotas_;
   HarnessDeps deps_;  // complete once Init() returns
   std::unique_ptr<ApiHandler> handler_;
   std::unique_ptr<HttpServer> server_;

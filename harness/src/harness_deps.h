@@ -7,11 +7,13 @@
 #include <memory>
 #include <string>
 
+#include "api_keys.h"
 #include "metrics.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/model_client.h"
 #include "sinew/harness/vault.h"
 #include "sinew/session_store/session_store.h"
+#include "tenant_quotas.h"
 #include "tools.h"
 
 namespace sinew::harness {
@@ -24,6 +26,8 @@ struct HarnessDeps {
   const ProxyTools* proxy = nullptr;
   SandboxBackend* sandboxes = nullptr;
   Metrics* metrics = nullptr;
+  ApiKeys* api_keys = nullptr;
+  TenantQuotas* quotas = nullptr;
   std::string owner;
   const std::atomic<bool>* stopping = nullptr;
 };

@@ -95,6 +95,7 @@ class ApiServer final : public HttpServer {
     api.content_type = std::move(request.content_type);
     api.last_event_id = std::string(request.Header("last-event-id"));
     api.forwarded = !request.Header("x-sinew-forwarded").empty();
+    api.remote_address = std::move(request.peer);
     api.body = std::move(request.body);
     return api;
   }

@@ -1,6 +1,8 @@
 // The API's flows against a real harness and store: a task runs to completion with its
 // log written ahead; SSE reconnects lose and repeat nothing; cancel, follow-up messages,
 // limits, fork, import; credentials injected by the proxy tool and redacted everywhere.
+#include <algorithm>
+
 #include "api_fixture.h"
 
 namespace sinew::harness::test {
@@ -180,16 +182,23 @@ TEST_F(ApiFlowTest, ForkCopiesThePrefixAndContinues) {
   EXPECT_EQ(events[3].at("user_message").at("text").as_string(), "also this");
 }
 
-TEST_F(ApiFlowTest, ExportImportExportIsByteIdentical) {
+TEST_F(ApiFlowTest, ExportImportExportIsByteIdenticalPlusTheAuditEvent) {
   const std::string id = Submit(R"({"prompt": "to be exported"})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   auto export_of = [&](const std::string& base) {
-    std::string out;
-    auto r = Api("GET", base + "/v1/sessions/" + id + "/events?limit=1000", kKeyA);
-    for (const auto& e : r.json.at("events").as_array()) out += json::serialize(e) + "\n";
-    return out;
+    auto r = Call("GET", base + "/v1/sessions/" + id + "/export", "", {"Authorization: Bearer " + std::string(kKeyA)});
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.Header("content-type").rfind("application/x-ndjson", 0), 0u) << r.Header("content-type");
+    return r.body;
   };
+  const auto before = AllEvents(base_, kKeyA, id);
   const std::string exported = export_of(base_);
+  // The export is the log as it was; the log now ends with the export's audit event.
+  EXPECT_EQ(static_cast<size_t>(std::count(exported.begin(), exported.end(), '\n')), before.size());
+  const auto after = AllEvents(base_, kKeyA, id);
+  ASSERT_EQ(after.size(), before.size() + 1);
+  ASSERT_TRUE(after.back().contains("audit")) << json::serialize(after.back());
+  EXPECT_EQ(after.back().at("audit").at("action").as_string(), "export");
   const std::vector<std::string> ndjson_headers = {"Authorization: Bearer " + std::string(kKeyA),
                                                    "Content-Type: application/x-ndjson"};
   auto dup = Call("POST", base_ + "/v1/sessions/import", exported, ndjson_headers);
@@ -205,7 +214,12 @@ TEST_F(ApiFlowTest, ExportImportExportIsByteIdentical) {
   ASSERT_EQ(imported.status, 201) << imported.body;
   EXPECT_EQ(imported.json.at("session").at("id").as_string(), id);
   EXPECT_EQ(imported.json.at("session").at("status").as_string(), "completed");
-  EXPECT_EQ(export_of(other.url()), exported);
+  // The same bytes, then exactly one line more: the import's audit event.
+  const std::string again = export_of(other.url());
+  ASSERT_EQ(again.substr(0, exported.size()), exported);
+  const std::string added = again.substr(exported.size());
+  EXPECT_EQ(std::count(added.begin(), added.end(), '\n'), 1) << added;
+  EXPECT_NE(added.find(R"("audit":{"action":"import")"), std::string::npos) << added;
 }
 
 }  // namespace

@@ -202,7 +202,8 @@ TEST_F(ImportTest, AnImportedQueuedSessionIsARecordNotWork) {
   std::this_thread::sleep_for(std::chrono::seconds(3));
   auto s = Api("GET", base_ + "/v1/sessions/" + id, kKeyA);
   EXPECT_EQ(s.json.at("session").at("status").as_string(), "queued") << s.body;
-  EXPECT_EQ(AllEvents(base_, kKeyA, id).size(), queued.size());
+  // Nothing was driven: the log is the import and its audit event (docs/security.md).
+  EXPECT_EQ(AllEvents(base_, kKeyA, id).size(), queued.size() + 1);
 }
 
 TEST_F(BadInputTest, MalformedHttpIsAnswered400) {
@@ -309,10 +310,51 @@ TEST_F(OpenApiTest, EveryLiveStatusIsDocumented) {
   for (const auto& e : AllEvents(base_, kKeyA, id)) exported += json::serialize(e) + "\n";
   Expect("POST", sessions + "/import", Call("POST", base_ + sessions + "/import", exported, ndjson).status,
          "existing id");
+  // Export.
+  Expect("GET", one + "/export", Call("GET", s + "/export", "", {auth}).status, "exported");
+  Expect("GET", one + "/export", Call("GET", missing + "/export", "", {auth}).status, "unknown");
+  Expect("GET", one + "/export", Call("GET", s + "/export").status, "no key");
   // Probes.
   Expect("GET", "/healthz", Call("GET", base_ + "/healthz").status, "health");
   Expect("GET", "/readyz", Call("GET", base_ + "/readyz").status, "ready");
   Expect("GET", "/metrics", Call("GET", base_ + "/metrics").status, "metrics");
+}
+
+// The quota refusals (docs/security.md) on a harness with tight quotas: each is a
+// documented 429 with a Retry-After header.
+TEST_F(OpenApiTest, QuotaRefusalsAreDocumented429s) {
+  std::string config = Config();
+  config.insert(config.rfind('}'), R"(, "tenants": {"tenant-a": {"max_concurrent_sessions": 1},
+      "tenant-b": {"requests_per_second": 0.001}})");
+  HarnessProcess limited(dir_.Sub("limited.json"), config);
+  ASSERT_FALSE(limited.address.empty());
+  const std::string base = limited.url();
+  const std::string sessions = "/v1/sessions", one = "/v1/sessions/{id}";
+  auto busy = Api("POST", base + sessions, kKeyA, R"({"prompt": "wait", "model": "stuck"})");
+  ASSERT_EQ(busy.status, 201) << busy.body;
+  const std::string s = base + "/v1/sessions/" + std::string(busy.json.at("session").at("id").as_string());
+  auto expect_429 = [&](const std::string& method, const std::string& route, const Reply& r, const std::string& what) {
+    EXPECT_EQ(r.status, 429) << what << ": " << r.body;
+    EXPECT_FALSE(r.Header("retry-after").empty()) << what;
+    Expect(method, route, r.status, what);
+  };
+  expect_429("POST", sessions, Api("POST", base + sessions, kKeyA, R"({"prompt": "more"})"), "max_concurrent_sessions");
+  expect_429("POST", one + "/fork", Api("POST", s + "/fork", kKeyA, R"({"at_seq": 1})"), "fork over the quota");
+  // Tenant b: one request, then every operation is refused.
+  ASSERT_EQ(Api("GET", base + sessions, kKeyB).status, 200);
+  const std::string b_auth = "Authorization: Bearer " + std::string(kKeyB);
+  expect_429("GET", sessions, Api("GET", base + sessions, kKeyB), "list");
+  expect_429("POST", sessions, Api("POST", base + sessions, kKeyB, R"({"prompt": "x"})"), "create");
+  expect_429("GET", one, Api("GET", s, kKeyB), "get");
+  expect_429("GET", one + "/events", Api("GET", s + "/events", kKeyB), "events");
+  expect_429("GET", one + "/events/stream", Call("GET", s + "/events/stream", "", {b_auth}), "stream");
+  expect_429("GET", one + "/export", Call("GET", s + "/export", "", {b_auth}), "export");
+  expect_429("POST", one + "/messages", Api("POST", s + "/messages", kKeyB, R"({"text": "x"})"), "message");
+  expect_429("POST", one + "/cancel", Api("POST", s + "/cancel", kKeyB), "cancel");
+  expect_429("POST", sessions + "/import",
+             Call("POST", base + sessions + "/import", "x\n", {b_auth, "Content-Type: application/x-ndjson"}),
+             "import");
+  EXPECT_EQ(Api("POST", s + "/cancel", kKeyA).status, 202);
 }
 
 }  // namespace

@@ -190,6 +190,54 @@ TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   EXPECT_NE(std::string(results[2].at("output").as_string()).find("fresh"), std::string::npos);
 }
 
+// The tenant's sandbox quota (docs/security.md): with max_sandboxes 1, a second session's
+// sandbox tool call fails as a tool error and the session goes on; when the first session
+// ends, the next one gets a sandbox.
+TEST_F(SandboxTest, OverMaxSandboxesTheToolCallFailsAndTheSessionGoesOn) {
+  const std::string holder = WriteFile(dir_.Sub("holder.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo held"}}]},
+    {"text": "thinking", "delay_ms": 120000}]})");
+  const std::string second = WriteFile(dir_.Sub("second.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo second"}}]},
+    {"text": "done"}]})");
+  std::string config = Config(holder, R"(, "tenants": {"t": {"max_sandboxes": 1}})");
+  config.replace(config.find(R"("models": {)"), 11,
+                 R"("models": {"second": {"kind": "scripted", "script": ")" + second + R"("}, )");
+  HarnessProcess harness(dir_.Sub("h.json"), config);
+  ASSERT_FALSE(harness.address.empty()) << config;
+  auto submit = [&](const std::string& model) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "go", "model": ")" + model + R"("})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return std::string(r.json.at("session").at("id").as_string());
+  };
+  const std::string first = submit("scripted");
+  bool holding = false;
+  for (int i = 0; i < 1200 && !holding; ++i) {
+    holding = !Of(AllEvents(harness.url(), kKey, first), "tool_result").empty();
+    if (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(holding) << "the first session never ran its call";
+  const std::string refused = submit("second");
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, refused, "completed,failed", 120), "completed");
+  auto events = AllEvents(harness.url(), kKey, refused);
+  EXPECT_TRUE(Of(events, "sandbox_provisioned").empty());
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].at("is_error").as_bool());
+  EXPECT_NE(std::string(results[0].at("output").as_string()).find("max_sandboxes 1"), std::string::npos)
+      << json::serialize(results[0]);
+  // The first session ends: its sandbox no longer counts.
+  ASSERT_EQ(Api("POST", harness.url() + "/v1/sessions/" + first + "/cancel", kKey).status, 202);
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, first, "cancelled"), "cancelled");
+  const std::string admitted = submit("second");
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, admitted, "completed,failed", 120), "completed");
+  events = AllEvents(harness.url(), kKey, admitted);
+  EXPECT_EQ(Of(events, "sandbox_provisioned").size(), 1u);
+  results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].contains("is_error")) << json::serialize(results[0]);  // false is left out
+}
+
 // Exactly-once tool calls across a harness crash: the harness dies while a long,
 // non-idempotent command runs; the sandbox finishes it anyway, and the harness that takes
 // the session over asks the sandbox for that call and records its real result: no

@@ -104,6 +104,7 @@ Reply Call(const std::string& method, const std::string& url, const std::string&
   }
   reply.status = resp->status;
   reply.body = resp->body;
+  reply.headers = resp->headers;
   boost::system::error_code ec;
   reply.json = json::parse(reply.body, ec);
   if (ec) reply.json = nullptr;

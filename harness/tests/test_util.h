@@ -38,6 +38,14 @@ struct Reply {
   long status = 0;
   std::string body;
   boost::json::value json;  // parsed body (null when not JSON)
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
+  // The first header called `lower_case_name`, "" if absent.
+  std::string Header(const std::string& lower_case_name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == lower_case_name) return v;
+    }
+    return "";
+  }
 };
 
 // The CA that Call() trusts for https:// URLs from now on in this process ("" for the

@@ -133,6 +133,7 @@ function summary(ev) {
     case 'status_change': return `${statusName(p.from)} → ${statusName(p.to)}${p.reason ? `: ${p.reason}` : ''}`;
     case 'error': return `${p.code}: ${firstLine(p.message)}`;
     case 'annotation': return `${(p.labels || {}).kind || 'note'}: ${firstLine(p.text)}`;
+    case 'audit': return `${p.action} by ${p.tenant} (key ${p.key_id}${p.remote_address ? `, from ${p.remote_address}` : ''})${p.detail ? `: ${firstLine(p.detail)}` : ''}`;
     case 'sandbox_provisioned': return `${p.sandbox_id} in ${num(p.provision_ms)} ms`;
     case 'sandbox_released': return `${p.sandbox_id}: ${p.reason || ''}`;
     case 'sandbox_lost': return `${p.sandbox_id}: ${p.outcome} ${p.detail || ''}`;

@@ -78,6 +78,23 @@ struct TlsConfig {
   std::string ca_file;
 };
 
+// One tenant's quotas (config.tenants; docs/security.md, "Tenant quotas"). 0 is unlimited,
+// and so is every quota of a tenant the config does not name.
+struct TenantQuotaConfig {
+  // Queued or running sessions of the tenant (counted in the store) at create, fork and
+  // import; one more is answered 429. Default: 0 (unlimited)
+  uint32_t max_concurrent_sessions = 0;
+  // Sessions of the tenant holding a sandbox through one harness; the tool call that would
+  // need one more fails with a tool error. Default: 0 (unlimited)
+  uint32_t max_sandboxes = 0;
+  // Model tokens (prompt + completion) of the tenant's sessions in a sliding minute, per
+  // harness; over it new sessions get 429 and model calls wait. Default: 0 (unlimited)
+  uint64_t tokens_per_minute = 0;
+  // Authenticated /v1/sessions requests per second, per harness (a token bucket of one
+  // second's worth, at least 1); over it 429. Default: 0 (unlimited)
+  double requests_per_second = 0;
+};
+
 struct HarnessConfig {
   // REST address. Default: 127.0.0.1:8080 (port 0: any free port)
   std::string listen = "127.0.0.1:8080";
@@ -89,8 +106,14 @@ struct HarnessConfig {
   std::string store_dir;
   // sinew-sandboxd address; "" disables sandbox tools.
   std::string sandboxd_address;
-  // Bearer API key -> tenant.
+  // Bearer API key -> tenant: "sha256:<hex of the key's SHA-256>" -> tenant, or (still
+  // accepted, with a warning) the plaintext key -> tenant (docs/security.md).
   std::map<std::string, std::string> api_keys;
+  // A JSON file of more keys, hashed only ({"sha256:<hex>": tenant}), re-read when it
+  // changes: keys rotate without a restart. Default: "" (none)
+  std::string api_keys_file;
+  // Tenant name -> its quotas; a tenant not named here has none.
+  std::map<std::string, TenantQuotaConfig> tenants;
   std::map<std::string, ModelEndpointConfig> models;
   std::string default_model;
   // Secret name -> value (resolved from "value" or "env" at load time).
