@@ -8,6 +8,7 @@
 #include <iostream>
 #include <thread>
 
+#include "sandboxd/host_registration.h"
 #include "sandboxd/provisioner_service.h"
 #include "sandboxd/sandbox_manager.h"
 
@@ -52,6 +53,18 @@ int main(int argc, char** argv) {
   app.add_option("--default-cpu-millicores", cpu, "default CPU")->capture_default_str();
   app.add_option("--default-pids", pids, "default pids limit")->capture_default_str();
   app.add_option("--default-lifetime-seconds", life, "default lifetime")->capture_default_str();
+  // Scale-out (docs/scale-out.md): register this host in etcd for harnesses to place on.
+  sinew::sandbox::HostRegistrationOptions reg;
+  app.add_option("--etcd", reg.etcd, "etcd endpoint host:port; registers this host there (default: none)");
+  app.add_option("--advertise", reg.advertise, "Provisioner address harnesses dial, host:port (with --etcd)");
+  app.add_option("--host-id", reg.host_id, "this host's id in etcd (default: the host name)");
+  app.add_option("--etcd-ttl", reg.ttl_seconds, "lease TTL in seconds: a crashed host is dropped after it")
+      ->check(CLI::Range(1, 300))
+      ->capture_default_str();
+  app.add_option("--capacity-memory-bytes", reg.memory_capacity_bytes,
+                 "memory for sandboxes' guarantees, published for placement (default: MemTotal)");
+  app.add_option("--capacity-cpu-millicores", reg.cpu_capacity_millicores,
+                 "CPU for sandboxes, published for placement (default: 1000 per CPU)");
   CLI11_PARSE(app, argc, argv);
   config.defaults.set_memory_limit_bytes(mem);
   config.defaults.set_workspace_bytes(ws);
@@ -89,6 +102,20 @@ int main(int argc, char** argv) {
     std::cerr << "sinew-sandboxd: cannot listen on " << listen << "\n";
     return 1;
   }
+  std::unique_ptr<sinew::sandbox::HostRegistration> registration;
+  if (!reg.etcd.empty()) {
+    if (reg.host_id.empty()) {
+      char name[256] = {};
+      ::gethostname(name, sizeof name - 1);
+      reg.host_id = name;
+    }
+    auto r = sinew::sandbox::HostRegistration::Start(manager->get(), config, reg);
+    if (!r.ok()) {
+      std::cerr << "sinew-sandboxd: cannot register in etcd: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    registration = std::move(r).value();
+  }
   std::cout << "sinew-sandboxd: listening on port " << port << std::endl;
   std::thread stopper([&] {
     int sig = 0;
@@ -97,6 +124,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  registration.reset();  // revokes the lease: harnesses stop placing here
   manager->reset();  // destroys every sandbox
   return 0;
 }
