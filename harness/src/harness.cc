@@ -53,7 +53,11 @@ class HarnessImpl final : public Harness, public SessionControl {
       models_[name] = std::move(client).value();
     }
     proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
-    sandboxes_ = SandboxBackend::Create(config_.sandboxd_address);
+    if (!config_.sandboxd_etcd.empty()) {
+      SINEW_ASSIGN_OR_RETURN(sandboxes_, SandboxBackend::CreateForEtcd(config_.sandboxd_etcd));
+    } else {
+      sandboxes_ = SandboxBackend::Create(config_.sandboxd_address);
+    }
     deps_ = Deps();
     handler_ = std::make_unique<ApiHandler>(&deps_, this);
     SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));
@@ -105,7 +109,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     req.set_tenant("-");
     auto listed = store_->ListSessions(req);
     if (!listed.ok()) return Status::Unavailable("the session store does not answer: " + listed.status().message());
-    if (!config_.sandboxd_address.empty()) {
+    if (!config_.sandboxd_address.empty() || !config_.sandboxd_etcd.empty()) {
       Status s = sandboxes_->Health();
       if (!s.ok()) return Status::Unavailable("sinew-sandboxd does not answer: " + s.message());
     }

@@ -33,7 +33,10 @@ int main(int argc, char** argv) {
     config->store_address = store;
     config->store_dir.clear();
   }
-  if (!sandboxd.empty()) config->sandboxd_address = sandboxd;
+  if (!sandboxd.empty()) {
+    config->sandboxd_address = sandboxd;
+    config->sandboxd_etcd.clear();
+  }
 
   sigset_t signals;
   sigemptyset(&signals);

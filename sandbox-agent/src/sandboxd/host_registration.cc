@@ -71,6 +71,7 @@ class HostRegistrationImpl final : public HostRegistration {
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, options_.poll, [&] { return stopping_; })) {
       lock.unlock();
+      const int64_t at = NowUnixMs();  // before reading: the record shows everything done by then
       v1::SandboxHostRecord now = BuildHostRecord(*manager_, config_, options_);
       now.set_started_unix_ms(published_.started_unix_ms());
       now.set_instance(published_.instance());
@@ -78,7 +79,7 @@ class HostRegistrationImpl final : public HostRegistration {
       old.clear_updated_unix_ms();
       const bool changed = now.SerializeAsString() != old.SerializeAsString();
       if (changed || std::chrono::steady_clock::now() - last_write >= options_.refresh) {
-        now.set_updated_unix_ms(NowUnixMs());
+        now.set_updated_unix_ms(at);
         key_->Set(now.SerializeAsString());
         published_ = now;
         last_write = std::chrono::steady_clock::now();
@@ -116,7 +117,7 @@ v1::SandboxHostRecord BuildHostRecord(SandboxManager& manager, const Provisioner
   auto defaults = NormalizeResources(v1::Resources(), config.defaults);
   if (defaults.ok()) *r.mutable_defaults() = *defaults;
   for (auto& shape : manager.Occupancy()) {
-    const uint32_t n = shape.running() + shape.warm();
+    const uint32_t n = shape.running();  // warm sandboxes wait to be handed over: not reserved
     r.set_memory_reserved_bytes(r.memory_reserved_bytes() + n * shape.resources().memory_guaranteed_bytes());
     r.set_cpu_reserved_millicores(r.cpu_reserved_millicores() + n * shape.resources().cpu_millicores());
     r.set_running(r.running() + shape.running());
