@@ -77,7 +77,8 @@ class GrpcEtcdClient final : public EtcdClient {
     req.set_value(std::string(value));
     req.set_lease(lease);
     etcdserverpb::PutResponse resp;
-    SINEW_RETURN_IF_ERROR(Call("Put", [&](grpc::ClientContext* c) { return Conn()->kv->Put(c, req, &resp); }));
+    SINEW_RETURN_IF_ERROR(
+        Call("Put", [&](grpc::ClientContext* c) { return Conn()->kv->Put(c, req, &resp); }));
     return resp.header().revision();
   }
 
@@ -86,7 +87,8 @@ class GrpcEtcdClient final : public EtcdClient {
     req.set_key(std::string(prefix));
     req.set_range_end(PrefixEnd(prefix));
     etcdserverpb::RangeResponse resp;
-    SINEW_RETURN_IF_ERROR(Call("Range", [&](grpc::ClientContext* c) { return Conn()->kv->Range(c, req, &resp); }));
+    SINEW_RETURN_IF_ERROR(
+        Call("Range", [&](grpc::ClientContext* c) { return Conn()->kv->Range(c, req, &resp); }));
     Listing out;
     out.revision = resp.header().revision();
     out.kvs.reserve(static_cast<size_t>(resp.kvs_size()));
@@ -98,8 +100,9 @@ class GrpcEtcdClient final : public EtcdClient {
     etcdserverpb::DeleteRangeRequest req;
     req.set_key(std::string(key));
     etcdserverpb::DeleteRangeResponse resp;
-    SINEW_RETURN_IF_ERROR(
-        Call("DeleteRange", [&](grpc::ClientContext* c) { return Conn()->kv->DeleteRange(c, req, &resp); }));
+    SINEW_RETURN_IF_ERROR(Call("DeleteRange", [&](grpc::ClientContext* c) {
+      return Conn()->kv->DeleteRange(c, req, &resp);
+    }));
     return resp.deleted();
   }
 
@@ -108,8 +111,9 @@ class GrpcEtcdClient final : public EtcdClient {
     etcdserverpb::LeaseGrantRequest req;
     req.set_ttl(ttl_seconds);
     etcdserverpb::LeaseGrantResponse resp;
-    SINEW_RETURN_IF_ERROR(
-        Call("LeaseGrant", [&](grpc::ClientContext* c) { return Conn()->lease->LeaseGrant(c, req, &resp); }));
+    SINEW_RETURN_IF_ERROR(Call("LeaseGrant", [&](grpc::ClientContext* c) {
+      return Conn()->lease->LeaseGrant(c, req, &resp);
+    }));
     if (!resp.error().empty()) return Status::Unavailable("etcd LeaseGrant: " + resp.error());
     return Lease{resp.id(), resp.ttl()};
   }
@@ -127,7 +131,8 @@ class GrpcEtcdClient final : public EtcdClient {
     if (!got) {
       ctx.TryCancel();
       grpc::Status s = stream->Finish();
-      if (s.ok()) return Status::Unavailable("etcd LeaseKeepAlive: the stream ended without an answer");
+      if (s.ok())
+        return Status::Unavailable("etcd LeaseKeepAlive: the stream ended without an answer");
       return Failed(s, "LeaseKeepAlive", conn.get());
     }
     ctx.TryCancel();  // one answer is all we wanted
@@ -139,7 +144,8 @@ class GrpcEtcdClient final : public EtcdClient {
     etcdserverpb::LeaseRevokeRequest req;
     req.set_id(lease_id);
     etcdserverpb::LeaseRevokeResponse resp;
-    return Call("LeaseRevoke", [&](grpc::ClientContext* c) { return Conn()->lease->LeaseRevoke(c, req, &resp); });
+    return Call("LeaseRevoke",
+                [&](grpc::ClientContext* c) { return Conn()->lease->LeaseRevoke(c, req, &resp); });
   }
 
   Status Compact(int64_t revision) override {
@@ -147,10 +153,13 @@ class GrpcEtcdClient final : public EtcdClient {
     req.set_revision(revision);
     req.set_physical(true);
     etcdserverpb::CompactionResponse resp;
-    return Call("Compact", [&](grpc::ClientContext* c) { return Conn()->kv->Compact(c, req, &resp); });
+    return Call("Compact",
+                [&](grpc::ClientContext* c) { return Conn()->kv->Compact(c, req, &resp); });
   }
 
-  std::unique_ptr<WatchHandle> NewWatchHandle() override { return std::make_unique<GrpcWatchHandle>(); }
+  std::unique_ptr<WatchHandle> NewWatchHandle() override {
+    return std::make_unique<GrpcWatchHandle>();
+  }
 
   Status Watch(std::string_view prefix, int64_t start_revision, WatchHandle* handle,
                const EventsFn& on_events, int64_t* compact_revision) override {
@@ -175,9 +184,9 @@ class GrpcEtcdClient final : public EtcdClient {
         if (resp.canceled()) {
           if (resp.compact_revision() > 0) {
             if (compact_revision != nullptr) *compact_revision = resp.compact_revision();
-            result = Status::OutOfRange("etcd Watch: revision " + std::to_string(start_revision) +
-                                        " is compacted (oldest kept: " +
-                                        std::to_string(resp.compact_revision()) + ")");
+            result = Status::OutOfRange(
+                "etcd Watch: revision " + std::to_string(start_revision) +
+                " is compacted (oldest kept: " + std::to_string(resp.compact_revision()) + ")");
           } else {
             result = Status::Unavailable("etcd Watch cancelled: " + resp.cancel_reason());
           }
@@ -195,7 +204,8 @@ class GrpcEtcdClient final : public EtcdClient {
       }
       ctx.TryCancel();
       grpc::Status s = stream->Finish();
-      if (result.ok() && !h->cancelled() && !s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
+      if (result.ok() && !h->cancelled() && !s.ok() &&
+          s.error_code() != grpc::StatusCode::CANCELLED) {
         result = Failed(s, "Watch", conn.get());
       } else if (result.ok() && !h->cancelled() && s.ok()) {
         result = Status::Unavailable("etcd Watch: the stream ended");

@@ -118,7 +118,8 @@ Result<std::unique_ptr<LeasedKey>> LeasedKey::Create(EtcdClient* etcd, std::stri
     (void)etcd->RevokeLease(lease.id);
     return put.status();
   }
-  return std::unique_ptr<LeasedKey>(new LeasedKeyImpl(etcd, std::move(key), std::move(value), options, lease));
+  return std::unique_ptr<LeasedKey>(
+      new LeasedKeyImpl(etcd, std::move(key), std::move(value), options, lease));
 }
 
 }  // namespace sinew::coord

@@ -62,7 +62,8 @@ class PrefixMirrorImpl final : public PrefixMirror {
         }
         std::map<std::string, KeyValue> fresh;
         for (auto& kv : listing->kvs) fresh[kv.key] = std::move(kv);
-        Publish([&](std::map<std::string, KeyValue>& c) { c = std::move(fresh); }, listing->revision);
+        Publish([&](std::map<std::string, KeyValue>& c) { c = std::move(fresh); },
+                listing->revision);
         need_list = false;
       }
       const int64_t from = revision() + 1;
@@ -143,8 +144,8 @@ class PrefixMirrorImpl final : public PrefixMirror {
 
 }  // namespace
 
-std::unique_ptr<PrefixMirror> PrefixMirror::Start(EtcdClient* etcd, std::string prefix, ChangeFn on_change,
-                                                  Options options) {
+std::unique_ptr<PrefixMirror> PrefixMirror::Start(EtcdClient* etcd, std::string prefix,
+                                                  ChangeFn on_change, Options options) {
   return std::make_unique<PrefixMirrorImpl>(etcd, std::move(prefix), std::move(on_change), options);
 }
 

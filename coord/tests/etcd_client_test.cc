@@ -28,7 +28,8 @@ bool Eventually(Pred pred, milliseconds timeout = seconds(15)) {
 class EtcdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server, scripts/install-deps.sh)";
+    if (test::EtcdBinary().empty())
+      GTEST_SKIP() << "etcd is not installed (etcd-server, scripts/install-deps.sh)";
     etcd_ = std::make_unique<test::EtcdProcess>();
     ASSERT_FALSE(etcd_->endpoint().empty()) << "etcd did not start";
     auto c = EtcdClient::Connect(etcd_->endpoint());
@@ -174,18 +175,20 @@ TEST_F(EtcdTest, AWatchFromACompactedRevisionSaysWhereHistoryStarts) {
   ASSERT_TRUE(client_->Compact(*last).ok());
   auto handle = client_->NewWatchHandle();
   int64_t compacted = 0;
-  Status s = client_->Watch("/w/", *first, handle.get(),
-                            [](const std::vector<WatchEvent>&, int64_t) { return true; }, &compacted);
+  Status s = client_->Watch(
+      "/w/", *first, handle.get(), [](const std::vector<WatchEvent>&, int64_t) { return true; },
+      &compacted);
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.ToString();
   EXPECT_EQ(compacted, *last);
   // From a kept revision it delivers the history in order.
   std::vector<std::string> seen;
-  s = client_->Watch("/w/", *last, handle.get(),
-                     [&](const std::vector<WatchEvent>& events, int64_t) {
-                       for (const auto& e : events) seen.push_back(e.kv.value);
-                       return seen.size() < 2;
-                     },
-                     &compacted);
+  s = client_->Watch(
+      "/w/", *last, handle.get(),
+      [&](const std::vector<WatchEvent>& events, int64_t) {
+        for (const auto& e : events) seen.push_back(e.kv.value);
+        return seen.size() < 2;
+      },
+      &compacted);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(seen, (std::vector<std::string>{"2", "3"}));
 }

@@ -61,8 +61,9 @@ bool EtcdProcess::Start() {
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   proc_ = std::make_unique<sinew::testing::Subprocess>(std::vector<std::string>{
       bin, "--name", "sinew-test", "--data-dir", dir_.Sub("data"), "--listen-client-urls", client,
-      "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-      "--initial-cluster", "sinew-test=" + peer, "--logger", "zap", "--log-level", "error"});
+      "--advertise-client-urls", client, "--listen-peer-urls", peer,
+      "--initial-advertise-peer-urls", peer, "--initial-cluster", "sinew-test=" + peer, "--logger",
+      "zap", "--log-level", "error"});
   endpoint_ = "127.0.0.1:" + std::to_string(client_port_);
   // Wait for the port first: a gRPC channel that found it closed backs off for a while.
   const auto listen_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);

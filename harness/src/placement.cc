@@ -11,9 +11,10 @@ v1::Resources FillResources(const v1::Resources& requested, const v1::Resources&
   if (r.cpu_millicores() == 0) r.set_cpu_millicores(defaults.cpu_millicores());
   if (r.memory_limit_bytes() == 0) r.set_memory_limit_bytes(defaults.memory_limit_bytes());
   if (r.memory_guaranteed_bytes() == 0) {
-    r.set_memory_guaranteed_bytes(defaults.memory_guaranteed_bytes() != 0
-                                      ? std::min(defaults.memory_guaranteed_bytes(), r.memory_limit_bytes())
-                                      : r.memory_limit_bytes());
+    r.set_memory_guaranteed_bytes(
+        defaults.memory_guaranteed_bytes() != 0
+            ? std::min(defaults.memory_guaranteed_bytes(), r.memory_limit_bytes())
+            : r.memory_limit_bytes());
   }
   if (r.pids_limit() == 0) r.set_pids_limit(defaults.pids_limit());
   if (r.workspace_bytes() == 0) r.set_workspace_bytes(defaults.workspace_bytes());
@@ -68,18 +69,21 @@ Placement PlaceSandbox(const v1::Resources& requested, const std::vector<HostLoa
     c.address = rec.address();
     auto w = e.warm.find(need.SerializeAsString());
     c.warm = w != e.warm.end() && w->second > 0;
-    c.load = std::max({Ratio(static_cast<double>(e.memory), static_cast<double>(rec.memory_capacity_bytes())),
-                       Ratio(static_cast<double>(e.cpu), rec.cpu_capacity_millicores()),
-                       Ratio(static_cast<double>(e.running), rec.max_sandboxes())});
+    c.load = std::max(
+        {Ratio(static_cast<double>(e.memory), static_cast<double>(rec.memory_capacity_bytes())),
+         Ratio(static_cast<double>(e.cpu), rec.cpu_capacity_millicores()),
+         Ratio(static_cast<double>(e.running), rec.max_sandboxes())});
     if (!c.warm) {
       std::string why;
       if (e.memory + need.memory_guaranteed_bytes() > rec.memory_capacity_bytes()) {
         why = "memory: " + std::to_string(need.memory_guaranteed_bytes()) + " bytes guaranteed, " +
-              std::to_string(rec.memory_capacity_bytes() - std::min(e.memory, rec.memory_capacity_bytes())) +
+              std::to_string(rec.memory_capacity_bytes() -
+                             std::min(e.memory, rec.memory_capacity_bytes())) +
               " free";
       } else if (e.cpu + need.cpu_millicores() > rec.cpu_capacity_millicores()) {
         why = "cpu: " + std::to_string(need.cpu_millicores()) + " millicores, " +
-              std::to_string(rec.cpu_capacity_millicores() - std::min<uint64_t>(e.cpu, rec.cpu_capacity_millicores())) +
+              std::to_string(rec.cpu_capacity_millicores() -
+                             std::min<uint64_t>(e.cpu, rec.cpu_capacity_millicores())) +
               " free";
       } else if (e.running + 1 > rec.max_sandboxes()) {
         why = "sandboxes: " + std::to_string(rec.max_sandboxes()) + " at most";
@@ -91,11 +95,12 @@ Placement PlaceSandbox(const v1::Resources& requested, const std::vector<HostLoa
     }
     out.ranked.push_back(std::move(c));
   }
-  std::sort(out.ranked.begin(), out.ranked.end(), [](const PlacementCandidate& a, const PlacementCandidate& b) {
-    if (a.warm != b.warm) return a.warm;
-    if (a.load != b.load) return a.load < b.load;
-    return a.host_id < b.host_id;
-  });
+  std::sort(out.ranked.begin(), out.ranked.end(),
+            [](const PlacementCandidate& a, const PlacementCandidate& b) {
+              if (a.warm != b.warm) return a.warm;
+              if (a.load != b.load) return a.load < b.load;
+              return a.host_id < b.host_id;
+            });
   return out;
 }
 

@@ -15,7 +15,8 @@ uint64_t Field(const json::object& o, const char* key) {
   auto it = o.find(key);
   if (it == o.end()) return 0;
   if (it->value().is_uint64()) return it->value().as_uint64();
-  if (it->value().is_int64() && it->value().as_int64() > 0) return static_cast<uint64_t>(it->value().as_int64());
+  if (it->value().is_int64() && it->value().as_int64() > 0)
+    return static_cast<uint64_t>(it->value().as_int64());
   return 0;
 }
 
@@ -26,11 +27,16 @@ std::string Str(const json::object& o, const char* key) {
 
 std::string OutcomeName(v1::SandboxOutcome outcome) {
   switch (outcome) {
-    case v1::SANDBOX_OUTCOME_OOM: return "oom";
-    case v1::SANDBOX_OUTCOME_LIFETIME: return "lifetime";
-    case v1::SANDBOX_OUTCOME_EXITED: return "exited";
-    case v1::SANDBOX_OUTCOME_DESTROYED: return "destroyed";
-    default: return "crashed";
+    case v1::SANDBOX_OUTCOME_OOM:
+      return "oom";
+    case v1::SANDBOX_OUTCOME_LIFETIME:
+      return "lifetime";
+    case v1::SANDBOX_OUTCOME_EXITED:
+      return "exited";
+    case v1::SANDBOX_OUTCOME_DESTROYED:
+      return "destroyed";
+    default:
+      return "crashed";
   }
 }
 
@@ -74,7 +80,8 @@ SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info) {
   return p;
 }
 
-Result<SandboxBackend::Provisioned> CheckAttached(const v1::SandboxInfo& info, const SandboxSpec& spec) {
+Result<SandboxBackend::Provisioned> CheckAttached(const v1::SandboxInfo& info,
+                                                  const SandboxSpec& spec) {
   if (info.state() != v1::SANDBOX_STATE_READY || info.endpoint() != spec.attach_endpoint) {
     return Status::FailedPrecondition("the attached sandbox " + spec.attach_id + " is not running");
   }
@@ -96,7 +103,8 @@ ToolOutcome ToOutcome(const v1::ExecuteResult& result) {
   return o;
 }
 
-std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner, const std::string& id) {
+std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner,
+                                                  const std::string& id) {
   auto info = provisioner.Get(id);
   // sandboxd records the end (an OOM kill, a crash) a moment after the agent's link
   // breaks: give it up to 2 s.

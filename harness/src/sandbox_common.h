@@ -14,8 +14,8 @@ namespace sinew::harness {
 
 // The task's "sandbox" object (validated when the session was created; may be empty).
 struct SandboxSpec {
-  v1::Resources resources;      // zero fields: the host's defaults
-  bool attach = false;          // {"attach": {"id", "endpoint"}}: an existing sandbox
+  v1::Resources resources;  // zero fields: the host's defaults
+  bool attach = false;      // {"attach": {"id", "endpoint"}}: an existing sandbox
   std::string attach_id;
   std::string attach_endpoint;
 };
@@ -24,9 +24,11 @@ SandboxSpec ParseSandboxSpec(const std::string& spec_json);
 // Provisioned from the provisioner's info (no host fields).
 SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info);
 // An attached sandbox must be running at the endpoint the task named.
-Result<SandboxBackend::Provisioned> CheckAttached(const v1::SandboxInfo& info, const SandboxSpec& spec);
+Result<SandboxBackend::Provisioned> CheckAttached(const v1::SandboxInfo& info,
+                                                  const SandboxSpec& spec);
 ToolOutcome ToOutcome(const v1::ExecuteResult& result);
 // Asks `provisioner` how sandbox `id` ended, waiting up to 2 s for it to record the end.
-std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner, const std::string& id);
+std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner,
+                                                  const std::string& id);
 
 }  // namespace sinew::harness

@@ -53,10 +53,12 @@ class EtcdSandboxBackend final : public SandboxBackend {
       for (const auto& [id, rec] : hosts) loads.push_back(Load(rec));
       placement = PlaceSandbox(spec.resources, loads);
       // Count the first choice at once, so that concurrent placements spread.
-      if (!placement.ranked.empty()) token = Reserve(placement.ranked[0].host_id, spec.resources, hosts);
+      if (!placement.ranked.empty())
+        token = Reserve(placement.ranked[0].host_id, spec.resources, hosts);
     }
     const int64_t placement_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (placement.ranked.empty()) {
       std::string why;
       for (const auto& r : placement.refused) why += (why.empty() ? "" : "; ") + r;
@@ -79,8 +81,8 @@ class EtcdSandboxBackend final : public SandboxBackend {
         p.host_id = c.host_id;
         p.host_address = c.address;
         p.placement_us = placement_us;
-        spdlog::debug("placed sandbox {} on {} (warm {}, load {:.2f}) in {} us", p.id, c.host_id, c.warm, c.load,
-                      placement_us);
+        spdlog::debug("placed sandbox {} on {} (warm {}, load {:.2f}) in {} us", p.id, c.host_id,
+                      c.warm, c.load, placement_us);
         return p;
       }
       last = info.status().WithContext("host " + c.host_id);
@@ -94,8 +96,8 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return last;
   }
 
-  Result<ToolOutcome> Execute(const SandboxRef& sandbox, const std::string& call_id, const std::string& name,
-                              const std::string& input_json) override {
+  Result<ToolOutcome> Execute(const SandboxRef& sandbox, const std::string& call_id,
+                              const std::string& name, const std::string& input_json) override {
     if (!HostAlive(sandbox)) return Status::Unavailable(HostGone(sandbox));
     SINEW_ASSIGN_OR_RETURN(sandbox::SandboxClient * client, ClientFor(sandbox));
     auto result = client->Execute(name, input_json, call_id);
@@ -134,16 +136,18 @@ class EtcdSandboxBackend final : public SandboxBackend {
 
   Status Health() override {
     if (!mirror_->WaitSynced(std::chrono::milliseconds(0))) {
-      return Status::Unavailable("the sandbox host set is not read from etcd " + etcd_->endpoint() + " yet");
+      return Status::Unavailable("the sandbox host set is not read from etcd " + etcd_->endpoint() +
+                                 " yet");
     }
-    if (Hosts().empty()) return Status::Unavailable("no sandbox host is registered in etcd " + etcd_->endpoint());
+    if (Hosts().empty())
+      return Status::Unavailable("no sandbox host is registered in etcd " + etcd_->endpoint());
     return Status::Ok();
   }
 
  private:
   struct Pending {
     uint64_t token = 0;
-    v1::Resources resources;  // as the host fills it
+    v1::Resources resources;   // as the host fills it
     int64_t done_unix_ms = 0;  // 0 while the Provision call runs
     int64_t started_unix_ms = 0;
   };
@@ -267,7 +271,8 @@ class EtcdSandboxBackend final : public SandboxBackend {
   std::map<std::string, std::vector<Pending>> pending_;  // host id -> ...; guarded by mu_
   uint64_t next_token_ = 0;                              // guarded by mu_
   // Provisioner clients are never erased (one per host address ever used).
-  std::map<std::string, std::unique_ptr<sandbox::ProvisionerClient>> provisioners_;  // guarded by mu_
+  std::map<std::string, std::unique_ptr<sandbox::ProvisionerClient>>
+      provisioners_;  // guarded by mu_
   // Clients are never erased while a call uses them: a session's calls are sequential.
   std::map<std::string, std::unique_ptr<sandbox::SandboxClient>> clients_;  // guarded by mu_
 };

@@ -143,13 +143,15 @@ TEST(PlacementTest, NoHostsGivesNothing) {
 TEST(PlacementTest, CostOfADecision) {
   for (size_t n : {3u, 100u, 1000u}) {
     std::vector<HostLoad> hosts;
-    for (size_t i = 0; i < n; ++i) hosts.push_back(Host("h" + std::to_string(i), 64, static_cast<uint32_t>(i % 4), i % 3));
+    for (size_t i = 0; i < n; ++i)
+      hosts.push_back(Host("h" + std::to_string(i), 64, static_cast<uint32_t>(i % 4), i % 3));
     const int rounds = n >= 1000 ? 20 : 200;
     size_t placed = 0;
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < rounds; ++r) placed += PlaceSandbox(v1::Resources(), hosts).ranked.size();
     const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / rounds;
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        rounds;
     EXPECT_EQ(placed, n * rounds);
     std::cout << "placement over " << n << " hosts: " << us << " us per decision\n";
     RecordProperty("placement_us_" + std::to_string(n), std::to_string(us));

@@ -34,8 +34,8 @@ class SandboxHost {
     const std::string addr = "127.0.0.1:" + std::to_string(sinew::testing::FreeLoopbackPort());
     proc_ = std::make_unique<sinew::testing::Subprocess>(std::vector<std::string>{
         sinew::testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir_,
-        "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0", "--etcd", etcd, "--advertise", addr,
-        "--host-id", id_, "--etcd-ttl", std::to_string(ttl_s), "--capacity-memory-bytes",
+        "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0", "--etcd", etcd, "--advertise",
+        addr, "--host-id", id_, "--etcd-ttl", std::to_string(ttl_s), "--capacity-memory-bytes",
         std::to_string(memory_capacity)});
     if (proc_->WaitForLine("listening on", std::chrono::seconds(60))) address = addr;
   }
@@ -46,10 +46,10 @@ class SandboxHost {
     }
     if (killed_) {
       // Its sandboxes outlived it: a new daemon on the same state reaps them on start.
-      sinew::testing::Subprocess reaper({sinew::testing::BinaryPath("sinew-sandboxd"), "--listen",
-                                         "127.0.0.1:" + std::to_string(sinew::testing::FreeLoopbackPort()),
-                                         "--state-dir", state_dir_, "--cgroup-parent", cgroup_parent_,
-                                         "--warm-pool-size", "0"});
+      sinew::testing::Subprocess reaper(
+          {sinew::testing::BinaryPath("sinew-sandboxd"), "--listen",
+           "127.0.0.1:" + std::to_string(sinew::testing::FreeLoopbackPort()), "--state-dir",
+           state_dir_, "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0"});
       (void)reaper.WaitForLine("listening on", std::chrono::seconds(60));
       reaper.Signal(SIGTERM);
       reaper.Wait();
@@ -111,17 +111,21 @@ class ScaleOutTest : public ::testing::Test {
   }
   void StartHosts(int n, uint64_t memory_capacity, int ttl_s) {
     for (int i = 1; i <= n; ++i) {
-      hosts_.push_back(std::make_unique<SandboxHost>("h" + std::to_string(i), etcd_->endpoint(), memory_capacity, ttl_s));
-      ASSERT_FALSE(hosts_.back()->address.empty()) << "sinew-sandboxd did not start (root, runc, image needed)";
+      hosts_.push_back(std::make_unique<SandboxHost>("h" + std::to_string(i), etcd_->endpoint(),
+                                                     memory_capacity, ttl_s));
+      ASSERT_FALSE(hosts_.back()->address.empty())
+          << "sinew-sandboxd did not start (root, runc, image needed)";
     }
   }
   void StartHarness(const std::string& script_json) {
     const std::string script = WriteFile(dir_.Sub("script.json"), script_json);
     harness_ = std::make_unique<HarnessProcess>(
-        dir_.Sub("h.json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
-          "sandboxd": {"etcd": ")" + etcd_->endpoint() + R"("}, "api_keys": {")" + std::string(kKey) +
-                                R"(": "t"}, "models": {"scripted": {"kind": "scripted", "script": ")" + script +
-                                R"("}}})");
+        dir_.Sub("h.json"),
+        R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
+          "sandboxd": {"etcd": ")" +
+            etcd_->endpoint() + R"("}, "api_keys": {")" + std::string(kKey) +
+            R"(": "t"}, "models": {"scripted": {"kind": "scripted", "script": ")" + script +
+            R"("}}})");
     ASSERT_FALSE(harness_->address.empty());
     // Ready once it has read the host set from etcd.
     for (int i = 0; i < 300 && Call("GET", harness_->url() + "/readyz").status != 200; ++i) {
@@ -154,9 +158,9 @@ class ScaleOutTest : public ::testing::Test {
     }
     std::sort(place.begin(), place.end());
     std::sort(prov.begin(), prov.end());
-    std::cout << "placement decision: median " << place[place.size() / 2] << " us, max " << place.back()
-              << " us; provision on the host: median " << prov[prov.size() / 2] << " ms, max " << prov.back()
-              << " ms (" << provisioned.size() << " sandboxes)\n";
+    std::cout << "placement decision: median " << place[place.size() / 2] << " us, max "
+              << place.back() << " us; provision on the host: median " << prov[prov.size() / 2]
+              << " ms, max " << prov.back() << " ms (" << provisioned.size() << " sandboxes)\n";
   }
 
   sinew::testing::TempDir dir_;
@@ -193,7 +197,8 @@ TEST_F(ScaleOutTest, PlacementSpreadsSandboxesAndRespectsCapacity) {
     ASSERT_EQ(p.size(), 1u);
     ++per_host[Str(p[0], "host_id")];
     EXPECT_FALSE(Str(p[0], "host_address").empty());
-    EXPECT_NE(Str(results[0], "output").find("held"), std::string::npos) << Str(results[0], "output");
+    EXPECT_NE(Str(results[0], "output").find("held"), std::string::npos)
+        << Str(results[0], "output");
     provisioned.push_back(p[0]);
   }
   EXPECT_EQ(refused, 1);
@@ -210,7 +215,9 @@ TEST_F(ScaleOutTest, PlacementSpreadsSandboxesAndRespectsCapacity) {
   const double sum = value("sinew_harness_sandbox_provision_seconds_sum");
   const double count = value("sinew_harness_sandbox_provision_seconds_count");
   EXPECT_EQ(count, 5.0);
-  if (count > 0) std::cout << "whole provision in the harness: mean " << sum / count * 1000 << " ms over " << count << "\n";
+  if (count > 0)
+    std::cout << "whole provision in the harness: mean " << sum / count * 1000 << " ms over "
+              << count << "\n";
 }
 
 TEST_F(ScaleOutTest, AKilledHostsSessionsGetSandboxLostAndCarryOnElsewhere) {
@@ -231,14 +238,17 @@ TEST_F(ScaleOutTest, AKilledHostsSessionsGetSandboxLostAndCarryOnElsewhere) {
   for (int i = 0; i < 600 && Of(id, "tool_result").empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  auto victim = std::find_if(hosts_.begin(), hosts_.end(), [&](auto& h) { return h->id() == first_host; });
+  auto victim =
+      std::find_if(hosts_.begin(), hosts_.end(), [&](auto& h) { return h->id() == first_host; });
   ASSERT_NE(victim, hosts_.end());
   const auto killed_at = std::chrono::steady_clock::now();
   (*victim)->Kill();
-  while (RegisteredHosts() == 2 && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
+  while (RegisteredHosts() == 2 &&
+         std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const double gone_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const double gone_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   std::cout << "host " << first_host << " left etcd " << gone_s << " s after SIGKILL (TTL 2 s)\n";
   EXPECT_EQ(RegisteredHosts(), 1u);
 
@@ -266,7 +276,8 @@ TEST_F(ScaleOutTest, AfterAnEtcdRestartHostsAreRegisteredAndTheHarnessFollowsCha
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_TRUE(etcd_->Start());
   // The hosts keep (or re-create) their registrations.
-  for (int i = 0; i < 100 && RegisteredHosts() != 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 100 && RegisteredHosts() != 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(RegisteredHosts(), 2u);
   // The harness's watch resumed: it sees h1 leave (a clean stop revokes its lease), so a
   // new sandbox goes to h2 although h1 wins ties.

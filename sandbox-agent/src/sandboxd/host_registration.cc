@@ -43,9 +43,9 @@ std::string RandomInstance() {
 
 class HostRegistrationImpl final : public HostRegistration {
  public:
-  HostRegistrationImpl(SandboxManager* manager, const ProvisionerConfig& config, HostRegistrationOptions options,
-                       std::unique_ptr<coord::EtcdClient> etcd, std::unique_ptr<coord::LeasedKey> key,
-                       v1::SandboxHostRecord published)
+  HostRegistrationImpl(SandboxManager* manager, const ProvisionerConfig& config,
+                       HostRegistrationOptions options, std::unique_ptr<coord::EtcdClient> etcd,
+                       std::unique_ptr<coord::LeasedKey> key, v1::SandboxHostRecord published)
       : manager_(manager),
         config_(config),
         options_(std::move(options)),
@@ -109,17 +109,20 @@ v1::SandboxHostRecord BuildHostRecord(SandboxManager& manager, const Provisioner
   v1::SandboxHostRecord r;
   r.set_host_id(options.host_id);
   r.set_address(options.advertise);
-  r.set_memory_capacity_bytes(options.memory_capacity_bytes != 0 ? options.memory_capacity_bytes : MemTotalBytes());
+  r.set_memory_capacity_bytes(options.memory_capacity_bytes != 0 ? options.memory_capacity_bytes
+                                                                 : MemTotalBytes());
   uint32_t cpus = static_cast<uint32_t>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  r.set_cpu_capacity_millicores(options.cpu_capacity_millicores != 0 ? options.cpu_capacity_millicores
-                                                                     : cpus * 1000);
+  r.set_cpu_capacity_millicores(
+      options.cpu_capacity_millicores != 0 ? options.cpu_capacity_millicores : cpus * 1000);
   r.set_max_sandboxes(config.max_sandboxes);
   auto defaults = NormalizeResources(v1::Resources(), config.defaults);
   if (defaults.ok()) *r.mutable_defaults() = *defaults;
   for (auto& shape : manager.Occupancy()) {
     const uint32_t n = shape.running();  // warm sandboxes wait to be handed over: not reserved
-    r.set_memory_reserved_bytes(r.memory_reserved_bytes() + n * shape.resources().memory_guaranteed_bytes());
-    r.set_cpu_reserved_millicores(r.cpu_reserved_millicores() + n * shape.resources().cpu_millicores());
+    r.set_memory_reserved_bytes(r.memory_reserved_bytes() +
+                                n * shape.resources().memory_guaranteed_bytes());
+    r.set_cpu_reserved_millicores(r.cpu_reserved_millicores() +
+                                  n * shape.resources().cpu_millicores());
     r.set_running(r.running() + shape.running());
     r.set_warm(r.warm() + shape.warm());
     *r.add_shapes() = std::move(shape);
@@ -132,7 +135,8 @@ Result<std::unique_ptr<HostRegistration>> HostRegistration::Start(SandboxManager
                                                                   HostRegistrationOptions options) {
   static const std::regex kHostId("[A-Za-z0-9._-]{1,64}");
   if (!std::regex_match(options.host_id, kHostId)) {
-    return Status::InvalidArgument("--host-id '" + options.host_id + "' must match [A-Za-z0-9._-]{1,64}");
+    return Status::InvalidArgument("--host-id '" + options.host_id +
+                                   "' must match [A-Za-z0-9._-]{1,64}");
   }
   if (options.advertise.empty() || options.advertise.find(':') == std::string::npos) {
     return Status::InvalidArgument("--advertise must be the host:port harnesses dial (got '" +
@@ -145,10 +149,11 @@ Result<std::unique_ptr<HostRegistration>> HostRegistration::Start(SandboxManager
   record.set_started_unix_ms(NowUnixMs());
   record.set_updated_unix_ms(record.started_unix_ms());
   const std::string key = std::string(kSandboxHostsPrefix) + options.host_id;
-  SINEW_ASSIGN_OR_RETURN(auto leased, coord::LeasedKey::Create(etcd.get(), key, record.SerializeAsString(),
-                                                               {.ttl_seconds = options.ttl_seconds}));
-  spdlog::info("sinew-sandboxd: registered as {} ({}) in etcd {} with a {} s lease", options.host_id,
-               options.advertise, options.etcd, options.ttl_seconds);
+  SINEW_ASSIGN_OR_RETURN(auto leased,
+                         coord::LeasedKey::Create(etcd.get(), key, record.SerializeAsString(),
+                                                  {.ttl_seconds = options.ttl_seconds}));
+  spdlog::info("sinew-sandboxd: registered as {} ({}) in etcd {} with a {} s lease",
+               options.host_id, options.advertise, options.etcd, options.ttl_seconds);
   return std::unique_ptr<HostRegistration>(new HostRegistrationImpl(
       manager, config, std::move(options), std::move(etcd), std::move(leased), std::move(record)));
 }

@@ -60,7 +60,8 @@ class EtcdClient {
   // A client for the etcd member at `endpoint` (host:port). Does not wait for etcd.
   // `call_timeout` bounds each unary call. Default: 5 s
   [[nodiscard]] static Result<std::unique_ptr<EtcdClient>> Connect(
-      const std::string& endpoint, std::chrono::milliseconds call_timeout = std::chrono::seconds(5));
+      const std::string& endpoint,
+      std::chrono::milliseconds call_timeout = std::chrono::seconds(5));
 
   virtual const std::string& endpoint() const = 0;
 
@@ -100,7 +101,8 @@ class EtcdClient {
   };
   [[nodiscard]] virtual std::unique_ptr<WatchHandle> NewWatchHandle() = 0;
   // `header_revision`: the store revision the batch was sent at (>= its events').
-  using EventsFn = std::function<bool(const std::vector<WatchEvent>& events, int64_t header_revision)>;
+  using EventsFn =
+      std::function<bool(const std::vector<WatchEvent>& events, int64_t header_revision)>;
   [[nodiscard]] virtual Status Watch(std::string_view prefix, int64_t start_revision,
                                      WatchHandle* handle, const EventsFn& on_events,
                                      int64_t* compact_revision) = 0;

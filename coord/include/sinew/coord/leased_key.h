@@ -30,7 +30,8 @@ class LeasedKey {
   // leaves nothing behind) when etcd does not answer. `etcd` is not owned and must
   // outlive this.
   [[nodiscard]] static Result<std::unique_ptr<LeasedKey>> Create(EtcdClient* etcd, std::string key,
-                                                                 std::string value, Options options);
+                                                                 std::string value,
+                                                                 Options options);
   virtual ~LeasedKey() = default;
 
   // The next write (at once, on the keeper thread) stores `value`; equal values are not

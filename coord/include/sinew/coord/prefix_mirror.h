@@ -29,8 +29,8 @@ class PrefixMirror {
 
   // Starts the watch thread. `etcd` is not owned and must outlive this. Returns at once;
   // `WaitSynced` waits for the first listing.
-  static std::unique_ptr<PrefixMirror> Start(EtcdClient* etcd, std::string prefix, ChangeFn on_change,
-                                             Options options);
+  static std::unique_ptr<PrefixMirror> Start(EtcdClient* etcd, std::string prefix,
+                                             ChangeFn on_change, Options options);
   static std::unique_ptr<PrefixMirror> Start(EtcdClient* etcd, std::string prefix,
                                              ChangeFn on_change = nullptr) {
     return Start(etcd, std::move(prefix), std::move(on_change), Options());
