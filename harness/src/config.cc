@@ -153,8 +153,16 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
     SINEW_RETURN_IF_ERROR(ReadString(*s, "durability", "config.store", &c.store_durability));
   }
   if (const json::object* s = ChildObject(root, "sandboxd", &error)) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address", "config.sandboxd"));
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,etcd", "config.sandboxd"));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c.sandboxd_address));
+    SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.sandboxd", &c.sandboxd_etcd));
+    if (!c.sandboxd_address.empty() && !c.sandboxd_etcd.empty()) {
+      return Status::InvalidArgument("config.sandboxd: give either address (one sinew-sandboxd) or etcd "
+                                     "(sandbox hosts registered there), not both");
+    }
+    if (!c.sandboxd_etcd.empty() && c.sandboxd_etcd.find(':') == std::string::npos) {
+      return Status::InvalidArgument("config.sandboxd.etcd must be host:port (got '" + c.sandboxd_etcd + "')");
+    }
   }
   if (const json::object* t = ChildObject(root, "tls", &error)) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*t, "cert_file,key_file,ca_file", "config.tls"));

@@ -270,7 +270,7 @@ Status SessionDriver::ReleaseSandbox(const std::string& reason) {
     ev.mutable_sandbox_released()->set_reason(reason + " (attached sandbox left to its owner)");
     return AppendOne(std::move(ev));
   }
-  Status destroyed = deps_.sandboxes->Destroy(id);
+  Status destroyed = deps_.sandboxes->Destroy(SandboxOf());
   v1::Event ev;
   ev.mutable_sandbox_released()->set_sandbox_id(id);
   ev.mutable_sandbox_released()->set_reason(destroyed.ok() ? reason : reason + " (destroy failed: " +

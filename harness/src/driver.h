@@ -68,6 +68,12 @@ class SessionDriver {
     std::string detail;
   };
   LostSandbox LoseSandbox(const Status& transport_error);
+  // The live sandbox as the log names it (id and host).
+  SandboxRef SandboxOf() const;
+  // Before a sandbox tool call that has not started: when the sandbox's host is gone
+  // (docs/scale-out.md), appends sandbox_lost ("host_lost"), so the call gets a fresh
+  // sandbox on another host.
+  [[nodiscard]] Status DropSandboxOfLostHost(const ToolInfo& tool, bool started_before);
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
   [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                    const std::string& sandbox_call_id);

@@ -33,14 +33,27 @@ v1::Event SessionDriver::Interrupted(const v1::ToolCallSpec& spec, const std::st
 }
 
 SessionDriver::LostSandbox SessionDriver::LoseSandbox(const Status& transport_error) {
-  auto [how, detail] = deps_.sandboxes->HowItEnded(state_.sandbox_id);
+  auto [how, detail] = deps_.sandboxes->HowItEnded(SandboxOf());
   v1::Event lost;
   lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
   lost.mutable_sandbox_lost()->set_outcome(how);
   lost.mutable_sandbox_lost()->set_detail(detail.empty() ? transport_error.message() : detail);
-  if (!AttachesSandbox(task_.sandbox_json)) (void)deps_.sandboxes->Destroy(state_.sandbox_id);
+  if (!AttachesSandbox(task_.sandbox_json)) (void)deps_.sandboxes->Destroy(SandboxOf());
   deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
   return {std::move(lost), std::move(how), std::move(detail)};
+}
+
+SandboxRef SessionDriver::SandboxOf() const {
+  return SandboxRef{state_.sandbox_id, state_.sandbox_host_id, state_.sandbox_host_address};
+}
+
+Status SessionDriver::DropSandboxOfLostHost(const ToolInfo& tool, bool started_before) {
+  // A call already under way is asked for below, and comes back lost from a gone host.
+  if (!tool.needs_sandbox || state_.sandbox_id.empty() || started_before) return Status::Ok();
+  if (deps_.sandboxes->HostAlive(SandboxOf())) return Status::Ok();
+  // The call has not run: record the loss, and the call runs on a fresh sandbox elsewhere.
+  auto lost = LoseSandbox(Status::Unavailable("its host left the cluster"));
+  return AppendOne(std::move(lost.event));
 }
 
 Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
@@ -75,6 +88,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     return AppendOne(Interrupted(spec, "interrupted: the harness stopped while this call ran; it may or "
                                        "may not have taken effect"));
   }
+  SINEW_RETURN_IF_ERROR(DropSandboxOfLostHost(*info, started_before));
   if (info->needs_sandbox && state_.sandbox_id.empty() && !deps_.quotas->AcquireSandbox(tenant_, id_)) {
     // The tenant's sandbox quota (docs/security.md): the call runs nowhere; the model hears why.
     ToolOutcome o;
@@ -110,6 +124,9 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     p->set_resources_json(box->resources_json);
     p->set_provision_ms(box->provision_ms);
     p->set_from_warm_pool(box->from_warm_pool);
+    p->set_host_id(box->host_id);
+    p->set_host_address(box->host_address);
+    p->set_placement_us(box->placement_us);
     SINEW_RETURN_IF_ERROR(AppendOne(std::move(ev)));
   }
   if (info->needs_sandbox) tc->set_sandbox_id(state_.sandbox_id);
@@ -131,7 +148,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
   } else {
     // The same call id as before a crash: the sandbox answers with the result of the run
     // that is already under way or done, and never runs it twice.
-    auto r = deps_.sandboxes->Execute(state_.sandbox_id, sandbox_call_id, spec.name(), spec.input_json());
+    auto r = deps_.sandboxes->Execute(SandboxOf(), sandbox_call_id, spec.name(), spec.input_json());
     if (r.ok()) {
       outcome = std::move(r).value();
     } else {

@@ -55,7 +55,11 @@ class HarnessImpl final : public Harness, public SessionControl {
       models_[name] = std::move(client).value();
     }
     proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
-    sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls);
+    if (!config_.sandboxd_etcd.empty()) {
+      SINEW_ASSIGN_OR_RETURN(sandboxes_, SandboxBackend::CreateForEtcd(config_.sandboxd_etcd, config_.grpc_tls));
+    } else {
+      sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls);
+    }
     SINEW_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Create(config_));
     quotas_ = std::make_unique<TenantQuotas>(config_.tenants);
     deps_ = Deps();
@@ -118,7 +122,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     req.set_tenant("-");
     auto listed = store_->ListSessions(req);
     if (!listed.ok()) return Status::Unavailable("the session store does not answer: " + listed.status().message());
-    if (!config_.sandboxd_address.empty()) {
+    if (!config_.sandboxd_address.empty() || !config_.sandboxd_etcd.empty()) {
       Status s = sandboxes_->Health();
       if (!s.ok()) return Status::Unavailable("sinew-sandboxd does not answer: " + s.message());
     }

@@ -44,7 +44,10 @@ int main(int argc, char** argv) {
     config->store_address = store;
     config->store_dir.clear();
   }
-  if (!sandboxd.empty()) config->sandboxd_address = sandboxd;
+  if (!sandboxd.empty()) {
+    config->sandboxd_address = sandboxd;
+    config->sandboxd_etcd.clear();
+  }
   if (!advertise_url.empty()) {
     if (sinew::Status s = sinew::harness::CheckAdvertiseUrl(advertise_url, "--advertise-url"); !s.ok()) {
       std::cerr << "sinew-harness: " << s.ToString() << "\n";

@@ -9,14 +9,14 @@ class AbsentBackend final : public SandboxBackend {
   Result<Provisioned> Provision(const std::string&, const std::string&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");
   }
-  Result<ToolOutcome> Execute(const std::string&, const std::string&, const std::string&,
+  Result<ToolOutcome> Execute(const SandboxRef&, const std::string&, const std::string&,
                               const std::string&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");
   }
-  std::pair<std::string, std::string> HowItEnded(const std::string&) override {
+  std::pair<std::string, std::string> HowItEnded(const SandboxRef&) override {
     return {"crashed", "no sandbox client"};
   }
-  Status Destroy(const std::string&) override { return Status::Ok(); }
+  Status Destroy(const SandboxRef&) override { return Status::Ok(); }
   Status Health() override { return Status::Unimplemented("built without the sandbox client"); }
   bool configured() const override { return false; }
 };
@@ -25,6 +25,10 @@ class AbsentBackend final : public SandboxBackend {
 
 std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&, const GrpcTlsOptions&) {
   return std::make_unique<AbsentBackend>();
+}
+
+Result<std::unique_ptr<SandboxBackend>> SandboxBackend::CreateForEtcd(const std::string&, const GrpcTlsOptions&) {
+  return Status::Unimplemented("this harness was built without the sandbox client library");
 }
 
 }  // namespace sinew::harness

@@ -49,7 +49,7 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   }
   if (config.models.at(t.model).kind == kBuiltinOracleKind) {
     // The oracle runs the prompt with bash in a sandbox: it needs both.
-    if (config.sandboxd_address.empty()) {
+    if (config.sandboxd_address.empty() && config.sandboxd_etcd.empty()) {
       return Status::InvalidArgument("body.model 'oracle' runs the prompt as a bash command in a sandbox, and "
                                      "this harness has no sandboxd (config.sandboxd.address)");
     }
@@ -180,6 +180,8 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
     case v1::Event::kSandboxProvisioned:
       s->sandbox_id = ev.sandbox_provisioned().sandbox_id();
       s->sandbox_endpoint = ev.sandbox_provisioned().endpoint();
+      s->sandbox_host_id = ev.sandbox_provisioned().host_id();
+      s->sandbox_host_address = ev.sandbox_provisioned().host_address();
       break;
     case v1::Event::kSandboxReleased:
       if (ev.sandbox_released().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
@@ -194,7 +196,11 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
     default:
       break;
   }
-  if (s->sandbox_id.empty()) s->sandbox_endpoint.clear();
+  if (s->sandbox_id.empty()) {
+    s->sandbox_endpoint.clear();
+    s->sandbox_host_id.clear();
+    s->sandbox_host_address.clear();
+  }
 }
 
 LogState ReadLogState(const std::vector<v1::Event>& events) {

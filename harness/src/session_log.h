@@ -48,6 +48,8 @@ struct LogState {
   std::map<std::string, bool> finished;  // call_id -> a tool_result exists
   std::string sandbox_id;          // the live sandbox, "" when none
   std::string sandbox_endpoint;
+  std::string sandbox_host_id;       // with etcd placement: the host holding it
+  std::string sandbox_host_address;
 };
 
 LogState ReadLogState(const std::vector<v1::Event>& events);

@@ -59,6 +59,15 @@ class ProxyTools {
   const Vault* vault_;  // not owned; outlives this
 };
 
+// A session's sandbox as its log records it (sandbox_provisioned): its id, and the host
+// that holds it when sandboxes are placed over several hosts (docs/scale-out.md; both
+// empty with a single sinew-sandboxd).
+struct SandboxRef {
+  std::string id;
+  std::string host_id;
+  std::string host_address;
+};
+
 // The hands, seen from the harness: provisions sandboxes through sinew-sandboxd and
 // runs tools in them.
 class SandboxBackend {
@@ -67,6 +76,10 @@ class SandboxBackend {
   // `address` of sinew-sandboxd; "" gives a backend whose every call fails clearly.
   // `tls`: mTLS to sinew-sandboxd (config.grpc_tls). Default: plain gRPC
   static std::unique_ptr<SandboxBackend> Create(const std::string& address, const GrpcTlsOptions& tls = {});
+  // Sandboxes placed over the hosts registered in the etcd at `etcd` (host:port) by the
+  // rule of placement.h; see docs/scale-out.md. `tls` as for Create. Does not wait for etcd.
+  static Result<std::unique_ptr<SandboxBackend>> CreateForEtcd(const std::string& etcd,
+                                                               const GrpcTlsOptions& tls = {});
 
   struct Provisioned {
     std::string id;
@@ -74,23 +87,29 @@ class SandboxBackend {
     std::string resources_json;
     int64_t provision_ms = 0;
     bool from_warm_pool = false;
+    std::string host_id;       // "" with a single sinew-sandboxd
+    std::string host_address;  // the host's Provisioner address; "" with a single one
+    int64_t placement_us = 0;  // time the placement decision took (etcd hosts only)
   };
   // `spec_json`: the task's "sandbox" object (may be empty).
   [[nodiscard]] virtual Result<Provisioned> Provision(const std::string& spec_json,
                                                       const std::string& label) = 0;
-  // Runs tool call `call_id` in sandbox `sandbox_id` (reached through the provisioner's
+  // Runs tool call `call_id` in `sandbox` (reached through the provisioner's
   // answer for that id, never an address from elsewhere, and authenticated on every call).
   // The sandbox runs a call id exactly once: asking again after a crash returns the
   // first run's result. A tool result (tool errors included), or an error when the
   // sandbox is unreachable or broke: the caller treats it as lost.
-  [[nodiscard]] virtual Result<ToolOutcome> Execute(const std::string& sandbox_id,
+  [[nodiscard]] virtual Result<ToolOutcome> Execute(const SandboxRef& sandbox,
                                                     const std::string& call_id,
                                                     const std::string& name,
                                                     const std::string& input_json) = 0;
-  // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited"), detail}; waits
-  // up to 2 s for sandboxd to record the end of a sandbox whose link broke.
-  virtual std::pair<std::string, std::string> HowItEnded(const std::string& id) = 0;
-  [[nodiscard]] virtual Status Destroy(const std::string& id) = 0;
+  // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited", "host_lost"),
+  // detail}; waits up to 2 s for sandboxd to record the end of a sandbox whose link broke.
+  virtual std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) = 0;
+  [[nodiscard]] virtual Status Destroy(const SandboxRef& sandbox) = 0;
+  // False when the sandbox's host is known to be gone (its etcd registration ended, or
+  // another process now answers under its id): the sandbox is lost without asking.
+  virtual bool HostAlive(const SandboxRef& sandbox) { return !sandbox.id.empty(); }
   [[nodiscard]] virtual Status Health() = 0;
   virtual bool configured() const = 0;
 };

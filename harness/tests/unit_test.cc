@@ -75,6 +75,25 @@ TEST(ConfigTest, LogFormatIsTextOrJson) {
   EXPECT_FALSE(with(R"(, "log_format": 1)").ok());
 }
 
+TEST(ConfigTest, SandboxdIsOneAddressOrAnEtcdOfHosts) {
+  auto with = [](const std::string& sandboxd) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "sandboxd": )" + sandboxd + "}");
+  };
+  auto etcd = with(R"({"etcd": "127.0.0.1:2379"})");
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  EXPECT_EQ(etcd->sandboxd_etcd, "127.0.0.1:2379");
+  EXPECT_TRUE(etcd->sandboxd_address.empty());
+  auto both = with(R"({"etcd": "127.0.0.1:2379", "address": "127.0.0.1:7702"})");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(both.status().message().find("not both"), std::string::npos) << both.status().message();
+  auto no_port = with(R"({"etcd": "etcd.local"})");
+  ASSERT_FALSE(no_port.ok());
+  EXPECT_NE(no_port.status().message().find("config.sandboxd.etcd"), std::string::npos);
+  EXPECT_FALSE(with(R"({"etcd": 5})").ok());
+}
+
 TEST(ConfigTest, ModelStreamModeIsAutoOnOrOff) {
   for (const char* mode : {"auto", "on", "off"}) {
     auto c = ParseConfig(std::string(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},

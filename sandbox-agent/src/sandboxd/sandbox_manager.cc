@@ -201,6 +201,25 @@ v1::ProvisionerHealthResponse SandboxManagerImpl::Health() {
   return h;
 }
 
+std::vector<v1::HostShapeCount> SandboxManagerImpl::Occupancy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, v1::HostShapeCount> by_shape;
+  for (auto& [id, e] : live_) {
+    if (e->ending) continue;
+    v1::HostShapeCount& c = by_shape[e->shape];
+    if (!c.has_resources()) *c.mutable_resources() = e->info.resources();
+    if (e->pooled) {
+      c.set_warm(c.warm() + 1);
+    } else {
+      c.set_running(c.running() + 1);
+    }
+  }
+  std::vector<v1::HostShapeCount> out;
+  out.reserve(by_shape.size());
+  for (auto& [shape, c] : by_shape) out.push_back(std::move(c));
+  return out;
+}
+
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Resources& r,
                                                                     const std::string& shape) {
   std::string id = NewId();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sandboxd/config.h"
+#include "sinew/proto/coord.pb.h"
 #include "sinew/status.h"
 
 namespace sinew::sandbox {
@@ -31,6 +32,9 @@ class SandboxManager {
   [[nodiscard]] virtual Result<v1::SandboxInfo> Get(const std::string& id) = 0;
   virtual std::vector<v1::SandboxInfo> List(bool include_ended) = 0;
   virtual v1::ProvisionerHealthResponse Health() = 0;
+  // Live sandboxes (handed out and warm) grouped by shape, with their resources filled
+  // in; what this host publishes for placement (docs/scale-out.md).
+  virtual std::vector<v1::HostShapeCount> Occupancy() = 0;
 };
 
 // Fills zero fields from `defaults` and checks ranges; kInvalidArgument says which field.

@@ -56,6 +56,7 @@ class SandboxManagerImpl final : public SandboxManager {
   Result<v1::SandboxInfo> Get(const std::string& id) override;
   std::vector<v1::SandboxInfo> List(bool include_ended) override;
   v1::ProvisionerHealthResponse Health() override;
+  std::vector<v1::HostShapeCount> Occupancy() override;
 
  private:
   Result<std::unique_ptr<LiveSandbox>> StartEntry(const v1::Resources& r, const std::string& shape);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <thread>
 
+#include "sandboxd/host_registration.h"
 #include "sandboxd/provisioner_service.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_tls_flags.h"
@@ -64,6 +65,18 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  // Scale-out (docs/scale-out.md): register this host in etcd for harnesses to place on.
+  sinew::sandbox::HostRegistrationOptions reg;
+  app.add_option("--etcd", reg.etcd, "etcd endpoint host:port; registers this host there (default: none)");
+  app.add_option("--advertise", reg.advertise, "Provisioner address harnesses dial, host:port (with --etcd)");
+  app.add_option("--host-id", reg.host_id, "this host's id in etcd (default: the host name)");
+  app.add_option("--etcd-ttl", reg.ttl_seconds, "lease TTL in seconds: a crashed host is dropped after it")
+      ->check(CLI::Range(1, 300))
+      ->capture_default_str();
+  app.add_option("--capacity-memory-bytes", reg.memory_capacity_bytes,
+                 "memory for sandboxes' guarantees, published for placement (default: MemTotal)");
+  app.add_option("--capacity-cpu-millicores", reg.cpu_capacity_millicores,
+                 "CPU for sandboxes, published for placement (default: 1000 per CPU)");
   CLI11_PARSE(app, argc, argv);
   if (auto logs = sinew::logging::SetupLogging("sinew-sandboxd", log_format, log_level); !logs.ok()) {
     std::cerr << "sinew-sandboxd: " << logs.ToString() << "\n";
@@ -120,6 +133,20 @@ int main(int argc, char** argv) {
     std::cerr << "sinew-sandboxd: cannot listen on " << listen << "\n";
     return 1;
   }
+  std::unique_ptr<sinew::sandbox::HostRegistration> registration;
+  if (!reg.etcd.empty()) {
+    if (reg.host_id.empty()) {
+      char name[256] = {};
+      ::gethostname(name, sizeof name - 1);
+      reg.host_id = name;
+    }
+    auto r = sinew::sandbox::HostRegistration::Start(manager->get(), config, reg);
+    if (!r.ok()) {
+      std::cerr << "sinew-sandboxd: cannot register in etcd: " << r.status().ToString() << "\n";
+      return 1;
+    }
+    registration = std::move(r).value();
+  }
   std::cout << "sinew-sandboxd: listening on port " << port << std::endl;
   std::thread stopper([&] {
     int sig = 0;
@@ -128,6 +155,7 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
+  registration.reset();  // revokes the lease: harnesses stop placing here
   manager->reset();  // destroys every sandbox
   return 0;
 }

@@ -104,8 +104,11 @@ struct HarnessConfig {
   // Remote store (sinew-store) address, or an embedded store directory (exactly one).
   std::string store_address;
   std::string store_dir;
-  // sinew-sandboxd address; "" disables sandbox tools.
+  // sinew-sandboxd address; "" disables sandbox tools (unless sandboxd_etcd is set).
   std::string sandboxd_address;
+  // Instead of one address: the etcd (host:port) where sandbox hosts register; sandboxes
+  // are placed over them (docs/scale-out.md). At most one of the two. Default: ""
+  std::string sandboxd_etcd;
   // Bearer API key -> tenant: "sha256:<hex of the key's SHA-256>" -> tenant, or (still
   // accepted, with a warning) the plaintext key -> tenant (docs/security.md).
   std::map<std::string, std::string> api_keys;

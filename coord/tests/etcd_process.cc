@@ -1,0 +1,83 @@
+#include "etcd_process.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "sinew/coord/etcd_client.h"
+
+namespace sinew::coord::test {
+namespace {
+
+// True when something accepts TCP connections on 127.0.0.1:port.
+bool Accepts(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string EtcdBinary() {
+  if (const char* e = std::getenv("SINEW_ETCD"); e != nullptr && *e != '\0') return e;
+  for (const char* p : {"/usr/bin/etcd", "/usr/local/bin/etcd"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
+
+EtcdProcess::EtcdProcess() {
+  client_port_ = sinew::testing::FreeLoopbackPort();
+  peer_port_ = sinew::testing::FreeLoopbackPort();
+  if (!Start()) endpoint_.clear();
+}
+
+EtcdProcess::~EtcdProcess() { Kill(); }
+
+void EtcdProcess::Kill() {
+  if (proc_ && proc_->running()) {
+    proc_->Signal(SIGKILL);
+    proc_->Wait();
+  }
+  proc_.reset();
+}
+
+bool EtcdProcess::Start() {
+  const std::string bin = EtcdBinary();
+  if (bin.empty()) return false;
+  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  proc_ = std::make_unique<sinew::testing::Subprocess>(std::vector<std::string>{
+      bin, "--name", "sinew-test", "--data-dir", dir_.Sub("data"), "--listen-client-urls", client,
+      "--advertise-client-urls", client, "--listen-peer-urls", peer,
+      "--initial-advertise-peer-urls", peer, "--initial-cluster", "sinew-test=" + peer, "--logger",
+      "zap", "--log-level", "error"});
+  endpoint_ = "127.0.0.1:" + std::to_string(client_port_);
+  // Wait for the port first: a gRPC channel that found it closed backs off for a while.
+  const auto listen_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!Accepts(client_port_) && std::chrono::steady_clock::now() < listen_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto etcd = EtcdClient::Connect(endpoint_, std::chrono::seconds(1));
+  if (!etcd.ok()) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    if ((*etcd)->GetPrefix("/").ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace sinew::coord::test

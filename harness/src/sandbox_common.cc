@@ -1,0 +1,123 @@
+#include "sandbox_common.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <thread>
+
+namespace sinew::harness {
+namespace {
+
+namespace json = boost::json;
+
+uint64_t Field(const json::object& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) return 0;
+  if (it->value().is_uint64()) return it->value().as_uint64();
+  if (it->value().is_int64() && it->value().as_int64() > 0)
+    return static_cast<uint64_t>(it->value().as_int64());
+  return 0;
+}
+
+std::string Str(const json::object& o, const char* key) {
+  auto* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+std::string OutcomeName(v1::SandboxOutcome outcome) {
+  switch (outcome) {
+    case v1::SANDBOX_OUTCOME_OOM:
+      return "oom";
+    case v1::SANDBOX_OUTCOME_LIFETIME:
+      return "lifetime";
+    case v1::SANDBOX_OUTCOME_EXITED:
+      return "exited";
+    case v1::SANDBOX_OUTCOME_DESTROYED:
+      return "destroyed";
+    default:
+      return "crashed";
+  }
+}
+
+}  // namespace
+
+SandboxSpec ParseSandboxSpec(const std::string& spec_json) {
+  SandboxSpec spec;
+  if (spec_json.empty()) return spec;
+  boost::system::error_code ec;
+  json::value v = json::parse(spec_json, ec);
+  if (ec || !v.is_object()) return spec;
+  const auto& o = v.as_object();
+  if (auto a = o.find("attach"); a != o.end() && a->value().is_object()) {
+    spec.attach = true;
+    spec.attach_id = Str(a->value().as_object(), "id");
+    spec.attach_endpoint = Str(a->value().as_object(), "endpoint");
+    return spec;
+  }
+  v1::Resources& r = spec.resources;
+  r.set_cpu_millicores(static_cast<uint32_t>(Field(o, "cpu_millis")));
+  r.set_memory_guaranteed_bytes(Field(o, "memory_bytes"));
+  r.set_memory_limit_bytes(Field(o, "memory_limit_bytes"));
+  r.set_pids_limit(static_cast<uint32_t>(Field(o, "pids")));
+  r.set_workspace_bytes(Field(o, "disk_bytes"));
+  r.set_lifetime_seconds(static_cast<uint32_t>(Field(o, "lifetime_seconds")));
+  r.set_network(Str(o, "network"));
+  r.set_image(Str(o, "image"));
+  r.set_runtime(Str(o, "runtime"));  // "runc" or "runsc"
+  return spec;
+}
+
+SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info) {
+  SandboxBackend::Provisioned p;
+  p.id = info.id();
+  p.endpoint = info.endpoint();
+  p.provision_ms = info.provision_ms();
+  p.from_warm_pool = info.from_warm_pool();
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(info.resources(), &p.resources_json, options);
+  return p;
+}
+
+Result<SandboxBackend::Provisioned> CheckAttached(const v1::SandboxInfo& info,
+                                                  const SandboxSpec& spec) {
+  if (info.state() != v1::SANDBOX_STATE_READY || info.endpoint() != spec.attach_endpoint) {
+    return Status::FailedPrecondition("the attached sandbox " + spec.attach_id + " is not running");
+  }
+  auto p = ToProvisioned(info);
+  p.provision_ms = 0;
+  p.from_warm_pool = false;
+  return p;
+}
+
+ToolOutcome ToOutcome(const v1::ExecuteResult& result) {
+  ToolOutcome o;
+  o.output = result.output();
+  o.is_error = result.is_error();
+  o.exit_status = result.exit_code();
+  o.signal = result.signal();
+  o.timed_out = result.timed_out();
+  o.truncated = result.truncated();
+  o.duration_ms = result.duration_ms();
+  return o;
+}
+
+std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner,
+                                                  const std::string& id) {
+  auto info = provisioner.Get(id);
+  // sandboxd records the end (an OOM kill, a crash) a moment after the agent's link
+  // breaks: give it up to 2 s.
+  for (int i = 0; i < 40 && info.ok() && info->state() != v1::SANDBOX_STATE_ENDED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    info = provisioner.Get(id);
+  }
+  if (!info.ok()) return {"crashed", info.status().message()};
+  if (info->state() != v1::SANDBOX_STATE_ENDED) {
+    return {"crashed", "the sandbox's agent stopped answering (state " +
+                           std::to_string(static_cast<int>(info->state())) + ")"};
+  }
+  return {OutcomeName(info->outcome()), info->outcome_detail()};
+}
+
+}  // namespace sinew::harness
