@@ -41,9 +41,8 @@ struct Placement {
   std::vector<std::string> refused;        // "<host>: why" for each host that does not fit
 };
 
-// The request's zero fields filled from `defaults` (proto/sandbox.proto: "zero / empty
-// fields take the daemon's defaults"; a zero guarantee is the memory limit, or the
-// default guarantee when that is set and smaller).
+// The request's zero fields filled from `defaults`, by the same rule sinew-sandboxd applies
+// (sinew::sandbox::FillResourceDefaults).
 v1::Resources FillResources(const v1::Resources& requested, const v1::Resources& defaults);
 
 Placement PlaceSandbox(const v1::Resources& requested, const std::vector<HostLoad>& hosts);

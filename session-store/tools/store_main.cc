@@ -12,6 +12,7 @@
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_tls_flags.h"
 #include "sinew/log.h"
+#include "sinew/log_flags.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/store_service.h"
 
@@ -34,13 +35,10 @@ int main(int argc, char** argv) {
   sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
-  std::string log_format = "text", log_level = "info";
-  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  sinew::logging::LogFlags log_flags;
+  sinew::logging::AddLogFlags(app, &log_flags);
   CLI11_PARSE(app, argc, argv);
-  if (auto logs = sinew::logging::SetupLogging("sinew-store", log_format, log_level); !logs.ok()) {
+  if (auto logs = sinew::logging::SetupLogging("sinew-store", log_flags.format, log_flags.level); !logs.ok()) {
     std::fprintf(stderr, "sinew-store: %s\n", logs.ToString().c_str());
     return 2;
   }

@@ -21,6 +21,7 @@
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
 #include "sinew/log.h"
+#include "sinew/log_flags.h"
 
 namespace {
 
@@ -107,13 +108,10 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain HTTP and gRPC on a non-loopback --host");
-  std::string log_format = "text", log_level = "info";
-  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  sinew::logging::LogFlags log_flags;
+  sinew::logging::AddLogFlags(app, &log_flags);
   CLI11_PARSE(app, argc, argv);
-  if (auto logs = sinew::logging::SetupLogging("sinew-model", log_format, log_level); !logs.ok()) {
+  if (auto logs = sinew::logging::SetupLogging("sinew-model", log_flags.format, log_flags.level); !logs.ok()) {
     std::fprintf(stderr, "sinew-model: %s\n", logs.ToString().c_str());
     return 2;
   }

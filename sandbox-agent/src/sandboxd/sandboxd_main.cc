@@ -14,6 +14,7 @@
 #include "sinew/grpc_tls_flags.h"
 #include "sandboxd/sandbox_manager.h"
 #include "sinew/log.h"
+#include "sinew/log_flags.h"
 
 int main(int argc, char** argv) {
   sinew::sandbox::ProvisionerConfig config;
@@ -60,11 +61,8 @@ int main(int argc, char** argv) {
   sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
-  std::string log_format = "text", log_level = "info";
-  app.add_option("--log-format", log_format, "text or json (JSON lines, docs/logging.md)")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  sinew::logging::LogFlags log_flags;
+  sinew::logging::AddLogFlags(app, &log_flags);
   // Scale-out (docs/scale-out.md): register this host in etcd for harnesses to place on.
   sinew::sandbox::HostRegistrationOptions reg;
   app.add_option("--etcd", reg.etcd, "etcd endpoint host:port; registers this host there (default: none)");
@@ -78,7 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--capacity-cpu-millicores", reg.cpu_capacity_millicores,
                  "CPU for sandboxes, published for placement (default: 1000 per CPU)");
   CLI11_PARSE(app, argc, argv);
-  if (auto logs = sinew::logging::SetupLogging("sinew-sandboxd", log_format, log_level); !logs.ok()) {
+  if (auto logs = sinew::logging::SetupLogging("sinew-sandboxd", log_flags.format, log_flags.level); !logs.ok()) {
     std::cerr << "sinew-sandboxd: " << logs.ToString() << "\n";
     return 2;
   }
