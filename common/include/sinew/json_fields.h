@@ -40,7 +40,9 @@ bool Has(const boost::json::object& obj, std::string_view key);
 // "<path> is required" unless Has(obj, key).
 [[nodiscard]] Status Require(const boost::json::object& obj, std::string_view key,
                              std::string_view where);
-// Fails when obj has a key not in `allowed` (a comma-separated list, no spaces).
+// Fails when obj has a key not in `allowed` (a comma-separated list, no spaces):
+// "<where> has an unknown field 'x'; allowed: a,b", or "unknown field 'x'; ..." when
+// `where` is empty.
 [[nodiscard]] Status RejectUnknownKeys(const boost::json::object& obj, std::string_view allowed,
                                        std::string_view where);
 
