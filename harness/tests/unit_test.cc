@@ -220,6 +220,21 @@ TEST(TaskTest, ValidatesEveryField) {
   EXPECT_TRUE(AttachesSandbox(attached->sandbox_json));
 }
 
+TEST(ScriptedModelTest, AScriptErrorNamesTheResponse) {
+  testing::TempDir dir;
+  ModelEndpointConfig m;
+  m.kind = "scripted";
+  m.script =
+      test::WriteFile(dir.Sub("s.json"), R"({"responses": [{"text": "a"}, {"tool_calls": 5}]})");
+  auto model = MakeModelClient(m, "");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "scripted model file " + m.script + ": responses[1].tool_calls must be an array");
+  m.script = test::WriteFile(dir.Sub("t.json"), R"({"responses": {}})");
+  EXPECT_NE(MakeModelClient(m, "").status().message().find("needs a \"responses\" array"),
+            std::string::npos);
+}
+
 TEST(ScriptedModelTest, ReplaysResponseNumberTurnWithTemplates) {
   testing::TempDir dir;
   ModelEndpointConfig m;
