@@ -2,10 +2,13 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
 
 namespace sinew::cli {
 namespace json = boost::json;
+using json_fields::StringField;
+using json_fields::UintField;
 
 namespace {
 
@@ -13,10 +16,8 @@ std::string ErrorMessage(const std::string& body) {
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
   if (!ec && v.is_object()) {
-    if (const auto* err = v.as_object().if_contains("error"); err && err->is_object()) {
-      if (const auto* m = err->as_object().if_contains("message"); m && m->is_string()) {
-        return std::string(m->as_string());
-      }
+    if (const json::object* err = json_fields::ObjectField(v.as_object(), "error")) {
+      if (std::string m = json_fields::StringField(*err, "message"); !m.empty()) return m;
     }
   }
   return body.substr(0, 300);
@@ -40,35 +41,21 @@ Status HttpError(long status, const std::string& body, const std::string& server
   }
 }
 
-uint64_t U64(const json::object& o, const char* key) {
-  const json::value* v = o.if_contains(key);
-  if (v == nullptr) return 0;
-  if (v->is_uint64()) return v->as_uint64();
-  if (v->is_int64()) return static_cast<uint64_t>(std::max<int64_t>(0, v->as_int64()));
-  if (v->is_string()) return std::strtoull(v->as_string().c_str(), nullptr, 10);
-  return 0;
-}
-
-std::string Str(const json::object& o, const char* key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : "";
-}
-
 }  // namespace
 
 Result<SessionView> ParseSession(const json::value& v) {
   if (!v.is_object()) return Status::Internal("server sent a session that is not an object");
   const json::object& o = v.as_object();
   SessionView s;
-  s.id = Str(o, "id");
-  s.tenant = Str(o, "tenant");
-  s.title = Str(o, "title");
-  s.status = Str(o, "status");
-  s.forked_from_session = Str(o, "forked_from_session");
-  s.created_unix_ms = static_cast<int64_t>(U64(o, "created_unix_ms"));
-  s.updated_unix_ms = static_cast<int64_t>(U64(o, "updated_unix_ms"));
-  s.next_seq = U64(o, "next_seq");
-  s.forked_at_seq = U64(o, "forked_at_seq");
+  s.id = StringField(o, "id");
+  s.tenant = StringField(o, "tenant");
+  s.title = StringField(o, "title");
+  s.status = StringField(o, "status");
+  s.forked_from_session = StringField(o, "forked_from_session");
+  s.created_unix_ms = static_cast<int64_t>(UintField(o, "created_unix_ms"));
+  s.updated_unix_ms = static_cast<int64_t>(UintField(o, "updated_unix_ms"));
+  s.next_seq = UintField(o, "next_seq");
+  s.forked_at_seq = UintField(o, "forked_at_seq");
   s.raw = o;
   if (s.id.empty()) return Status::Internal("server sent a session without an id");
   return s;
@@ -128,13 +115,13 @@ Result<std::vector<SessionView>> ApiClient::ListSessions(const std::string& stat
   SINEW_ASSIGN_OR_RETURN(json::value v, Call("GET", path));
   std::vector<SessionView> out;
   const json::object& o = v.as_object();
-  if (const auto* list = o.if_contains("sessions"); list && list->is_array()) {
-    for (const auto& s : list->as_array()) {
+  if (const json::array* list = json_fields::ArrayField(o, "sessions")) {
+    for (const auto& s : *list) {
       SINEW_ASSIGN_OR_RETURN(SessionView view, ParseSession(s));
       out.push_back(std::move(view));
     }
   }
-  *next_token = Str(o, "next_page_token");
+  *next_token = StringField(o, "next_page_token");
   return out;
 }
 
@@ -145,9 +132,10 @@ Result<std::vector<std::pair<v1::Event, std::string>>> ApiClient::Events(const s
                                                         std::to_string(after) +
                                                         "&limit=" + std::to_string(limit)));
   std::vector<std::pair<v1::Event, std::string>> out;
-  const json::value* list = v.as_object().if_contains("events");
-  if (list == nullptr || !list->is_array()) return Status::Internal("events response has no list");
-  for (const auto& e : list->as_array()) {
+  const json::array* list =
+      v.is_object() ? json_fields::ArrayField(v.as_object(), "events") : nullptr;
+  if (list == nullptr) return Status::Internal("events response has no list");
+  for (const auto& e : *list) {
     std::string text = json::serialize(e);
     SINEW_ASSIGN_OR_RETURN(v1::Event ev, ParseEvent(text));
     out.emplace_back(std::move(ev), std::move(text));

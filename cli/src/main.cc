@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "context.h"
+#include "sinew/json_fields.h"
 
 namespace sinew::cli {
 
@@ -29,9 +30,9 @@ void Context::Resolve() {
         std::cerr << "warning: ignoring " << config_path << ": not a JSON object\n";
       } else {
         const auto& o = v.as_object();
-        if (auto* s = o.if_contains("server"); s && s->is_string()) file_server = s->as_string();
-        if (auto* k = o.if_contains("api_key"); k && k->is_string()) file_key = k->as_string();
-        if (auto* c = o.if_contains("ca_file"); c && c->is_string()) file_ca = c->as_string();
+        file_server = sinew::json_fields::StringField(o, "server");
+        file_key = sinew::json_fields::StringField(o, "api_key");
+        file_ca = sinew::json_fields::StringField(o, "ca_file");
       }
     }
   }

@@ -8,37 +8,21 @@
 #include <fstream>
 #include <sstream>
 
+#include "sinew/json_fields.h"
+
 namespace sinew::eval {
 namespace json = boost::json;
+using json_fields::IntField;
+using json_fields::NumberField;
+using json_fields::StringField;
 
 namespace {
 
-std::string Str(const json::object& o, const char* k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-int64_t Int(const json::object& o, const char* k) {
-  auto* v = o.if_contains(k);
-  if (!v) return 0;
-  if (v->is_int64()) return v->as_int64();
-  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
-  if (v->is_double()) return static_cast<int64_t>(v->as_double());
-  return 0;
-}
-double Dbl(const json::object& o, const char* k) {
-  auto* v = o.if_contains(k);
-  if (!v) return 0;
-  if (v->is_double()) return v->as_double();
-  if (v->is_int64()) return static_cast<double>(v->as_int64());
-  if (v->is_uint64()) return static_cast<double>(v->as_uint64());
-  return 0;
-}
-
 Result<TrialKey> KeyFrom(const json::object& o) {
   TrialKey k;
-  k.task = Str(o, "task");
-  k.config = Str(o, "config");
-  k.trial = static_cast<uint32_t>(Int(o, "trial"));
+  k.task = StringField(o, "task");
+  k.config = StringField(o, "config");
+  k.trial = static_cast<uint32_t>(IntField(o, "trial"));
   if (k.task.empty() || k.config.empty() || k.trial == 0) {
     return Status::Corruption("journal line without task, config or trial");
   }
@@ -75,24 +59,24 @@ Result<JobSpec> JobSpec::FromJson(const json::value& v) {
   if (!v.is_object()) return Status::Corruption("job.json is not a JSON object");
   const auto& o = v.as_object();
   JobSpec s;
-  s.suite = Str(o, "suite");
-  s.task_glob = Str(o, "task_glob");
-  s.agent = Str(o, "agent");
-  s.model = Str(o, "model");
-  s.trials = static_cast<uint32_t>(Int(o, "trials"));
-  s.concurrency = static_cast<uint32_t>(Int(o, "concurrency"));
-  s.max_attempts = static_cast<uint32_t>(Int(o, "max_attempts"));
-  s.server = Str(o, "server");
-  s.sandboxd = Str(o, "sandboxd");
-  if (auto* t = o.if_contains("sandboxd_tls"); t && t->is_object()) {
-    s.sandboxd_tls.cert_file = Str(t->as_object(), "cert_file");
-    s.sandboxd_tls.key_file = Str(t->as_object(), "key_file");
-    s.sandboxd_tls.ca_file = Str(t->as_object(), "ca_file");
-    s.sandboxd_tls.server_name_override = Str(t->as_object(), "server_name");
+  s.suite = StringField(o, "suite");
+  s.task_glob = StringField(o, "task_glob");
+  s.agent = StringField(o, "agent");
+  s.model = StringField(o, "model");
+  s.trials = static_cast<uint32_t>(IntField(o, "trials"));
+  s.concurrency = static_cast<uint32_t>(IntField(o, "concurrency"));
+  s.max_attempts = static_cast<uint32_t>(IntField(o, "max_attempts"));
+  s.server = StringField(o, "server");
+  s.sandboxd = StringField(o, "sandboxd");
+  if (const json::object* t = json_fields::ObjectField(o, "sandboxd_tls")) {
+    s.sandboxd_tls.cert_file = StringField(*t, "cert_file");
+    s.sandboxd_tls.key_file = StringField(*t, "key_file");
+    s.sandboxd_tls.ca_file = StringField(*t, "ca_file");
+    s.sandboxd_tls.server_name_override = StringField(*t, "server_name");
   }
-  s.created_unix_ms = Int(o, "created_unix_ms");
-  if (auto* c = o.if_contains("configs"); c && c->is_array()) {
-    for (const auto& x : c->as_array()) {
+  s.created_unix_ms = IntField(o, "created_unix_ms");
+  if (const json::array* c = json_fields::ArrayField(o, "configs")) {
+    for (const auto& x : *c) {
       if (x.is_string()) s.configs.emplace_back(x.as_string());
     }
   }
@@ -132,24 +116,25 @@ json::object TrialRecord::ToJson() const {
 Result<TrialRecord> TrialRecord::FromJson(const json::object& o) {
   TrialRecord r;
   SINEW_ASSIGN_OR_RETURN(r.key, KeyFrom(o));
-  r.attempt = static_cast<uint32_t>(Int(o, "attempt"));
-  r.outcome = Str(o, "outcome");
-  r.cause = Str(o, "cause");
-  r.session_id = Str(o, "session_id");
-  r.sandbox_id = Str(o, "sandbox_id");
-  if (auto* rw = o.if_contains("reward"); rw && !rw->is_null()) r.reward = Dbl(o, "reward");
-  if (auto* i = o.if_contains("interrupted"); i && i->is_bool()) r.interrupted = i->as_bool();
-  r.started_unix_ms = Int(o, "started_unix_ms");
-  r.setup_ms = Int(o, "setup_ms");
-  r.agent_ms = Int(o, "agent_ms");
-  r.verifier_ms = Int(o, "verifier_ms");
-  r.total_ms = Int(o, "total_ms");
-  r.tokens_in = Int(o, "tokens_in");
-  r.tokens_out = Int(o, "tokens_out");
-  r.tool_calls = Int(o, "tool_calls");
-  r.memory_peak_bytes = static_cast<uint64_t>(Int(o, "memory_peak_bytes"));
-  r.cpu_seconds = Dbl(o, "cpu_seconds");
-  if (auto* s = o.if_contains("resources"); s && s->is_object()) r.shape = json::serialize(*s);
+  r.attempt = static_cast<uint32_t>(IntField(o, "attempt"));
+  r.outcome = StringField(o, "outcome");
+  r.cause = StringField(o, "cause");
+  r.session_id = StringField(o, "session_id");
+  r.sandbox_id = StringField(o, "sandbox_id");
+  if (json_fields::Has(o, "reward")) r.reward = NumberField(o, "reward");
+  r.interrupted = json_fields::BoolField(o, "interrupted");
+  r.started_unix_ms = IntField(o, "started_unix_ms");
+  r.setup_ms = IntField(o, "setup_ms");
+  r.agent_ms = IntField(o, "agent_ms");
+  r.verifier_ms = IntField(o, "verifier_ms");
+  r.total_ms = IntField(o, "total_ms");
+  r.tokens_in = IntField(o, "tokens_in");
+  r.tokens_out = IntField(o, "tokens_out");
+  r.tool_calls = IntField(o, "tool_calls");
+  r.memory_peak_bytes = static_cast<uint64_t>(IntField(o, "memory_peak_bytes"));
+  r.cpu_seconds = NumberField(o, "cpu_seconds");
+  if (const json::object* s = json_fields::ObjectField(o, "resources"))
+    r.shape = json::serialize(*s);
   if (r.attempt == 0 || r.outcome.empty())
     return Status::Corruption("journal end line without attempt or outcome");
   return r;
@@ -210,22 +195,22 @@ Status Journal::Append(const json::object& line) {
 }
 
 void Journal::Apply(const json::object& line) {
-  const std::string type = Str(line, "type");
+  const std::string type = StringField(line, "type");
   auto key = KeyFrom(line);
   if (!key.ok()) return;
-  const uint32_t attempt = static_cast<uint32_t>(Int(line, "attempt"));
+  const uint32_t attempt = static_cast<uint32_t>(IntField(line, "attempt"));
   auto id = std::make_pair(*key, attempt);
   if (type == "start") {
     Open_& o = open_[id];
     o.key = *key;
     o.attempt = attempt;
-    o.started_unix_ms = Int(line, "unix_ms");
+    o.started_unix_ms = IntField(line, "unix_ms");
   } else if (type == "sandbox") {
     if (auto it = open_.find(id); it != open_.end())
-      it->second.sandbox_id = Str(line, "sandbox_id");
+      it->second.sandbox_id = StringField(line, "sandbox_id");
   } else if (type == "session") {
     if (auto it = open_.find(id); it != open_.end())
-      it->second.session_id = Str(line, "session_id");
+      it->second.session_id = StringField(line, "session_id");
   } else if (type == "end") {
     auto r = TrialRecord::FromJson(line);
     if (!r.ok()) return;

@@ -11,9 +11,12 @@
 #include "sinew/eval/resource_config.h"
 #include "sinew/eval/runner.h"
 #include "sinew/eval/stats.h"
+#include "sinew/json_fields.h"
 
 namespace sinew::eval {
 namespace json = boost::json;
+using json_fields::NumberField;
+using json_fields::StringField;
 
 namespace {
 
@@ -28,14 +31,6 @@ double Num(const json::value& v) {
   if (v.is_int64()) return static_cast<double>(v.as_int64());
   if (v.is_uint64()) return static_cast<double>(v.as_uint64());
   return 0;
-}
-double Num(const json::object& o, const char* k) {
-  auto* v = o.if_contains(k);
-  return v ? Num(*v) : 0;
-}
-std::string Str(const json::object& o, const char* k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
 }
 
 json::object Dist(const std::vector<double>& xs) {
@@ -227,15 +222,16 @@ std::string SummaryTable(const json::object& results) {
     const auto& iw = s.at("infra_wilson_95").as_array();
     const auto& total = s.at("seconds").as_object().at("total").as_object();
     const auto& tokens = s.at("tokens").as_object();
-    double tok =
-        Num(tokens.at("in").as_object(), "mean") + Num(tokens.at("out").as_object(), "mean");
-    std::string rate = Fmt("%.1f%%", 100 * Num(s, "pass_rate")) + " [" +
+    double tok = NumberField(tokens.at("in").as_object(), "mean") +
+                 NumberField(tokens.at("out").as_object(), "mean");
+    std::string rate = Fmt("%.1f%%", 100 * NumberField(s, "pass_rate")) + " [" +
                        Fmt("%.1f", 100 * Num(w[0])) + ", " + Fmt("%.1f", 100 * Num(w[1])) + "]";
-    std::string irate = Fmt("%.1f%%", 100 * Num(s, "infra_error_rate")) + " [" +
+    std::string irate = Fmt("%.1f%%", 100 * NumberField(s, "infra_error_rate")) + " [" +
                         Fmt("%.1f", 100 * Num(iw[0])) + ", " + Fmt("%.1f", 100 * Num(iw[1])) + "]";
     std::snprintf(line, sizeof line, "%-16s %5.0f %6.0f  %-22s %6.0f  %-22s %8.2f %8.2f %9.0f\n",
-                  name.c_str(), Num(s, "n"), Num(s, "passed"), rate.c_str(), Num(s, "infra_errors"),
-                  irate.c_str(), Num(total, "p50"), Num(total, "p95"), tok);
+                  name.c_str(), NumberField(s, "n"), NumberField(s, "passed"), rate.c_str(),
+                  NumberField(s, "infra_errors"), irate.c_str(), NumberField(total, "p50"),
+                  NumberField(total, "p95"), tok);
     out << line;
     std::string pk;
     for (const auto& [k, v] : s.at("pass_at_k").as_object()) {
@@ -246,20 +242,22 @@ std::string SummaryTable(const json::object& results) {
   for (const auto& cv : results.at("comparisons").as_array()) {
     const auto& c = cv.as_object();
     const auto& iv = c.at("difference_95").as_array();
-    out << Str(c, "b") << " vs " << Str(c, "a") << ": " << Fmt("%+.1f", 100 * Num(c, "difference"))
-        << " points [" << Fmt("%+.1f", 100 * Num(iv[0])) << ", " << Fmt("%+.1f", 100 * Num(iv[1]))
-        << "] over " << Fmt("%.0f", Num(c, "pairs")) << " pairs (only " << Str(c, "a") << ": "
-        << Fmt("%.0f", Num(c, "only_a_passed")) << ", only " << Str(c, "b") << ": "
-        << Fmt("%.0f", Num(c, "only_b_passed"))
-        << "), exact McNemar p = " << Fmt("%.4g", Num(c, "mcnemar_exact_p"))
-        << (Num(c, "mcnemar_exact_p") < 0.05 ? " (a real difference at 5%)" : " (could be noise)")
+    out << StringField(c, "b") << " vs " << StringField(c, "a") << ": "
+        << Fmt("%+.1f", 100 * NumberField(c, "difference")) << " points ["
+        << Fmt("%+.1f", 100 * Num(iv[0])) << ", " << Fmt("%+.1f", 100 * Num(iv[1])) << "] over "
+        << Fmt("%.0f", NumberField(c, "pairs")) << " pairs (only " << StringField(c, "a") << ": "
+        << Fmt("%.0f", NumberField(c, "only_a_passed")) << ", only " << StringField(c, "b") << ": "
+        << Fmt("%.0f", NumberField(c, "only_b_passed"))
+        << "), exact McNemar p = " << Fmt("%.4g", NumberField(c, "mcnemar_exact_p"))
+        << (NumberField(c, "mcnemar_exact_p") < 0.05 ? " (a real difference at 5%)"
+                                                     : " (could be noise)")
         << "\n";
-    if (const auto* bv = c.if_contains("bootstrap_95"); bv && bv->is_array()) {
-      const auto& bi = bv->as_array();
-      out << "  paired bootstrap (" << Fmt("%.0f", Num(c, "bootstrap_resamples"))
-          << " resamples, seed " << Fmt("%.0f", Num(c, "bootstrap_seed")) << "): ["
+    if (const json::array* bv = json_fields::ArrayField(c, "bootstrap_95")) {
+      const auto& bi = *bv;
+      out << "  paired bootstrap (" << Fmt("%.0f", NumberField(c, "bootstrap_resamples"))
+          << " resamples, seed " << Fmt("%.0f", NumberField(c, "bootstrap_seed")) << "): ["
           << Fmt("%+.1f", 100 * Num(bi[0])) << ", " << Fmt("%+.1f", 100 * Num(bi[1]))
-          << "] points, p = " << Fmt("%.4g", Num(c, "bootstrap_p")) << "\n";
+          << "] points, p = " << Fmt("%.4g", NumberField(c, "bootstrap_p")) << "\n";
     }
   }
   return out.str();
@@ -286,7 +284,7 @@ std::string RateChart(const json::object& results, const char* rate_key, const c
   for (const auto& c : configs) {
     const std::string name(c.as_string());
     const auto& s = results.at("summary").as_object().at(name).as_object();
-    double rate = Num(s, rate_key);
+    double rate = NumberField(s, rate_key);
     const auto& ci = s.at(ci_key).as_array();
     int h = static_cast<int>(std::lround(rate * height));
     int ylo = top + height - static_cast<int>(std::lround(Num(ci[0]) * height));
@@ -321,8 +319,8 @@ std::string StripChart(const json::object& results, const char* field, double sc
   for (const auto& tv : results.at("trials").as_array()) {
     const auto& t = tv.as_object();
     if (t.at("interrupted").as_bool()) continue;
-    double v = Num(t, field) * scale;
-    values[Str(t, "config")].push_back(v);
+    double v = NumberField(t, field) * scale;
+    values[StringField(t, "config")].push_back(v);
     max_v = std::max(max_v, v);
   }
   if (max_v <= 0) max_v = 1;
@@ -368,10 +366,10 @@ std::string RenderHtml(const json::object& results) {
        "font-size:11px;font-family:monospace}.legend span{display:inline-block;padding:2px 6px;"
        "margin-right:6px;color:#fff;border-radius:3px;font-size:12px}h2{margin-top:28px}"
        "pre{background:#f7f7f7;padding:8px}</style></head><body>";
-  o << "<h1>Evaluation report</h1><p>suite <code>" << Esc(Str(job, "suite")) << "</code>, agent <b>"
-    << Esc(Str(job, "agent")) << "</b>"
-    << (Str(job, "model").empty() ? "" : " (model " + Esc(Str(job, "model")) + ")") << ", "
-    << Num(job, "trials") << " trial(s) per task and configuration.</p>";
+  o << "<h1>Evaluation report</h1><p>suite <code>" << Esc(StringField(job, "suite"))
+    << "</code>, agent <b>" << Esc(StringField(job, "agent")) << "</b>"
+    << (StringField(job, "model").empty() ? "" : " (model " + Esc(StringField(job, "model")) + ")")
+    << ", " << NumberField(job, "trials") << " trial(s) per task and configuration.</p>";
   o << "<h2>Summary</h2><pre id='summary'>" << Esc(SummaryTable(results)) << "</pre>";
   o << "<h2>Pass rate per configuration (95% Wilson intervals)</h2>"
     << RateChart(results, "pass_rate", "wilson_95", "#2e9e44");
@@ -392,13 +390,17 @@ std::string RenderHtml(const json::object& results) {
       o << "<td class='cell'>";
       for (const auto& rv : results.at("trials").as_array()) {
         const auto& r = rv.as_object();
-        if (Str(r, "task") != task || Str(r, "config") != std::string(cv.as_string())) continue;
-        std::string who =
-            Str(r, "session_id").empty() ? Str(r, "sandbox_id") : Str(r, "session_id");
-        o << "<span style='background:" << Colour(Str(r, "outcome"))
+        if (StringField(r, "task") != task ||
+            StringField(r, "config") != std::string(cv.as_string()))
+          continue;
+        std::string who = StringField(r, "session_id").empty() ? StringField(r, "sandbox_id")
+                                                               : StringField(r, "session_id");
+        o << "<span style='background:" << Colour(StringField(r, "outcome"))
           << (r.at("final").as_bool() ? "" : ";opacity:0.55") << "' title='"
-          << Esc(Str(r, "outcome") + (Str(r, "cause").empty() ? "" : ": " + Str(r, "cause")))
-          << "'>#" << Num(r, "trial") << "." << Num(r, "attempt") << " " << Esc(who) << "</span>";
+          << Esc(StringField(r, "outcome") +
+                 (StringField(r, "cause").empty() ? "" : ": " + StringField(r, "cause")))
+          << "'>#" << NumberField(r, "trial") << "." << NumberField(r, "attempt") << " " << Esc(who)
+          << "</span>";
       }
       o << "</td>";
     }

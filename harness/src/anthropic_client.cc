@@ -4,8 +4,8 @@
 #include <chrono>
 #include <map>
 
-#include "json_util.h"
 #include "model_clients.h"
+#include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
 #include "sinew/trace.h"
 
@@ -13,6 +13,10 @@ namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
+using json_fields::ArrayField;
+using json_fields::ObjectField;
+using json_fields::StringField;
+using json_fields::UintField;
 
 constexpr size_t kMaxErrorBody = 16384;
 
@@ -135,16 +139,16 @@ class AnthropicClient final : public ModelClient {
       response->body.resize(std::min(response->body.size(), kMaxErrorBody));
       return response;
     }
-    if (const auto* u = o.if_contains("usage"); u != nullptr && u->is_object()) {
-      reply->prompt_tokens = UintField(u->as_object(), "input_tokens");
-      reply->cached_prompt_tokens = UintField(u->as_object(), "cache_read_input_tokens");
-      reply->completion_tokens = UintField(u->as_object(), "output_tokens");
+    if (const json::object* usage = ObjectField(o, "usage")) {
+      reply->prompt_tokens = UintField(*usage, "input_tokens");
+      reply->cached_prompt_tokens = UintField(*usage, "cache_read_input_tokens");
+      reply->completion_tokens = UintField(*usage, "output_tokens");
     }
     reply->stop_reason = StringField(o, "stop_reason");
     std::map<uint64_t, ModelToolCall> blocks;
-    if (const auto* content = o.if_contains("content"); content != nullptr && content->is_array()) {
+    if (const json::array* content = ArrayField(o, "content")) {
       uint64_t index = 0;
-      for (const auto& bv : content->as_array()) {
+      for (const auto& bv : *content) {
         if (!bv.is_object()) continue;
         const auto& b = bv.as_object();
         const std::string type = StringField(b, "type");
@@ -154,8 +158,8 @@ class AnthropicClient final : public ModelClient {
           ModelToolCall& tc = blocks[index];
           tc.id = StringField(b, "id");
           tc.name = StringField(b, "name");
-          if (const auto* in = b.if_contains("input"); in != nullptr && in->is_object()) {
-            tc.input_json = json::serialize(*in);
+          if (const json::object* input = ObjectField(b, "input")) {
+            tc.input_json = json::serialize(*input);
           }
         }
         ++index;
@@ -192,26 +196,23 @@ class AnthropicClient final : public ModelClient {
       const auto& o = v.as_object();
       const std::string type = StringField(o, "type").empty() ? event : StringField(o, "type");
       if (type == "message_start") {
-        if (auto m = o.find("message"); m != o.end() && m->value().is_object()) {
-          if (auto u = m->value().as_object().find("usage");
-              u != m->value().as_object().end() && u->value().is_object()) {
-            reply->prompt_tokens = UintField(u->value().as_object(), "input_tokens");
-            reply->cached_prompt_tokens = UintField(u->value().as_object(), "cache_read_input_tokens");
-          }
+        const json::object* message = ObjectField(o, "message");
+        if (const json::object* usage = message ? ObjectField(*message, "usage") : nullptr) {
+          reply->prompt_tokens = UintField(*usage, "input_tokens");
+          reply->cached_prompt_tokens = UintField(*usage, "cache_read_input_tokens");
         }
       } else if (type == "content_block_start") {
-        auto cb = o.find("content_block");
-        if (cb != o.end() && cb->value().is_object() &&
-            StringField(cb->value().as_object(), "type") == "tool_use") {
+        const json::object* block = ObjectField(o, "content_block");
+        if (block != nullptr && StringField(*block, "type") == "tool_use") {
           mark_first();
           ModelToolCall& tc = tool_blocks[UintField(o, "index")];
-          tc.id = StringField(cb->value().as_object(), "id");
-          tc.name = StringField(cb->value().as_object(), "name");
+          tc.id = StringField(*block, "id");
+          tc.name = StringField(*block, "name");
         }
       } else if (type == "content_block_delta") {
-        auto d = o.find("delta");
-        if (d == o.end() || !d->value().is_object()) return true;
-        const auto& delta = d->value().as_object();
+        const json::object* delta_object = ObjectField(o, "delta");
+        if (delta_object == nullptr) return true;
+        const auto& delta = *delta_object;
         const std::string dtype = StringField(delta, "type");
         if (dtype == "text_delta") {
           const std::string text = StringField(delta, "text");
@@ -227,18 +228,17 @@ class AnthropicClient final : public ModelClient {
           tool_blocks[UintField(o, "index")].input_json += StringField(delta, "partial_json");
         }
       } else if (type == "message_delta") {
-        if (auto d = o.find("delta"); d != o.end() && d->value().is_object()) {
-          const std::string stop = StringField(d->value().as_object(), "stop_reason");
+        if (const json::object* delta = ObjectField(o, "delta")) {
+          const std::string stop = StringField(*delta, "stop_reason");
           if (!stop.empty()) reply->stop_reason = stop;
         }
-        if (auto u = o.find("usage"); u != o.end() && u->value().is_object()) {
-          reply->completion_tokens = UintField(u->value().as_object(), "output_tokens");
+        if (const json::object* usage = ObjectField(o, "usage")) {
+          reply->completion_tokens = UintField(*usage, "output_tokens");
         }
       } else if (type == "error") {
         std::string message = data;
-        if (auto e = o.find("error"); e != o.end() && e->value().is_object()) {
-          message = StringField(e->value().as_object(), "type") + ": " +
-                    StringField(e->value().as_object(), "message");
+        if (const json::object* error = ObjectField(o, "error")) {
+          message = StringField(*error, "type") + ": " + StringField(*error, "message");
         }
         stream_error = Status::Unavailable("model stream reported an error: " + message);
         return false;

@@ -8,11 +8,16 @@
 #include "api_handler.h"
 #include "json_util.h"
 #include "session_log.h"
+#include "sinew/json_fields.h"
 
 namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
+using json_fields::ParseObject;
+using json_fields::ReadString;
+using json_fields::ReadUint;
+using json_fields::RejectUnknownKeys;
 
 ApiResponse Created(const v1::Session& s) {
   ApiResponse r;

@@ -9,12 +9,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "json_util.h"
+#include "sinew/json_fields.h"
 
 namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
+using json_fields::ParseObject;
 
 std::array<unsigned char, 32> Sha256(std::string_view text) {
   std::array<unsigned char, 32> out{};

@@ -4,16 +4,20 @@
 #include <chrono>
 #include <sstream>
 
-#include "sinew/utf8.h"
 #include "api_handler.h"
 #include "curl_http.h"
 #include "json_util.h"
 #include "session_log.h"
+#include "sinew/json_fields.h"
+#include "sinew/utf8.h"
 
 namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
+using json_fields::ParseObject;
+using json_fields::ReadString;
+using json_fields::RejectUnknownKeys;
 
 ApiResponse SessionResponse(int status, const v1::Session& s) {
   ApiResponse r;

@@ -5,25 +5,24 @@
 #include <sstream>
 
 #include "api_keys.h"
-#include "json_util.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
+#include "sinew/json_fields.h"
 #include "sinew/log.h"
 
 namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
-
-const json::object* ChildObject(const json::object& obj, const char* key, Status* error) {
-  auto it = obj.find(key);
-  if (it == obj.end()) return nullptr;
-  if (!it->value().is_object()) {
-    *error = Status::InvalidArgument(std::string("config.") + key + " must be an object");
-    return nullptr;
-  }
-  return &it->value().as_object();
-}
+using json_fields::ParseObject;
+using json_fields::ReadArray;
+using json_fields::ReadBool;
+using json_fields::ReadNumber;
+using json_fields::ReadObject;
+using json_fields::ReadString;
+using json_fields::ReadUint;
+using json_fields::ReadUint32;
+using json_fields::RejectUnknownKeys;
 
 Status ParseModel(const std::string& name, const json::object& o, ModelEndpointConfig* m) {
   const std::string where = "config.models." + name;
@@ -89,16 +88,8 @@ Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQ
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_concurrent_sessions", where, &q->max_concurrent_sessions));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_sandboxes", where, &q->max_sandboxes));
   SINEW_RETURN_IF_ERROR(ReadUint(o, "tokens_per_minute", where, UINT64_MAX / 2, &q->tokens_per_minute));
-  auto it = o.find("requests_per_second");
-  if (it != o.end()) {
-    const auto& v = it->value();
-    double rate = v.is_double() ? v.as_double() : v.is_int64() ? static_cast<double>(v.as_int64())
-                                              : v.is_uint64() ? static_cast<double>(v.as_uint64()) : -1;
-    if (!(rate >= 0 && rate <= 1e6)) {
-      return Status::InvalidArgument(where + ".requests_per_second must be a number in [0, 1000000] (0: unlimited)");
-    }
-    q->requests_per_second = rate;
-  }
+  SINEW_RETURN_IF_ERROR(
+      ReadNumber(o, "requests_per_second", where, 0.0, 1e6, &q->requests_per_second));
   return Status::Ok();
 }
 
@@ -145,14 +136,16 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(ReadBool(root, "insecure", where, &c.insecure));
   SINEW_RETURN_IF_ERROR(ReadString(root, "log_format", where, &c.log_format));
   if (auto f = logging::ParseLogFormat(c.log_format); !f.ok()) return f.status().WithContext("config.log_format");
-  Status error;
-  if (const json::object* s = ChildObject(root, "store", &error)) {
+  const json::object* s = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "store", where, &s));
+  if (s != nullptr) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,durability", "config.store"));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.store", &c.store_address));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "dir", "config.store", &c.store_dir));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "durability", "config.store", &c.store_durability));
   }
-  if (const json::object* s = ChildObject(root, "sandboxd", &error)) {
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "sandboxd", where, &s));
+  if (s != nullptr) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,etcd", "config.sandboxd"));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c.sandboxd_address));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.sandboxd", &c.sandboxd_etcd));
@@ -164,16 +157,22 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       return Status::InvalidArgument("config.sandboxd.etcd must be host:port (got '" + c.sandboxd_etcd + "')");
     }
   }
-  if (const json::object* t = ChildObject(root, "tls", &error)) {
+  const json::object* t = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "tls", where, &t));
+  if (t != nullptr) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*t, "cert_file,key_file,ca_file", "config.tls"));
     SINEW_RETURN_IF_ERROR(ReadString(*t, "cert_file", "config.tls", &c.tls.cert_file));
     SINEW_RETURN_IF_ERROR(ReadString(*t, "key_file", "config.tls", &c.tls.key_file));
     SINEW_RETURN_IF_ERROR(ReadString(*t, "ca_file", "config.tls", &c.tls.ca_file));
   }
-  if (const json::object* g = ChildObject(root, "grpc_tls", &error)) {
+  const json::object* g = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "grpc_tls", where, &g));
+  if (g != nullptr) {
     SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, &c.grpc_tls));
   }
-  if (const json::object* keys = ChildObject(root, "api_keys", &error)) {
+  const json::object* keys = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "api_keys", where, &keys));
+  if (keys != nullptr) {
     for (const auto& kv : *keys) {
       if (!kv.value().is_string() || kv.value().as_string().empty()) {
         return Status::InvalidArgument("config.api_keys values must be tenant names");
@@ -183,14 +182,18 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   }
   SINEW_RETURN_IF_ERROR(ReadString(root, "api_keys_file", where, &c.api_keys_file));
   SINEW_RETURN_IF_ERROR(ParseKeyTable(c.api_keys, true, "config.api_keys", nullptr).status());
-  if (const json::object* tenants = ChildObject(root, "tenants", &error)) {
+  const json::object* tenants = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "tenants", where, &tenants));
+  if (tenants != nullptr) {
     for (const auto& kv : *tenants) {
       const std::string tw = "config.tenants." + std::string(kv.key());
       if (!kv.value().is_object()) return Status::InvalidArgument(tw + " must be an object");
       SINEW_RETURN_IF_ERROR(ParseTenantQuota(tw, kv.value().as_object(), &c.tenants[std::string(kv.key())]));
     }
   }
-  if (const json::object* models = ChildObject(root, "models", &error)) {
+  const json::object* models = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "models", where, &models));
+  if (models != nullptr) {
     for (const auto& kv : *models) {
       if (!kv.value().is_object()) {
         return Status::InvalidArgument("config.models." + std::string(kv.key()) + " must be an object");
@@ -200,7 +203,9 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       c.models[std::string(kv.key())] = m;
     }
   }
-  if (const json::object* secrets = ChildObject(root, "secrets", &error)) {
+  const json::object* secrets = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "secrets", where, &secrets));
+  if (secrets != nullptr) {
     for (const auto& kv : *secrets) {
       std::string name(kv.key());
       const std::string sw = "config.secrets." + name;
@@ -221,28 +226,30 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       c.secrets[name] = value;
     }
   }
-  if (const json::object* http = ChildObject(root, "http_request", &error)) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*http, "allow", "config.http_request"));
-    auto it = http->find("allow");
-    if (it != http->end()) {
-      if (!it->value().is_array()) return Status::InvalidArgument("config.http_request.allow must be an array");
-      for (const auto& entry : it->value().as_array()) {
-        if (!entry.is_object()) return Status::InvalidArgument("config.http_request.allow[] must be objects");
-        const auto& eo = entry.as_object();
-        const std::string ew = "config.http_request.allow[]";
-        SINEW_RETURN_IF_ERROR(RejectUnknownKeys(eo, "host,secret,header,prefix", ew));
-        HttpAllowEntry e;
-        SINEW_RETURN_IF_ERROR(ReadString(eo, "host", ew, &e.host));
-        SINEW_RETURN_IF_ERROR(ReadString(eo, "secret", ew, &e.secret));
-        SINEW_RETURN_IF_ERROR(ReadString(eo, "header", ew, &e.header));
-        SINEW_RETURN_IF_ERROR(ReadString(eo, "prefix", ew, &e.prefix));
-        if (e.host.empty()) return Status::InvalidArgument(ew + ".host is required");
-        for (auto& ch : e.host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        c.http_allow.push_back(e);
-      }
+  const json::object* http_request = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "http_request", where, &http_request));
+  if (http_request != nullptr) {
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*http_request, "allow", "config.http_request"));
+    const json::array* allow = nullptr;
+    SINEW_RETURN_IF_ERROR(ReadArray(*http_request, "allow", "config.http_request", &allow));
+    for (size_t index = 0; allow != nullptr && index < allow->size(); ++index) {
+      const std::string ew = json_fields::IndexPath("config.http_request.allow", index);
+      if (!(*allow)[index].is_object()) return Status::InvalidArgument(ew + " must be an object");
+      const auto& eo = (*allow)[index].as_object();
+      SINEW_RETURN_IF_ERROR(RejectUnknownKeys(eo, "host,secret,header,prefix", ew));
+      HttpAllowEntry e;
+      SINEW_RETURN_IF_ERROR(ReadString(eo, "host", ew, &e.host));
+      SINEW_RETURN_IF_ERROR(ReadString(eo, "secret", ew, &e.secret));
+      SINEW_RETURN_IF_ERROR(ReadString(eo, "header", ew, &e.header));
+      SINEW_RETURN_IF_ERROR(ReadString(eo, "prefix", ew, &e.prefix));
+      if (e.host.empty()) return Status::InvalidArgument(ew + ".host is required");
+      for (auto& ch : e.host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      c.http_allow.push_back(e);
     }
   }
-  if (const json::object* limits = ChildObject(root, "limits", &error)) {
+  const json::object* limits = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "limits", where, &limits));
+  if (limits != nullptr) {
     SINEW_RETURN_IF_ERROR(
         RejectUnknownKeys(*limits, "max_turns,max_output_tokens,max_wall_seconds", "config.limits"));
     SINEW_RETURN_IF_ERROR(ReadUint32(*limits, "max_turns", "config.limits", &c.limits.max_turns));
@@ -251,7 +258,6 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
     SINEW_RETURN_IF_ERROR(
         ReadUint32(*limits, "max_wall_seconds", "config.limits", &c.limits.max_wall_seconds));
   }
-  SINEW_RETURN_IF_ERROR(error);
   if (c.store_address.empty() == c.store_dir.empty()) {
     return Status::InvalidArgument("config.store needs exactly one of \"address\" (sinew-store) or \"dir\" (embedded)");
   }

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <map>
 
-#include "json_util.h"
 #include "model_clients.h"
+#include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
 #include "sinew/trace.h"
 
@@ -13,6 +13,10 @@ namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
+using json_fields::ArrayField;
+using json_fields::ObjectField;
+using json_fields::StringField;
+using json_fields::UintField;
 
 // Error bodies are kept up to this size (the message in them is bounded further).
 constexpr size_t kMaxErrorBody = 16384;
@@ -32,13 +36,12 @@ std::string StopReason(std::string_view finish) {
 }
 
 void ReadUsage(const json::object& o, ModelReply* reply) {
-  const auto* usage = o.if_contains("usage");
-  if (usage == nullptr || !usage->is_object()) return;
-  const auto& u = usage->as_object();
-  reply->prompt_tokens = UintField(u, "prompt_tokens");
-  reply->completion_tokens = UintField(u, "completion_tokens");
-  if (const auto* d = u.if_contains("prompt_tokens_details"); d != nullptr && d->is_object()) {
-    reply->cached_prompt_tokens = UintField(d->as_object(), "cached_tokens");
+  const json::object* usage = ObjectField(o, "usage");
+  if (usage == nullptr) return;
+  reply->prompt_tokens = UintField(*usage, "prompt_tokens");
+  reply->completion_tokens = UintField(*usage, "completion_tokens");
+  if (const json::object* details = ObjectField(*usage, "prompt_tokens_details")) {
+    reply->cached_prompt_tokens = UintField(*details, "cached_tokens");
   }
 }
 
@@ -51,16 +54,14 @@ std::string ReasoningField(const json::object& o) {
 
 // Message content: a string, or an array of {"type":"text","text":...} parts.
 std::string ContentText(const json::object& o) {
-  const auto* c = o.if_contains("content");
-  if (c == nullptr) return "";
-  if (c->is_string()) return std::string(c->as_string());
-  std::string text;
-  if (c->is_array()) {
-    for (const auto& part : c->as_array()) {
+  if (const json::array* parts = ArrayField(o, "content")) {
+    std::string text;
+    for (const auto& part : *parts) {
       if (part.is_object()) text += StringField(part.as_object(), "text");
     }
+    return text;
   }
-  return text;
+  return StringField(o, "content");
 }
 
 // Function arguments: a JSON string (the standard) or an object (some servers).
@@ -189,37 +190,35 @@ class OpenAiClient final : public ModelClient {
                                 response->body.substr(0, 200));
     }
     const auto& o = v.as_object();
-    const auto* choices = o.if_contains("choices");
-    if (o.contains("error") && (choices == nullptr || !choices->is_array())) {
+    const json::array* choices = ArrayField(o, "choices");
+    if (o.contains("error") && choices == nullptr) {
       response->status = 500;  // an error inside a 200: treated as the server's failure
       response->body.resize(std::min(response->body.size(), kMaxErrorBody));
       return response;
     }
     ReadUsage(o, reply);
     std::map<uint64_t, ModelToolCall> calls;
-    if (choices != nullptr && choices->is_array() && !choices->as_array().empty() &&
-        choices->as_array()[0].is_object()) {
-      const auto& c = choices->as_array()[0].as_object();
-      if (const auto* fr = c.if_contains("finish_reason"); fr != nullptr && fr->is_string()) {
+    if (choices != nullptr && !choices->empty() && (*choices)[0].is_object()) {
+      const auto& c = (*choices)[0].as_object();
+      if (const json::value* fr = c.if_contains("finish_reason"); fr != nullptr && fr->is_string()) {
         reply->stop_reason = StopReason(fr->as_string());
       }
-      const auto* message = c.if_contains("message");
-      if (message != nullptr && message->is_object()) {
-        const auto& m = message->as_object();
+      if (const json::object* message = ObjectField(c, "message")) {
+        const auto& m = *message;
         reply->reasoning = ReasoningField(m);
         ThinkSplitter splitter;
         reply->text = splitter.Feed(ContentText(m), &reply->reasoning);
         reply->text += splitter.Finish(&reply->reasoning);
-        if (const auto* tcs = m.if_contains("tool_calls"); tcs != nullptr && tcs->is_array()) {
+        if (const json::array* tcs = ArrayField(m, "tool_calls")) {
           uint64_t index = 0;
-          for (const auto& tcv : tcs->as_array()) {
+          for (const auto& tcv : *tcs) {
             if (!tcv.is_object()) continue;
             const auto& tc = tcv.as_object();
             ModelToolCall& mc = calls[index++];
             mc.id = StringField(tc, "id");
-            if (const auto* fn = tc.if_contains("function"); fn != nullptr && fn->is_object()) {
-              mc.name = StringField(fn->as_object(), "name");
-              mc.input_json = Arguments(fn->as_object());
+            if (const json::object* fn = ObjectField(tc, "function")) {
+              mc.name = StringField(*fn, "name");
+              mc.input_json = Arguments(*fn);
             }
           }
         }
@@ -262,38 +261,35 @@ class OpenAiClient final : public ModelClient {
         return false;
       }
       ReadUsage(o, reply);
-      auto choices = o.find("choices");
-      if (choices == o.end() || !choices->value().is_array()) return true;
-      for (const auto& choice : choices->value().as_array()) {
+      const json::array* choices = ArrayField(o, "choices");
+      if (choices == nullptr) return true;
+      for (const auto& choice : *choices) {
         if (!choice.is_object()) continue;
         const auto& c = choice.as_object();
-        if (auto fr = c.find("finish_reason"); fr != c.end() && fr->value().is_string()) {
-          reply->stop_reason = StopReason(fr->value().as_string());
+        if (const json::value* fr = c.if_contains("finish_reason"); fr != nullptr && fr->is_string()) {
+          reply->stop_reason = StopReason(fr->as_string());
         }
-        auto delta = c.find("delta");
-        if (delta == c.end() || !delta->value().is_object()) continue;
-        const auto& d = delta->value().as_object();
+        const json::object* delta = ObjectField(c, "delta");
+        if (delta == nullptr) continue;
+        const auto& d = *delta;
         if (const std::string reasoning = ReasoningField(d); !reasoning.empty()) {
           mark_first();
           reply->reasoning += reasoning;
         }
-        if (auto content = d.find("content"); content != d.end() && content->value().is_string()) {
-          std::string_view text = content->value().as_string();
-          if (!text.empty()) {
-            mark_first();
-            answer(splitter.Feed(text, &reply->reasoning));
-          }
-        }
-        if (auto tcs = d.find("tool_calls"); tcs != d.end() && tcs->value().is_array()) {
+        if (const std::string text = StringField(d, "content"); !text.empty()) {
           mark_first();
-          for (const auto& tcv : tcs->value().as_array()) {
+          answer(splitter.Feed(text, &reply->reasoning));
+        }
+        if (const json::array* tcs = ArrayField(d, "tool_calls")) {
+          mark_first();
+          for (const auto& tcv : *tcs) {
             if (!tcv.is_object()) continue;
             const auto& tc = tcv.as_object();
             ModelToolCall& mc = calls[UintField(tc, "index")];
             if (const std::string id = StringField(tc, "id"); !id.empty()) mc.id = id;
-            if (auto fn = tc.find("function"); fn != tc.end() && fn->value().is_object()) {
-              mc.name += StringField(fn->value().as_object(), "name");
-              mc.input_json += Arguments(fn->value().as_object());
+            if (const json::object* fn = ObjectField(tc, "function")) {
+              mc.name += StringField(*fn, "name");
+              mc.input_json += Arguments(*fn);
             }
           }
         }

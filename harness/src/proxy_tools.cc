@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "curl_http.h"
+#include "sinew/json_fields.h"
 #include "tools.h"
 
 namespace sinew::harness {
@@ -62,27 +63,18 @@ ToolOutcome ProxyTools::HttpRequestTool(const std::string& input_json,
   json::value v = json::parse(input_json, ec);
   if (ec || !v.is_object()) return Error("http_request input must be a JSON object with \"url\"");
   const auto& in = v.as_object();
-  for (const auto& kv : in) {
-    if (kv.key() != "method" && kv.key() != "url" && kv.key() != "headers" && kv.key() != "body") {
-      return Error("http_request: unknown field '" + std::string(kv.key()) +
-                   "'; allowed: method, url, headers, body");
-    }
-  }
   HttpRequest req;
-  auto url = in.find("url");
-  if (url == in.end() || !url->value().is_string()) return Error("http_request needs \"url\" (a string)");
-  req.url = std::string(url->value().as_string());
-  if (auto m = in.find("method"); m != in.end()) {
-    if (!m->value().is_string()) return Error("http_request \"method\" must be a string");
-    req.method = std::string(m->value().as_string());
-  }
+  Status read = json_fields::RejectUnknownKeys(in, "method,url,headers,body", "");
+  if (read.ok()) read = json_fields::Require(in, "url", "");
+  if (read.ok()) read = json_fields::ReadString(in, "url", "", &req.url);
+  if (read.ok()) read = json_fields::ReadString(in, "method", "", &req.method);
+  if (read.ok()) read = json_fields::ReadString(in, "body", "", &req.body);
+  const json::object* headers = nullptr;
+  if (read.ok()) read = json_fields::ReadObject(in, "headers", "", &headers);
+  if (!read.ok()) return Error("http_request: " + read.message());
   if (req.method != "GET" && req.method != "HEAD" && req.method != "POST" && req.method != "PUT" &&
       req.method != "PATCH" && req.method != "DELETE") {
     return Error("http_request method must be GET, HEAD, POST, PUT, PATCH or DELETE");
-  }
-  if (auto b = in.find("body"); b != in.end()) {
-    if (!b->value().is_string()) return Error("http_request \"body\" must be a string");
-    req.body = std::string(b->value().as_string());
   }
   auto host = HostOf(req.url);
   if (!host.ok()) return Error("http_request: " + host.status().message());
@@ -102,10 +94,11 @@ ToolOutcome ProxyTools::HttpRequestTool(const std::string& input_json,
     if (!secret) return Error("http_request: the credential for " + entry->host + " is not configured");
     injected_header = entry->header + ": " + entry->prefix + *secret;
   }
-  if (auto h = in.find("headers"); h != in.end()) {
-    if (!h->value().is_object()) return Error("http_request \"headers\" must be an object of strings");
-    for (const auto& kv : h->value().as_object()) {
-      if (!kv.value().is_string()) return Error("http_request header values must be strings");
+  if (headers != nullptr) {
+    for (const auto& kv : *headers) {
+      if (!kv.value().is_string()) {
+        return Error("http_request: headers." + std::string(kv.key()) + " must be a string");
+      }
       std::string name(kv.key());
       if (name.find_first_of(":\r\n") != std::string::npos) return Error("http_request: bad header name");
       std::string value(kv.value().as_string());

@@ -6,24 +6,14 @@
 #include <chrono>
 #include <thread>
 
+#include "sinew/json_fields.h"
+
 namespace sinew::harness {
 namespace {
 
 namespace json = boost::json;
-
-uint64_t Field(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end()) return 0;
-  if (it->value().is_uint64()) return it->value().as_uint64();
-  if (it->value().is_int64() && it->value().as_int64() > 0)
-    return static_cast<uint64_t>(it->value().as_int64());
-  return 0;
-}
-
-std::string Str(const json::object& o, const char* key) {
-  auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
+using json_fields::StringField;
+using json_fields::UintField;
 
 std::string OutcomeName(v1::SandboxOutcome outcome) {
   switch (outcome) {
@@ -51,20 +41,20 @@ SandboxSpec ParseSandboxSpec(const std::string& spec_json) {
   const auto& o = v.as_object();
   if (auto a = o.find("attach"); a != o.end() && a->value().is_object()) {
     spec.attach = true;
-    spec.attach_id = Str(a->value().as_object(), "id");
-    spec.attach_endpoint = Str(a->value().as_object(), "endpoint");
+    spec.attach_id = StringField(a->value().as_object(), "id");
+    spec.attach_endpoint = StringField(a->value().as_object(), "endpoint");
     return spec;
   }
   v1::Resources& r = spec.resources;
-  r.set_cpu_millicores(static_cast<uint32_t>(Field(o, "cpu_millis")));
-  r.set_memory_guaranteed_bytes(Field(o, "memory_bytes"));
-  r.set_memory_limit_bytes(Field(o, "memory_limit_bytes"));
-  r.set_pids_limit(static_cast<uint32_t>(Field(o, "pids")));
-  r.set_workspace_bytes(Field(o, "disk_bytes"));
-  r.set_lifetime_seconds(static_cast<uint32_t>(Field(o, "lifetime_seconds")));
-  r.set_network(Str(o, "network"));
-  r.set_image(Str(o, "image"));
-  r.set_runtime(Str(o, "runtime"));  // "runc" or "runsc"
+  r.set_cpu_millicores(static_cast<uint32_t>(UintField(o, "cpu_millis")));
+  r.set_memory_guaranteed_bytes(UintField(o, "memory_bytes"));
+  r.set_memory_limit_bytes(UintField(o, "memory_limit_bytes"));
+  r.set_pids_limit(static_cast<uint32_t>(UintField(o, "pids")));
+  r.set_workspace_bytes(UintField(o, "disk_bytes"));
+  r.set_lifetime_seconds(static_cast<uint32_t>(UintField(o, "lifetime_seconds")));
+  r.set_network(StringField(o, "network"));
+  r.set_image(StringField(o, "image"));
+  r.set_runtime(StringField(o, "runtime"));  // "runc" or "runsc"
   return spec;
 }
 

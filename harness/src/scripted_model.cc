@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "model_clients.h"
+#include "sinew/json_fields.h"
 
 namespace sinew::harness {
 namespace {
@@ -118,25 +119,24 @@ Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig&
   const std::string where = "scripted model file " + config.script;
   if (ec || !root.is_object()) return Status::InvalidArgument(where + " is not a JSON object");
   const auto& o = root.as_object();
-  auto it = o.find("responses");
-  if (it == o.end() || !it->value().is_array()) {
-    return Status::InvalidArgument(where + " needs a \"responses\" array");
-  }
+  const json::array* list = json_fields::ArrayField(o, "responses");
+  if (list == nullptr) return Status::InvalidArgument(where + " needs a \"responses\" array");
   std::vector<ScriptedResponse> responses;
-  for (const auto& rv : it->value().as_array()) {
+  for (size_t index = 0; index < list->size(); ++index) {
+    const json::value& rv = (*list)[index];
     if (!rv.is_object()) return Status::InvalidArgument(where + ": each response must be an object");
     const auto& ro = rv.as_object();
     ScriptedResponse r;
-    if (auto t = ro.find("text"); t != ro.end() && t->value().is_string()) r.text = std::string(t->value().as_string());
-    if (auto s = ro.find("stop_reason"); s != ro.end() && s->value().is_string()) {
-      r.stop_reason = std::string(s->value().as_string());
-    }
+    r.text = json_fields::StringField(ro, "text");
+    r.stop_reason = json_fields::StringField(ro, "stop_reason");
     if (auto d = ro.find("delay_ms"); d != ro.end() && d->value().is_int64() && d->value().as_int64() >= 0) {
       r.delay_ms = static_cast<uint32_t>(d->value().as_int64());
     }
-    if (auto c = ro.find("tool_calls"); c != ro.end()) {
-      if (!c->value().is_array()) return Status::InvalidArgument(where + ": tool_calls must be an array");
-      for (const auto& cv : c->value().as_array()) {
+    const json::array* calls = nullptr;
+    SINEW_RETURN_IF_ERROR(json_fields::ReadArray(
+        ro, "tool_calls", json_fields::IndexPath(where + ": responses", index), &calls));
+    if (calls != nullptr) {
+      for (const auto& cv : *calls) {
         if (!cv.is_object() || !cv.as_object().contains("name") || !cv.as_object().at("name").is_string()) {
           return Status::InvalidArgument(where + ": each tool call needs a \"name\"");
         }
@@ -149,8 +149,7 @@ Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig&
     }
     responses.push_back(std::move(r));
   }
-  bool loop = false;
-  if (auto l = o.find("loop"); l != o.end() && l->value().is_bool()) loop = l->value().as_bool();
+  const bool loop = json_fields::BoolField(o, "loop");
   return std::unique_ptr<ModelClient>(std::make_unique<ScriptedModel>(std::move(responses), loop));
 }
 

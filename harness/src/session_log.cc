@@ -2,12 +2,18 @@
 
 #include <algorithm>
 
-#include "json_util.h"
+#include "sinew/json_fields.h"
 #include "tools.h"
 
 namespace sinew::harness {
 
 namespace json = boost::json;
+using json_fields::ParseObject;
+using json_fields::ReadObject;
+using json_fields::ReadString;
+using json_fields::ReadUint;
+using json_fields::ReadUint32;
+using json_fields::RejectUnknownKeys;
 
 bool AttachesSandbox(const std::string& sandbox_json) {
   if (sandbox_json.empty()) return false;
@@ -22,7 +28,8 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   SINEW_RETURN_IF_ERROR(
       RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata", w));
   TaskSpec t;
-  if (!o.contains("prompt")) return Status::InvalidArgument("body.prompt is required (the task, a string)");
+  if (!json_fields::Has(o, "prompt"))
+    return Status::InvalidArgument("body.prompt is required (the task, a string)");
   SINEW_RETURN_IF_ERROR(ReadString(o, "prompt", w, &t.prompt));
   if (t.prompt.empty()) return Status::InvalidArgument("body.prompt must not be empty");
   SINEW_RETURN_IF_ERROR(ReadString(o, "title", w, &t.title));
@@ -34,18 +41,21 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     for (const auto& [name, m] : config.models) names += (names.empty() ? "" : ", ") + name;
     return Status::InvalidArgument("body.model '" + t.model + "' is not configured; models: " + names);
   }
-  if (auto it = o.find("tools"); it != o.end()) {
-    if (!it->value().is_array()) return Status::InvalidArgument("body.tools must be an array of tool names");
-    for (const auto& v : it->value().as_array()) {
-      if (!v.is_string()) return Status::InvalidArgument("body.tools must be an array of tool names");
-      std::string name(v.as_string());
-      if (FindTool(name) == nullptr) {
-        std::string names;
-        for (const auto& tool : ToolCatalog()) names += (names.empty() ? "" : ", ") + tool.name;
-        return Status::InvalidArgument("body.tools names unknown tool '" + name + "'; tools: " + names);
-      }
-      t.tools.push_back(name);
+  const json::array* tools = nullptr;
+  if (!json_fields::ReadArray(o, "tools", w, &tools).ok()) {
+    return Status::InvalidArgument("body.tools must be an array of tool names");
+  }
+  for (size_t index = 0; tools != nullptr && index < tools->size(); ++index) {
+    const json::value& v = (*tools)[index];
+    if (!v.is_string()) return Status::InvalidArgument("body.tools must be an array of tool names");
+    std::string name(v.as_string());
+    if (FindTool(name) == nullptr) {
+      std::string names;
+      for (const auto& tool : ToolCatalog()) names += (names.empty() ? "" : ", ") + tool.name;
+      return Status::InvalidArgument("body.tools names unknown tool '" + name +
+                                     "'; tools: " + names);
     }
+    t.tools.push_back(name);
   }
   if (config.models.at(t.model).kind == kBuiltinOracleKind) {
     // The oracle runs the prompt with bash in a sandbox: it needs both.
@@ -58,19 +68,21 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
                                      "with bash)");
     }
   }
-  if (auto it = o.find("sandbox"); it != o.end()) {
-    if (!it->value().is_object()) return Status::InvalidArgument("body.sandbox must be an object");
-    const auto& s = it->value().as_object();
+  const json::object* sandbox = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(o, "sandbox", w, &sandbox));
+  if (sandbox != nullptr) {
+    const auto& s = *sandbox;
     const std::string sw = "body.sandbox";
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
         s, "cpu_millis,memory_bytes,memory_limit_bytes,pids,disk_bytes,lifetime_seconds,network,image,runtime,attach",
         sw));
-    if (auto a = s.find("attach"); a != s.end()) {
-      // An existing sandbox of the caller's (an evaluation runner's): used, never destroyed.
-      if (!a->value().is_object()) {
+    // An existing sandbox of the caller's (an evaluation runner's): used, never destroyed.
+    // Present means attach (AttachesSandbox), so a null is refused here too.
+    if (const json::value* a = s.if_contains("attach")) {
+      if (!a->is_object()) {
         return Status::InvalidArgument("body.sandbox.attach must be an object {\"id\", \"endpoint\"}");
       }
-      const auto& at = a->value().as_object();
+      const auto& at = a->as_object();
       SINEW_RETURN_IF_ERROR(RejectUnknownKeys(at, "id,endpoint", sw + ".attach"));
       std::string id, endpoint;
       SINEW_RETURN_IF_ERROR(ReadString(at, "id", sw + ".attach", &id));
@@ -97,9 +109,10 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   t.max_turns = config.limits.max_turns;
   t.max_output_tokens = config.limits.max_output_tokens;
   t.max_wall_seconds = config.limits.max_wall_seconds;
-  if (auto it = o.find("limits"); it != o.end()) {
-    if (!it->value().is_object()) return Status::InvalidArgument("body.limits must be an object");
-    const auto& l = it->value().as_object();
+  const json::object* limits = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(o, "limits", w, &limits));
+  if (limits != nullptr) {
+    const auto& l = *limits;
     const std::string lw = "body.limits";
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(l, "max_turns,max_output_tokens,max_wall_seconds", lw));
     SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_turns", lw, &t.max_turns));
@@ -109,9 +122,12 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
       return Status::InvalidArgument("body.limits values must be at least 1");
     }
   }
-  if (auto it = o.find("metadata"); it != o.end()) {
-    if (!it->value().is_object()) return Status::InvalidArgument("body.metadata must be an object of strings");
-    for (const auto& kv : it->value().as_object()) {
+  const json::object* metadata = nullptr;
+  if (!ReadObject(o, "metadata", w, &metadata).ok()) {
+    return Status::InvalidArgument("body.metadata must be an object of strings");
+  }
+  if (metadata != nullptr) {
+    for (const auto& kv : *metadata) {
       if (!kv.value().is_string()) {
         return Status::InvalidArgument("body.metadata." + std::string(kv.key()) + " must be a string");
       }
@@ -141,19 +157,19 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
   SINEW_RETURN_IF_ERROR(ReadString(o, "model", w, &t.model));
   SINEW_RETURN_IF_ERROR(ReadString(o, "system", w, &t.system));
   if (t.model.empty() || !config.models.count(t.model)) t.model = config.default_model;
-  if (auto it = o.find("tools"); it != o.end() && it->value().is_array()) {
-    for (const auto& v : it->value().as_array()) {
+  if (const json::array* tools = json_fields::ArrayField(o, "tools")) {
+    for (const auto& v : *tools) {
       if (v.is_string()) t.tools.emplace_back(v.as_string());
     }
   }
-  if (auto it = o.find("sandbox"); it != o.end() && it->value().is_object()) {
-    t.sandbox_json = json::serialize(it->value());
+  if (const json::object* sandbox = json_fields::ObjectField(o, "sandbox")) {
+    t.sandbox_json = json::serialize(*sandbox);
   }
   t.max_turns = config.limits.max_turns;
   t.max_output_tokens = config.limits.max_output_tokens;
   t.max_wall_seconds = config.limits.max_wall_seconds;
-  if (auto it = o.find("limits"); it != o.end() && it->value().is_object()) {
-    const auto& l = it->value().as_object();
+  if (const json::object* limits = json_fields::ObjectField(o, "limits")) {
+    const auto& l = *limits;
     SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_turns", w, &t.max_turns));
     SINEW_RETURN_IF_ERROR(ReadUint(l, "max_output_tokens", w, UINT64_MAX / 2, &t.max_output_tokens));
     SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_wall_seconds", w, &t.max_wall_seconds));

@@ -1,5 +1,6 @@
 #include <boost/json.hpp>
 
+#include "sinew/json_fields.h"
 #include "tools.h"
 
 namespace sinew::harness {
@@ -71,11 +72,9 @@ bool CallIsIdempotent(const ToolInfo& tool, const std::string& input_json) {
   boost::system::error_code ec;
   auto v = boost::json::parse(input_json, ec);
   if (ec || !v.is_object()) return true;  // it will fail validation, harmlessly
-  auto it = v.as_object().find("method");
-  if (it == v.as_object().end()) return true;  // GET
-  if (!it->value().is_string()) return true;
-  std::string_view m = it->value().as_string();
-  return m == "GET" || m == "HEAD";
+  // Absent is GET; a method of another type or "" fails validation, harmlessly.
+  const std::string method = json_fields::StringField(v.as_object(), "method");
+  return method.empty() || method == "GET" || method == "HEAD";
 }
 
 std::vector<ToolDefinition> ToolDefinitions(const std::vector<std::string>& names) {

@@ -133,6 +133,12 @@ TEST(ConfigTest, ErrorsNameTheField) {
        "config.workers"},
       {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "secrets": {"s": {"env": "SINEW_SURELY_UNSET_VAR"}}})",
        "SINEW_SURELY_UNSET_VAR"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "http_request": {"allow": [{"host": "a"}, {"host": 7}]}})",
+       "config.http_request.allow[1].host must be a string"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "http_request": {"allow": [5]}})",
+       "config.http_request.allow[0] must be an object"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "limits": []})",
+       "config.limits must be an object"},
   };
   for (const auto& c : cases) {
     auto parsed = ParseConfig(c.json);
@@ -167,6 +173,8 @@ TEST(TaskTest, ValidatesEveryField) {
   auto config = ParseConfig(kMinimal);
   ASSERT_TRUE(config.ok());
   EXPECT_TRUE(ParseTaskRequest(R"({"prompt": "x"})", *config).ok());
+  // null counts as absent (sinew/json_fields.h).
+  EXPECT_TRUE(ParseTaskRequest(R"({"prompt": "x", "title": null, "limits": null, "tools": null})", *config).ok());
   struct Case {
     const char* body;
     const char* needle;
@@ -186,6 +194,9 @@ TEST(TaskTest, ValidatesEveryField) {
       {R"({"prompt": "x", "sandbox": {"attach": {"id": "a", "endpoint": "unix:///x", "z": 1}}})", "unknown field 'z'"},
       {R"({"prompt": "x", "metadata": {"a": 1}})", "body.metadata.a must be a string"},
       {R"({"prompt": "x", "extra": 1})", "unknown field 'extra'"},
+      {R"({"prompt": null})", "body.prompt is required"},
+      {R"({"prompt": "x", "limits": {"max_turns": 1e3}})", "body.limits.max_turns must be a non-negative integer"},
+      {R"({"prompt": "x", "sandbox": {"attach": null}})", "body.sandbox.attach must be an object"},
   };
   for (const auto& c : cases) {
     auto t = ParseTaskRequest(c.body, *config);
@@ -207,6 +218,21 @@ TEST(TaskTest, ValidatesEveryField) {
       R"({"prompt": "p", "sandbox": {"attach": {"id": "sb-1", "endpoint": "unix:///run/x/agent.sock"}}})", *config);
   ASSERT_TRUE(attached.ok()) << attached.status().message();
   EXPECT_TRUE(AttachesSandbox(attached->sandbox_json));
+}
+
+TEST(ScriptedModelTest, AScriptErrorNamesTheResponse) {
+  testing::TempDir dir;
+  ModelEndpointConfig m;
+  m.kind = "scripted";
+  m.script =
+      test::WriteFile(dir.Sub("s.json"), R"({"responses": [{"text": "a"}, {"tool_calls": 5}]})");
+  auto model = MakeModelClient(m, "");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            "scripted model file " + m.script + ": responses[1].tool_calls must be an array");
+  m.script = test::WriteFile(dir.Sub("t.json"), R"({"responses": {}})");
+  EXPECT_NE(MakeModelClient(m, "").status().message().find("needs a \"responses\" array"),
+            std::string::npos);
 }
 
 TEST(ScriptedModelTest, ReplaysResponseNumberTurnWithTemplates) {

@@ -31,46 +31,46 @@ Result<GenerationRequest> FromProto(const sinew::v1::GenerateRequest& request,
   bool has_prompt = !request.prompt().empty();
   bool has_messages = request.messages_size() > 0;
   if (has_prompt == has_messages) {
-    return Status::InvalidArgument("exactly one of 'prompt' and 'messages' must be set");
+    return Status::InvalidArgument("exactly one of prompt and messages must be set");
   }
   out.chat = has_messages;
   out.prompt = request.prompt();
   for (const auto& message : request.messages()) {
     out.messages.push_back({message.role(), message.content()});
   }
-  if (request.max_tokens() < 0) return Status::InvalidArgument("'max_tokens' must not be negative");
+  if (request.max_tokens() < 0) return Status::InvalidArgument("max_tokens must not be negative");
   out.sampling.max_tokens = request.max_tokens() == 0 ? 16 : request.max_tokens();
   out.max_tokens_given = request.max_tokens() != 0;
   if (request.has_temperature()) {
     if (!(request.temperature() >= 0.0f && request.temperature() <= 2.0f)) {
-      return Status::InvalidArgument("'temperature' must be between 0 and 2");
+      return Status::InvalidArgument("temperature must be between 0 and 2");
     }
     out.sampling.temperature = request.temperature();
   }
   if (request.has_top_p()) {
     if (!(request.top_p() > 0.0f && request.top_p() <= 1.0f)) {
-      return Status::InvalidArgument("'top_p' must be in (0, 1]");
+      return Status::InvalidArgument("top_p must be in (0, 1]");
     }
     out.sampling.top_p = request.top_p();
   }
   if (request.has_top_k()) {
-    if (request.top_k() < 0) return Status::InvalidArgument("'top_k' must not be negative");
+    if (request.top_k() < 0) return Status::InvalidArgument("top_k must not be negative");
     out.sampling.top_k = request.top_k();
   }
   if (request.has_min_p()) {
     if (!(request.min_p() >= 0.0f && request.min_p() <= 1.0f)) {
-      return Status::InvalidArgument("'min_p' must be between 0 and 1");
+      return Status::InvalidArgument("min_p must be between 0 and 1");
     }
     out.sampling.min_p = request.min_p();
   }
   if (request.has_repetition_penalty()) {
     if (!(request.repetition_penalty() >= 0.01f && request.repetition_penalty() <= 10.0f)) {
-      return Status::InvalidArgument("'repetition_penalty' must be between 0.01 and 10");
+      return Status::InvalidArgument("repetition_penalty must be between 0.01 and 10");
     }
     out.sampling.repetition_penalty = request.repetition_penalty();
   }
   if (request.has_seed()) out.sampling.seed = request.seed();
-  if (request.stop_size() > 4) return Status::InvalidArgument("'stop' may hold at most 4 strings");
+  if (request.stop_size() > 4) return Status::InvalidArgument("stop may hold at most 4 strings");
   for (const std::string& stop : request.stop()) out.stop.push_back(stop);
   out.want_logprobs = request.logprobs();
   SINEW_RETURN_IF_ERROR(out.sampling.Validate());

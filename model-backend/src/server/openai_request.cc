@@ -1,79 +1,26 @@
 #include "openai_request.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
+
+#include "sinew/json_fields.h"
 
 namespace sinew::model {
 namespace json = boost::json;
+using json_fields::Has;
+using json_fields::IndexPath;
+using json_fields::ReadBool;
+using json_fields::ReadInt;
+using json_fields::ReadNumber;
+using json_fields::ReadString;
 namespace {
 
 Status WrongType(std::string_view field, std::string_view expected) {
-  return Status::InvalidArgument("'" + std::string(field) + "' must be " + std::string(expected));
-}
-
-// Reads an optional number field into `out`; checks [low, high].
-// A number as people write it: 2, 0.5, -2 (not JSON's 2E0).
-std::string Plain(double number) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", number);
-  return buf;
-}
-
-Status ReadNumber(const json::object& body, std::string_view field, double low, double high,
-                  double& out, bool& present) {
-  present = false;
-  const json::value* value = body.if_contains(field);
-  if (value == nullptr || value->is_null()) return Status::Ok();
-  if (!value->is_number()) return WrongType(field, "a number");
-  double number = value->to_number<double>();
-  if (!std::isfinite(number) || number < low || number > high) {
-    return Status::InvalidArgument("'" + std::string(field) + "' must be between " + Plain(low) +
-                                   " and " + Plain(high));
-  }
-  out = number;
-  present = true;
-  return Status::Ok();
-}
-
-Status ReadInteger(const json::object& body, std::string_view field, int64_t low, int64_t high,
-                   int64_t& out, bool& present) {
-  present = false;
-  const json::value* value = body.if_contains(field);
-  if (value == nullptr || value->is_null()) return Status::Ok();
-  int64_t number = 0;
-  if (value->is_int64()) {
-    number = value->as_int64();
-  } else if (value->is_uint64()) {
-    number = value->as_uint64() > static_cast<uint64_t>(INT64_MAX)
-                 ? INT64_MAX
-                 : static_cast<int64_t>(value->as_uint64());
-  } else if (value->is_double() && std::floor(value->as_double()) == value->as_double() &&
-             std::fabs(value->as_double()) < 9e15) {
-    number = static_cast<int64_t>(value->as_double());
-  } else {
-    return WrongType(field, "an integer");
-  }
-  if (number < low || number > high) {
-    return Status::InvalidArgument("'" + std::string(field) + "' must be between " +
-                                   std::to_string(low) + " and " + std::to_string(high));
-  }
-  out = number;
-  present = true;
-  return Status::Ok();
-}
-
-Status ReadBool(const json::object& body, std::string_view field, bool& out) {
-  const json::value* value = body.if_contains(field);
-  if (value == nullptr || value->is_null()) return Status::Ok();
-  if (!value->is_bool()) return WrongType(field, "a boolean");
-  out = value->as_bool();
-  return Status::Ok();
+  return Status::InvalidArgument(std::string(field) + " must be " + std::string(expected));
 }
 
 // A message content: a string or an array of {"type":"text","text":...} parts.
 Status ReadContent(const json::value& value, size_t index, std::string& out) {
-  std::string field = "messages[" + std::to_string(index) + "].content";
+  const std::string field = IndexPath("messages", index) + ".content";
   if (value.is_string()) {
     out = std::string(value.as_string());
     return Status::Ok();
@@ -133,34 +80,33 @@ Status ReadToolCalls(const json::value& value, const std::string& prefix,
 
 // tools: [{"type":"function","function":{"name","description","parameters"}}].
 Status ReadTools(const json::object& body, GenerationRequest& out) {
-  const json::value* tools = body.if_contains("tools");
-  if (tools == nullptr || tools->is_null()) return Status::Ok();
-  if (!tools->is_array()) return WrongType("tools", "an array");
-  for (size_t i = 0; i < tools->as_array().size(); ++i) {
-    const std::string field = "tools[" + std::to_string(i) + "]";
-    const json::object* tool = tools->as_array()[i].if_object();
+  const json::array* tools = nullptr;
+  SINEW_RETURN_IF_ERROR(json_fields::ReadArray(body, "tools", "", &tools));
+  for (size_t i = 0; tools != nullptr && i < tools->size(); ++i) {
+    const std::string field = IndexPath("tools", i);
+    const json::object* tool = (*tools)[i].if_object();
     if (tool == nullptr) return WrongType(field, "an object");
     const json::value* type = tool->if_contains("type");
     if (type == nullptr || !type->is_string() || type->as_string() != "function") {
       return Status::InvalidArgument(field + ".type must be \"function\"");
     }
-    const json::value* fn = tool->if_contains("function");
-    if (fn == nullptr || !fn->is_object()) return WrongType(field + ".function", "an object");
-    const json::object& f = fn->as_object();
+    const json::object* fn = nullptr;
+    SINEW_RETURN_IF_ERROR(json_fields::ReadObject(*tool, "function", field, &fn));
+    if (fn == nullptr) return WrongType(field + ".function", "an object");
+    const json::object& f = *fn;
     ToolSpec spec;
     const json::value* name = f.if_contains("name");
     if (name == nullptr || !name->is_string() || !ValidToolName(name->as_string())) {
       return Status::InvalidArgument(field + ".function.name must match [A-Za-z0-9_-]{1,64}");
     }
     spec.name = std::string(name->as_string());
-    if (const json::value* d = f.if_contains("description"); d && d->is_string()) {
-      spec.description = std::string(d->as_string());
-    }
+    spec.description = json_fields::StringField(f, "description");
     spec.parameters = json::object{{"type", "object"}, {"properties", json::object{}}};
-    if (const json::value* p = f.if_contains("parameters"); p && !p->is_null()) {
-      if (!p->is_object()) return WrongType(field + ".function.parameters", "an object");
+    const json::object* p = nullptr;
+    SINEW_RETURN_IF_ERROR(json_fields::ReadObject(f, "parameters", field + ".function", &p));
+    if (p != nullptr) {
       // A call's arguments are a JSON object: its schema must describe one.
-      const json::value* schema_type = p->as_object().if_contains("type");
+      const json::value* schema_type = p->if_contains("type");
       if (schema_type != nullptr && !(schema_type->is_string() && schema_type->as_string() == "object")) {
         return Status::InvalidArgument(field + ".function.parameters must be an object schema "
                                        "({\"type\": \"object\", \"properties\": {...}}); "
@@ -241,19 +187,18 @@ Status ReadResponseFormat(const json::object& body, GenerationRequest& out) {
 }
 
 Status ReadMessages(const json::object& body, GenerationRequest& out) {
-  const json::value* messages = body.if_contains("messages");
-  if (messages == nullptr) return Status::InvalidArgument("'messages' is required");
-  if (!messages->is_array()) return WrongType("messages", "an array");
-  if (messages->as_array().empty()) return Status::InvalidArgument("'messages' must not be empty");
+  SINEW_RETURN_IF_ERROR(json_fields::Require(body, "messages", ""));
+  const json::array* messages = nullptr;
+  SINEW_RETURN_IF_ERROR(json_fields::ReadArray(body, "messages", "", &messages));
+  if (messages->empty()) return Status::InvalidArgument("messages must not be empty");
   size_t index = 0;
-  for (const json::value& item : messages->as_array()) {
-    std::string prefix = "messages[" + std::to_string(index) + "]";
+  for (const json::value& item : *messages) {
+    const std::string prefix = IndexPath("messages", index);
     const json::object* object = item.if_object();
     if (object == nullptr) return WrongType(prefix, "an object");
-    const json::value* role = object->if_contains("role");
-    if (role == nullptr || !role->is_string()) return WrongType(prefix + ".role", "a string");
     ChatMessage message;
-    message.role = std::string(role->as_string());
+    SINEW_RETURN_IF_ERROR(json_fields::Require(*object, "role", prefix));
+    SINEW_RETURN_IF_ERROR(ReadString(*object, "role", prefix, &message.role));
     if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
         message.role != "developer" && message.role != "tool") {
       return Status::InvalidArgument(prefix + ".role \"" + message.role +
@@ -272,12 +217,8 @@ Status ReadMessages(const json::object& body, GenerationRequest& out) {
     } else {
       message.content_null = true;
     }
-    for (auto [field, target] : {std::pair{"tool_call_id", &message.tool_call_id}, std::pair{"name", &message.name}}) {
-      const json::value* v = object->if_contains(field);
-      if (v == nullptr || v->is_null()) continue;
-      if (!v->is_string()) return WrongType(prefix + "." + field, "a string");
-      *target = std::string(v->as_string());
-    }
+    SINEW_RETURN_IF_ERROR(ReadString(*object, "tool_call_id", prefix, &message.tool_call_id));
+    SINEW_RETURN_IF_ERROR(ReadString(*object, "name", prefix, &message.name));
     out.messages.push_back(std::move(message));
     ++index;
   }
@@ -285,8 +226,8 @@ Status ReadMessages(const json::object& body, GenerationRequest& out) {
 }
 
 Status ReadPrompt(const json::object& body, GenerationRequest& out) {
+  SINEW_RETURN_IF_ERROR(json_fields::Require(body, "prompt", ""));
   const json::value* prompt = body.if_contains("prompt");
-  if (prompt == nullptr) return Status::InvalidArgument("'prompt' is required");
   if (prompt->is_string()) {
     out.prompt = std::string(prompt->as_string());
     return Status::Ok();
@@ -305,15 +246,14 @@ Status ReadPrompt(const json::object& body, GenerationRequest& out) {
                   [](const json::value& v) { return v.is_int64(); })) {
     for (const json::value& token : *tokens) {
       int64_t id = token.as_int64();
-      if (id < 0 || id > INT32_MAX)
-        return Status::InvalidArgument("'prompt' token id out of range");
+      if (id < 0 || id > INT32_MAX) return Status::InvalidArgument("prompt token id out of range");
       out.prompt_tokens.push_back(static_cast<int32_t>(id));
     }
     return Status::Ok();
   }
   if (prompt->is_array()) {
     return Status::Unimplemented(
-        "'prompt' must be a string, a one-string array or an array of token ids (batches are not "
+        "prompt must be a string, a one-string array or an array of token ids (batches are not "
         "supported)");
   }
   return WrongType("prompt", "a string");
@@ -328,7 +268,7 @@ Status ReadStop(const json::object& body, int32_t max_stops, std::vector<std::st
   }
   if (!stop->is_array()) return WrongType("stop", "a string or an array of strings");
   if (stop->as_array().size() > static_cast<size_t>(max_stops)) {
-    return Status::InvalidArgument("'stop' may hold at most " + std::to_string(max_stops) +
+    return Status::InvalidArgument("stop may hold at most " + std::to_string(max_stops) +
                                    " strings");
   }
   for (const json::value& item : stop->as_array()) {
@@ -348,53 +288,60 @@ Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
   GenerationRequest& generation = request.generation;
   generation.chat = chat;
 
-  if (const json::value* model = body->if_contains("model"); model && !model->is_null()) {
-    if (!model->is_string()) return WrongType("model", "a string");
-    if (model->as_string() != limits.model_id) {
-      return Status::NotFound("model \"" + std::string(model->as_string()) +
-                              "\" does not exist; this server serves \"" + limits.model_id + "\"");
-    }
+  std::string model;
+  SINEW_RETURN_IF_ERROR(ReadString(*body, "model", "", &model));
+  if (Has(*body, "model") && model != limits.model_id) {
+    return Status::NotFound("model \"" + model + "\" does not exist; this server serves \"" +
+                            limits.model_id + "\"");
   }
   SINEW_RETURN_IF_ERROR(chat ? ReadMessages(*body, generation) : ReadPrompt(*body, generation));
 
-  bool present = false;
   int64_t integer = 0;
   double number = 0;
   SamplingParams& sampling = generation.sampling;
   sampling.max_tokens = limits.default_max_tokens;
   for (std::string_view field : {"max_tokens", "max_completion_tokens"}) {
-    SINEW_RETURN_IF_ERROR(ReadInteger(*body, field, 1, 1 << 20, integer, present));
-    if (present) {
-      sampling.max_tokens = static_cast<int32_t>(integer);
-      generation.max_tokens_given = true;
-    }
+    if (!Has(*body, field)) continue;
+    SINEW_RETURN_IF_ERROR(ReadInt(*body, field, "", 1, 1 << 20, &integer));
+    sampling.max_tokens = static_cast<int32_t>(integer);
+    generation.max_tokens_given = true;
   }
-  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "temperature", 0.0, 2.0, number, present));
-  if (present) sampling.temperature = static_cast<float>(number);
-  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "top_p", 0.0, 1.0, number, present));
-  if (present) {
-    if (number <= 0.0) return Status::InvalidArgument("'top_p' must be greater than 0");
+  // A sampling number in [low, high] into the float `out`, when given.
+  auto read_float = [&](const char* field, double low, double high, float* out) {
+    if (!Has(*body, field)) return Status::Ok();
+    SINEW_RETURN_IF_ERROR(ReadNumber(*body, field, "", low, high, &number));
+    *out = static_cast<float>(number);
+    return Status::Ok();
+  };
+  SINEW_RETURN_IF_ERROR(read_float("temperature", 0.0, 2.0, &sampling.temperature));
+  if (Has(*body, "top_p")) {
+    SINEW_RETURN_IF_ERROR(ReadNumber(*body, "top_p", "", 0.0, 1.0, &number));
+    if (number <= 0.0) return Status::InvalidArgument("top_p must be greater than 0");
     sampling.top_p = static_cast<float>(number);
   }
-  SINEW_RETURN_IF_ERROR(ReadInteger(*body, "top_k", 0, 1 << 20, integer, present));
-  if (present) sampling.top_k = static_cast<int32_t>(integer);
-  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "min_p", 0.0, 1.0, number, present));
-  if (present) sampling.min_p = static_cast<float>(number);
-  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "repetition_penalty", 0.01, 10.0, number, present));
-  if (present) sampling.repetition_penalty = static_cast<float>(number);
-  SINEW_RETURN_IF_ERROR(ReadInteger(*body, "seed", INT64_MIN, INT64_MAX, integer, present));
-  if (present) sampling.seed = static_cast<uint64_t>(integer);
-  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "frequency_penalty", -2.0, 2.0, number, present));
-  if (present) sampling.frequency_penalty = static_cast<float>(number);
-  SINEW_RETURN_IF_ERROR(ReadNumber(*body, "presence_penalty", -2.0, 2.0, number, present));
-  if (present) sampling.presence_penalty = static_cast<float>(number);
+  if (Has(*body, "top_k")) {
+    SINEW_RETURN_IF_ERROR(ReadInt(*body, "top_k", "", 0, 1 << 20, &integer));
+    sampling.top_k = static_cast<int32_t>(integer);
+  }
+  SINEW_RETURN_IF_ERROR(read_float("min_p", 0.0, 1.0, &sampling.min_p));
+  SINEW_RETURN_IF_ERROR(read_float("repetition_penalty", 0.01, 10.0, &sampling.repetition_penalty));
+  // seed: any integer; one past INT64_MAX reads as INT64_MAX, as it always has.
+  if (const json::value* seed = body->if_contains("seed"); seed != nullptr && seed->is_uint64()) {
+    sampling.seed = std::min<uint64_t>(seed->as_uint64(), INT64_MAX);
+  } else if (Has(*body, "seed")) {
+    SINEW_RETURN_IF_ERROR(ReadInt(*body, "seed", "", INT64_MIN, INT64_MAX, &integer));
+    sampling.seed = static_cast<uint64_t>(integer);
+  }
+  SINEW_RETURN_IF_ERROR(read_float("frequency_penalty", -2.0, 2.0, &sampling.frequency_penalty));
+  SINEW_RETURN_IF_ERROR(read_float("presence_penalty", -2.0, 2.0, &sampling.presence_penalty));
   // llama.cpp's extension: keep generating past end-of-generation tokens.
   bool ignore_eos = false;
-  SINEW_RETURN_IF_ERROR(ReadBool(*body, "ignore_eos", ignore_eos));
+  SINEW_RETURN_IF_ERROR(ReadBool(*body, "ignore_eos", "", &ignore_eos));
   sampling.stop_at_eos = !ignore_eos;
-  SINEW_RETURN_IF_ERROR(ReadInteger(*body, "n", 1, 1, integer, present));
+  SINEW_RETURN_IF_ERROR(ReadInt(*body, "n", "", 1, 1, &integer));
   if (chat) {
-    SINEW_RETURN_IF_ERROR(ReadBool(*body, "add_generation_prompt", generation.add_generation_prompt));
+    SINEW_RETURN_IF_ERROR(
+        ReadBool(*body, "add_generation_prompt", "", &generation.add_generation_prompt));
     SINEW_RETURN_IF_ERROR(ReadTools(*body, generation));
     SINEW_RETURN_IF_ERROR(ReadToolChoice(*body, generation));
     SINEW_RETURN_IF_ERROR(ReadResponseFormat(*body, generation));
@@ -406,36 +353,34 @@ Result<OpenAiRequest> ParseOpenAiRequest(const json::value& value, bool chat,
   }
   for (std::string_view field : {"tools", "functions", "response_format", "suffix"}) {
     if (chat && field != "functions" && field != "suffix") continue;
-    const json::value* unsupported = body->if_contains(field);
-    if (unsupported != nullptr && !unsupported->is_null()) {
-      return Status::Unimplemented("'" + std::string(field) + "' is not supported yet");
+    if (Has(*body, field)) {
+      return Status::Unimplemented(std::string(field) + " is not supported yet");
     }
   }
   SINEW_RETURN_IF_ERROR(ReadStop(*body, limits.max_stop_strings, generation.stop));
-  SINEW_RETURN_IF_ERROR(ReadBool(*body, "stream", request.stream));
-  if (const json::value* options = body->if_contains("stream_options");
-      options && !options->is_null()) {
-    if (!options->is_object()) return WrongType("stream_options", "an object");
-    SINEW_RETURN_IF_ERROR(ReadBool(options->as_object(), "include_usage", request.include_usage));
+  SINEW_RETURN_IF_ERROR(ReadBool(*body, "stream", "", &request.stream));
+  const json::object* options = nullptr;
+  SINEW_RETURN_IF_ERROR(json_fields::ReadObject(*body, "stream_options", "", &options));
+  if (options != nullptr) {
+    SINEW_RETURN_IF_ERROR(
+        ReadBool(*options, "include_usage", "stream_options", &request.include_usage));
   }
 
   // logprobs: chat -> boolean plus top_logprobs; completions -> integer (alternatives).
   if (chat) {
-    SINEW_RETURN_IF_ERROR(ReadBool(*body, "logprobs", generation.want_logprobs));
-    SINEW_RETURN_IF_ERROR(
-        ReadInteger(*body, "top_logprobs", 0, limits.max_top_logprobs, integer, present));
-    if (present) {
+    SINEW_RETURN_IF_ERROR(ReadBool(*body, "logprobs", "", &generation.want_logprobs));
+    if (Has(*body, "top_logprobs")) {
+      SINEW_RETURN_IF_ERROR(
+          ReadInt(*body, "top_logprobs", "", 0, limits.max_top_logprobs, &integer));
       if (!generation.want_logprobs) {
-        return Status::InvalidArgument("'top_logprobs' requires 'logprobs': true");
+        return Status::InvalidArgument("top_logprobs requires logprobs: true");
       }
       request.top_logprobs = static_cast<int32_t>(integer);
     }
-  } else {
-    SINEW_RETURN_IF_ERROR(ReadInteger(*body, "logprobs", 0, 5, integer, present));
-    if (present) {
-      generation.want_logprobs = true;
-      request.top_logprobs = static_cast<int32_t>(integer);
-    }
+  } else if (Has(*body, "logprobs")) {
+    SINEW_RETURN_IF_ERROR(ReadInt(*body, "logprobs", "", 0, 5, &integer));
+    generation.want_logprobs = true;
+    request.top_logprobs = static_cast<int32_t>(integer);
   }
   sampling.logprobs = request.top_logprobs;
   if (Status valid = sampling.Validate(); !valid.ok()) return valid;

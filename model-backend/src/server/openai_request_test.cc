@@ -107,10 +107,49 @@ TEST(OpenAiRequest, RejectsBadInput) {
   // Numbers as people write them (it once said "between 0E0 and 2E0").
   auto range = Parse(R"({"prompt":"x","temperature":3})");
   ASSERT_FALSE(range.ok());
-  EXPECT_EQ(range.status().message(), "'temperature' must be between 0 and 2");
+  EXPECT_EQ(range.status().message(), "temperature must be between 0 and 2");
   auto top_p = Parse(R"({"prompt":"x","top_p":1.5})");
   ASSERT_FALSE(top_p.ok());
   EXPECT_EQ(top_p.status().message().find("E0"), std::string::npos) << top_p.status().message();
+}
+
+// Field errors name the field's path the way every Sinew reader does (sinew/json_fields.h).
+TEST(OpenAiRequest, ErrorsNameTheFieldPath) {
+  auto message = [](std::string_view body, bool chat) {
+    return Parse(body, chat).status().message();
+  };
+  EXPECT_EQ(message(R"({"model":5,"prompt":"x"})", false), "model must be a string");
+  EXPECT_EQ(message(R"({"max_tokens":5})", false), "prompt is required");
+  EXPECT_EQ(message(R"({"prompt":"x","max_tokens":2.5})", false), "max_tokens must be an integer");
+  EXPECT_EQ(message(R"({"prompt":"x","max_tokens":1e20})", false),
+            "max_tokens must be between 1 and 1048576");
+  EXPECT_EQ(message(R"({"prompt":"x","stream_options":{"include_usage":1}})", false),
+            "stream_options.include_usage must be a boolean");
+  EXPECT_EQ(message(R"({"messages":[{"content":"x"}]})", true), "messages[0].role is required");
+  EXPECT_EQ(message(R"({"messages":[{"role":"user","content":"x","name":3}]})", true),
+            "messages[0].name must be a string");
+  EXPECT_EQ(message(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
+                    true),
+            "tools[0].function must be an object");
+  EXPECT_EQ(message(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",
+                        "function":{"name":"f","parameters":[]}}]})",
+                    true),
+            "tools[0].function.parameters must be an object");
+}
+
+// null means "not given"; a seed past INT64_MAX reads as INT64_MAX, as it always has.
+TEST(OpenAiRequest, NullIsNotGivenAndSeedsKeepTheirRange) {
+  auto nulls =
+      Parse(R"({"prompt":"x","max_tokens":null,"temperature":null,"stream":null,"seed":null})");
+  ASSERT_TRUE(nulls.ok()) << nulls.status().ToString();
+  EXPECT_FALSE(nulls->generation.max_tokens_given);
+  auto big = Parse(R"({"prompt":"x","seed":18446744073709551615})");
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->generation.sampling.seed, static_cast<uint64_t>(INT64_MAX));
+  auto negative = Parse(R"({"prompt":"x","seed":-1})");
+  ASSERT_TRUE(negative.ok());
+  EXPECT_EQ(negative->generation.sampling.seed, UINT64_MAX);
+  EXPECT_EQ(Parse(R"({"prompt":"x","seed":1.5})").status().message(), "seed must be an integer");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// ToolInput: typed, validated access to a tool's JSON input, with errors worded for the
-// model ("missing required field 'path' (string)").
+// ToolInput: typed, validated access to a tool's JSON input, read with sinew/json_fields.h
+// so its errors name the field as every Sinew reader does ("path is required",
+// "offset must be between 1 and 1000000"). null means "not given".
 //
 // Thread-safety: none; one per call. Holds a reference to the object it reads.
 #pragma once
@@ -25,7 +26,8 @@ class ToolInput {
 
   [[nodiscard]] Result<std::string> RequiredString(std::string_view field) const;
   [[nodiscard]] Result<std::optional<std::string>> OptionalString(std::string_view field) const;
-  // Accepts integers only (no fractions, no strings), within [min, max].
+  // Accepts integers only (no fractions, no strings), within [min, max]; a whole number
+  // written as 2.0 or 1e3 counts.
   [[nodiscard]] Result<std::optional<int64_t>> OptionalInt(std::string_view field, int64_t min,
                                                            int64_t max) const;
   [[nodiscard]] Result<std::optional<bool>> OptionalBool(std::string_view field) const;
