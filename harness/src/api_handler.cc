@@ -230,6 +230,13 @@ bool ApiHandler::IsStream(const ApiRequest& r) {
          parts[3] == "events" && parts[4] == "stream";
 }
 
+std::string ApiHandler::SessionIdOf(const ApiRequest& r) {
+  auto parts = SplitPath(r.target.substr(0, r.target.find('?')));
+  if (parts.size() < 3 || parts[0] != "v1" || parts[1] != "sessions") return "";
+  if (parts.size() == 3 && parts[2] == "import") return "";
+  return parts[2];
+}
+
 ApiResponse ApiHandler::Handle(const ApiRequest& r) {
   const size_t q = r.target.find('?');
   const std::string path = r.target.substr(0, q);

@@ -25,6 +25,7 @@ struct ApiRequest {
   std::string authorization;
   std::string content_type;
   std::string last_event_id;
+  std::string traceparent;  // the caller's W3C trace context ("" when none)
   bool forwarded = false;  // came from another harness (never forwarded again)
   std::string remote_address;  // the client's "ip:port" ("" when unknown)
   std::string body;
@@ -64,6 +65,8 @@ class ApiHandler {
 
   // True when `request` asks for the event stream (GET .../events/stream).
   static bool IsStream(const ApiRequest& request);
+  // The session a request's path names (/v1/sessions/{id}[/...]); "" for none.
+  static std::string SessionIdOf(const ApiRequest& request);
   // Serves the event stream: calls `start(response)` once: a non-200 response means an
   // error to send as is; a 200 means "send stream headers". Then `write(chunk)` for each
   // SSE chunk until the stream ends or write returns false (the client left).

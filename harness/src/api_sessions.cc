@@ -9,6 +9,7 @@
 #include "json_util.h"
 #include "session_log.h"
 #include "sinew/json_fields.h"
+#include "sinew/trace.h"
 #include "sinew/utf8.h"
 
 namespace sinew::harness {
@@ -163,6 +164,8 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
     fwd.url = holder_url + r.target;
     fwd.headers = {"Authorization: " + r.authorization, "Content-Type: " + r.content_type,
                    "X-Sinew-Forwarded: 1"};
+    // The request's trace goes on to the harness that serves it.
+    if (const std::string tp = OutgoingTraceparent(); !tp.empty()) fwd.headers.push_back("traceparent: " + tp);
     if (r.method == "POST") fwd.body = r.body;
     fwd.timeout_ms = 10000;
     fwd.tls.ca_file = deps_.config->tls.ca_file;

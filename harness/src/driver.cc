@@ -137,6 +137,9 @@ void SessionDriver::RenewLease() {
   auto lease = deps_.store->RenewLease(id_, deps_.owner, epoch,
                                        std::chrono::milliseconds(deps_.config->lease_ttl_ms));
   if (!lease.ok() && lease.status().code() == StatusCode::kAborted) {
+    // Released (or released and taken again) by Run while this renewal was in flight:
+    // not a lost lease. Run clears epoch_ before it releases.
+    if (epoch_.load() != epoch) return;
     spdlog::warn("session {}: lease lost ({}); stopping", id_, lease.status().message());
     fenced_ = true;
     abort_ = true;
@@ -177,10 +180,11 @@ void SessionDriver::Run() {
       deps_.metrics->Add("sinew_harness_errors_total", "code=\"" + std::string(StatusCodeName(s.code())) + "\"");
     }
   }
-  if (!fenced_) (void)deps_.store->ReleaseLease(id_, deps_.owner, epoch_);
+  // Cleared before the release, so that a renewal racing with it is not taken for a loss.
+  const uint64_t held = epoch_.exchange(0);
+  if (!fenced_) (void)deps_.store->ReleaseLease(id_, deps_.owner, held);
   // The sandbox quota counts sessions driven here; one that is not cannot hold one here.
   if (!tenant_.empty()) deps_.quotas->ReleaseSandbox(tenant_, id_);
-  epoch_ = 0;
   pending_.clear();
   log_.clear();
   log_.shrink_to_fit();

@@ -2,11 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/json.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "sinew/http/server.h"
+#include "sinew/trace.h"
+#include "sinew/utf8.h"
 
 namespace sinew::harness {
 namespace {
@@ -26,6 +30,45 @@ Status SplitListen(const std::string& listen, std::string* host, uint16_t* port)
     return Status::InvalidArgument("listen port is not a port number: " + listen);
   *port = static_cast<uint16_t>(std::stoul(digits));
   return Status::Ok();
+}
+
+// The log context of one API request: the caller's trace when it sent a valid
+// `traceparent` (continued, with the caller's span as parent_span_id), else the trace of
+// the session the path names, else a new trace; a span of its own; the session.
+LogFields RequestLogFields(const ApiRequest& api) {
+  LogFields fields = FieldsForIncoming(api.traceparent);
+  const std::string session = SanitizeUtf8(ApiHandler::SessionIdOf(api).substr(0, 64));
+  if (!session.empty()) {
+    fields.session = session;
+    if (!ParseTraceparent(api.traceparent)) fields.trace_id = TraceIdForSession(session);
+  }
+  return fields;
+}
+
+// The id of the session a 201 answer to POST /v1/sessions created; "" otherwise.
+std::string CreatedSessionId(const ApiRequest& api, const ApiResponse& response) {
+  if (response.status != 201 || api.method != "POST" ||
+      api.target.substr(0, api.target.find('?')) != "/v1/sessions") {
+    return "";
+  }
+  boost::system::error_code ec;
+  const boost::json::value body = boost::json::parse(response.body, ec);
+  const auto* session = !ec && body.is_object() ? body.as_object().if_contains("session") : nullptr;
+  const auto* id = session && session->is_object() ? session->as_object().if_contains("id") : nullptr;
+  return id && id->is_string() ? std::string(id->as_string()) : "";
+}
+
+// One line per request once it is answered: info for requests that change something,
+// debug for reads (a console polls them), warning for a 5xx. The path without its query.
+void LogRequest(const ApiRequest& api, int status, std::chrono::steady_clock::time_point started) {
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  const std::string method = SanitizeUtf8(api.method.substr(0, 16));
+  const std::string path = SanitizeUtf8(api.target.substr(0, std::min<size_t>(api.target.find('?'), 200)));
+  const auto level = status >= 500 ? spdlog::level::warn
+                     : api.method == "GET" ? spdlog::level::debug
+                                           : spdlog::level::info;
+  spdlog::log(level, "api {} {} -> {} in {} ms", method, path, status, ms.count());
 }
 
 // The REST API on the shared HTTP server. ApiHandler blocks (store calls, forwarding,
@@ -94,6 +137,7 @@ class ApiServer final : public HttpServer {
     api.authorization = std::string(request.Header("authorization"));
     api.content_type = std::move(request.content_type);
     api.last_event_id = std::string(request.Header("last-event-id"));
+    api.traceparent = std::string(request.Header("traceparent"));
     api.forwarded = !request.Header("x-sinew-forwarded").empty();
     api.remote_address = std::move(request.peer);
     api.body = std::move(request.body);
@@ -107,8 +151,11 @@ class ApiServer final : public HttpServer {
   }
 
   void Serve(const ApiRequest& api, const std::shared_ptr<http::ResponseStream>& stream) {
+    const auto started = std::chrono::steady_clock::now();
+    ScopedLogContext context(RequestLogFields(api));
     if (ApiHandler::IsStream(api)) {
-      ServeStream(api, stream);
+      const int status = ServeStream(api, stream);
+      LogRequest(api, status, started);
       return;
     }
     ApiResponse response;
@@ -119,13 +166,25 @@ class ApiServer final : public HttpServer {
     }
     Count(response.status);
     stream->Send(ToHttp(response));
+    if (const std::string created = CreatedSessionId(api, response); !created.empty()) {
+      LogFields fields = CurrentLogFields();
+      fields.session = created;
+      if (!ParseTraceparent(api.traceparent)) fields.trace_id = TraceIdForSession(created);
+      ScopedLogContext with_session(std::move(fields));
+      LogRequest(api, response.status, started);
+      return;
+    }
+    LogRequest(api, response.status, started);
   }
 
-  void ServeStream(const ApiRequest& api, const std::shared_ptr<http::ResponseStream>& stream) {
+  // Returns the status answered (200 for a stream).
+  int ServeStream(const ApiRequest& api, const std::shared_ptr<http::ResponseStream>& stream) {
     bool streaming = false;
     bool answered = false;
+    int status = 500;
     auto start = [&](const ApiResponse& r) {
       Count(r.status);
+      status = r.status;
       answered = true;
       if (r.status != 200) {
         stream->Send(ToHttp(r));
@@ -144,6 +203,7 @@ class ApiServer final : public HttpServer {
       if (!answered) stream->Send(ToHttp(ApiHandler::Error(500, "internal", std::string("unexpected failure: ") + e.what())));
     }
     if (streaming) stream->EndEvents();
+    return status;
   }
 
   ApiHandler* handler_;  // not owned

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <map>
 #include <set>
 #include <thread>
 
@@ -76,7 +77,10 @@ TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
     if (Str(line, "session") != id) continue;
     ++about_session;
     EXPECT_EQ(Str(line, "trace_id"), trace) << json::serialize(line);
-    EXPECT_TRUE(line.contains("seq")) << json::serialize(line);
+    // Lines of the agent loop name the event they are at; API request lines do not.
+    if (!MsgHas(line, "api ")) {
+      EXPECT_TRUE(line.contains("seq")) << json::serialize(line);
+    }
     woken = woken || MsgHas(line, "woken");
     completed = completed || (MsgHas(line, "completed") && Str(line, "level") == "info");
   }
@@ -160,6 +164,76 @@ TEST(LogsTest, TakeoverAfterAKillIsLoggedWithTheSession) {
   EXPECT_TRUE(takeover) << "an info line says who took the session over, from whom";
   EXPECT_TRUE(interrupted) << "an info line names the model call the killed harness left";
   EXPECT_TRUE(completed);
+}
+
+// The REST API continues the caller's trace (W3C traceparent), or joins the session's
+// trace when the caller sends none or an invalid one; every answered request that changes
+// something is one info line naming the session.
+TEST(LogsTest, ApiRequestsContinueTheCallersTraceOrJoinTheSessions) {
+  testing::TempDir dir;
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "done"}], "loop": true})");
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "log_format": "json",
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"scripted": {"kind": "scripted", "script": ")" + dir.Sub("script.json") + R"("}}})");
+  ASSERT_FALSE(harness.address.empty());
+  const std::string caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::string caller_span = "00f067aa0ba902b7";
+  const std::string traceparent = "traceparent: 00-" + caller_trace + "-" + caller_span + "-01";
+  const std::vector<std::string> json_auth = {"Authorization: Bearer " + std::string(kKey),
+                                              "Content-Type: application/json"};
+  auto with = [](std::vector<std::string> headers, const std::string& extra) {
+    headers.push_back(extra);
+    return headers;
+  };
+  auto created = Call("POST", harness.url() + "/v1/sessions", R"({"prompt": "p"})", with(json_auth, traceparent));
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id(created.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
+  // No traceparent, then one the spec says to ignore (upper-case hex): the session's trace.
+  auto plain = Call("POST", harness.url() + "/v1/sessions/" + id + "/messages", R"({"text": "again"})", json_auth);
+  ASSERT_EQ(plain.status, 202) << plain.body;
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
+  auto invalid = Call("POST", harness.url() + "/v1/sessions/" + id + "/cancel", "",
+                      with(json_auth, "traceparent: 00-" + std::string(32, 'A') + "-" + caller_span + "-01"));
+  // A request that names no session keeps the caller's trace too, refused or not.
+  auto refused = Call("POST", harness.url() + "/v1/sessions", R"({"prompt": ""})", with(json_auth, traceparent));
+  ASSERT_EQ(refused.status, 400) << refused.body;
+
+  std::map<std::string, json::object> by_request;  // "api POST <path> -> <status>" -> its line
+  for (const auto& line : ReadJsonLines(harness.proc.get(), std::chrono::milliseconds(1000))) {
+    const std::string msg = Str(line, "msg");
+    if (msg.rfind("api ", 0) == 0) by_request[msg.substr(0, msg.find(" in "))] = line;
+  }
+  for (const auto& [request, line] : by_request) {
+    std::printf("%s: %s\n", request.c_str(), json::serialize(line).c_str());
+  }
+  const std::string create_key = "api POST /v1/sessions -> 201";
+  ASSERT_TRUE(by_request.count(create_key)) << "one info line per answered request";
+  const json::object& create = by_request[create_key];
+  EXPECT_EQ(Str(create, "level"), "info");
+  EXPECT_EQ(Str(create, "trace_id"), caller_trace);
+  EXPECT_EQ(Str(create, "parent_span_id"), caller_span);
+  EXPECT_EQ(Str(create, "session"), id) << "the created session is named";
+  EXPECT_EQ(Str(create, "span_id").size(), 16u);
+  EXPECT_NE(Str(create, "span_id"), caller_span) << "a span of its own";
+
+  const std::string message_key = "api POST /v1/sessions/" + id + "/messages -> 202";
+  ASSERT_TRUE(by_request.count(message_key));
+  EXPECT_EQ(Str(by_request[message_key], "trace_id"), TraceIdForSession(id));
+  EXPECT_EQ(Str(by_request[message_key], "session"), id);
+  EXPECT_FALSE(by_request[message_key].contains("parent_span_id"));
+
+  const std::string cancel_key = "api POST /v1/sessions/" + id + "/cancel -> " + std::to_string(invalid.status);
+  ASSERT_TRUE(by_request.count(cancel_key));
+  EXPECT_EQ(Str(by_request[cancel_key], "trace_id"), TraceIdForSession(id)) << "an invalid traceparent is ignored";
+  EXPECT_FALSE(by_request[cancel_key].contains("parent_span_id"));
+
+  const std::string refused_key = "api POST /v1/sessions -> 400";
+  ASSERT_TRUE(by_request.count(refused_key));
+  EXPECT_EQ(Str(by_request[refused_key], "trace_id"), caller_trace);
+  EXPECT_FALSE(by_request[refused_key].contains("session"));
 }
 
 }  // namespace
