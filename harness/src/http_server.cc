@@ -2,13 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "sinew/http/server.h"
+#include "sinew/json_fields.h"
 #include "sinew/trace.h"
 #include "sinew/utf8.h"
 
@@ -51,11 +51,9 @@ std::string CreatedSessionId(const ApiRequest& api, const ApiResponse& response)
       api.target.substr(0, api.target.find('?')) != "/v1/sessions") {
     return "";
   }
-  boost::system::error_code ec;
-  const boost::json::value body = boost::json::parse(response.body, ec);
-  const auto* session = !ec && body.is_object() ? body.as_object().if_contains("session") : nullptr;
-  const auto* id = session && session->is_object() ? session->as_object().if_contains("id") : nullptr;
-  return id && id->is_string() ? std::string(id->as_string()) : "";
+  auto body = json_fields::ParseObject(response.body, "the created session");
+  const boost::json::object* session = body.ok() ? json_fields::ObjectField(*body, "session") : nullptr;
+  return session != nullptr ? json_fields::StringField(*session, "id") : "";
 }
 
 // One line per request once it is answered: info for requests that change something,
