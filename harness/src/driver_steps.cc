@@ -127,7 +127,13 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     p->set_host_id(box->host_id);
     p->set_host_address(box->host_address);
     p->set_placement_us(box->placement_us);
-    SINEW_RETURN_IF_ERROR(AppendOne(std::move(ev)));
+    if (Status recorded = AppendOne(std::move(ev)); !recorded.ok()) {
+      // Not in the log, so no wake will ever find it (this driver was fenced out, or the
+      // store failed): destroy it now rather than leave it running until its lifetime ends.
+      (void)deps_.sandboxes->Destroy({box->id, box->host_id, box->host_address});
+      deps_.quotas->ReleaseSandbox(tenant_, id_);
+      return recorded;
+    }
   }
   if (info->needs_sandbox) tc->set_sandbox_id(state_.sandbox_id);
   if (!started_before) SINEW_RETURN_IF_ERROR(AppendOne(call));
