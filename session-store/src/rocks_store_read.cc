@@ -111,9 +111,13 @@ Result<v1::ReadEventBytesResponse> RocksStore::ReadEventBytes(
           return Status::Ok();
         }
         uint64_t stored_seq = 0;
-        if (!ReadEnvelopeSeq(value.ToStringView(), &stored_seq) || stored_seq != seq) {
+        if (!ReadEnvelopeSeq(value.ToStringView(), &stored_seq)) {
           return Status::Corruption("session " + id + ": event " + std::to_string(seq) +
-                                    " is undecodable");
+                                    " is undecodable (malformed envelope)");
+        }
+        if (stored_seq != seq) {
+          return Status::Corruption("session " + id + ": event " + std::to_string(seq) +
+                                    " carries seq " + std::to_string(stored_seq));
         }
         bytes += value.size();
         out.add_events()->assign(value.data(), value.size());
