@@ -101,10 +101,11 @@ class SessionStore {
   [[nodiscard]] virtual Result<v1::GetEventsResponse> GetEvents(
       const v1::GetEventsRequest& req) = 0;
 
-  // Reads the same events as GetEvents, as the bytes the store holds: events[i] is the
-  // serialized v1::Event with seq first_seq + i, which the store neither decodes nor
-  // re-encodes (a remote store sends them as they lie on disk). For callers that read long
-  // logs and decode each event once, or lazily, with DecodeEvent.
+  // Reads the events GetEvents reads for the same range and limit (limit 0 here means up
+  // to 100000), as the bytes the store holds: events[i] is the serialized v1::Event with
+  // seq first_seq + i, which the store neither decodes nor re-encodes (a remote store
+  // sends them as they lie on disk). For callers that read long logs and decode each
+  // event once, or lazily, with DecodeEvent.
   // A page ends early, before the event that would take it past max_bytes (but never
   // empty while the range holds an event); continue from first_seq + events_size() while
   // that is below min(to_seq + 1, next_seq). Visibility as GetEvents.
