@@ -204,8 +204,8 @@ Status SessionDriver::LoadLog() {
     log_.reserve(log_.size() + static_cast<size_t>(page.events_size()));
     for (int i = 0; i < page.events_size(); ++i) {
       const uint64_t seq = page.first_seq() + static_cast<uint64_t>(i);
-      SINEW_RETURN_IF_ERROR(store::DecodeEvent(page.events(i), seq, &log_.emplace_back())
-                                .WithContext("session " + id_));
+      Status decoded = store::DecodeEvent(page.events(i), seq, &log_.emplace_back());
+      if (!decoded.ok()) return decoded.WithContext("session " + id_);
     }
     if (page.events_size() == 0 || log_.size() + 1 >= next_seq_) break;
   }
