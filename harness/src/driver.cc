@@ -192,17 +192,26 @@ void SessionDriver::Run() {
 
 Status SessionDriver::LoadLog() {
   log_.clear();
-  uint64_t from = 1;
+  // The stored bytes, decoded once each straight into the log: a remote store sends them
+  // without decoding and re-encoding every event (docs/session-store.md).
   while (true) {
-    v1::GetEventsRequest req;
+    v1::ReadEventBytesRequest req;
     req.set_session_id(id_);
-    req.set_from_seq(from);
-    req.set_limit(1000);
-    SINEW_ASSIGN_OR_RETURN(v1::GetEventsResponse resp, deps_.store->GetEvents(req));
-    for (auto& ev : *resp.mutable_events()) log_.push_back(std::move(ev));
-    next_seq_ = resp.next_seq();
-    if (log_.empty() || log_.back().seq() + 1 >= next_seq_) break;
-    from = log_.back().seq() + 1;
+    req.set_from_seq(log_.size() + 1);
+    SINEW_ASSIGN_OR_RETURN(v1::ReadEventBytesResponse page, deps_.store->ReadEventBytes(req));
+    next_seq_ = page.next_seq();
+    if (page.events_size() > 0 && page.first_seq() != log_.size() + 1) {
+      return Status::Corruption("session " + id_ + ": asked for events from " +
+                                std::to_string(log_.size() + 1) + ", the store sent them from " +
+                                std::to_string(page.first_seq()));
+    }
+    log_.reserve(log_.size() + static_cast<size_t>(page.events_size()));
+    for (int i = 0; i < page.events_size(); ++i) {
+      const uint64_t seq = page.first_seq() + static_cast<uint64_t>(i);
+      Status decoded = store::DecodeEvent(page.events(i), seq, &log_.emplace_back());
+      if (!decoded.ok()) return decoded.WithContext("session " + id_);
+    }
+    if (page.events_size() == 0 || log_.size() + 1 >= next_seq_) break;
   }
   if (log_.empty() || !log_.front().has_session_created()) {
     return Status::Corruption("session " + id_ + " does not start with session_created");

@@ -1,6 +1,10 @@
 #include "event_util.h"
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <cstdint>
 
 namespace sinew::store {
 
@@ -22,6 +26,37 @@ std::string SessionStatusName(v1::SessionStatus status) {
     case v1::SESSION_STATUS_CANCELLED: return "cancelled";
     default: return "unspecified";
   }
+}
+
+Status DecodeEvent(std::string_view bytes, uint64_t seq, v1::Event* out) {
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !out->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Status::Corruption("event " + std::to_string(seq) + " is undecodable");
+  }
+  if (out->seq() != seq) {
+    return Status::Corruption("event " + std::to_string(seq) + " carries seq " +
+                              std::to_string(out->seq()));
+  }
+  return Status::Ok();
+}
+
+bool ReadEnvelopeSeq(std::string_view bytes, uint64_t* seq) {
+  using google::protobuf::internal::WireFormatLite;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return false;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  *seq = 0;
+  while (!in.ExpectAtEnd()) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return false;
+    if (WireFormatLite::GetTagFieldNumber(tag) == v1::Event::kSeqFieldNumber &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_VARINT) {
+      if (!in.ReadVarint64(seq)) return false;
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Status ValidateEventForAppend(const v1::Event& event, size_t index, size_t max_bytes) {

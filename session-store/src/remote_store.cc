@@ -119,6 +119,9 @@ class RemoteStore final : public SessionStore {
   Result<v1::GetEventsResponse> GetEvents(const v1::GetEventsRequest& req) override {
     return Call<v1::GetEventsRequest, v1::GetEventsResponse>(&Stub::GetEvents, req);
   }
+  Result<v1::ReadEventBytesResponse> ReadEventBytes(const v1::ReadEventBytesRequest& req) override {
+    return Call<v1::ReadEventBytesRequest, v1::ReadEventBytesResponse>(&Stub::ReadEventBytes, req);
+  }
   Result<std::unique_ptr<EventWatcher>> Watch(const std::string& id, uint64_t from) override {
     // Fail fast on an unknown session, as the embedded store does.
     SINEW_RETURN_IF_ERROR(GetSession(id).status());

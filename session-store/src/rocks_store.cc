@@ -15,8 +15,6 @@ namespace {
 
 const std::vector<std::string> kFamilies(std::begin(keys::kColumnFamilies),
                                          std::end(keys::kColumnFamilies));
-constexpr uint32_t kDefaultEventLimit = 1000;
-constexpr uint32_t kMaxEventLimit = 100000;
 constexpr uint32_t kMaxListScan = 10000;
 
 }  // namespace
@@ -311,59 +309,6 @@ Result<v1::ListSessionsResponse> RocksStore::ListSessions(const v1::ListSessions
   }
   SINEW_RETURN_IF_ERROR(FromRocks(it->status(), "listing sessions"));
   if (!it->Valid() || !it->key().starts_with(prefix)) out.clear_next_page_token();
-  return out;
-}
-
-Result<v1::GetEventsResponse> RocksStore::GetEvents(const v1::GetEventsRequest& req) {
-  SINEW_ASSIGN_OR_RETURN(std::string raw, keys::ParseSessionId(req.session_id()));
-  if (req.limit() > kMaxEventLimit) {
-    return Status::InvalidArgument("limit must be at most " + std::to_string(kMaxEventLimit));
-  }
-  uint64_t next_seq = 0;
-  {
-    std::unique_lock<std::mutex> lock;
-    SINEW_ASSIGN_OR_RETURN(auto state, LoadedState(raw, &lock));
-    next_seq = state->meta.next_seq();
-  }
-  v1::GetEventsResponse out;
-  out.set_next_seq(next_seq);
-  const uint64_t from = std::max<uint64_t>(1, req.from_seq());
-  uint64_t to = req.to_seq() == 0 ? next_seq - 1 : std::min(req.to_seq(), next_seq - 1);
-  if (req.to_seq() != 0 && req.to_seq() < from) {
-    return Status::InvalidArgument("to_seq " + std::to_string(req.to_seq()) +
-                                   " is before from_seq " + std::to_string(from));
-  }
-  if (from > to) return out;
-  const uint32_t limit = req.limit() == 0 ? kDefaultEventLimit : req.limit();
-  to = std::min<uint64_t>(to, from + limit - 1);
-
-  const std::string upper = keys::EventKey(raw, to + 1);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, events_cf_));
-  uint64_t expect = from;
-  out.mutable_events()->Reserve(static_cast<int>(to - from + 1));
-  for (it->Seek(keys::EventKey(raw, from)); it->Valid(); it->Next()) {
-    uint64_t seq = keys::SeqFromEventKey(it->key().ToStringView());
-    if (seq != expect) {
-      return Status::Corruption("session " + req.session_id() + ": expected event " +
-                                std::to_string(expect) + " but found " + std::to_string(seq));
-    }
-    v1::Event* ev = out.add_events();
-    if (!ev->ParseFromArray(it->value().data(), static_cast<int>(it->value().size())) ||
-        ev->seq() != seq) {
-      return Status::Corruption("session " + req.session_id() + ": event " +
-                                std::to_string(seq) + " is undecodable");
-    }
-    ++expect;
-  }
-  SINEW_RETURN_IF_ERROR(FromRocks(it->status(), "reading events of " + req.session_id()));
-  if (expect != to + 1) {
-    return Status::Corruption("session " + req.session_id() + ": events " +
-                              std::to_string(expect) + ".." + std::to_string(to) +
-                              " are missing from the log");
-  }
   return out;
 }
 

@@ -32,6 +32,7 @@ class RocksStore final : public SessionStore {
   Result<v1::Session> SetStatus(const v1::SetStatusRequest& req) override;
   Result<v1::AppendResponse> Append(const v1::AppendRequest& req) override;
   Result<v1::GetEventsResponse> GetEvents(const v1::GetEventsRequest& req) override;
+  Result<v1::ReadEventBytesResponse> ReadEventBytes(const v1::ReadEventBytesRequest& req) override;
   Result<std::unique_ptr<EventWatcher>> Watch(const std::string& session_id,
                                               uint64_t from_seq) override;
   Result<v1::Lease> AcquireLease(const std::string& session_id, const LeaseHolder& holder,
@@ -63,6 +64,22 @@ class RocksStore final : public SessionStore {
              std::vector<rocksdb::ColumnFamilyHandle*> handles);
 
   std::shared_ptr<SessionState> StateFor(const std::string& raw_id);
+  // The events [from, to] a read of [from_seq, to_seq] with `limit` covers (from > to:
+  // none) and the session's next_seq, taken under the stripe mutex, so every append
+  // acknowledged before the call lies inside [1, next_seq). Errors as GetEvents.
+  struct EventSpan {
+    uint64_t from = 1;
+    uint64_t to = 0;
+    uint64_t next_seq = 0;
+  };
+  // `limit` 0 means `default_limit`.
+  Result<EventSpan> SpanOf(const std::string& raw_id, const std::string& id, uint64_t from_seq,
+                           uint64_t to_seq, uint32_t limit, uint32_t default_limit);
+  // Calls visit(seq, value, &stop) for the stored events span.from..span.to in order,
+  // until one sets stop (that event is not taken). kCorruption when an event is missing.
+  template <typename Visit>
+  Status ScanEvents(const std::string& raw_id, const std::string& id, const EventSpan& span,
+                    Visit&& visit);
   Status LoadLocked(const std::string& raw_id, SessionState* state);
   // Sets meta->next_seq and updated time from the session's last event: plain appends
   // do not rewrite the metadata record, so the log says where it ends.

@@ -2,40 +2,15 @@
 #include "sinew/session_store/inspect.h"
 
 #include <gtest/gtest.h>
-#include <rocksdb/db.h>
 
 #include "keys.h"
+#include "raw_db.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/testing/subprocess.h"
 #include "store_test_util.h"
 
 namespace sinew::store {
 namespace {
-
-// Opens the store directory with raw RocksDB to damage it the way bugs or disks would.
-class RawDb {
- public:
-  explicit RawDb(const std::string& dir) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* name : keys::kColumnFamilies) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    rocksdb::DB* raw = nullptr;
-    EXPECT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir, cfs, &handles_, &raw).ok());
-    db_.reset(raw);
-  }
-  ~RawDb() {
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-  }
-  void Put(int family, const std::string& key, const std::string& value) {
-    ASSERT_TRUE(db_->Put(rocksdb::WriteOptions(), handles_[static_cast<size_t>(family)], key, value).ok());
-  }
-  void Delete(int family, const std::string& key) {
-    ASSERT_TRUE(db_->Delete(rocksdb::WriteOptions(), handles_[static_cast<size_t>(family)], key).ok());
-  }
-
- private:
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
-  std::unique_ptr<rocksdb::DB> db_;
-};
 
 bool HasProblem(const IntegrityReport& r, const std::string& id, uint64_t seq,
                 const std::string& kind) {
@@ -74,7 +49,7 @@ TEST(InspectTest, NamesEachDamageWithItsLocation) {
     }
   }
   {
-    RawDb raw(dir.Sub("db"));
+    test::RawDb raw(dir.Sub("db"));
     std::string ra = *keys::ParseSessionId(a), rb = *keys::ParseSessionId(b);
     raw.Delete(1, keys::EventKey(ra, 3));                      // a gap in a
     raw.Put(1, keys::EventKey(rb, 4), "\xff\xff\xff garbage");  // undecodable event in b

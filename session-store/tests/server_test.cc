@@ -15,22 +15,7 @@ namespace {
 using std::chrono::milliseconds;
 using test::AllEvents;
 using test::AppendOf;
-
-class StoreServer {
- public:
-  explicit StoreServer(const std::string& db) {
-    proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0"});
-    auto line = proc_->WaitForLine("listening on", std::chrono::seconds(20));
-    if (line) address_ = line->substr(line->rfind(' ') + 1);
-  }
-  const std::string& address() const { return address_; }
-  testing::Subprocess& process() { return *proc_; }
-
- private:
-  std::unique_ptr<testing::Subprocess> proc_;
-  std::string address_;
-};
+using test::StoreServer;
 
 class ServerTest : public ::testing::Test {
  protected:

@@ -1,9 +1,12 @@
 // Helpers shared by the session-store tests.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "sinew/session_store/session_store.h"
+#include "sinew/testing/subprocess.h"
 
 namespace sinew::store::test {
 
@@ -39,5 +42,23 @@ inline Result<v1::GetEventsResponse> AllEvents(SessionStore& store, const std::s
   req.set_limit(100000);
   return store.GetEvents(req);
 }
+
+// sinew-store as a real process on loopback, serving the store directory `db`; killed
+// (SIGKILL) when destroyed. address() is empty when it did not start.
+class StoreServer {
+ public:
+  explicit StoreServer(const std::string& db) {
+    proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0"});
+    auto line = proc_->WaitForLine("listening on", std::chrono::seconds(20));
+    if (line) address_ = line->substr(line->rfind(' ') + 1);
+  }
+  const std::string& address() const { return address_; }
+  testing::Subprocess& process() { return *proc_; }
+
+ private:
+  std::unique_ptr<testing::Subprocess> proc_;
+  std::string address_;
+};
 
 }  // namespace sinew::store::test

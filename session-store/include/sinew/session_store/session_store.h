@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "sinew/proto/events.pb.h"
 #include "sinew/proto/session_store.pb.h"
@@ -94,8 +95,25 @@ class SessionStore {
   [[nodiscard]] virtual Result<v1::AppendResponse> Append(const v1::AppendRequest& req) = 0;
 
   // Reads events [from_seq, to_seq] (to_seq 0: the end), at most `limit` of them.
+  // Every append acknowledged before the call is visible (read-your-writes).
+  // Errors: kNotFound (unknown session), kInvalidArgument (malformed id, to_seq < from_seq,
+  // limit over 100000), kCorruption (a gap, or an event that does not decode).
   [[nodiscard]] virtual Result<v1::GetEventsResponse> GetEvents(
       const v1::GetEventsRequest& req) = 0;
+
+  // Reads the events GetEvents reads for the same range and limit (limit 0 here means up
+  // to 100000), as the bytes the store holds: events[i] is the serialized v1::Event with
+  // seq first_seq + i, which the store neither decodes nor re-encodes (a remote store
+  // sends them as they lie on disk). For callers that read long logs and decode each
+  // event once, or lazily, with DecodeEvent.
+  // A page ends early, before the event that would take it past max_bytes (but never
+  // empty while the range holds an event); continue from first_seq + events_size() while
+  // that is below min(to_seq + 1, next_seq). Visibility as GetEvents.
+  // Errors: as GetEvents, and kInvalidArgument for max_bytes over 32 MiB. Stored values
+  // are checked without decoding payloads: one whose envelope is malformed or whose seq
+  // is not its position gives kCorruption; damage inside a payload surfaces in DecodeEvent.
+  [[nodiscard]] virtual Result<v1::ReadEventBytesResponse> ReadEventBytes(
+      const v1::ReadEventBytesRequest& req) = 0;
 
   // Watches a session from `from_seq` (0 means 1): past events first, then new ones as
   // they are appended, without polling delay.
@@ -145,5 +163,10 @@ std::string EventTypeName(const v1::Event& event);
 
 // Returns "queued", "running", ... for a status.
 std::string SessionStatusName(v1::SessionStatus status);
+
+// Decodes one element of ReadEventBytesResponse.events, which must carry `seq`, into *out.
+// Errors: kCorruption naming `seq` when the bytes are not an Event or carry another seq
+// (*out is then unspecified).
+[[nodiscard]] Status DecodeEvent(std::string_view bytes, uint64_t seq, v1::Event* out);
 
 }  // namespace sinew::store
