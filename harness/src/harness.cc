@@ -215,14 +215,18 @@ class HarnessImpl final : public Harness, public SessionControl {
   void BackgroundLoop() {
     auto next_scan = std::chrono::steady_clock::now();
     const auto renew_every = std::chrono::milliseconds(config_.lease_ttl_ms / 3);
+    // Passes start every third of the ttl, not a third after the last one ended: a slow
+    // pass (a loaded store) must not stretch the time between two renewals past the ttl.
+    auto next_renew = std::chrono::steady_clock::now() + renew_every;
     while (true) {
       std::vector<std::shared_ptr<SessionDriver>> active;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        bg_cv_.wait_for(lock, renew_every, [&] { return stopping_.load(); });
+        bg_cv_.wait_until(lock, next_renew, [&] { return stopping_.load(); });
         if (stopping_) return;
         for (auto& [id, d] : drivers_) active.push_back(d);
       }
+      next_renew = std::max(next_renew + renew_every, std::chrono::steady_clock::now());
       RenewAll(active);
       if (std::chrono::steady_clock::now() >= next_scan) {
         Scan();
