@@ -63,19 +63,9 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const C
   if (!model.empty() && !deps_.config->models.count(model)) {
     return Error(400, "invalid_argument", "body.model '" + model + "' is not configured");
   }
-  std::vector<v1::Event> events;
-  uint64_t from = 1;
-  while (from <= at_seq) {
-    v1::GetEventsRequest req;
-    req.set_session_id(id);
-    req.set_from_seq(from);
-    req.set_to_seq(at_seq);
-    auto resp = deps_.store->GetEvents(req);
-    if (!resp.ok()) return FromStatus(resp.status());
-    if (resp->events_size() == 0) break;
-    for (auto& ev : *resp->mutable_events()) events.push_back(std::move(ev));
-    from = events.back().seq() + 1;
-  }
+  auto read = ReadEvents(id, at_seq);
+  if (!read.ok()) return FromStatus(read.status());
+  std::vector<v1::Event> events = std::move(read).value();
   if (events.empty() || !events.front().has_session_created()) {
     return Error(500, "internal", "session " + id + " does not start with session_created");
   }

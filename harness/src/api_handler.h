@@ -36,6 +36,7 @@ struct ApiResponse {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
+  std::string created_session;  // the session this request created ("" for none); not sent
 };
 
 // What the handler needs from the harness process around it.
@@ -91,6 +92,8 @@ class ApiHandler {
   std::string LeaseHolderUrl(const std::string& id) const;
   // The session, if it exists and belongs to `tenant` (404 otherwise).
   Result<v1::Session> OwnedSession(const std::string& id, const std::string& tenant) const;
+  // Events 1..to_seq of session `id`, read a page at a time (export, fork).
+  Result<std::vector<v1::Event>> ReadEvents(const std::string& id, uint64_t to_seq) const;
 
   // Endpoints (api_sessions.cc).
   ApiResponse CreateSession(const ApiRequest& r, const std::string& tenant);

@@ -75,7 +75,9 @@ ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& te
   if (!meta.ok()) return FromStatus(meta.status());
   deps_.metrics->Add("sinew_harness_sessions_created_total", "");
   control_->Wake(meta->id());
-  return SessionResponse(201, *meta);
+  ApiResponse created = SessionResponse(201, *meta);
+  created.created_session = meta->id();
+  return created;
 }
 
 ApiResponse ApiHandler::ListSessions(const std::string& query, const std::string& tenant) {
@@ -251,25 +253,32 @@ Status ApiHandler::RecordAudit(const ApiRequest& r, const std::string& id, const
   return after.ok() ? Status::Ok() : after.status();
 }
 
+Result<std::vector<v1::Event>> ApiHandler::ReadEvents(const std::string& id, uint64_t to_seq) const {
+  std::vector<v1::Event> events;
+  uint64_t from = 1;
+  while (from <= to_seq) {
+    v1::GetEventsRequest req;
+    req.set_session_id(id);
+    req.set_from_seq(from);
+    req.set_to_seq(to_seq);
+    req.set_limit(1000);
+    SINEW_ASSIGN_OR_RETURN(v1::GetEventsResponse resp, deps_.store->GetEvents(req));
+    if (resp.events_size() == 0) break;
+    for (auto& ev : *resp.mutable_events()) events.push_back(std::move(ev));
+    from = events.back().seq() + 1;
+  }
+  return events;
+}
+
 ApiResponse ApiHandler::Export(const ApiRequest& r, const std::string& id, const Caller& caller) {
   auto meta = OwnedSession(id, caller.tenant);
   if (!meta.ok()) return FromStatus(meta.status());
   // The log as it is now; the export's own audit event comes after it.
   const uint64_t last = meta->next_seq() - 1;
+  auto events = ReadEvents(id, last);
+  if (!events.ok()) return FromStatus(events.status());
   std::string body;
-  uint64_t from = 1;
-  while (from <= last) {
-    v1::GetEventsRequest req;
-    req.set_session_id(id);
-    req.set_from_seq(from);
-    req.set_to_seq(last);
-    req.set_limit(1000);
-    auto resp = deps_.store->GetEvents(req);
-    if (!resp.ok()) return FromStatus(resp.status());
-    if (resp->events_size() == 0) break;
-    for (const auto& ev : resp->events()) body += EventToJson(ev) + "\n";
-    from = resp->events(resp->events_size() - 1).seq() + 1;
-  }
+  for (const auto& ev : *events) body += EventToJson(ev) + "\n";
   // No audit, no export: the record is written (or handed to the session's driver here)
   // before the events leave.
   ApiResponse forwarded;

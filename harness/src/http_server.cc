@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "sinew/http/server.h"
-#include "sinew/json_fields.h"
 #include "sinew/trace.h"
 #include "sinew/utf8.h"
 
@@ -43,17 +42,6 @@ LogFields RequestLogFields(const ApiRequest& api) {
     if (!ParseTraceparent(api.traceparent)) fields.trace_id = TraceIdForSession(session);
   }
   return fields;
-}
-
-// The id of the session a 201 answer to POST /v1/sessions created; "" otherwise.
-std::string CreatedSessionId(const ApiRequest& api, const ApiResponse& response) {
-  if (response.status != 201 || api.method != "POST" ||
-      api.target.substr(0, api.target.find('?')) != "/v1/sessions") {
-    return "";
-  }
-  auto body = json_fields::ParseObject(response.body, "the created session");
-  const boost::json::object* session = body.ok() ? json_fields::ObjectField(*body, "session") : nullptr;
-  return session != nullptr ? json_fields::StringField(*session, "id") : "";
 }
 
 // One line per request once it is answered: info for requests that change something,
@@ -164,10 +152,10 @@ class ApiServer final : public HttpServer {
     }
     Count(response.status);
     stream->Send(ToHttp(response));
-    if (const std::string created = CreatedSessionId(api, response); !created.empty()) {
+    if (!response.created_session.empty()) {
       LogFields fields = CurrentLogFields();
-      fields.session = created;
-      if (!ParseTraceparent(api.traceparent)) fields.trace_id = TraceIdForSession(created);
+      fields.session = response.created_session;
+      if (!ParseTraceparent(api.traceparent)) fields.trace_id = TraceIdForSession(response.created_session);
       ScopedLogContext with_session(std::move(fields));
       LogRequest(api, response.status, started);
       return;

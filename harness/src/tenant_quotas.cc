@@ -51,6 +51,14 @@ void TenantQuotas::Prune(std::deque<Usage>* window,
   while (!window->empty() && now - window->front().at >= kWindow) window->pop_front();
 }
 
+uint64_t TenantQuotas::PrunedSum(std::deque<Usage>* window,
+                                 std::chrono::steady_clock::time_point now) const {
+  Prune(window, now);
+  uint64_t sum = 0;
+  for (const auto& u : *window) sum += u.tokens;
+  return sum;
+}
+
 void TenantQuotas::AddTokens(const std::string& tenant, uint64_t tokens) {
   if (tokens == 0) return;
   const auto now = clock_();
@@ -63,11 +71,7 @@ void TenantQuotas::AddTokens(const std::string& tenant, uint64_t tokens) {
 uint64_t TenantQuotas::TokensInLastMinute(const std::string& tenant) {
   const auto now = clock_();
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& window = usage_[tenant];
-  Prune(&window, now);
-  uint64_t sum = 0;
-  for (const auto& u : window) sum += u.tokens;
-  return sum;
+  return PrunedSum(&usage_[tenant], now);
 }
 
 std::optional<uint32_t> TenantQuotas::TokensRetryAfter(const std::string& tenant) {
@@ -76,9 +80,7 @@ std::optional<uint32_t> TenantQuotas::TokensRetryAfter(const std::string& tenant
   const auto now = clock_();
   std::lock_guard<std::mutex> lock(mutex_);
   auto& window = usage_[tenant];
-  Prune(&window, now);
-  uint64_t sum = 0;
-  for (const auto& u : window) sum += u.tokens;
+  uint64_t sum = PrunedSum(&window, now);
   if (sum < limit) return std::nullopt;
   // The oldest entries age out first: find the one whose leaving brings the sum under.
   for (const auto& u : window) {

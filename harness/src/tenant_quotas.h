@@ -67,6 +67,8 @@ class TenantQuotas {
     uint64_t tokens = 0;
   };
   void Prune(std::deque<Usage>* window, std::chrono::steady_clock::time_point now) const;
+  // Prunes `window`, then returns its tokens.
+  uint64_t PrunedSum(std::deque<Usage>* window, std::chrono::steady_clock::time_point now) const;
 
   const std::map<std::string, TenantQuotaConfig> quotas_;
   const TenantQuotaConfig unlimited_;
