@@ -1,7 +1,10 @@
 // In-process tests of the agent's tools: each tool, its limits and its error paths.
 // Runs on the host in a temporary workspace (the container adds confinement, not logic).
 #include <gtest/gtest.h>
+#include <regex.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +12,7 @@
 
 #include "agent/output_limiter.h"
 #include "agent/beneath.h"
+#include "agent/regex_budget.h"
 #include "agent/tools.h"
 
 namespace sinew::sandbox {
@@ -256,6 +260,83 @@ TEST_F(ToolsTest, GrepFindsMatchesWithLimitAndRejectsBadRegex) {
   EXPECT_TRUE(bad.is_error());
   EXPECT_NE(bad.output().find("invalid regular expression"), std::string::npos);
   EXPECT_FALSE(Run("grep", R"({"pattern":"zzz"})").is_error());
+}
+
+// Patterns that make glibc's regcomp take hundreds of megabytes (found by
+// sandbox_tools_fuzz: stacked `+`) and patterns that must stay usable.
+const char* const kRegexBombs[] = {
+    "al++++++++++++++++++++++++++++++++++++++++++++++++++p#txt",  // the fuzzer's input
+    "a+++++++++++++++++++",  // 350 MB in glibc 2.36
+    ".{1,10000}",            // 790 MB
+    "(a?){3000}",
+    "((a{100}){100}){100}",
+    "(x|y{1,100}){1,100}",
+    "a{1,1000}{1,10}",
+};
+const char* const kOrdinaryPatterns[] = {
+    "beta",
+    "[0-9a-f]{64}",
+    "^(foo|bar)+baz$",
+    "[]{}()*+?|]x",
+    "[[:alpha:]_][[:alnum:]_]*{3}",
+    "\\{\\}\\+\\*",
+    "a{32767}",
+    ".{0,1000}",
+    "a{,5}b{2,}",
+    "x{",  // a literal or glibc's error, never a large estimate
+    "a)b(c",
+};
+
+TEST(RegexBudgetTest, RefusesPatternsThatExpandPastTheBudgetAndAcceptsOrdinaryOnes) {
+  for (const char* p : kRegexBombs) {
+    Status st = CheckExtendedRegexBudget(p);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << p;
+  }
+  for (const char* p : kOrdinaryPatterns) EXPECT_TRUE(CheckExtendedRegexBudget(p).ok()) << p;
+  RegexCost plus = EstimateExtendedRegexCost("a+");  // glibc: a a*
+  EXPECT_EQ(plus.nodes, 3);
+  EXPECT_EQ(plus.optional, 1);
+  RegexCost interval = EstimateExtendedRegexCost("b{2,5}");
+  EXPECT_EQ(interval.nodes, 6);
+  EXPECT_EQ(interval.optional, 3);
+}
+
+// Compiles `pattern` in a child whose address space is capped at `mib`; true when
+// regcomp succeeded there.
+bool CompilesWithin(const char* pattern, rlim_t mib) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit lim{mib << 20, mib << 20};
+    setrlimit(RLIMIT_AS, &lim);
+    regex_t re;
+    _exit(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The budget's reason: the refused patterns really exhaust a 256 MiB sandbox, the
+// largest accepted shapes compile in it.
+TEST(RegexBudgetTest, TheRefusedShapesExhaustMemoryWhereTheAcceptedOnesCompile) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "an address-sanitized child cannot run under RLIMIT_AS";
+#else
+  EXPECT_FALSE(CompilesWithin(".{1,10000}", 256));
+  EXPECT_FALSE(CompilesWithin("a+++++++++++++++++++++", 256));
+  EXPECT_TRUE(CompilesWithin(".{1,2000}", 256));
+  EXPECT_TRUE(CompilesWithin("a{32767}", 256));
+  EXPECT_TRUE(CompilesWithin("a++++++++++", 256));
+#endif
+}
+
+TEST_F(ToolsTest, GrepRefusesARegexBombWithAClearError) {
+  WriteFile("x.txt", "alpha\n");
+  auto bomb = Run("grep", R"({"pattern":"a+++++++++++++++++++++++++++++++++++++++++++++"})");
+  EXPECT_TRUE(bomb.is_error());
+  EXPECT_NE(bomb.output().find("pattern is too large to compile"), std::string::npos)
+      << bomb.output();
+  EXPECT_EQ(Run("grep", R"({"pattern":"al{1,2}p"})").output(), "x.txt:1: alpha\n");
 }
 
 // write_file and edit_file never follow a link out of the workspace, whichever way the

@@ -8,6 +8,7 @@
 
 #include "agent/file_util.h"
 #include "agent/output_limiter.h"
+#include "agent/regex_budget.h"
 #include "agent/tool_input.h"
 #include "agent/tools.h"
 
@@ -178,6 +179,8 @@ class GrepTool final : public Tool {
     if (!base.ok()) return ErrorResult(base.status().message());
     if (pattern->find('\0') != std::string::npos)
       return ErrorResult("field 'pattern' contains a NUL byte");
+    if (Status budget = CheckExtendedRegexBudget(*pattern); !budget.ok())
+      return ErrorResult(budget.message());
     regex_t re;
     int rc = regcomp(&re, pattern->c_str(),
                      REG_EXTENDED | REG_NOSUB | (icase->value_or(false) ? REG_ICASE : 0));
