@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "sandboxd_process.h"
 
@@ -119,6 +120,69 @@ TEST(SandboxdTest, WarmPoolHandsOverAndRefills) {
   auto health = d.client().Health();
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->running(), 3u);
+}
+
+// A burst of provisions whose callers give up (a short deadline) behind one start slot:
+// a start nobody waits for is skipped, one that finishes late is destroyed, so exactly
+// the sandboxes whose callers got them run, and callers that wait all get theirs.
+TEST(SandboxdTest, AProvisionWhoseCallerGaveUpIsNotLeftRunning) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0", "--max-concurrent-starts", "1"});
+  auto impatient = ProvisionerClient::Connect("127.0.0.1:" + std::to_string(d.port()),
+                                              std::chrono::milliseconds(150));
+  ASSERT_TRUE(impatient.ok());
+  std::vector<Result<v1::SandboxInfo>> results(6, Status::Internal("not run"));
+  {
+    std::vector<std::thread> callers;
+    for (size_t i = 0; i < results.size(); ++i) {
+      callers.emplace_back([&, i] {
+        results[i] = (*impatient)->Provision(SmallResources(), "impatient-" + std::to_string(i));
+      });
+    }
+    for (auto& t : callers) t.join();
+  }
+  size_t handed = 0, gave_up = 0;
+  for (const auto& r : results) {
+    if (r.ok()) {
+      ++handed;
+    } else {
+      EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+      ++gave_up;
+    }
+  }
+  EXPECT_GT(gave_up, 0u);  // six starts in series cannot all fit in 150 ms
+  // The daemon goes on after each caller's deadline; wait until what runs is what was
+  // handed over, then check it stays so.
+  auto settled = [&] {
+    auto listed = d.client().List();
+    return listed.ok() && listed->size() == handed && d.RuncContainers().size() == handed;
+  };
+  bool reached = false;
+  for (int i = 0; i < 600 && !reached; ++i) {
+    reached = settled();
+    if (!reached) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(reached) << "sandboxes left running for callers that gave up";
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(settled());
+  auto ended = d.client().List(/*include_ended=*/true);
+  ASSERT_TRUE(ended.ok());
+  for (const auto& info : *ended) {
+    if (info.state() == v1::SANDBOX_STATE_ENDED) {
+      EXPECT_EQ(info.outcome_detail(), "its caller gave up before it was handed over");
+    }
+  }
+  // Callers that wait all get a sandbox, one start at a time.
+  std::vector<Result<v1::SandboxInfo>> patient(3, Status::Internal("not run"));
+  {
+    std::vector<std::thread> callers;
+    for (size_t i = 0; i < patient.size(); ++i) {
+      callers.emplace_back([&, i] { patient[i] = d.client().Provision(SmallResources(), "patient"); });
+    }
+    for (auto& t : callers) t.join();
+  }
+  for (const auto& r : patient) EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(d.RuncContainers().size(), handed + patient.size());
 }
 
 TEST(SandboxdTest, AtTheLimitWarmSandboxesMakeRoomThenProvisionIsRefused) {

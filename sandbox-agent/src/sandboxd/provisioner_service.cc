@@ -41,7 +41,12 @@ grpc::Status ProvisionerService::Provision(grpc::ServerContext* ctx, const v1::P
   if (req->label().size() > 256)
     return ToGrpcStatus(Status::InvalidArgument("label is longer than 256 bytes"));
   return Traced(ctx, "Provision", {{"label", req->label()}}, [&] {
-    grpc::Status s = Reply(manager_.Provision(req->resources(), req->label()), resp);
+    // The caller's deadline and cancellation travel into the start queue: a provision
+    // nobody waits for any more is not started, or not left running.
+    auto still_wanted = [ctx] {
+      return !ctx->IsCancelled() && std::chrono::system_clock::now() < ctx->deadline();
+    };
+    grpc::Status s = Reply(manager_.Provision(req->resources(), req->label(), still_wanted), resp);
     if (s.ok()) spdlog::info("provisioned sandbox {}", resp->id());
     return s;
   });

@@ -31,6 +31,7 @@ SandboxManagerImpl::~SandboxManagerImpl() {
     stopping_ = true;
   }
   pool_cv_.notify_all();
+  start_cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
   if (pooler_.joinable()) pooler_.join();
   std::vector<std::string> ids;
@@ -68,7 +69,8 @@ Status SandboxManagerImpl::Start() {
 }
 
 Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& requested,
-                                                      const std::string& label) {
+                                                      const std::string& label,
+                                                      const StillWanted& still_wanted) {
   auto start = Clock::now();
   SINEW_ASSIGN_OR_RETURN(v1::Resources r, NormalizeResources(requested, config_.defaults));
   SINEW_RETURN_IF_ERROR(runner_.ImageRootfs(r.image()).status());
@@ -117,12 +119,16 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
     }
     ++starting_;
   }
-  lock.unlock();
-  auto entry = StartEntry(r, shape);
-  lock.lock();
+  auto entry = StartInSlot(lock, r, shape, still_wanted);
   --starting_;
   pool_cv_.notify_all();
   if (!entry.ok()) return entry.status();
+  if (!still_wanted()) {
+    std::string id = (*entry)->info.id();
+    Unwanted(lock, std::move(*entry));
+    return Status::DeadlineExceeded("the caller gave up while sandbox " + id +
+                                    " started; it was not handed over");
+  }
   LiveSandbox& e = **entry;
   HandOver(e, label, start, false);
   v1::SandboxInfo info = e.info;
@@ -131,6 +137,11 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
 }
 
 Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
+  return DestroyWith(id, "destroyed on request");
+}
+
+Result<v1::SandboxInfo> SandboxManagerImpl::DestroyWith(const std::string& id,
+                                                        const std::string& detail) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = live_.find(id);
   if (it == live_.end()) return EndedInfo(id);
@@ -156,7 +167,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
            "the kernel killed a process at the memory limit of " +
                std::to_string(e.info.resources().memory_limit_bytes()) + " bytes");
   } else {
-    Finish(e, v1::SANDBOX_OUTCOME_DESTROYED, "destroyed on request");
+    Finish(e, v1::SANDBOX_OUTCOME_DESTROYED, detail);
   }
   return EndedInfo(id);
 }
@@ -218,6 +229,50 @@ std::vector<v1::HostShapeCount> SandboxManagerImpl::Occupancy() {
   out.reserve(by_shape.size());
   for (auto& [shape, c] : by_shape) out.push_back(std::move(c));
   return out;
+}
+
+Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
+    std::unique_lock<std::mutex>& lock, const v1::Resources& r, const std::string& shape,
+    const StillWanted& still_wanted) {
+  for (;;) {
+    if (stopping_) return Status::Unavailable("the provisioner is shutting down");
+    if (!still_wanted()) {
+      return Status::DeadlineExceeded(
+          "the caller gave up while the sandbox waited for one of " + std::to_string(start_limit_) +
+          " start slots; nothing was started");
+    }
+    if (in_start_ < start_limit_) break;
+    // Polled: the caller's cancellation does not signal this condition variable.
+    start_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  ++in_start_;
+  lock.unlock();
+  auto entry = StartEntry(r, shape);
+  lock.lock();
+  --in_start_;
+  start_cv_.notify_one();
+  return entry;
+}
+
+// REQUIRES: mu_ held (released and taken again).
+void SandboxManagerImpl::Unwanted(std::unique_lock<std::mutex>& lock,
+                                  std::unique_ptr<LiveSandbox> entry) {
+  std::string id = entry->info.id();
+  LiveSandbox& e = *entry;
+  bool pool = config_.warm_pool_size > 0 && !stopping_ && pool_.count(e.shape) != 0 &&
+              pool_[e.shape].size() < config_.warm_pool_size;
+  e.pooled = pool;
+  live_[id] = std::move(entry);
+  if (pool) {
+    pool_[live_[id]->shape].push_back(id);
+    pool_cv_.notify_all();
+    spdlog::info("{} started after its caller gave up; kept in the warm pool", id);
+    return;
+  }
+  spdlog::info("{} started after its caller gave up; destroying it", id);
+  lock.unlock();
+  (void)DestroyWith(id, "its caller gave up before it was handed over");
+  lock.lock();
 }
 
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Resources& r,

@@ -7,6 +7,7 @@
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,8 +27,17 @@ class SandboxManager {
   [[nodiscard]] static Result<std::unique_ptr<SandboxManager>> Create(
       const ProvisionerConfig& config);
 
+  // Whether the caller of a Provision still waits for its answer (its RPC is neither
+  // cancelled nor past its deadline).
+  using StillWanted = std::function<bool()>;
+
+  // A ready sandbox. Container starts wait for one of max_concurrent_starts slots; a
+  // caller that gives up meanwhile gets kDeadlineExceeded and nothing is started, and a
+  // sandbox that comes up after its caller gave up goes to the warm pool (when its shape
+  // has room) or is destroyed, never left running unowned.
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
-                                                          const std::string& label) = 0;
+                                                          const std::string& label,
+                                                          const StillWanted& still_wanted) = 0;
   [[nodiscard]] virtual Result<v1::SandboxInfo> Destroy(const std::string& id) = 0;
   [[nodiscard]] virtual Result<v1::SandboxInfo> Get(const std::string& id) = 0;
   virtual std::vector<v1::SandboxInfo> List(bool include_ended) = 0;

@@ -5,6 +5,7 @@
 // Thread-safety: public methods are thread-safe; fields below mu_ are guarded by it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -46,12 +47,13 @@ struct LiveSandbox {
 
 class SandboxManagerImpl final : public SandboxManager {
  public:
-  explicit SandboxManagerImpl(const ProvisionerConfig& config) : config_(config), runner_(config) {}
+  explicit SandboxManagerImpl(const ProvisionerConfig& config)
+      : config_(config), runner_(config), start_limit_(StartLimit(config)) {}
 
   ~SandboxManagerImpl() override;
   Status Start();
-  Result<v1::SandboxInfo> Provision(const v1::Resources& requested,
-                                    const std::string& label) override;
+  Result<v1::SandboxInfo> Provision(const v1::Resources& requested, const std::string& label,
+                                    const StillWanted& still_wanted) override;
   Result<v1::SandboxInfo> Destroy(const std::string& id) override;
   Result<v1::SandboxInfo> Get(const std::string& id) override;
   std::vector<v1::SandboxInfo> List(bool include_ended) override;
@@ -59,7 +61,18 @@ class SandboxManagerImpl final : public SandboxManager {
   std::vector<v1::HostShapeCount> Occupancy() override;
 
  private:
+  // Waits for a start slot (`lock` holds mu_ and is held again on return), then starts a
+  // container with mu_ released. Fails with kDeadlineExceeded, starting nothing, when
+  // `still_wanted` turns false while it waits; kUnavailable when the daemon stops.
+  Result<std::unique_ptr<LiveSandbox>> StartInSlot(std::unique_lock<std::mutex>& lock,
+                                                   const v1::Resources& r, const std::string& shape,
+                                                   const StillWanted& still_wanted);
   Result<std::unique_ptr<LiveSandbox>> StartEntry(const v1::Resources& r, const std::string& shape);
+  // REQUIRES: mu_ held (released and taken again). A sandbox that started for a caller
+  // who is gone: into its shape's warm pool when there is room, else destroyed.
+  void Unwanted(std::unique_lock<std::mutex>& lock, std::unique_ptr<LiveSandbox> entry);
+  // Kills and removes a live sandbox, recording `detail` when it ended on request.
+  Result<v1::SandboxInfo> DestroyWith(const std::string& id, const std::string& detail);
   // REQUIRES: mu_ held.
   void HandOver(LiveSandbox& e, const std::string& label, Clock::time_point start, bool from_pool);
   // REQUIRES: mu_ held. Moves a live entry to the ended list.
@@ -74,9 +87,15 @@ class SandboxManagerImpl final : public SandboxManager {
   void PoolLoop();
   void MonitorLoop();
 
+  static uint32_t StartLimit(const ProvisionerConfig& config) {
+    if (config.max_concurrent_starts > 0) return config.max_concurrent_starts;
+    return std::max(2u, 2 * std::thread::hardware_concurrency());
+  }
+
   // Constant after construction.
   const ProvisionerConfig config_;
   ContainerRunner runner_;
+  const uint32_t start_limit_;
   std::thread monitor_;
   std::thread pooler_;
 
@@ -84,7 +103,9 @@ class SandboxManagerImpl final : public SandboxManager {
   std::condition_variable pool_cv_;   // pool or sandbox set changed, or stopping
   std::condition_variable ended_cv_;  // a sandbox ended
   bool stopping_ = false;             // guarded by mu_
-  uint32_t starting_ = 0;             // guarded by mu_
+  uint32_t starting_ = 0;             // guarded by mu_ (slots reserved against max_sandboxes)
+  uint32_t in_start_ = 0;             // guarded by mu_ (containers starting now)
+  std::condition_variable start_cv_;  // a start slot came free, or stopping
   std::map<std::string, std::unique_ptr<LiveSandbox>> live_;  // guarded by mu_
   std::map<std::string, std::deque<std::string>> pool_;       // shape -> ids; guarded by mu_
   std::deque<std::pair<std::string, v1::Resources>> shapes_;  // warm shapes; guarded by mu_

@@ -47,9 +47,7 @@ void SandboxManagerImpl::PoolLoop() {
     }
     v1::Resources r = *want;
     ++starting_;
-    lock.unlock();
-    auto entry = StartEntry(r, shape);
-    lock.lock();
+    auto entry = StartInSlot(lock, r, shape, [] { return true; });
     --starting_;
     if (!entry.ok()) {
       pool_cv_.wait_for(lock, std::chrono::seconds(1));  // e.g. the image vanished; retry later

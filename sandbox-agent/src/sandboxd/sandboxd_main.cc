@@ -42,6 +42,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-sandboxes", config.max_sandboxes, "sandboxes at once")
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
+  app.add_option("--max-concurrent-starts", config.max_concurrent_starts,
+                 "containers starting at once; more wait their turn (0: twice the CPUs)")
+      ->check(CLI::Range(0u, 4096u))
+      ->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "tool output cap inside sandboxes")
       ->check(CLI::Range(64u, 16u << 20))
       ->capture_default_str();
