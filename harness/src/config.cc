@@ -1,5 +1,6 @@
 #include "sinew/harness/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -24,15 +25,45 @@ using json_fields::ReadUint;
 using json_fields::ReadUint32;
 using json_fields::RejectUnknownKeys;
 
+// "replicas": ["http://a:8081/v1", ...] (distinct, http or https) and
+// "replica_load_factor"; replicas stand in for base_url, on "openai" models only.
+Status ParseReplicas(const json::object& o, const std::string& where, ModelEndpointConfig* m) {
+  SINEW_RETURN_IF_ERROR(
+      ReadNumber(o, "replica_load_factor", where, 1.0, 100.0, &m->replica_load_factor));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "replica_min_in_flight", where, &m->replica_min_in_flight));
+  const json::array* list = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadArray(o, "replicas", where, &list));
+  if (list == nullptr) return Status::Ok();
+  if (list->empty()) return Status::InvalidArgument(where + ".replicas must not be empty");
+  if (!m->base_url.empty()) {
+    return Status::InvalidArgument(where + ": set base_url or replicas, not both");
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string at = where + ".replicas[" + std::to_string(i) + "]";
+    if (!(*list)[i].is_string()) return Status::InvalidArgument(at + " must be a string");
+    std::string url((*list)[i].as_string());
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      return Status::InvalidArgument(at + " must be an http:// or https:// URL");
+    }
+    if (std::find(m->replicas.begin(), m->replicas.end(), url) != m->replicas.end()) {
+      return Status::InvalidArgument(at + " repeats " + url);
+    }
+    m->replicas.push_back(std::move(url));
+  }
+  return Status::Ok();
+}
+
 Status ParseModel(const std::string& name, const json::object& o, ModelEndpointConfig* m) {
   const std::string where = "config.models." + name;
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
-      "kind,base_url,model,api_key_secret,ca_file,script,context_tokens,max_output_tokens,"
-      "timeout_seconds,max_retries,backoff_ms,tools,stream,reasoning_in_history",
+      "kind,base_url,replicas,replica_load_factor,replica_min_in_flight,model,api_key_secret,ca_file,script,"
+      "context_tokens,max_output_tokens,timeout_seconds,max_retries,backoff_ms,tools,stream,"
+      "reasoning_in_history",
       where));
   SINEW_RETURN_IF_ERROR(ReadString(o, "kind", where, &m->kind));
   SINEW_RETURN_IF_ERROR(ReadString(o, "base_url", where, &m->base_url));
+  SINEW_RETURN_IF_ERROR(ParseReplicas(o, where, m));
   m->model = name;
   SINEW_RETURN_IF_ERROR(ReadString(o, "model", where, &m->model));
   SINEW_RETURN_IF_ERROR(ReadString(o, "api_key_secret", where, &m->api_key_secret));
@@ -52,10 +83,13 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   if (m->kind != "openai" && m->kind != "anthropic" && m->kind != "scripted") {
     return Status::InvalidArgument(where + ".kind must be \"openai\", \"anthropic\" or \"scripted\"");
   }
+  if (!m->replicas.empty() && m->kind != "openai") {
+    return Status::InvalidArgument(where + ".replicas is for kind \"openai\" models only");
+  }
   if (m->kind == "scripted" && m->script.empty()) {
     return Status::InvalidArgument(where + ".script is required for a scripted model");
   }
-  if (m->kind != "scripted" && m->base_url.empty()) {
+  if (m->kind != "scripted" && m->base_url.empty() && m->replicas.empty()) {
     return Status::InvalidArgument(where + ".base_url is required for kind " + m->kind);
   }
   if (m->context_tokens < 256) {

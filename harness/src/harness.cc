@@ -150,6 +150,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     std::lock_guard<std::mutex> lock(mutex_);
     out += "# TYPE sinew_harness_sessions_driven gauge\nsinew_harness_sessions_driven " +
            std::to_string(drivers_.size()) + "\n";
+    for (const auto& [name, client] : models_) out += client->MetricsText(name);
     return out;
   }
 

@@ -220,7 +220,7 @@ Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const Model
           memory->refused = true;
           std::call_once(memory->logged, [&] {
             spdlog::warn("model {} at {}: the server refused streaming ({}); calling it without streaming from now on",
-                         config.model, config.base_url, what);
+                         config.model, config.base_url.empty() ? "its replicas" : config.base_url, what);
           });
           stream = false;
           continue;  // the same call at once, not counted as a retry

@@ -1,10 +1,12 @@
 // OpenAI-compatible Chat Completions (POST {base_url}/chat/completions), streamed
 // (server-sent events) or whole, per ModelEndpointConfig::stream.
 #include <boost/json.hpp>
+#include <spdlog/spdlog.h>
 #include <chrono>
 #include <map>
 
 #include "model_clients.h"
+#include "replica_router.h"
 #include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
 #include "sinew/trace.h"
@@ -91,7 +93,14 @@ void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> calls,
 class OpenAiClient final : public ModelClient {
  public:
   OpenAiClient(ModelEndpointConfig config, std::string api_key)
-      : config_(std::move(config)), api_key_(std::move(api_key)) {}
+      : config_(std::move(config)), api_key_(std::move(api_key)) {
+    if (!config_.replicas.empty()) {
+      ReplicaRouter::Options options;
+      options.load_factor = config_.replica_load_factor;
+      options.min_in_flight = config_.replica_min_in_flight;
+      router_ = std::make_unique<ReplicaRouter>(config_.replicas, options);
+    }
+  }
 
   Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
     const json::object base = RequestBody(call);
@@ -99,9 +108,47 @@ class OpenAiClient final : public ModelClient {
       json::object body = base;
       body["stream"] = stream;
       if (stream) body["stream_options"] = json::object{{"include_usage", true}};
-      HttpRequest req = Request(call, json::serialize(body), stream);
-      return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
+      if (!router_) {
+        HttpRequest req = Request(call, json::serialize(body), stream, config_.base_url);
+        return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
+      }
+      // Each attempt picks again: a retry after a failure goes to the next replica.
+      ReplicaRouter::Call routed = router_->Pick(call.session_id);
+      if (routed.choice() != ReplicaRouter::Choice::kHome) {
+        spdlog::debug("session {}: model call to {} ({})", call.session_id, routed.url(),
+                      routed.choice() == ReplicaRouter::Choice::kOverloaded ? "its home replica is at the load bound"
+                      : routed.choice() == ReplicaRouter::Choice::kDown     ? "its home replica is down"
+                                                                            : "every replica is down; probing");
+      }
+      HttpRequest req = Request(call, json::serialize(body), stream, routed.url());
+      auto response = stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
+      if (response.ok() ? (response->status >= 500 || response->status == 429)
+                        : response.status().code() != StatusCode::kCancelled) {
+        routed.Failed();
+      } else if (response.ok()) {
+        routed.Succeeded();
+      }
+      return response;
     });
+  }
+
+  std::string MetricsText(std::string_view model) const override {
+    if (!router_) return {};
+    std::string out;
+    const std::vector<ReplicaRouter::ReplicaState> replicas = router_->Snapshot();
+    auto family = [&](const char* name, const char* type, auto value) {
+      out += std::string("# TYPE ") + name + " " + type + "\n";
+      for (const auto& r : replicas) {
+        out += std::string(name) + "{model=\"" + std::string(model) + "\",replica=\"" + r.url + "\"} " +
+               std::to_string(value(r)) + "\n";
+      }
+    };
+    family("sinew_harness_model_replica_up", "gauge", [](const auto& r) { return r.up ? 1 : 0; });
+    family("sinew_harness_model_replica_in_flight", "gauge", [](const auto& r) { return r.in_flight; });
+    family("sinew_harness_model_replica_calls_total", "counter", [](const auto& r) { return r.calls; });
+    family("sinew_harness_model_replica_failures_total", "counter", [](const auto& r) { return r.failures; });
+    family("sinew_harness_model_replica_moved_in_total", "counter", [](const auto& r) { return r.moved_in; });
+    return out;
   }
 
  private:
@@ -158,10 +205,11 @@ class OpenAiClient final : public ModelClient {
     return body;
   }
 
-  HttpRequest Request(const ModelCall& call, std::string body, bool stream) const {
+  HttpRequest Request(const ModelCall& call, std::string body, bool stream,
+                      const std::string& base_url) const {
     HttpRequest req;
     req.method = "POST";
-    req.url = config_.base_url + "/chat/completions";
+    req.url = base_url + "/chat/completions";
     req.headers = {"Content-Type: application/json",
                    stream ? "Accept: text/event-stream" : "Accept: application/json"};
     if (!api_key_.empty()) req.headers.push_back("Authorization: Bearer " + api_key_);
@@ -323,6 +371,7 @@ class OpenAiClient final : public ModelClient {
   const ModelEndpointConfig config_;
   const std::string api_key_;
   StreamMemory memory_;
+  std::unique_ptr<ReplicaRouter> router_;  // set when config_.replicas is
 };
 
 }  // namespace

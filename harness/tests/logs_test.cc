@@ -19,25 +19,6 @@ namespace {
 namespace json = boost::json;
 constexpr const char* kKey = "logs-key";
 
-// Reads the lines a process has written until it is quiet for `quiet`; every one must be
-// a JSON object (the startup line was read by whoever started it).
-std::vector<json::object> ReadJsonLines(testing::Subprocess* proc, std::chrono::milliseconds quiet) {
-  std::vector<json::object> lines;
-  while (auto line = proc->ReadLine(quiet)) {
-    boost::system::error_code ec;
-    json::value v = json::parse(*line, ec);
-    EXPECT_FALSE(ec) << "not a JSON line: " << *line;
-    if (ec || !v.is_object()) continue;
-    lines.push_back(v.as_object());
-  }
-  return lines;
-}
-
-std::string Str(const json::object& o, const char* key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_string() ? std::string(it->value().as_string()) : "";
-}
-
 bool MsgHas(const json::object& o, const std::string& needle) {
   return Str(o, "msg").find(needle) != std::string::npos;
 }
@@ -73,7 +54,7 @@ TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
   int about_session = 0;
   bool woken = false, completed = false;
   for (const auto& line : harness_lines) {
-    EXPECT_EQ(Str(line, "component"), "sinew-harness");
+    EXPECT_EQ(Str(line, "component"), "sinew-harness") << json::serialize(line);
     if (Str(line, "session") != id) continue;
     ++about_session;
     EXPECT_EQ(Str(line, "trace_id"), trace) << json::serialize(line);
@@ -91,7 +72,7 @@ TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
   int started = 0, ended = 0;
   std::set<std::string> spans;
   for (const auto& line : model_lines) {
-    EXPECT_EQ(Str(line, "component"), "sinew-model");
+    EXPECT_EQ(Str(line, "component"), "sinew-model") << json::serialize(line);
     if (MsgHas(line, "request ended")) std::printf("model server line: %s\n", json::serialize(line).c_str());
     if (Str(line, "trace_id") != trace) continue;
     spans.insert(Str(line, "span_id"));
@@ -106,7 +87,7 @@ TEST(LogsTest, OneTraceFollowsASessionFromHarnessToModelServer) {
   int appends = 0;
   const auto store_lines = ReadJsonLines(&store, std::chrono::milliseconds(500));
   for (const auto& line : store_lines) {
-    EXPECT_EQ(Str(line, "component"), "sinew-store");
+    EXPECT_EQ(Str(line, "component"), "sinew-store") << json::serialize(line);
     if (Str(line, "session") == id && MsgHas(line, "store Append started")) {
       ++appends;
       EXPECT_EQ(Str(line, "trace_id"), trace) << "the harness's appends carry the session's trace";
@@ -149,6 +130,7 @@ TEST(LogsTest, TakeoverAfterAKillIsLoggedWithTheSession) {
   ASSERT_EQ(WaitForStatus(second.url(), kKey, id, "completed,failed"), "completed");
   bool takeover = false, interrupted = false, completed = false;
   for (const auto& line : ReadJsonLines(second.proc.get(), std::chrono::milliseconds(1000))) {
+    EXPECT_FALSE(line.contains("not_json")) << json::serialize(line);
     if (Str(line, "session") != id) continue;
     EXPECT_EQ(Str(line, "trace_id"), TraceIdForSession(id)) << "the same trace after the takeover";
     if (Str(line, "level") != "info") continue;
@@ -203,6 +185,7 @@ TEST(LogsTest, ApiRequestsContinueTheCallersTraceOrJoinTheSessions) {
 
   std::map<std::string, json::object> by_request;  // "api POST <path> -> <status>" -> its line
   for (const auto& line : ReadJsonLines(harness.proc.get(), std::chrono::milliseconds(1000))) {
+    EXPECT_FALSE(line.contains("not_json")) << json::serialize(line);
     const std::string msg = Str(line, "msg");
     if (msg.rfind("api ", 0) == 0) by_request[msg.substr(0, msg.find(" in "))] = line;
   }

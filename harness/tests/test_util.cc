@@ -250,4 +250,23 @@ std::vector<TestHttpServer::Request> TestHttpServer::requests() {
   return impl_->requests;
 }
 
+std::vector<boost::json::object> ReadJsonLines(testing::Subprocess* proc, std::chrono::milliseconds quiet) {
+  std::vector<boost::json::object> lines;
+  while (auto line = proc->ReadLine(quiet)) {
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(*line, ec);
+    if (ec || !v.is_object()) {
+      lines.push_back(boost::json::object{{"not_json", *line}});
+      continue;
+    }
+    lines.push_back(v.as_object());
+  }
+  return lines;
+}
+
+std::string Str(const boost::json::object& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->value().is_string() ? std::string(it->value().as_string()) : "";
+}
+
 }  // namespace sinew::harness::test

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -106,6 +107,12 @@ class TestHttpServer {
 };
 
 std::string WriteFile(const std::string& path, const std::string& content);
+
+// Reads the lines a process has written (--log-format json) until it is quiet for
+// `quiet`. A line that is not a JSON object comes back as {"not_json": line}.
+std::vector<boost::json::object> ReadJsonLines(testing::Subprocess* proc, std::chrono::milliseconds quiet);
+// A string field of a log line, "" when absent.
+std::string Str(const boost::json::object& o, const char* key);
 
 // A real sinew-sandboxd for a test, with its own state directory, cgroup parent and
 // loopback port. Needs root, runc and the default image (ctest fixture sandbox_image).

@@ -22,6 +22,16 @@ struct ModelEndpointConfig {
   // Base URL, e.g. "http://127.0.0.1:8081/v1" (".../chat/completions" or ".../messages"
   // is appended). Unused for "scripted".
   std::string base_url;
+  // "openai" only, instead of base_url: the base URLs of several servers of the same
+  // model. Each session's calls go to one of them (its home, by consistent hashing of
+  // the session id) while it is up and under the load bound; a replica that fails is
+  // skipped for a while (src/replica_router.h, docs/scale-out.md). Default: none
+  std::vector<std::string> replicas;
+  // How far over the average a replica's calls in flight may go before calls move on.
+  // Default: 1.25
+  double replica_load_factor = 1.25;
+  // Calls in flight a replica takes before the load bound applies. Default: 4
+  uint32_t replica_min_in_flight = 4;
   // The model name sent on the wire. Default: the config key.
   std::string model;
   // Name of a vault secret holding the API key, or "" for none.

@@ -103,6 +103,13 @@ class ModelClient {
   // error's message carries the status and the server's message (up to kMaxServerMessage).
   [[nodiscard]] virtual Result<ModelReply> Complete(const ModelCall& call,
                                                     const TokenCallback& on_token) = 0;
+  // Prometheus text lines about the client's servers, labelled model="<model>" (per
+  // replica: up, calls in flight, calls, failures, calls moved in); "" when it has none
+  // to report.
+  virtual std::string MetricsText(std::string_view model) const {
+    (void)model;
+    return {};
+  }
 };
 
 // `api_key` is the resolved secret ("" for none).

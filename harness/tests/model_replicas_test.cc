@@ -1,0 +1,164 @@
+// Model replicas behind the harness's router (src/replica_router.h, docs/scale-out.md):
+// three real sinew-model processes serving stories260K, a real store and harness. Each
+// session's calls all reach one server (its trace, derived from the session id, shows
+// which), the sessions spread over the servers, and when one is killed its sessions go
+// on on the others while /metrics reports it down.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "sinew/trace.h"
+#include "test_util.h"
+
+namespace sinew::harness::test {
+namespace {
+
+namespace json = boost::json;
+constexpr const char* kKey = "replicas-key";
+
+struct ModelServer {
+  std::unique_ptr<testing::Subprocess> proc;
+  std::string url;  // .../v1
+};
+
+ModelServer StartModel(const std::string& gguf) {
+  ModelServer m;
+  m.proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-model"), "--model", gguf, "--port", "0", "--grpc-port", "-1", "--threads", "1",
+      "--log-format", "json"});
+  auto listening = m.proc->WaitForLine("http listening on", std::chrono::seconds(60));
+  if (listening) m.url = "http://" + listening->substr(listening->rfind(' ') + 1) + "/v1";
+  return m;
+}
+
+// Trace ids of the requests a server logged since the last read.
+std::set<std::string> TracesSeen(ModelServer& m) {
+  std::set<std::string> traces;
+  for (const auto& line : ReadJsonLines(m.proc.get(), std::chrono::milliseconds(300))) {
+    if (Str(line, "msg").find("request started") != std::string::npos) traces.insert(Str(line, "trace_id"));
+  }
+  return traces;
+}
+
+size_t ModelResponses(const std::string& base, const std::string& id) {
+  size_t n = 0;
+  for (const auto& e : AllEvents(base, kKey, id)) n += e.contains("model_response") ? 1 : 0;
+  return n;
+}
+
+// Sends a follow-up message and waits until the session answered it and completed.
+void FollowUp(const std::string& base, const std::string& id) {
+  const size_t before = ModelResponses(base, id);
+  auto m = Api("POST", base + "/v1/sessions/" + id + "/messages", kKey, R"({"text": "And then"})");
+  ASSERT_EQ(m.status, 202) << m.body;
+  for (int i = 0; i < 600 && ModelResponses(base, id) <= before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(WaitForStatus(base, kKey, id, "completed,failed"), "completed");
+  EXPECT_EQ(ModelResponses(base, id), before + 1);
+}
+
+// The value of `metric{model="real",replica="url"}` in a /metrics body; -1 when absent.
+double Metric(const std::string& body, const std::string& metric, const std::string& url) {
+  const std::string prefix = metric + "{model=\"real\",replica=\"" + url + "\"} ";
+  const size_t at = body.find(prefix);
+  if (at == std::string::npos) return -1;
+  return std::stod(body.substr(at + prefix.size()));
+}
+
+TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
+  const char* source = std::getenv("SINEW_SOURCE_DIR");
+  const std::string gguf = std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
+  testing::TempDir dir;
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  std::vector<ModelServer> models;
+  for (int i = 0; i < 3; ++i) {
+    models.push_back(StartModel(gguf));
+    ASSERT_FALSE(models.back().url.empty());
+  }
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"real": {"kind": "openai", "model": "stories260K", "tools": false, "context_tokens": 256,
+                        "max_output_tokens": 8, "backoff_ms": 50,
+                        "replica_min_in_flight": 16,
+                        "replicas": [")" + models[0].url + R"(", ")" + models[1].url + R"(", ")" +
+                                      models[2].url + R"("]}}})");
+  ASSERT_FALSE(harness.address.empty());
+
+  // Ten sessions, two calls each.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  for (const auto& id : ids) ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
+  for (const auto& id : ids) FollowUp(harness.url(), id);
+
+  std::map<std::string, std::set<size_t>> servers_of;  // trace -> servers that saw it
+  std::vector<std::set<std::string>> seen(models.size());
+  for (size_t m = 0; m < models.size(); ++m) {
+    seen[m] = TracesSeen(models[m]);
+    for (const auto& t : seen[m]) servers_of[t].insert(m);
+  }
+  std::set<size_t> used;
+  std::map<std::string, size_t> home;
+  for (const auto& id : ids) {
+    const auto& servers = servers_of[TraceIdForSession(id)];
+    ASSERT_EQ(servers.size(), 1u) << "session " << id << "'s calls went to " << servers.size() << " servers";
+    home[id] = *servers.begin();
+    used.insert(*servers.begin());
+  }
+  EXPECT_GE(used.size(), 2u) << "ten sessions all hashed to one of three replicas";
+
+  // Kill the home of the first session; its next call goes elsewhere and completes.
+  const std::string moved = ids.front();
+  const size_t dead = home[moved];
+  models[dead].proc->Signal(SIGKILL);
+  models[dead].proc->Wait();
+  FollowUp(harness.url(), moved);
+  size_t took_over = models.size();
+  for (size_t m = 0; m < models.size(); ++m) {
+    if (m != dead && TracesSeen(models[m]).count(TraceIdForSession(moved)) != 0) took_over = m;
+  }
+  EXPECT_NE(took_over, models.size()) << "no live server answered the moved session";
+  // Sessions at home on live servers stay there.
+  for (const auto& id : ids) {
+    if (home[id] == dead) continue;
+    FollowUp(harness.url(), id);
+  }
+  for (size_t m = 0; m < models.size(); ++m) {
+    if (m == dead) continue;
+    for (const auto& t : TracesSeen(models[m])) {
+      for (const auto& id : ids) {
+        if (TraceIdForSession(id) == t && home[id] != dead) {
+          EXPECT_EQ(home[id], m) << "session " << id << " moved";
+        }
+      }
+    }
+  }
+
+  auto metrics = Call("GET", harness.url() + "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_EQ(Metric(metrics.body, "sinew_harness_model_replica_up", models[dead].url), 0) << metrics.body;
+  EXPECT_GE(Metric(metrics.body, "sinew_harness_model_replica_failures_total", models[dead].url), 1);
+  EXPECT_GE(Metric(metrics.body, "sinew_harness_model_replica_moved_in_total", models[took_over].url), 1);
+  for (size_t m = 0; m < models.size(); ++m) {
+    EXPECT_EQ(Metric(metrics.body, "sinew_harness_model_replica_in_flight", models[m].url), 0);
+    if (m != dead) {
+      EXPECT_EQ(Metric(metrics.body, "sinew_harness_model_replica_up", models[m].url), 1);
+    }
+  }
+  std::printf("replicas test: homes over %zu of 3 servers; server %zu killed; session %s moved to server %zu\n",
+              used.size(), dead, moved.c_str(), took_over);
+}
+
+}  // namespace
+}  // namespace sinew::harness::test

@@ -1,0 +1,167 @@
+// The model replica router (src/replica_router.h): homes by consistent hashing, the load
+// bound, failover and recovery, and the config that turns it on.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "replica_router.h"
+#include "sinew/harness/config.h"
+
+namespace sinew::harness {
+namespace {
+
+const std::vector<std::string> kThree = {"http://a:1/v1", "http://b:1/v1", "http://c:1/v1"};
+
+std::string Key(int i) { return "s-" + std::to_string(i) + "-0f3a"; }
+
+TEST(ReplicaRouterTest, ASessionAlwaysGoesHomeAndHomesSpreadOverReplicas) {
+  ReplicaRouter router(kThree);
+  std::map<size_t, int> homes;
+  for (int i = 0; i < 3000; ++i) {
+    const size_t home = router.HomeOf(Key(i));
+    ++homes[home];
+    for (int again = 0; again < 2; ++again) {
+      auto call = router.Pick(Key(i));
+      EXPECT_EQ(call.replica(), home);
+      EXPECT_EQ(call.choice(), ReplicaRouter::Choice::kHome);
+      EXPECT_EQ(call.url(), kThree[home]);
+      call.Succeeded();
+    }
+  }
+  ASSERT_EQ(homes.size(), 3u);
+  for (const auto& [replica, n] : homes) {
+    EXPECT_GT(n, 600) << kThree[replica];  // a third is 1000
+    EXPECT_LT(n, 1400) << kThree[replica];
+  }
+}
+
+TEST(ReplicaRouterTest, AddingAReplicaMovesOnlySessionsToIt) {
+  ReplicaRouter three(kThree);
+  std::vector<std::string> four = kThree;
+  four.push_back("http://d:1/v1");
+  ReplicaRouter more(four);
+  int moved = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const size_t before = three.HomeOf(Key(i));
+    const size_t after = more.HomeOf(Key(i));
+    if (before == after) continue;
+    ++moved;
+    EXPECT_EQ(after, 3u) << "a session moved between old replicas: " << Key(i);
+  }
+  EXPECT_GT(moved, 600);   // a quarter is 1000
+  EXPECT_LT(moved, 1400);
+}
+
+TEST(ReplicaRouterTest, NoReplicaTakesMoreThanTheLoadBound) {
+  ReplicaRouter::Options options;
+  options.load_factor = 1.25;
+  options.min_in_flight = 2;
+  ReplicaRouter router(kThree, options);
+  std::vector<ReplicaRouter::Call> open;
+  const size_t home = router.HomeOf(Key(7));
+  for (int n = 0; n < 12; ++n) {
+    // Every call is the same session's: only the bound moves them off its home.
+    const auto bound = std::max(2u, static_cast<uint32_t>(std::ceil(1.25 * (n + 1) / 3.0)));
+    open.push_back(router.Pick(Key(7)));
+    for (const auto& r : router.Snapshot()) EXPECT_LE(r.in_flight, bound) << "after call " << n;
+  }
+  EXPECT_EQ(open[1].choice(), ReplicaRouter::Choice::kHome) << "two calls are under min_in_flight";
+  const auto state = router.Snapshot();
+  EXPECT_EQ(state[home].in_flight, 5u);  // ceil(1.25 * 12 / 3)
+  uint64_t moved = 0;
+  for (const auto& r : state) moved += r.moved_in;
+  EXPECT_EQ(moved, 12u - state[home].calls);
+  for (const auto& call : open) {
+    EXPECT_EQ(call.choice() == ReplicaRouter::Choice::kHome, call.replica() == home);
+  }
+  open.clear();  // ended without an answer (cancelled): slots free, health untouched
+  for (const auto& r : router.Snapshot()) {
+    EXPECT_EQ(r.in_flight, 0u);
+    EXPECT_TRUE(r.up);
+    EXPECT_EQ(r.failures, 0u);
+  }
+}
+
+TEST(ReplicaRouterTest, AFailedReplicaIsSkippedThenProbedAndComesBackOnSuccess) {
+  auto now = ReplicaRouter::Clock::time_point() + std::chrono::hours(1);
+  ReplicaRouter::Options options;
+  options.first_down = std::chrono::milliseconds(200);
+  options.clock = [&now] { return now; };
+  ReplicaRouter router(kThree, options);
+  const std::string key = Key(3);
+  const size_t home = router.HomeOf(key);
+  router.Pick(key).Failed();
+  auto state = router.Snapshot();
+  EXPECT_FALSE(state[home].up);
+  EXPECT_EQ(state[home].failures, 1u);
+  std::optional<size_t> elsewhere;
+  {
+    auto call = router.Pick(key);
+    EXPECT_NE(call.replica(), home);
+    EXPECT_EQ(call.choice(), ReplicaRouter::Choice::kDown);
+    elsewhere = call.replica();
+    call.Succeeded();
+  }
+  EXPECT_EQ(router.Pick(key).replica(), *elsewhere) << "the next replica on the ring, every time";
+  now += std::chrono::milliseconds(200);
+  auto probe = router.Pick(key);  // its down time is over: the home is tried again
+  EXPECT_EQ(probe.replica(), home);
+  probe.Failed();  // still failing: down twice as long
+  EXPECT_FALSE(router.Snapshot()[home].up);
+  now += std::chrono::milliseconds(399);
+  EXPECT_NE(router.Pick(key).replica(), home) << "down for 400 ms after the second failure";
+  now += std::chrono::milliseconds(1);
+  auto back = router.Pick(key);
+  EXPECT_EQ(back.replica(), home);
+  back.Succeeded();
+  EXPECT_TRUE(router.Snapshot()[home].up);
+  EXPECT_EQ(router.Pick(key).choice(), ReplicaRouter::Choice::kHome);
+}
+
+TEST(ReplicaRouterTest, WhenEveryReplicaIsDownTheCallGoesHomeAsAProbe) {
+  ReplicaRouter router(kThree);
+  for (int i = 0; i < 3; ++i) {
+    for (int k = 0; k < 100; ++k) {
+      if (router.HomeOf(Key(k)) == static_cast<size_t>(i)) {
+        router.Pick(Key(k)).Failed();
+        break;
+      }
+    }
+  }
+  for (const auto& r : router.Snapshot()) EXPECT_FALSE(r.up);
+  auto call = router.Pick(Key(11));
+  EXPECT_EQ(call.replica(), router.HomeOf(Key(11)));
+  EXPECT_EQ(call.choice(), ReplicaRouter::Choice::kAllDown);
+}
+
+TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
+  auto with = [](const std::string& model) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "models": {"m": )" + model + "}}");
+  };
+  auto ok = with(R"({"kind": "openai", "replicas": ["http://a:1/v1", "https://b:2/v1"], "replica_load_factor": 1.5})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->models.at("m").replicas, (std::vector<std::string>{"http://a:1/v1", "https://b:2/v1"}));
+  EXPECT_EQ(ok->models.at("m").replica_load_factor, 1.5);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"kind": "openai", "base_url": "http://a:1/v1", "replicas": ["http://b:1/v1"]})", "not both"},
+      {R"({"kind": "openai", "replicas": []})", "must not be empty"},
+      {R"({"kind": "openai", "replicas": ["http://a:1/v1", "http://a:1/v1"]})", "replicas[1] repeats"},
+      {R"({"kind": "openai", "replicas": ["a:1"]})", "replicas[0] must be an http"},
+      {R"({"kind": "openai", "replicas": [7]})", "replicas[0] must be a string"},
+      {R"({"kind": "anthropic", "replicas": ["http://a:1/v1"]})", "openai"},
+      {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_load_factor": 0.5})", "replica_load_factor"},
+  };
+  for (const auto& [model, message] : bad) {
+    auto r = with(model);
+    ASSERT_FALSE(r.ok()) << model;
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("config.models.m"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace sinew::harness
