@@ -4,7 +4,7 @@
 # calls in a real runc sandbox. Needs root and runc, like the sandbox tests.
 #
 #   scripts/soak.sh [--minutes M (30)] [--sessions N (200)] [--sample-seconds S (60)]
-#                   [--model-delay-ms D (500)] [--out DIR]
+#                   [--model-delay-ms D (500)] [--out DIR] [--sandboxd-args "ARGS"]
 #
 # Starts sinew-store and sinew-sandboxd with mTLS and sinew-harness with HTTPS and mTLS to
 # both (a local CA from scripts/make-certs.sh), then runs scripts/soak_driver.py: it keeps
@@ -17,7 +17,7 @@
 # Exit 0 only when nothing failed and nothing was lost. The report is DIR/soak.json
 # (default: a new /tmp/sinew-soak-XXXXXX, kept).
 set -euo pipefail
-MINUTES=30 SESSIONS=200 SAMPLE=60 DELAY=500 OUT=""
+MINUTES=30 SESSIONS=200 SAMPLE=60 DELAY=500 OUT="" SANDBOXD_ARGS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) MINUTES=$2; shift 2 ;;
@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
     --sample-seconds) SAMPLE=$2; shift 2 ;;
     --model-delay-ms) DELAY=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --sandboxd-args) SANDBOXD_ARGS=$2; shift 2 ;;
     *) echo "soak.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -71,7 +72,7 @@ SBPORT=$(free_port)
 "$BIN/sinew-sandboxd" --listen "127.0.0.1:$SBPORT" --state-dir "$DATA/sandboxd" \
   --cgroup-parent "sinew-soak-$$" --max-sandboxes $((SESSIONS + 16)) \
   --tls-cert "$CERTS/sandboxd.pem" --tls-key "$CERTS/sandboxd-key.pem" --tls-ca "$CA" \
-  >"$DATA/sandboxd.out" 2>&1 &
+  $SANDBOXD_ARGS >"$DATA/sandboxd.out" 2>&1 &
 SANDBOXD_PID=$!
 PIDS+=($SANDBOXD_PID)
 wait_line "$DATA/sandboxd.out" "listening"

@@ -5,6 +5,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+
 
 #include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
@@ -234,23 +236,40 @@ std::vector<v1::HostShapeCount> SandboxManagerImpl::Occupancy() {
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
     std::unique_lock<std::mutex>& lock, const v1::Resources& r, const std::string& shape,
     const StillWanted& still_wanted) {
+  // First come, first served: a waiter takes a slot only at the head of the line, so that
+  // under a burst no provision waits much longer than the line ahead of it.
+  int place = 0;
+  const void* me = &place;
+  start_line_.push_back(me);
+  auto leave = [&] {
+    start_line_.erase(std::find(start_line_.begin(), start_line_.end(), me));
+    start_cv_.notify_all();
+  };
   for (;;) {
-    if (stopping_) return Status::Unavailable("the provisioner is shutting down");
-    if (!still_wanted()) {
-      return Status::DeadlineExceeded(
-          "the caller gave up while the sandbox waited for one of " + std::to_string(start_limit_) +
-          " start slots; nothing was started");
+    if (stopping_) {
+      leave();
+      return Status::Unavailable("the provisioner is shutting down");
     }
-    if (in_start_ < start_limit_) break;
-    // Polled: the caller's cancellation does not signal this condition variable.
+    if (!still_wanted()) {
+      const size_t ahead = static_cast<size_t>(
+          std::find(start_line_.begin(), start_line_.end(), me) - start_line_.begin());
+      leave();
+      return Status::DeadlineExceeded("the caller gave up while the sandbox waited to start (" +
+                                      std::to_string(ahead) + " ahead of it, " + std::to_string(start_limit_) +
+                                      " starting at once); nothing was started");
+    }
+    if (start_line_.front() == me && in_start_ < start_limit_) break;
+    // Polled as well: the caller's cancellation does not signal this condition variable.
     start_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
+  start_line_.pop_front();
   ++in_start_;
+  start_cv_.notify_all();  // the next in line may take another free slot
   lock.unlock();
   auto entry = StartEntry(r, shape);
   lock.lock();
   --in_start_;
-  start_cv_.notify_one();
+  start_cv_.notify_all();
   return entry;
 }
 

@@ -89,7 +89,7 @@ class SandboxManagerImpl final : public SandboxManager {
 
   static uint32_t StartLimit(const ProvisionerConfig& config) {
     if (config.max_concurrent_starts > 0) return config.max_concurrent_starts;
-    return std::max(2u, 2 * std::thread::hardware_concurrency());
+    return std::max(8u, 8 * std::thread::hardware_concurrency());
   }
 
   // Constant after construction.
@@ -105,7 +105,8 @@ class SandboxManagerImpl final : public SandboxManager {
   bool stopping_ = false;             // guarded by mu_
   uint32_t starting_ = 0;             // guarded by mu_ (slots reserved against max_sandboxes)
   uint32_t in_start_ = 0;             // guarded by mu_ (containers starting now)
-  std::condition_variable start_cv_;  // a start slot came free, or stopping
+  std::condition_variable start_cv_;  // a start slot or the head of the line came free, or stopping
+  std::deque<const void*> start_line_;  // provisions waiting to start, first come first; guarded by mu_
   std::map<std::string, std::unique_ptr<LiveSandbox>> live_;  // guarded by mu_
   std::map<std::string, std::deque<std::string>> pool_;       // shape -> ids; guarded by mu_
   std::deque<std::pair<std::string, v1::Resources>> shapes_;  // warm shapes; guarded by mu_
