@@ -173,8 +173,9 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   const json::object* s = nullptr;
   SINEW_RETURN_IF_ERROR(ReadObject(root, "store", where, &s));
   if (s != nullptr) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,durability", "config.store"));
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,etcd,durability", "config.store"));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.store", &c.store_address));
+    SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.store", &c.store_etcd));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "dir", "config.store", &c.store_dir));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "durability", "config.store", &c.store_durability));
   }
@@ -292,8 +293,10 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
     SINEW_RETURN_IF_ERROR(
         ReadUint32(*limits, "max_wall_seconds", "config.limits", &c.limits.max_wall_seconds));
   }
-  if (c.store_address.empty() == c.store_dir.empty()) {
-    return Status::InvalidArgument("config.store needs exactly one of \"address\" (sinew-store) or \"dir\" (embedded)");
+  if (!c.store_address.empty() + !c.store_dir.empty() + !c.store_etcd.empty() != 1) {
+    return Status::InvalidArgument(
+        "config.store needs exactly one of \"address\" (sinew-store), \"dir\" (embedded) or \"etcd\" (store "
+        "shards)");
   }
   if (c.store_durability != "sync" && c.store_durability != "async") {
     return Status::InvalidArgument("config.store.durability must be \"sync\" or \"async\"");

@@ -17,6 +17,7 @@
 #include "driver.h"
 #include "http_server.h"
 #include "json_util.h"
+#include "sinew/session_store/shard_map.h"
 
 namespace sinew::harness {
 namespace {
@@ -44,7 +45,11 @@ class HarnessImpl final : public Harness, public SessionControl {
     } else {
       store::RemoteOptions remote;
       remote.tls = config_.grpc_tls;
-      SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address, remote));
+      if (!config_.store_etcd.empty()) {
+        SINEW_ASSIGN_OR_RETURN(store_, store::ConnectShardedSessionStore(config_.store_etcd, remote));
+      } else {
+        SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address, remote));
+      }
     }
     vault_ = Vault::Create(config_.secrets);
     SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&config_));  // a config built in code has none yet

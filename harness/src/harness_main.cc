@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   if (!store.empty()) {
     config->store_address = store;
     config->store_dir.clear();
+    config->store_etcd.clear();
   }
   if (!sandboxd.empty()) {
     config->sandboxd_address = sandboxd;

@@ -202,7 +202,12 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
     SINEW_RETURN_IF_ERROR(keys::ParseSessionId(req.forked_from_session()).status()
                               .WithContext("forked_from_session"));
   }
-  const std::string id = req.session_id().empty() ? keys::NewSessionId() : req.session_id();
+  if (!req.session_id().empty() && !req.routed_session_id().empty()) {
+    return Status::InvalidArgument("give session_id (an import) or routed_session_id, not both");
+  }
+  const std::string id = !req.session_id().empty()          ? req.session_id()
+                         : !req.routed_session_id().empty() ? req.routed_session_id()
+                                                            : keys::NewSessionId();
   SINEW_ASSIGN_OR_RETURN(std::string raw, keys::ParseSessionId(id));
   const int64_t now = req.created_unix_ms() > 0 ? req.created_unix_ms() : NowUnixMs();
 
@@ -243,7 +248,8 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
   std::lock_guard<std::mutex> lock(StripeFor(raw));
   SINEW_RETURN_IF_ERROR(LoadLocked(raw, state.get()));
   if (state->exists) {
-    return Status::AlreadyExists("session " + id + " exists already; import it under a new id");
+    return Status::AlreadyExists("session " + id + " exists already; " +
+                                 (req.session_id().empty() ? "make a new id" : "import it under a new id"));
   }
   SINEW_RETURN_IF_ERROR(FromRocks(db_->Write(write_options_, &batch), "creating session"));
   state->meta = meta;

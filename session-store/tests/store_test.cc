@@ -69,6 +69,24 @@ TEST_F(StoreTest, ImportKeepsRequestedIdAndCreationTime) {
   EXPECT_EQ(store_->CreateSession(req).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A sharded client makes the id to find the shard first (routed_session_id): a new
+// session, not an import.
+TEST_F(StoreTest, ARoutedIdMakesANewSessionUnderThatId) {
+  v1::CreateSessionRequest req = CreateOf("acme", "routed");
+  req.set_routed_session_id("01a2000000000000abcdef0123456789");
+  auto meta = store_->CreateSession(req);
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ(meta->id(), req.routed_session_id());
+  EXPECT_FALSE(meta->imported());
+  auto again = store_->CreateSession(req);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(again.status().message().find("make a new id"), std::string::npos) << again.status().message();
+  req.set_session_id("0123456789abcdef0123456789abcdef");
+  auto both = store_->CreateSession(req);
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(store_->GetSession(req.session_id()).ok()) << "a refused request leaves no trace";
+}
+
 TEST_F(StoreTest, AppendAssignsConsecutiveSequenceNumbers) {
   std::string id = NewSession();
   auto r1 = store_->Append(AppendOf(id, 2, 0, {"a", "b"}));

@@ -7,14 +7,42 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <fstream>
 #include <cstdio>
 
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_tls_flags.h"
 #include "sinew/log.h"
 #include "sinew/log_flags.h"
+#include "sinew/coord/etcd_client.h"
 #include "sinew/session_store/session_store.h"
+#include "sinew/session_store/shard_map.h"
 #include "sinew/session_store/store_service.h"
+
+namespace {
+
+// A store directory belongs to one shard for good: its id is kept in <db>/SHARD, and a
+// different --shard-id is refused (it would send the sessions' lookups elsewhere).
+sinew::Status JoinShardMap(const std::string& db, const std::string& etcd, const std::string& shard_id,
+                           const std::string& advertise, std::chrono::milliseconds grace) {
+  const std::string marker = db + "/SHARD";
+  std::string recorded;
+  if (std::ifstream in(marker); in) std::getline(in, recorded);
+  if (!recorded.empty() && recorded != shard_id) {
+    return sinew::Status::FailedPrecondition(db + " holds store shard '" + recorded + "', not '" + shard_id + "'");
+  }
+  auto client = sinew::coord::EtcdClient::Connect(etcd);
+  if (!client.ok()) return client.status();
+  SINEW_RETURN_IF_ERROR(sinew::store::RegisterShard(client->get(), shard_id, advertise, grace));
+  if (recorded.empty()) {
+    std::ofstream out(marker);
+    out << shard_id << "\n";
+    if (!out.flush()) return sinew::Status::IOError("cannot write " + marker);
+  }
+  return sinew::Status::Ok();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"sinew-store: the Sinew session store (append-only event log in RocksDB)"};
@@ -35,9 +63,23 @@ int main(int argc, char** argv) {
   sinew::AddGrpcTlsFlags(app, &tls, /*client=*/false);
   bool insecure = false;
   app.add_flag("--insecure", insecure, "allow plain gRPC (no mTLS) on a non-loopback --listen");
+  std::string etcd, shard_id, advertise;
+  uint32_t shard_grace_ms = 30000;
+  app.add_option("--etcd", etcd, "etcd host:port: join the store shard map (docs/scale-out.md)");
+  app.add_option("--shard-id", shard_id, "this store's shard id in the map (with --etcd)");
+  app.add_option("--advertise", advertise,
+                 "address clients dial for this shard, host:port (with --etcd; default: the listening address)");
+  app.add_option("--shard-grace-ms", shard_grace_ms,
+                 "when this shard is new to the map, new sessions start coming to it this long after it joins "
+                 "(every client must have seen the map by then)")
+      ->capture_default_str();
   sinew::logging::LogFlags log_flags;
   sinew::logging::AddLogFlags(app, &log_flags);
   CLI11_PARSE(app, argc, argv);
+  if (etcd.empty() != shard_id.empty()) {
+    std::fprintf(stderr, "sinew-store: --etcd and --shard-id go together\n");
+    return 2;
+  }
   if (auto logs = sinew::logging::SetupLogging("sinew-store", log_flags.format, log_flags.level); !logs.ok()) {
     std::fprintf(stderr, "sinew-store: %s\n", logs.ToString().c_str());
     return 2;
@@ -87,6 +129,17 @@ int main(int argc, char** argv) {
     return 3;
   }
   std::string host = listen.substr(0, listen.rfind(':'));
+  if (!etcd.empty()) {
+    // Joined before the listening line, so that whoever waits for that line finds the
+    // shard in the map.
+    if (advertise.empty()) advertise = host + ":" + std::to_string(port);
+    if (auto joined = JoinShardMap(db, etcd, shard_id, advertise, std::chrono::milliseconds(shard_grace_ms));
+        !joined.ok()) {
+      spdlog::error("cannot join the store shard map: {}", joined.ToString());
+      return 2;
+    }
+    spdlog::info("store shard '{}' at {} in the map at {}", shard_id, advertise, etcd);
+  }
   std::printf("sinew-store listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
   spdlog::info("serving {} ({} durability, {})", db, durability, tls.enabled() ? "mTLS" : "plain gRPC");

@@ -111,9 +111,11 @@ struct HarnessConfig {
   // The address other harnesses use to forward requests for sessions this one drives.
   // Default: "http://" + the bound listen address.
   std::string advertise_url;
-  // Remote store (sinew-store) address, or an embedded store directory (exactly one).
+  // Remote store (sinew-store) address, an embedded store directory, or the etcd
+  // (host:port) holding the store shard map (docs/scale-out.md): exactly one.
   std::string store_address;
   std::string store_dir;
+  std::string store_etcd;
   // sinew-sandboxd address; "" disables sandbox tools (unless sandboxd_etcd is set).
   std::string sandboxd_address;
   // Instead of one address: the etcd (host:port) where sandbox hosts register; sandboxes

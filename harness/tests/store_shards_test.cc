@@ -1,0 +1,157 @@
+// Store shards (docs/scale-out.md, "Store shards"), all real: an etcd process, two
+// sinew-store processes that join the shard map with --etcd/--shard-id, and sinew-harness
+// with config store.etcd. Sessions made before the second shard joins stay on the first;
+// later ones spread over both, each on the shard the map names; the REST API lists them
+// all across shards, page by page, newest first; a store directory keeps its shard id.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <thread>
+
+#include "etcd_process.h"
+#include "sinew/coord/etcd_client.h"
+#include "sinew/session_store/shard_map.h"
+#include "test_util.h"
+
+namespace sinew::harness::test {
+namespace {
+
+namespace json = boost::json;
+constexpr const char* kKey = "shards-key";
+
+std::unique_ptr<testing::Subprocess> StartShard(const std::string& db, const std::string& etcd,
+                                                const std::string& id, std::string* address) {
+  auto proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd", etcd, "--shard-id", id,
+      "--shard-grace-ms", "1500"});
+  std::string seen;
+  while (auto line = proc->ReadLine(std::chrono::seconds(30))) {
+    if (line->find("listening on") != std::string::npos) {
+      *address = line->substr(line->rfind(' ') + 1);
+      return proc;
+    }
+    seen += *line + "\n";
+  }
+  ADD_FAILURE() << "store shard " << id << " did not start:\n" << seen;
+  return proc;
+}
+
+Result<store::ShardMap> ReadMap(coord::EtcdClient* etcd) {
+  SINEW_ASSIGN_OR_RETURN(coord::Listing l, etcd->GetPrefix(store::kShardPrefix));
+  std::map<std::string, std::string> keys;
+  for (const auto& kv : l.kvs) keys[kv.key] = kv.value;
+  return store::ShardMap::FromKeys(keys);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<std::string> CreateSessions(const std::string& base, int n) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    auto r = Api("POST", base + "/v1/sessions", kKey, R"({"prompt": "hello"})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    if (r.status == 201) ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  for (const auto& id : ids) EXPECT_EQ(WaitForStatus(base, kKey, id, "completed,failed"), "completed");
+  return ids;
+}
+
+TEST(StoreShardsTest, SessionsSpreadOverShardsAndNoneMovesWhenOneJoins) {
+  if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  coord::test::EtcdProcess etcd;
+  ASSERT_FALSE(etcd.endpoint().empty());
+  auto etcd_client = coord::EtcdClient::Connect(etcd.endpoint());
+  ASSERT_TRUE(etcd_client.ok());
+  testing::TempDir dir;
+  std::string a_address, b_address;
+  auto a = StartShard(dir.Sub("a"), etcd.endpoint(), "a", &a_address);
+  ASSERT_FALSE(a_address.empty());
+  WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "hi"}]})");
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
+    "store": {"etcd": ")" + etcd.endpoint() + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"m": {"kind": "scripted", "script": ")" + dir.Sub("script.json") + R"("}}})");
+  ASSERT_FALSE(harness.address.empty());
+  const std::vector<std::string> before = CreateSessions(harness.url(), 6);
+  ASSERT_EQ(before.size(), 6u);
+
+  // The second shard joins; its generation starts 1.5 s later (--shard-grace-ms).
+  auto b = StartShard(dir.Sub("b"), etcd.endpoint(), "b", &b_address);
+  ASSERT_FALSE(b_address.empty());
+  auto map = ReadMap(etcd_client->get());
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_EQ(map->generations().size(), 2u);
+  EXPECT_EQ(map->generations()[0].from_unix_ms, 0);
+  EXPECT_EQ(map->generations()[1].shards, (std::vector<std::string>{"a", "b"}));
+  while (NowMs() <= map->generations()[1].from_unix_ms) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::vector<std::string> after = CreateSessions(harness.url(), 20);
+  ASSERT_EQ(after.size(), 20u);
+
+  // Each session is on exactly the shard the map names; the early ones all on "a".
+  auto on_a = store::ConnectSessionStore(a_address);
+  auto on_b = store::ConnectSessionStore(b_address);
+  ASSERT_TRUE(on_a.ok() && on_b.ok());
+  std::map<std::string, int> per_shard;
+  for (const auto* ids : {&before, &after}) {
+    for (const auto& id : *ids) {
+      const std::string shard = *map->ShardOf(id);
+      const bool in_a = (*on_a)->GetSession(id).ok();
+      const bool in_b = (*on_b)->GetSession(id).ok();
+      EXPECT_NE(in_a, in_b) << id;
+      EXPECT_EQ(in_a ? "a" : "b", shard) << id;
+      if (ids == &before) {
+        EXPECT_EQ(shard, "a") << "a session made before b joined is on " << shard;
+      }
+      if (ids == &after) ++per_shard[shard];
+    }
+  }
+  EXPECT_GT(per_shard["a"], 0);
+  EXPECT_GT(per_shard["b"], 0);
+
+  // Their logs read through the harness on either shard.
+  for (const auto& id : {before.front(), after.front(), after.back()}) {
+    auto events = AllEvents(harness.url(), kKey, id);
+    ASSERT_FALSE(events.empty()) << id;
+    EXPECT_TRUE(events.back().contains("status_change")) << json::serialize(events.back());
+  }
+  // The list crosses shards: every session once, newest first, 7 at a time.
+  std::vector<std::string> listed;
+  std::string token;
+  int64_t last_created = INT64_MAX;
+  for (int page = 0; page < 10; ++page) {
+    auto r = Api("GET", harness.url() + "/v1/sessions?limit=7" + (token.empty() ? "" : "&page_token=" + token), kKey);
+    ASSERT_EQ(r.status, 200) << r.body;
+    for (const auto& s : r.json.at("sessions").as_array()) {
+      listed.emplace_back(s.at("id").as_string());
+      const int64_t created = s.at("created_unix_ms").to_number<int64_t>();
+      EXPECT_LE(created, last_created) << "not newest first";
+      last_created = created;
+    }
+    token = std::string(r.json.at("next_page_token").as_string());
+    if (token.empty()) break;
+  }
+  EXPECT_TRUE(token.empty());
+  std::set<std::string> unique(listed.begin(), listed.end());
+  EXPECT_EQ(listed.size(), 26u);
+  EXPECT_EQ(unique.size(), 26u);
+  // A session no shard has is a plain 404.
+  auto missing = Api("GET", harness.url() + "/v1/sessions/0123456789abcdef0123456789abcdef", kKey);
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  std::printf("store shards: 6 sessions before b joined, all on a; 20 after: a %d, b %d\n", per_shard["a"],
+              per_shard["b"]);
+
+  // A store directory keeps its shard id.
+  a.reset();
+  testing::Subprocess renamed({testing::BinaryPath("sinew-store"), "--db", dir.Sub("a"), "--listen", "127.0.0.1:0",
+                               "--etcd", etcd.endpoint(), "--shard-id", "c"});
+  EXPECT_TRUE(renamed.WaitForLine("holds store shard 'a', not 'c'", std::chrono::seconds(30)).has_value());
+  const int status = renamed.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+}
+
+}  // namespace
+}  // namespace sinew::harness::test
