@@ -285,6 +285,11 @@ def check_product(objects, findings):
     store = by_name.get(("StatefulSet", "sinew-store"))
     if store is None or not store["spec"].get("volumeClaimTemplates"):
         findings.append("StatefulSet sinew-store: needs volumeClaimTemplates (one volume per shard)")
+    if store is not None:
+        args = [a for c in pod_spec(store)["containers"] for a in c.get("command", []) + c.get("args", [])]
+        if not any(a.startswith("--etcd=") for a in args) or "--shard-id=$(POD_NAME)" not in args:
+            findings.append("StatefulSet sinew-store: each pod must join the shard map "
+                            "(--etcd=..., --shard-id=$(POD_NAME))")
     if ("DaemonSet", "sinew-sandboxd") not in by_name:
         findings.append("DaemonSet sinew-sandboxd: missing")
     if not any(o["kind"] == "RuntimeClass" and o.get("handler") == "runsc" for _, o in objects):
@@ -352,6 +357,9 @@ def breaks():
              "secretName", "stray"), "neither defined nor documented"),
         ("a StatefulSet without a headless Service",
          lambda o: find(o, "Service", "sinew-store")["spec"].pop("clusterIP"), "headless Service"),
+        ("a store pod outside the shard map",
+         lambda o: container(o, "StatefulSet", "sinew-store")["command"].remove("--shard-id=$(POD_NAME)"),
+         "join the shard map"),
         ("readiness elsewhere than /readyz",
          lambda o: container(o, "Deployment", "sinew-harness")["readinessProbe"]["httpGet"].__setitem__("path", "/"),
          "/readyz"),
