@@ -20,4 +20,11 @@ Status ValidateLeaseArgs(const std::string& owner, std::chrono::milliseconds ttl
 // true, with *seq set to the seq field (0 when absent). Payloads are skipped unread.
 bool ReadEnvelopeSeq(std::string_view bytes, uint64_t* seq);
 
+// Read limits shared by the stores and the remote client.
+inline constexpr uint32_t kMaxEventLimit = 100000;
+// ReadEventBytes pages of a few hundred KiB: measured on loopback, a harness woke a
+// 10,000-event session (2 MB) faster in 256 KiB pages than in one 2 MB gRPC message.
+inline constexpr uint64_t kDefaultPageBytes = 256u << 10;
+inline constexpr uint64_t kMaxPageBytes = 32u << 20;
+
 }  // namespace sinew::store

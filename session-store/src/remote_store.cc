@@ -1,11 +1,16 @@
 // RemoteStore: the SessionStore interface over gRPC to a sinew-store server.
 #include <grpcpp/grpcpp.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
+#include "event_util.h"
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_trace.h"
@@ -82,9 +87,9 @@ class RemoteWatcher final : public EventWatcher {
 
 class RemoteStore final : public SessionStore {
  public:
-  RemoteStore(std::shared_ptr<grpc::Channel> channel, RemoteOptions options)
-      : channel_(std::move(channel)), stub_(v1::SessionStore::NewStub(channel_)),
-        options_(options) {}
+  RemoteStore(std::string address, std::shared_ptr<grpc::Channel> channel, RemoteOptions options)
+      : address_(std::move(address)), channel_(std::move(channel)),
+        stub_(v1::SessionStore::NewStub(channel_)), options_(options) {}
 
   template <typename Req, typename Resp, typename Fn>
   Result<Resp> Call(Fn fn, const Req& req) {
@@ -120,8 +125,53 @@ class RemoteStore final : public SessionStore {
     return Call<v1::GetEventsRequest, v1::GetEventsResponse>(&Stub::GetEvents, req);
   }
   Result<v1::ReadEventBytesResponse> ReadEventBytes(const v1::ReadEventBytesRequest& req) override {
-    return Call<v1::ReadEventBytesRequest, v1::ReadEventBytesResponse>(&Stub::ReadEventBytes, req);
+    if (!server_lacks_read_bytes_.load(std::memory_order_relaxed)) {
+      auto r = Call<v1::ReadEventBytesRequest, v1::ReadEventBytesResponse>(&Stub::ReadEventBytes, req);
+      if (r.ok() || r.status().code() != StatusCode::kUnimplemented) return r;
+      // A sinew-store from before ReadEventBytes (a rolling upgrade): read through
+      // GetEvents from now on, with the same pages.
+      if (!server_lacks_read_bytes_.exchange(true)) {
+        spdlog::warn("sinew-store at {} has no ReadEventBytes (an older version); reading events with GetEvents",
+                     address_);
+      }
+    }
+    return ReadEventBytesThroughGetEvents(req);
   }
+  // ReadEventBytes' contract over GetEvents: the same range, limit and page budget; the
+  // bytes are the events re-encoded by this client (they decode to the same events).
+  Result<v1::ReadEventBytesResponse> ReadEventBytesThroughGetEvents(const v1::ReadEventBytesRequest& req) {
+    if (req.max_bytes() > kMaxPageBytes) {
+      return Status::InvalidArgument("max_bytes must be at most " + std::to_string(kMaxPageBytes));
+    }
+    if (req.limit() > kMaxEventLimit) {
+      return Status::InvalidArgument("limit must be at most " + std::to_string(kMaxEventLimit));
+    }
+    const uint64_t max_bytes = req.max_bytes() == 0 ? kDefaultPageBytes : req.max_bytes();
+    uint64_t left = req.limit() == 0 ? kMaxEventLimit : req.limit();
+    v1::ReadEventBytesResponse out;
+    uint64_t bytes = 0;
+    v1::GetEventsRequest chunk;
+    chunk.set_session_id(req.session_id());
+    chunk.set_from_seq(req.from_seq());
+    chunk.set_to_seq(req.to_seq());
+    while (true) {
+      chunk.set_limit(static_cast<uint32_t>(std::min<uint64_t>(left, 256)));
+      SINEW_ASSIGN_OR_RETURN(v1::GetEventsResponse got, GetEvents(chunk));
+      out.set_next_seq(got.next_seq());
+      for (const v1::Event& ev : got.events()) {
+        std::string encoded = ev.SerializeAsString();
+        if (out.events_size() > 0 && bytes + encoded.size() > max_bytes) return out;
+        if (out.events_size() == 0) out.set_first_seq(ev.seq());
+        bytes += encoded.size();
+        out.add_events(std::move(encoded));
+        --left;
+      }
+      if (got.events().empty() || left == 0) return out;
+      chunk.set_from_seq(got.events(got.events_size() - 1).seq() + 1);
+      if (req.to_seq() != 0 && chunk.from_seq() > req.to_seq()) return out;
+    }
+  }
+
   Result<std::unique_ptr<EventWatcher>> Watch(const std::string& id, uint64_t from) override {
     // Fail fast on an unknown session, as the embedded store does.
     SINEW_RETURN_IF_ERROR(GetSession(id).status());
@@ -172,9 +222,11 @@ class RemoteStore final : public SessionStore {
   }
 
  private:
+  const std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Stub> stub_;
   const RemoteOptions options_;
+  std::atomic<bool> server_lacks_read_bytes_{false};  // it answered ReadEventBytes UNIMPLEMENTED
 };
 
 }  // namespace
@@ -186,7 +238,7 @@ Result<std::unique_ptr<SessionStore>> ConnectSessionStore(const std::string& add
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, options.tls, args));
-  auto store = std::make_unique<RemoteStore>(channel, options);
+  auto store = std::make_unique<RemoteStore>(address, channel, options);
   Status ping = store->Ping();
   if (!ping.ok()) {
     return Status::Unavailable("session store not reachable at " + address + " (" +

@@ -11,11 +11,6 @@ namespace sinew::store {
 namespace {
 
 constexpr uint32_t kDefaultEventLimit = 1000;
-constexpr uint32_t kMaxEventLimit = 100000;
-// Pages of a few hundred KiB: measured on loopback, a harness woke a 10,000-event session
-// (2 MB) faster in 256 KiB pages than in one 2 MB gRPC message.
-constexpr uint64_t kDefaultPageBytes = 256u << 10;
-constexpr uint64_t kMaxPageBytes = 32u << 20;
 
 }  // namespace
 

@@ -2,11 +2,15 @@
 // events as GetEvents, byte for byte, with the same errors; pages bounded by max_bytes;
 // damaged stored values reported, never served as events.
 #include <google/protobuf/stubs/logging.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
 
 #include "event_util.h"
 #include "raw_db.h"
 #include "sinew/session_store/session_store.h"
+#include "sinew/session_store/store_service.h"
 #include "sinew/testing/subprocess.h"
 #include "store_test_util.h"
 
@@ -47,6 +51,25 @@ void ExpectSameEvents(const std::vector<v1::Event>& got,
   }
 }
 
+// A session of 31 events of several kinds (event 1 is session_created).
+std::string FillSession(SessionStore& store) {
+  auto meta = store.CreateSession(test::CreateOf("acme", "read me"));
+  EXPECT_TRUE(meta.ok()) << meta.status().ToString();
+  const std::string id = meta->id();
+  for (uint64_t i = 0; i < 10; ++i) {
+    v1::AppendRequest req = AppendOf(id, 2 + 3 * i, 0, {"message " + std::to_string(i)});
+    auto* call = req.add_events()->mutable_tool_call();
+    call->set_call_id("c" + std::to_string(i));
+    call->set_tool_name("bash");
+    call->set_input_json(R"({"cmd":"ls"})");
+    auto* note = req.add_events()->mutable_annotation();
+    note->set_text(std::string(100 * i, 'n'));
+    (*note->mutable_labels())["i"] = std::to_string(i);
+    EXPECT_TRUE(store.Append(req).ok());
+  }
+  return id;
+}
+
 // Param: true runs against a sinew-store process through gRPC, false in process.
 class ReadBytesTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -70,24 +93,7 @@ class ReadBytesTest : public ::testing::TestWithParam<bool> {
     store_.reset();
     server_.reset();
   }
-  // A session of 31 events of several kinds (event 1 is session_created).
-  std::string FilledSession() {
-    auto meta = store_->CreateSession(test::CreateOf("acme", "read me"));
-    EXPECT_TRUE(meta.ok()) << meta.status().ToString();
-    const std::string id = meta->id();
-    for (uint64_t i = 0; i < 10; ++i) {
-      v1::AppendRequest req = AppendOf(id, 2 + 3 * i, 0, {"message " + std::to_string(i)});
-      auto* call = req.add_events()->mutable_tool_call();
-      call->set_call_id("c" + std::to_string(i));
-      call->set_tool_name("bash");
-      call->set_input_json(R"({"cmd":"ls"})");
-      auto* note = req.add_events()->mutable_annotation();
-      note->set_text(std::string(100 * i, 'n'));
-      (*note->mutable_labels())["i"] = std::to_string(i);
-      EXPECT_TRUE(store_->Append(req).ok());
-    }
-    return id;
-  }
+  std::string FilledSession() { return FillSession(*store_); }
 
   testing::TempDir dir_;
   std::unique_ptr<test::StoreServer> server_;
@@ -244,6 +250,98 @@ TEST_P(ReadBytesTest, DamagedStoredValuesAreReportedNotServed) {
   auto rest = store_->ReadEventBytes(BytesOf(id, 6, 0, 0));
   ASSERT_TRUE(rest.ok()) << rest.status().ToString();
   EXPECT_EQ(Decoded(*rest).size(), 26u);
+}
+
+// A test double of a sinew-store from before ReadEventBytes: the real service's handlers
+// for what the test calls; ReadEventBytes is left to the generated base class, which
+// answers UNIMPLEMENTED exactly as an older server does.
+class OlderStoreService final : public v1::SessionStore::Service {
+ public:
+  explicit OlderStoreService(SessionStore* store) : real_(NewStoreService(store)) {}
+  grpc::Status Health(grpc::ServerContext* c, const v1::HealthRequest* q, v1::HealthResponse* r) override {
+    return real_->Health(c, q, r);
+  }
+  grpc::Status CreateSession(grpc::ServerContext* c, const v1::CreateSessionRequest* q, v1::Session* r) override {
+    return real_->CreateSession(c, q, r);
+  }
+  grpc::Status Append(grpc::ServerContext* c, const v1::AppendRequest* q, v1::AppendResponse* r) override {
+    return real_->Append(c, q, r);
+  }
+  grpc::Status GetEvents(grpc::ServerContext* c, const v1::GetEventsRequest* q, v1::GetEventsResponse* r) override {
+    ++get_events_calls;
+    return real_->GetEvents(c, q, r);
+  }
+  std::atomic<int> get_events_calls{0};
+
+ private:
+  std::unique_ptr<v1::SessionStore::Service> real_;
+};
+
+// A harness newer than its sinew-store (a rolling upgrade) still wakes sessions: the
+// client reads through GetEvents with ReadEventBytes' slices, pages and errors.
+TEST(ReadBytesFallbackTest, AnOlderStoreIsReadThroughGetEventsWithTheSamePages) {
+  testing::TempDir dir;
+  auto embedded = OpenSessionStore(dir.Sub("db"), {});
+  ASSERT_TRUE(embedded.ok());
+  OlderStoreService service(embedded->get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+  auto remote = ConnectSessionStore("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+  SessionStore& store = **remote;
+  const std::string id = FillSession(store);
+
+  struct Slice {
+    uint64_t from, to;
+    uint32_t limit;
+  };
+  for (Slice s : {Slice{0, 0, 0}, Slice{5, 9, 0}, Slice{0, 0, 3}, Slice{7, 0, 4}, Slice{31, 0, 0}, Slice{32, 0, 0}}) {
+    SCOPED_TRACE("from " + std::to_string(s.from) + " to " + std::to_string(s.to) + " limit " +
+                 std::to_string(s.limit));
+    v1::GetEventsRequest greq;
+    greq.set_session_id(id);
+    greq.set_from_seq(s.from);
+    greq.set_to_seq(s.to);
+    greq.set_limit(s.limit);
+    auto want = (*embedded)->GetEvents(greq);
+    ASSERT_TRUE(want.ok());
+    auto page = store.ReadEventBytes(BytesOf(id, s.from, s.to, s.limit));
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    EXPECT_EQ(page->next_seq(), 32u);
+    EXPECT_EQ(page->first_seq(), want->events().empty() ? 0u : want->events(0).seq());
+    ExpectSameEvents(Decoded(*page), want->events());
+  }
+  EXPECT_GT(service.get_events_calls.load(), 0);
+  // Pages end before the event that would pass max_bytes, and resume where they ended.
+  auto all = store.ReadEventBytes(BytesOf(id, 0, 0, 0));
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->events_size(), 31);
+  const uint64_t three = all->events(0).size() + all->events(1).size() + all->events(2).size();
+  EXPECT_EQ(store.ReadEventBytes(BytesOf(id, 0, 0, 0, three))->events_size(), 3);
+  EXPECT_EQ(store.ReadEventBytes(BytesOf(id, 0, 0, 0, three - 1))->events_size(), 2);
+  uint64_t from = 1, read = 0;
+  while (true) {
+    auto page = store.ReadEventBytes(BytesOf(id, from, 0, 0, 1));
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    if (page->events_size() == 0) break;
+    ASSERT_EQ(page->events_size(), 1);
+    ASSERT_EQ(page->first_seq(), from);
+    ++read;
+    from = page->first_seq() + 1;
+  }
+  EXPECT_EQ(read, 31u);
+  // The same refusals.
+  auto code = [&](const v1::ReadEventBytesRequest& req) { return store.ReadEventBytes(req).status().code(); };
+  EXPECT_EQ(code(BytesOf("0123456789abcdef0123456789abcdef", 0, 0, 0)), StatusCode::kNotFound);
+  EXPECT_EQ(code(BytesOf("not-an-id", 0, 0, 0)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(BytesOf(id, 9, 5, 0)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(BytesOf(id, 0, 0, 100001)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(BytesOf(id, 0, 0, 0, (32u << 20) + 1)), StatusCode::kInvalidArgument);
+  server->Shutdown();
 }
 
 // The store's envelope walk must never call a decodable event corrupt: for every

@@ -112,6 +112,9 @@ class SessionStore {
   // Errors: as GetEvents, and kInvalidArgument for max_bytes over 32 MiB. Stored values
   // are checked without decoding payloads: one whose envelope is malformed or whose seq
   // is not its position gives kCorruption; damage inside a payload surfaces in DecodeEvent.
+  // Against a sinew-store older than this call (it answers UNIMPLEMENTED), the remote
+  // client reads through GetEvents with the same slices, pages and errors; the bytes are
+  // then re-encoded by the client, and damage is reported by GetEvents.
   [[nodiscard]] virtual Result<v1::ReadEventBytesResponse> ReadEventBytes(
       const v1::ReadEventBytesRequest& req) = 0;
 
