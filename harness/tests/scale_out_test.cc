@@ -23,63 +23,6 @@ namespace json = boost::json;
 constexpr const char* kKey = "scale-key";
 constexpr const char* kHostsPrefix = "/sinew/sandbox-hosts/";
 
-// A sinew-sandboxd that registers in etcd as `id`.
-class SandboxHost {
- public:
-  SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s)
-      : id_(std::move(id)) {
-    const std::string tag = std::to_string(::getpid()) + "-" + id_;
-    state_dir_ = "/run/sinew-scale-test-" + tag;
-    cgroup_parent_ = "sinew-scale-test-" + tag;
-    const std::string addr = "127.0.0.1:" + std::to_string(sinew::testing::FreeLoopbackPort());
-    proc_ = std::make_unique<sinew::testing::Subprocess>(std::vector<std::string>{
-        sinew::testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir_,
-        "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0", "--etcd", etcd, "--advertise",
-        addr, "--host-id", id_, "--etcd-ttl", std::to_string(ttl_s), "--capacity-memory-bytes",
-        std::to_string(memory_capacity)});
-    if (proc_->WaitForLine("listening on", std::chrono::seconds(60))) address = addr;
-  }
-  ~SandboxHost() {
-    if (proc_ && proc_->running()) {
-      proc_->Signal(SIGTERM);
-      proc_->Wait();
-    }
-    if (killed_) {
-      // Its sandboxes outlived it: a new daemon on the same state reaps them on start.
-      sinew::testing::Subprocess reaper(
-          {sinew::testing::BinaryPath("sinew-sandboxd"), "--listen",
-           "127.0.0.1:" + std::to_string(sinew::testing::FreeLoopbackPort()), "--state-dir",
-           state_dir_, "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0"});
-      (void)reaper.WaitForLine("listening on", std::chrono::seconds(60));
-      reaper.Signal(SIGTERM);
-      reaper.Wait();
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(state_dir_, ec);
-    for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
-      std::filesystem::path p = h.path() / cgroup_parent_;
-      if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
-    }
-    ::rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());
-  }
-  void Kill() {
-    proc_->Signal(SIGKILL);
-    proc_->Wait();
-    killed_ = true;
-  }
-  void Stop() {
-    proc_->Signal(SIGTERM);
-    proc_->Wait();
-  }
-  const std::string& id() const { return id_; }
-  std::string address;  // empty when it did not start
-
- private:
-  std::string id_, state_dir_, cgroup_parent_;
-  std::unique_ptr<sinew::testing::Subprocess> proc_;
-  bool killed_ = false;
-};
-
 int64_t Int(const json::object& o, const char* key) {
   auto* v = o.if_contains(key);
   if (v == nullptr) return 0;

@@ -23,18 +23,9 @@ constexpr const char* kKey = "shards-key";
 
 std::unique_ptr<testing::Subprocess> StartShard(const std::string& db, const std::string& etcd,
                                                 const std::string& id, std::string* address) {
-  auto proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-      testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd", etcd, "--shard-id", id,
-      "--shard-grace-ms", "1500"});
   std::string seen;
-  while (auto line = proc->ReadLine(std::chrono::seconds(30))) {
-    if (line->find("listening on") != std::string::npos) {
-      *address = line->substr(line->rfind(' ') + 1);
-      return proc;
-    }
-    seen += *line + "\n";
-  }
-  ADD_FAILURE() << "store shard " << id << " did not start:\n" << seen;
+  auto proc = StartStoreShard(db, etcd, id, 1500, address, &seen);
+  if (address->empty()) ADD_FAILURE() << "store shard " << id << " did not start:\n" << seen;
   return proc;
 }
 

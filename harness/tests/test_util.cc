@@ -269,4 +269,67 @@ std::string Str(const boost::json::object& o, const char* key) {
   return it != o.end() && it->value().is_string() ? std::string(it->value().as_string()) : "";
 }
 
+SandboxHost::SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s)
+    : id_(std::move(id)) {
+  const std::string tag = std::to_string(::getpid()) + "-" + id_;
+  state_dir_ = "/run/sinew-scale-test-" + tag;
+  cgroup_parent_ = "sinew-scale-test-" + tag;
+  const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir_, "--cgroup-parent",
+      cgroup_parent_, "--warm-pool-size", "0", "--etcd", etcd, "--advertise", addr, "--host-id", id_,
+      "--etcd-ttl", std::to_string(ttl_s), "--capacity-memory-bytes", std::to_string(memory_capacity)});
+  if (proc_->WaitForLine("listening on", std::chrono::seconds(60))) address = addr;
+}
+
+SandboxHost::~SandboxHost() {
+  if (proc_ && proc_->running()) {
+    proc_->Signal(SIGTERM);
+    proc_->Wait();
+  }
+  if (killed_) {
+    // Its sandboxes outlived it: a new daemon on the same state reaps them on start.
+    testing::Subprocess reaper({testing::BinaryPath("sinew-sandboxd"), "--listen",
+                                "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()), "--state-dir", state_dir_,
+                                "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0"});
+    (void)reaper.WaitForLine("listening on", std::chrono::seconds(60));
+    reaper.Signal(SIGTERM);
+    reaper.Wait();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir_, ec);
+  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::filesystem::path p = h.path() / cgroup_parent_;
+    if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
+  }
+  ::rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());
+}
+
+void SandboxHost::Kill() {
+  proc_->Signal(SIGKILL);
+  proc_->Wait();
+  killed_ = true;
+}
+
+void SandboxHost::Stop() {
+  proc_->Signal(SIGTERM);
+  proc_->Wait();
+}
+
+std::unique_ptr<testing::Subprocess> StartStoreShard(const std::string& db, const std::string& etcd,
+                                                     const std::string& id, int grace_ms, std::string* address,
+                                                     std::string* seen) {
+  auto proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd", etcd, "--shard-id", id,
+      "--shard-grace-ms", std::to_string(grace_ms)});
+  while (auto line = proc->ReadLine(std::chrono::seconds(30))) {
+    if (line->find("listening on") != std::string::npos) {
+      *address = line->substr(line->rfind(' ') + 1);
+      return proc;
+    }
+    *seen += *line + "\n";
+  }
+  return proc;
+}
+
 }  // namespace sinew::harness::test

@@ -131,4 +131,28 @@ class SandboxdProcess {
   std::string cgroup_parent_;
 };
 
+
+// A sinew-sandboxd that registers in etcd as sandbox host `id` (docs/scale-out.md), with
+// its own state directory and cgroup parent, so that several run side by side.
+class SandboxHost {
+ public:
+  SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s);
+  ~SandboxHost();  // SIGTERM; after Kill, a daemon on the same state reaps what it left
+  void Kill();     // SIGKILL, no clean shutdown
+  void Stop();     // SIGTERM
+  const std::string& id() const { return id_; }
+  std::string address;  // empty when it did not start
+
+ private:
+  std::string id_, state_dir_, cgroup_parent_;
+  std::unique_ptr<testing::Subprocess> proc_;
+  bool killed_ = false;
+};
+
+// A sinew-store that joins the store shard map in etcd as shard `id`; *address is its
+// address once it serves ("" when it did not start; `seen` then holds what it printed).
+std::unique_ptr<testing::Subprocess> StartStoreShard(const std::string& db, const std::string& etcd,
+                                                     const std::string& id, int grace_ms, std::string* address,
+                                                     std::string* seen);
+
 }  // namespace sinew::harness::test
