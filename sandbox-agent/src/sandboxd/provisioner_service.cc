@@ -36,15 +36,20 @@ grpc::Status Traced(const grpc::ServerContext* ctx, const char* method,
 
 }  // namespace
 
+// How much of a provision's deadline must be left for sandboxd to hand a sandbox over.
+constexpr auto kAnswerMargin = std::chrono::seconds(1);
+
 grpc::Status ProvisionerService::Provision(grpc::ServerContext* ctx, const v1::ProvisionRequest* req,
                                            v1::SandboxInfo* resp) {
   if (req->label().size() > 256)
     return ToGrpcStatus(Status::InvalidArgument("label is longer than 256 bytes"));
   return Traced(ctx, "Provision", {{"label", req->label()}}, [&] {
-    // The caller's deadline and cancellation travel into the start queue: a provision
-    // nobody waits for any more is not started, or not left running.
+    // The caller's deadline and cancellation travel into the start line: a provision
+    // nobody waits for any more is not started, or not left running. "Still waiting"
+    // means with kAnswerMargin of its deadline left, so that a sandbox handed over at the
+    // last moment is not lost with an answer that arrives after the caller gave up.
     auto still_wanted = [ctx] {
-      return !ctx->IsCancelled() && std::chrono::system_clock::now() < ctx->deadline();
+      return !ctx->IsCancelled() && std::chrono::system_clock::now() + kAnswerMargin < ctx->deadline();
     };
     grpc::Status s = Reply(manager_.Provision(req->resources(), req->label(), still_wanted), resp);
     if (s.ok()) spdlog::info("provisioned sandbox {}", resp->id());

@@ -27,8 +27,9 @@ class SandboxManager {
   [[nodiscard]] static Result<std::unique_ptr<SandboxManager>> Create(
       const ProvisionerConfig& config);
 
-  // Whether the caller of a Provision still waits for its answer (its RPC is neither
-  // cancelled nor past its deadline).
+  // Whether the caller of a Provision still waits for its answer (its RPC is not
+  // cancelled and enough of its deadline is left for the answer to reach it; the
+  // service keeps a 1 s margin).
   using StillWanted = std::function<bool()>;
 
   // A ready sandbox. Container starts wait for one of max_concurrent_starts slots; a
