@@ -31,6 +31,9 @@ namespace {
 
 namespace json = boost::json;
 constexpr const char* kKey = "cluster-key";
+// Small sandboxes: a 2-CPU host has room for 40 of 50 millicores each (placement counts the
+// CPU guarantee against the host's capacity; docs/scale-out.md).
+constexpr const char* kTask = R"({"prompt": "count", "sandbox": {"cpu_millis": 50, "memory_limit_bytes": 134217728}})";
 // A model replica: harness/tests/model_double.py, an OpenAI Chat Completions double in its
 // own process (two bash calls, then an answer), so that it can be SIGKILLed for real.
 struct ModelReplica {
@@ -65,6 +68,7 @@ uint64_t Seq(const json::object& e) {
 struct Checked {
   std::vector<std::string> problems;
   int calls = 0, lost = 0, interrupted = 0, not_run = 0, resumed = 0;
+  std::string not_run_reason;  // the first one
 };
 
 Checked CheckLog(const std::vector<json::object>& events) {
@@ -96,6 +100,7 @@ Checked CheckLog(const std::vector<json::object>& events) {
     }
     if (out.find("sandbox was lost") != std::string::npos || out.find("could not provision") != std::string::npos) {
       ++c.not_run;
+      if (c.not_run_reason.empty()) c.not_run_reason = out;
       continue;
     }
     const int runs = std::atoi(out.c_str());
@@ -159,7 +164,7 @@ TEST(ClusterTest, SessionsCompleteWholeThroughKillsOfAHostAHarnessAReplicaAndAnE
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> ids;
   for (int i = 0; i < sessions; ++i) {
-    auto r = Api("POST", harnesses[static_cast<size_t>(i) % 3]->url() + "/v1/sessions", kKey, R"({"prompt": "count"})");
+    auto r = Api("POST", harnesses[static_cast<size_t>(i) % 3]->url() + "/v1/sessions", kKey, kTask);
     ASSERT_EQ(r.status, 201) << r.body;
     ids.emplace_back(r.json.at("session").at("id").as_string());
   }
@@ -189,6 +194,7 @@ TEST(ClusterTest, SessionsCompleteWholeThroughKillsOfAHostAHarnessAReplicaAndAnE
   const double faults_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   int completed = 0, lost = 0, interrupted = 0, not_run = 0, calls = 0;
+  std::map<std::string, int> reasons;  // why calls did not run -> sessions
   for (const auto& id : ids) {
     const std::string status = WaitForStatus(survivor, kKey, id, "completed,failed,cancelled", 900);
     EXPECT_EQ(status, "completed") << id;
@@ -198,6 +204,7 @@ TEST(ClusterTest, SessionsCompleteWholeThroughKillsOfAHostAHarnessAReplicaAndAnE
     lost += c.lost;
     interrupted += c.interrupted;
     not_run += c.not_run;
+    if (!c.not_run_reason.empty()) ++reasons[c.not_run_reason.substr(0, 160)];
     calls += c.calls;
   }
   const double all_done = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -214,7 +221,7 @@ TEST(ClusterTest, SessionsCompleteWholeThroughKillsOfAHostAHarnessAReplicaAndAnE
   for (const auto& id : ids) ++per_shard[*map->ShardOf(id)];
   EXPECT_GT(per_shard["s1"], 0);
   EXPECT_GT(per_shard["s2"], 0);
-  auto after = Api("POST", survivor + "/v1/sessions", kKey, R"({"prompt": "count"})");
+  auto after = Api("POST", survivor + "/v1/sessions", kKey, kTask);
   ASSERT_EQ(after.status, 201) << after.body;
   EXPECT_EQ(WaitForStatus(survivor, kKey, std::string(after.json.at("session").at("id").as_string()), "completed", 300),
             "completed");
@@ -224,6 +231,7 @@ TEST(ClusterTest, SessionsCompleteWholeThroughKillsOfAHostAHarnessAReplicaAndAnE
             << " s, all done at " << all_done << " s; " << calls << " tool calls, " << lost << " sandbox_lost, "
             << interrupted << " interrupted, " << not_run << " not run (lost sandbox or no provision); sessions per "
             << "shard s1 " << per_shard["s1"] << ", s2 " << per_shard["s2"] << "\n";
+  for (const auto& [why, n] : reasons) std::cout << "  not run in " << n << " sessions: " << why << "\n";
   for (const char* m : {"sinew_harness_model_replica_up", "sinew_harness_model_replica_failures_total",
                         "sinew_harness_model_replica_moved_in_total"}) {
     for (size_t at = metrics.find(std::string(m) + "{"); at != std::string::npos;
