@@ -31,6 +31,10 @@ Status ParseReplicas(const json::object& o, const std::string& where, ModelEndpo
   SINEW_RETURN_IF_ERROR(
       ReadNumber(o, "replica_load_factor", where, 1.0, 100.0, &m->replica_load_factor));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "replica_min_in_flight", where, &m->replica_min_in_flight));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "replica_policy", where, &m->replica_policy));
+  if (m->replica_policy != "session" && m->replica_policy != "round_robin") {
+    return Status::InvalidArgument(where + ".replica_policy must be \"session\" or \"round_robin\"");
+  }
   const json::array* list = nullptr;
   SINEW_RETURN_IF_ERROR(ReadArray(o, "replicas", where, &list));
   if (list == nullptr) return Status::Ok();
@@ -57,7 +61,7 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   const std::string where = "config.models." + name;
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
-      "kind,base_url,replicas,replica_load_factor,replica_min_in_flight,model,api_key_secret,ca_file,script,"
+      "kind,base_url,replicas,replica_load_factor,replica_min_in_flight,replica_policy,model,api_key_secret,ca_file,script,"
       "context_tokens,max_output_tokens,timeout_seconds,max_retries,backoff_ms,tools,stream,"
       "reasoning_in_history",
       where));

@@ -98,6 +98,7 @@ class OpenAiClient final : public ModelClient {
       ReplicaRouter::Options options;
       options.load_factor = config_.replica_load_factor;
       options.min_in_flight = config_.replica_min_in_flight;
+      options.round_robin = config_.replica_policy == "round_robin";
       router_ = std::make_unique<ReplicaRouter>(config_.replicas, options);
     }
   }

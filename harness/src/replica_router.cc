@@ -64,7 +64,15 @@ ReplicaRouter::Call ReplicaRouter::Pick(std::string_view key) {
   }
   size_t chosen = order.front();
   Choice choice = Choice::kAllDown;
-  if (up > 0) {
+  if (options_.round_robin && up > 0) {
+    for (size_t n = 0; n < replicas_.size(); ++n) {
+      const size_t i = next_++ % replicas_.size();
+      if (replicas_[i].down_until > now) continue;
+      chosen = i;
+      choice = Choice::kHome;  // no homes: nothing counts as moved
+      break;
+    }
+  } else if (up > 0) {
     const auto bound = std::max(
         options_.min_in_flight,
         static_cast<uint32_t>(std::ceil(options_.load_factor * static_cast<double>(in_flight + 1) /

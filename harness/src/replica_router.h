@@ -36,6 +36,9 @@ struct ReplicaRouterOptions {
   // bound (ceil(1.25 * 2 / 3) = 1 for two calls on three replicas) would scatter
   // sessions whose home is merely busy, and lose their prefix cache for nothing.
   uint32_t min_in_flight = 4;
+  // Plain round robin over the replicas that are up, ignoring homes and the bound: the
+  // baseline the session rule is measured against (harness/bench/replica_routing.py).
+  bool round_robin = false;
   std::chrono::milliseconds first_down{1000};
   std::chrono::milliseconds max_down{30000};
   // The time source (tests set their own). Default: std::chrono::steady_clock::now
@@ -111,6 +114,7 @@ class ReplicaRouter {
   std::vector<std::pair<uint64_t, size_t>> ring_;  // (point, replica), sorted; constant
   mutable std::mutex mu_;
   std::vector<Replica> replicas_;  // guarded by mu_
+  size_t next_ = 0;                // round robin position; guarded by mu_
 };
 
 }  // namespace sinew::harness

@@ -138,6 +138,19 @@ TEST(ReplicaRouterTest, WhenEveryReplicaIsDownTheCallGoesHomeAsAProbe) {
   EXPECT_EQ(call.choice(), ReplicaRouter::Choice::kAllDown);
 }
 
+TEST(ReplicaRouterTest, RoundRobinTheBaselineTakesTurnsOverReplicasThatAreUp) {
+  ReplicaRouter::Options options;
+  options.round_robin = true;
+  ReplicaRouter router(kThree, options);
+  std::vector<size_t> seen;
+  for (int i = 0; i < 6; ++i) seen.push_back(router.Pick(Key(1)).replica());
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2, 0, 1, 2}));
+  router.Pick(Key(1)).Failed();  // replica 0
+  seen.clear();
+  for (int i = 0; i < 4; ++i) seen.push_back(router.Pick(Key(1)).replica());
+  EXPECT_EQ(seen, (std::vector<size_t>{1, 2, 1, 2}));
+}
+
 TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
   auto with = [](const std::string& model) {
     return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "models": {"m": )" + model + "}}");
@@ -154,6 +167,7 @@ TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
       {R"({"kind": "openai", "replicas": [7]})", "replicas[0] must be a string"},
       {R"({"kind": "anthropic", "replicas": ["http://a:1/v1"]})", "openai"},
       {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_load_factor": 0.5})", "replica_load_factor"},
+      {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_policy": "random"})", "replica_policy"},
   };
   for (const auto& [model, message] : bad) {
     auto r = with(model);

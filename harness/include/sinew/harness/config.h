@@ -32,6 +32,9 @@ struct ModelEndpointConfig {
   double replica_load_factor = 1.25;
   // Calls in flight a replica takes before the load bound applies. Default: 4
   uint32_t replica_min_in_flight = 4;
+  // "session" (the rule above) or "round_robin" (each call to the next replica that is
+  // up: the baseline for measuring the prefix cache). Default: "session"
+  std::string replica_policy = "session";
   // The model name sent on the wire. Default: the config key.
   std::string model;
   // Name of a vault secret holding the API key, or "" for none.
