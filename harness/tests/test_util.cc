@@ -35,6 +35,21 @@ HarnessProcess::HarnessProcess(const std::string& config_path, const std::string
   if (line) address = line->substr(line->rfind(' ') + 1);
 }
 
+namespace {
+
+// Removes a test daemon's state directory and its (empty) parent cgroups.
+void RemoveSandboxdState(const std::string& state_dir, const std::string& cgroup_parent) {
+  std::error_code ec;
+  std::filesystem::remove_all(state_dir, ec);
+  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::filesystem::path p = h.path() / cgroup_parent;
+    if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
+  }
+  ::rmdir(("/sys/fs/cgroup/" + cgroup_parent).c_str());
+}
+
+}  // namespace
+
 SandboxdProcess::SandboxdProcess(const std::vector<std::string>& extra_args) {
   const std::string tag = std::to_string(::getpid());
   state_dir = "/run/sinew-harness-test-" + tag;
@@ -59,13 +74,7 @@ SandboxdProcess::SandboxdProcess(const std::vector<std::string>& extra_args) {
 SandboxdProcess::~SandboxdProcess() {
   proc_->Signal(SIGTERM);
   proc_->Wait();
-  std::error_code ec;
-  std::filesystem::remove_all(state_dir, ec);
-  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
-    std::filesystem::path p = h.path() / cgroup_parent_;
-    if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
-  }
-  ::rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());
+  RemoveSandboxdState(state_dir, cgroup_parent_);
 }
 
 std::string WriteFile(const std::string& path, const std::string& content) {
@@ -296,13 +305,7 @@ SandboxHost::~SandboxHost() {
     reaper.Signal(SIGTERM);
     reaper.Wait();
   }
-  std::error_code ec;
-  std::filesystem::remove_all(state_dir_, ec);
-  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
-    std::filesystem::path p = h.path() / cgroup_parent_;
-    if (std::filesystem::exists(p, ec)) ::rmdir(p.c_str());
-  }
-  ::rmdir(("/sys/fs/cgroup/" + cgroup_parent_).c_str());
+  RemoveSandboxdState(state_dir_, cgroup_parent_);
 }
 
 void SandboxHost::Kill() {

@@ -31,6 +31,15 @@ v1::ReadEventBytesRequest BytesOf(const std::string& id, uint64_t from, uint64_t
   return req;
 }
 
+v1::GetEventsRequest EventsOf(const std::string& id, uint64_t from, uint64_t to, uint32_t limit) {
+  v1::GetEventsRequest req;
+  req.set_session_id(id);
+  req.set_from_seq(from);
+  req.set_to_seq(to);
+  req.set_limit(limit);
+  return req;
+}
+
 // Decodes every element of a page, asserting each decodes and has its position's seq.
 std::vector<v1::Event> Decoded(const v1::ReadEventBytesResponse& page) {
   std::vector<v1::Event> out(static_cast<size_t>(page.events_size()));
@@ -110,12 +119,7 @@ TEST_P(ReadBytesTest, SameEventsAsGetEventsForEverySlice) {
                   Slice{31, 0, 0}, Slice{20, 100, 0}, Slice{32, 0, 0}, Slice{100, 0, 0}}) {
     SCOPED_TRACE("from " + std::to_string(s.from) + " to " + std::to_string(s.to) + " limit " +
                  std::to_string(s.limit));
-    v1::GetEventsRequest greq;
-    greq.set_session_id(id);
-    greq.set_from_seq(s.from);
-    greq.set_to_seq(s.to);
-    greq.set_limit(s.limit);
-    auto want = store_->GetEvents(greq);
+    auto want = store_->GetEvents(EventsOf(id, s.from, s.to, s.limit));
     ASSERT_TRUE(want.ok()) << want.status().ToString();
     auto page = store_->ReadEventBytes(BytesOf(id, s.from, s.to, s.limit));
     ASSERT_TRUE(page.ok()) << page.status().ToString();
@@ -302,12 +306,7 @@ TEST(ReadBytesFallbackTest, AnOlderStoreIsReadThroughGetEventsWithTheSamePages) 
   for (Slice s : {Slice{0, 0, 0}, Slice{5, 9, 0}, Slice{0, 0, 3}, Slice{7, 0, 4}, Slice{31, 0, 0}, Slice{32, 0, 0}}) {
     SCOPED_TRACE("from " + std::to_string(s.from) + " to " + std::to_string(s.to) + " limit " +
                  std::to_string(s.limit));
-    v1::GetEventsRequest greq;
-    greq.set_session_id(id);
-    greq.set_from_seq(s.from);
-    greq.set_to_seq(s.to);
-    greq.set_limit(s.limit);
-    auto want = (*embedded)->GetEvents(greq);
+    auto want = (*embedded)->GetEvents(EventsOf(id, s.from, s.to, s.limit));
     ASSERT_TRUE(want.ok());
     auto page = store.ReadEventBytes(BytesOf(id, s.from, s.to, s.limit));
     ASSERT_TRUE(page.ok()) << page.status().ToString();
