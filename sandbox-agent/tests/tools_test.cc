@@ -330,6 +330,28 @@ TEST(RegexBudgetTest, TheRefusedShapesExhaustMemoryWhereTheAcceptedOnesCompile) 
 #endif
 }
 
+std::string Nested(size_t depth) { return std::string(depth, '(') + "a" + std::string(depth, ')'); }
+
+// Deep group nesting crashes glibc's recursive parser (the attack, in a child), and the
+// budget refuses it without recursing that deep itself.
+TEST(RegexBudgetTest, DeepNestingIsRefusedBeforeItReachesTheCompiler) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    regex_t re;
+    _exit(regcomp(&re, Nested(30000).c_str(), REG_EXTENDED | REG_NOSUB) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "glibc compiled 30,000 nested groups: status " << status;
+  for (size_t depth : {kMaxRegexDepth + 1, size_t{30000}, size_t{1000000}}) {
+    Status st = CheckExtendedRegexBudget(Nested(depth));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << depth;
+    EXPECT_NE(st.message().find("nests groups more than 1000 deep"), std::string::npos) << st.message();
+  }
+  EXPECT_TRUE(CheckExtendedRegexBudget(Nested(kMaxRegexDepth)).ok());
+  EXPECT_EQ(EstimateExtendedRegexCost("(a)((b)|c)").depth, 2u);
+}
+
 TEST_F(ToolsTest, GrepRefusesARegexBombWithAClearError) {
   WriteFile("x.txt", "alpha\n");
   auto bomb = Run("grep", R"({"pattern":"a+++++++++++++++++++++++++++++++++++++++++++++"})");

@@ -13,7 +13,8 @@ namespace {
 constexpr double kSaturate = 1e12;
 
 RegexCost Add(RegexCost a, RegexCost b) {
-  return {std::min(a.nodes + b.nodes, kSaturate), std::min(a.optional + b.optional, kSaturate)};
+  return {std::min(a.nodes + b.nodes, kSaturate), std::min(a.optional + b.optional, kSaturate),
+          std::max(a.depth, b.depth)};
 }
 
 struct Interval {
@@ -81,6 +82,7 @@ RegexCost Repeat(RegexCost e, double min, std::optional<double> max) {
   RegexCost out;
   out.nodes = std::min(e.nodes * copies + 1, kSaturate);
   out.optional = std::min(e.optional * min + e.nodes * optional_copies, kSaturate);
+  out.depth = e.depth;
   return out;
 }
 
@@ -138,9 +140,16 @@ class Estimator {
     } else if (c == '[') {
       i_ = SkipBracket(p_, i_);
     } else if (c == '(') {
+      if (depth_ > kMaxRegexDepth) {  // refused anyway: no deeper recursion here either
+        i_ = p_.size();
+        return {1, 0, depth_};
+      }
       ++i_;
+      ++depth_;
       RegexCost inner = Alternation();
+      --depth_;
       if (i_ < p_.size() && p_[i_] == ')') ++i_;
+      inner.depth = std::max(inner.depth, depth_ + 1);
       return Add(inner, {1, 0});
     } else {
       ++i_;
@@ -150,6 +159,7 @@ class Estimator {
 
   std::string_view p_;
   size_t i_ = 0;
+  size_t depth_ = 0;  // groups open at i_
 
  public:
   // A ')' with no '(' ends Alternation early; glibc reads it as a literal, so go on.
@@ -178,6 +188,10 @@ RegexCost EstimateExtendedRegexCost(std::string_view pattern) {
 
 Status CheckExtendedRegexBudget(std::string_view pattern) {
   RegexCost cost = EstimateExtendedRegexCost(pattern);
+  if (cost.depth > kMaxRegexDepth) {
+    return Status::InvalidArgument("pattern nests groups more than " + std::to_string(kMaxRegexDepth) +
+                                   " deep; the regular expression compiler cannot take that");
+  }
   if (cost.nodes <= kMaxRegexNodes && cost.optional <= kMaxRegexOptional) return Status::Ok();
   return Status::InvalidArgument(
       "pattern is too large to compile: its repetitions expand to about " + Count(cost.nodes) +

@@ -17,6 +17,7 @@ namespace sinew::sandbox {
 struct RegexCost {
   double nodes = 0;     // pattern nodes after repetitions are expanded
   double optional = 0;  // of those, the ones inside an optional (nullable) repetition
+  size_t depth = 0;     // deepest group nesting, counted up to kMaxRegexDepth + 1
 };
 
 // Estimates from the pattern's text alone; it never fails. A pattern that regcomp will
@@ -25,8 +26,11 @@ RegexCost EstimateExtendedRegexCost(std::string_view pattern);
 
 inline constexpr double kMaxRegexNodes = 50000;    // linear in memory: a{32767} is 8 MB
 inline constexpr double kMaxRegexOptional = 2000;  // quadratic: 2000 is about 33 MB
+// glibc's regcomp parses groups recursively and overflows its stack on deep nesting
+// (30,000 levels crash it); the estimate stops descending past this depth too.
+inline constexpr size_t kMaxRegexDepth = 1000;
 
-// kInvalidArgument naming the expansion when the pattern is past either limit.
+// kInvalidArgument naming the nesting or the expansion when the pattern is past a limit.
 Status CheckExtendedRegexBudget(std::string_view pattern);
 
 }  // namespace sinew::sandbox
