@@ -109,50 +109,43 @@ class OpenAiClient final : public ModelClient {
       json::object body = base;
       body["stream"] = stream;
       if (stream) body["stream_options"] = json::object{{"include_usage", true}};
-      if (!router_) {
-        HttpRequest req = Request(call, json::serialize(body), stream, config_.base_url);
-        return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
-      }
-      // Each attempt picks again: a retry after a failure goes to the next replica.
-      ReplicaRouter::Call routed = router_->Pick(call.session_id);
-      if (routed.choice() != ReplicaRouter::Choice::kHome) {
-        spdlog::debug("session {}: model call to {} ({})", call.session_id, routed.url(),
-                      routed.choice() == ReplicaRouter::Choice::kOverloaded ? "its home replica is at the load bound"
-                      : routed.choice() == ReplicaRouter::Choice::kDown     ? "its home replica is down"
-                                                                            : "every replica is down; probing");
-      }
-      HttpRequest req = Request(call, json::serialize(body), stream, routed.url());
-      auto response = stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
-      if (response.ok() ? (response->status >= 500 || response->status == 429)
-                        : response.status().code() != StatusCode::kCancelled) {
-        routed.Failed();
-      } else if (response.ok()) {
-        routed.Succeeded();
-      }
-      return response;
+      if (!router_) return Attempt(call, json::serialize(body), stream, config_.base_url, on_token, reply);
+      return RoutedAttempt(call, json::serialize(body), stream, on_token, reply);
     });
   }
 
   std::string MetricsText(std::string_view model) const override {
-    if (!router_) return {};
-    std::string out;
-    const std::vector<ReplicaRouter::ReplicaState> replicas = router_->Snapshot();
-    auto family = [&](const char* name, const char* type, auto value) {
-      out += std::string("# TYPE ") + name + " " + type + "\n";
-      for (const auto& r : replicas) {
-        out += std::string(name) + "{model=\"" + std::string(model) + "\",replica=\"" + r.url + "\"} " +
-               std::to_string(value(r)) + "\n";
-      }
-    };
-    family("sinew_harness_model_replica_up", "gauge", [](const auto& r) { return r.up ? 1 : 0; });
-    family("sinew_harness_model_replica_in_flight", "gauge", [](const auto& r) { return r.in_flight; });
-    family("sinew_harness_model_replica_calls_total", "counter", [](const auto& r) { return r.calls; });
-    family("sinew_harness_model_replica_failures_total", "counter", [](const auto& r) { return r.failures; });
-    family("sinew_harness_model_replica_moved_in_total", "counter", [](const auto& r) { return r.moved_in; });
-    return out;
+    return router_ ? router_->MetricsText(model) : std::string();
   }
 
  private:
+  Result<HttpResponse> Attempt(const ModelCall& call, std::string body, bool stream, const std::string& base_url,
+                               const TokenCallback& on_token, ModelReply* reply) {
+    HttpRequest req = Request(call, std::move(body), stream, base_url);
+    return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
+  }
+
+  // One attempt on the replica the router picks; each attempt picks again, so a retry
+  // after a failure goes to the next replica. The answer tells the router how it went.
+  Result<HttpResponse> RoutedAttempt(const ModelCall& call, std::string body, bool stream,
+                                     const TokenCallback& on_token, ModelReply* reply) {
+    ReplicaRouter::Call routed = router_->Pick(call.session_id);
+    if (routed.choice() != ReplicaRouter::Choice::kHome) {
+      spdlog::debug("session {}: model call to {} ({})", call.session_id, routed.url(),
+                    routed.choice() == ReplicaRouter::Choice::kOverloaded ? "its home replica is at the load bound"
+                    : routed.choice() == ReplicaRouter::Choice::kDown     ? "its home replica is down"
+                                                                          : "every replica is down; probing");
+    }
+    auto response = Attempt(call, std::move(body), stream, routed.url(), on_token, reply);
+    if (response.ok() ? (response->status >= 500 || response->status == 429)
+                      : response.status().code() != StatusCode::kCancelled) {
+      routed.Failed();
+    } else if (response.ok()) {
+      routed.Succeeded();
+    }
+    return response;
+  }
+
   json::object RequestBody(const ModelCall& call) const {
     json::array messages;
     if (!call.system.empty()) messages.push_back(json::object{{"role", "system"}, {"content", call.system}});

@@ -123,6 +123,24 @@ std::vector<ReplicaRouter::ReplicaState> ReplicaRouter::Snapshot() const {
   return out;
 }
 
+std::string ReplicaRouter::MetricsText(std::string_view model) const {
+  std::string out;
+  const std::vector<ReplicaState> replicas = Snapshot();
+  auto family = [&](const char* name, const char* type, auto value) {
+    out += std::string("# TYPE ") + name + " " + type + "\n";
+    for (const auto& r : replicas) {
+      out += std::string(name) + "{model=\"" + std::string(model) + "\",replica=\"" + r.url + "\"} " +
+             std::to_string(value(r)) + "\n";
+    }
+  };
+  family("sinew_harness_model_replica_up", "gauge", [](const ReplicaState& r) { return r.up ? 1 : 0; });
+  family("sinew_harness_model_replica_in_flight", "gauge", [](const ReplicaState& r) { return r.in_flight; });
+  family("sinew_harness_model_replica_calls_total", "counter", [](const ReplicaState& r) { return r.calls; });
+  family("sinew_harness_model_replica_failures_total", "counter", [](const ReplicaState& r) { return r.failures; });
+  family("sinew_harness_model_replica_moved_in_total", "counter", [](const ReplicaState& r) { return r.moved_in; });
+  return out;
+}
+
 ReplicaRouter::Call::Call(Call&& other) noexcept
     : router_(other.router_), replica_(other.replica_), url_(std::move(other.url_)),
       choice_(other.choice_), done_(other.done_) {

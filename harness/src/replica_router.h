@@ -98,6 +98,10 @@ class ReplicaRouter {
   // The replica `key` goes to when all are up and idle.
   size_t HomeOf(std::string_view key) const;
   std::vector<ReplicaState> Snapshot() const;
+  // The snapshot in the Prometheus text format, labelled model="<model>" and
+  // replica="<url>": sinew_harness_model_replica_up, _in_flight, _calls_total,
+  // _failures_total, _moved_in_total.
+  std::string MetricsText(std::string_view model) const;
 
  private:
   struct Replica {

@@ -90,6 +90,18 @@ class Estimator {
  public:
   explicit Estimator(std::string_view p) : p_(p) {}
 
+  // The whole pattern. A ')' with no '(' ends Alternation early; glibc reads it as a
+  // literal, so go on after it.
+  RegexCost All() {
+    RegexCost total = Alternation();
+    while (i_ < p_.size()) {
+      ++i_;  // the stray ')'
+      total = Add(total, Add({1, 0}, Alternation()));
+    }
+    return total;
+  }
+
+ private:
   // A sequence of branches up to ')' or the end.
   RegexCost Alternation() {
     RegexCost total;
@@ -103,7 +115,6 @@ class Estimator {
     }
   }
 
- private:
   RegexCost Branch() {
     RegexCost done;
     std::optional<RegexCost> last;  // the item a quantifier applies to
@@ -160,17 +171,6 @@ class Estimator {
   std::string_view p_;
   size_t i_ = 0;
   size_t depth_ = 0;  // groups open at i_
-
- public:
-  // A ')' with no '(' ends Alternation early; glibc reads it as a literal, so go on.
-  RegexCost All() {
-    RegexCost total = Alternation();
-    while (i_ < p_.size()) {
-      ++i_;  // the stray ')'
-      total = Add(total, Add({1, 0}, Alternation()));
-    }
-    return total;
-  }
 };
 
 std::string Count(double v) {

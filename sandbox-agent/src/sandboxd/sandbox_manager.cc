@@ -7,7 +7,6 @@
 
 #include <algorithm>
 
-
 #include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager_impl.h"
@@ -276,14 +275,14 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
 // REQUIRES: mu_ held (released and taken again).
 void SandboxManagerImpl::Unwanted(std::unique_lock<std::mutex>& lock,
                                   std::unique_ptr<LiveSandbox> entry) {
-  std::string id = entry->info.id();
-  LiveSandbox& e = *entry;
-  bool pool = config_.warm_pool_size > 0 && !stopping_ && pool_.count(e.shape) != 0 &&
-              pool_[e.shape].size() < config_.warm_pool_size;
-  e.pooled = pool;
+  const std::string id = entry->info.id();
+  auto shape_pool = pool_.find(entry->shape);  // gone when the shape left the warm shapes
+  const bool pool = config_.warm_pool_size > 0 && !stopping_ && shape_pool != pool_.end() &&
+                    shape_pool->second.size() < config_.warm_pool_size;
+  entry->pooled = pool;
   live_[id] = std::move(entry);
   if (pool) {
-    pool_[live_[id]->shape].push_back(id);
+    shape_pool->second.push_back(id);
     pool_cv_.notify_all();
     spdlog::info("{} started after its caller gave up; kept in the warm pool", id);
     return;
