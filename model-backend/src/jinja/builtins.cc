@@ -50,7 +50,8 @@ Value Attribute(const Value& item, const std::string& path) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    v = GetItem(v, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+    const std::optional<int64_t> index = digits ? ParseDecimalInt64(part) : std::nullopt;
+    v = GetItem(v, index ? Value(*index) : Value(part));  // an index past int64: by name
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }

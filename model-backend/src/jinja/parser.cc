@@ -373,14 +373,10 @@ class Parser {
       }
       case Kind::kInt:
         ++pos_;
-        try {
-          return std::make_unique<LiteralExpr>(t.line, Value(static_cast<int64_t>(std::stoll(t.text))));
-        } catch (const std::exception&) {
-          Error("integer literal out of range");
-        }
+        return std::make_unique<LiteralExpr>(t.line, Value(IntLiteral(t.text)));
       case Kind::kFloat:
         ++pos_;
-        return std::make_unique<LiteralExpr>(t.line, Value(std::stod(t.text)));
+        return std::make_unique<LiteralExpr>(t.line, Value(ParseFloatLiteral(t.text)));
       case Kind::kOp:
         if (t.text == "(") {
           ++pos_;
@@ -426,6 +422,12 @@ class Parser {
     Error("unexpected " + Describe());
   }
 
+  int64_t IntLiteral(const std::string& text) {
+    const std::optional<int64_t> v = ParseDecimalInt64(text);
+    if (!v) Error("integer literal out of range");
+    return *v;
+  }
+
   ExprPtr ParsePostfix(ExprPtr node) {
     while (true) {
       const int line = Cur().line;
@@ -435,7 +437,7 @@ class Parser {
         if (Cur().kind == Kind::kInt) {  // foo.0 is foo[0]
           auto item = std::make_unique<ItemExpr>(line);
           item->object = std::move(attr->object);
-          item->index = std::make_unique<LiteralExpr>(line, Value(static_cast<int64_t>(std::stoll(tokens_[pos_++].text))));
+          item->index = std::make_unique<LiteralExpr>(line, Value(IntLiteral(tokens_[pos_++].text)));
           node = std::move(item);
           continue;
         }

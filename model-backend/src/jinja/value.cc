@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include <boost/json.hpp>
 
@@ -553,5 +554,14 @@ std::string Value::TypeName() const {
   }
   return "object";
 }
+
+std::optional<int64_t> ParseDecimalInt64(std::string_view digits) {
+  int64_t out = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return out;
+}
+
+double ParseFloatLiteral(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
 
 }  // namespace sinew::jinja

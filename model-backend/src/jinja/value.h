@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -131,5 +132,11 @@ std::string EncodeUtf8(std::u32string_view text);
 std::string HtmlEscape(std::string_view text);
 // Python str.isspace() for one code point.
 bool IsPySpace(char32_t c);
+// A run of decimal digits as an int64; nullopt past the int64 range (Python's ints have
+// none, ours stop there).
+std::optional<int64_t> ParseDecimalInt64(std::string_view digits);
+// A float literal as Python reads it: past the double range it is inf (1e999), below it
+// 0.0, never an error.
+double ParseFloatLiteral(const std::string& text);
 
 }  // namespace sinew::jinja
