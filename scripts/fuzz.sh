@@ -4,8 +4,11 @@
 #
 #   scripts/fuzz.sh                      build, then run every target briefly (ctest -L fuzz,
 #                                        $SINEW_FUZZ_SECONDS each, default 15): what CI runs
-#   scripts/fuzz.sh long TARGET [SECS]   one target for SECS (default 3600) under nice, keeping
-#                                        its corpus in build-fuzz/fuzz-long/TARGET/corpus
+#   scripts/fuzz.sh long TARGET [SECS [RUNS]]
+#                                        one target under nice until SECS (default 3600) have
+#                                        passed or RUNS executions (default 10,000,000) are
+#                                        done, whichever comes first (the long run),
+#                                        keeping its corpus in build-fuzz/fuzz-long/TARGET/corpus
 #   scripts/fuzz.sh list                 the targets
 #
 # A finding fails the run and leaves the input in build-fuzz/fuzz-work/TARGET/ (or
@@ -35,8 +38,9 @@ case "${1:-}" in
     echo "tokenizer_bpe_fuzz tokenizer_spm_fuzz (both from tokenizer_fuzz.cc)"
     ;;
   long)
-    target=${2:?usage: scripts/fuzz.sh long TARGET [SECONDS]}
+    target=${2:?usage: scripts/fuzz.sh long TARGET [SECONDS [RUNS]]}
     secs=${3:-3600}
+    runs=${4:-10000000}
     configure
     cmake --build "$BUILD_DIR" -j "$JOBS" --target "$target"
     dict=fuzz/dict/$target.dict
@@ -44,10 +48,10 @@ case "${1:-}" in
     extra=()
     [ "$target" = jinja_fuzz ] && extra+=(../shared/models/templates)
     nice -n 15 fuzz/run_fuzzer.sh "$BUILD_DIR/bin/$target" "$BUILD_DIR/fuzz-long/$target" "$dict" "$secs" \
-      "fuzz/corpus/$target" "${extra[@]}"
+      "fuzz/corpus/$target" "${extra[@]}" -- -runs="$runs"
     ;;
   *)
-    echo "usage: scripts/fuzz.sh [long TARGET [SECONDS] | list]" >&2
+    echo "usage: scripts/fuzz.sh [long TARGET [SECONDS [RUNS]] | list]" >&2
     exit 2
     ;;
 esac

@@ -34,23 +34,6 @@ constexpr const char* kKey = "cluster-key";
 // Small sandboxes: a 2-CPU host has room for 40 of 50 millicores each (placement counts the
 // CPU guarantee against the host's capacity; docs/scale-out.md).
 constexpr const char* kTask = R"({"prompt": "count", "sandbox": {"cpu_millis": 50, "memory_limit_bytes": 134217728}})";
-// A model replica: harness/tests/model_double.py, an OpenAI Chat Completions double in its
-// own process (two bash calls, then an answer), so that it can be SIGKILLed for real.
-struct ModelReplica {
-  std::unique_ptr<testing::Subprocess> proc;
-  std::string url;  // .../v1
-};
-
-ModelReplica StartModelDouble() {
-  ModelReplica m;
-  m.proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-      "/usr/bin/python3", std::string(SINEW_SOURCE_ROOT) + "/harness/tests/model_double.py"});
-  if (auto line = m.proc->WaitForLine("listening on", std::chrono::seconds(30))) {
-    m.url = "http://" + line->substr(line->rfind(' ') + 1) + "/v1";
-  }
-  return m;
-}
-
 std::string Str(const json::value& o, const char* key) {
   if (!o.is_object()) return "";
   auto* v = o.as_object().if_contains(key);
@@ -138,7 +121,7 @@ TEST(ClusterTest, SessionsCompleteWholeThroughKillsOfAHostAHarnessAReplicaAndAnE
     hosts.push_back(std::make_unique<SandboxHost>("h" + std::to_string(i), etcd.endpoint(), 0, 2));
     ASSERT_FALSE(hosts.back()->address.empty()) << "sinew-sandboxd did not start (root, runc, image needed)";
   }
-  std::vector<ModelReplica> replicas;
+  std::vector<ModelDouble> replicas;
   for (int i = 0; i < 2; ++i) {
     replicas.push_back(StartModelDouble());
     ASSERT_FALSE(replicas.back().url.empty()) << "the model double did not start";

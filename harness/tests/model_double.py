@@ -2,14 +2,16 @@
 """A test double of an OpenAI-compatible model server, as a process that tests can
 SIGKILL (harness/tests/cluster_test.cc). POST .../chat/completions, not streamed: while the
 conversation holds fewer than two tool results it answers with one bash call that counts
-its runs in a file of the sandbox, then it answers "done". Each answer takes 300 ms.
-Prints "model double listening on 127.0.0.1:PORT" once it serves (port 0: any free one)."""
+its runs in a file of the sandbox, then it answers "done". Each answer takes DELAY_MS
+(default 300) milliseconds. Usage: model_double.py [PORT [DELAY_MS]]; prints
+"model double listening on 127.0.0.1:PORT" once it serves (port 0: any free one)."""
 import json
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 COUNT = "echo run >> runs; wc -l < runs"
+DELAY = 0.3
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -34,7 +36,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             message["content"] = "done"
             finish = "stop"
-        time.sleep(0.3)
+        time.sleep(DELAY)
         out = json.dumps({"id": "chatcmpl-double", "object": "chat.completion",
                           "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                           "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
@@ -46,7 +48,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    global DELAY
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    if len(sys.argv) > 2:
+        DELAY = int(sys.argv[2]) / 1000.0
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     print(f"model double listening on 127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()

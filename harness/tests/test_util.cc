@@ -335,4 +335,15 @@ std::unique_ptr<testing::Subprocess> StartStoreShard(const std::string& db, cons
   return proc;
 }
 
+ModelDouble StartModelDouble(int delay_ms) {
+  ModelDouble m;
+  m.proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+      "/usr/bin/python3", std::string(SINEW_SOURCE_ROOT) + "/harness/tests/model_double.py", "0",
+      std::to_string(delay_ms)});
+  if (auto line = m.proc->WaitForLine("listening on", std::chrono::seconds(30))) {
+    m.url = "http://" + line->substr(line->rfind(' ') + 1) + "/v1";
+  }
+  return m;
+}
+
 }  // namespace sinew::harness::test

@@ -155,4 +155,13 @@ std::unique_ptr<testing::Subprocess> StartStoreShard(const std::string& db, cons
                                                      const std::string& id, int grace_ms, std::string* address,
                                                      std::string* seen);
 
+// A test double of an OpenAI-compatible model server in its own process
+// (harness/tests/model_double.py: two bash calls that count their runs, then an answer;
+// each answer after `delay_ms`), so that a test can SIGKILL it for real.
+struct ModelDouble {
+  std::unique_ptr<testing::Subprocess> proc;
+  std::string url;  // http://127.0.0.1:PORT/v1; empty when it did not start
+};
+ModelDouble StartModelDouble(int delay_ms = 300);
+
 }  // namespace sinew::harness::test
