@@ -7,6 +7,7 @@
 
 #include "etcd/rpc.grpc.pb.h"
 #include "sinew/grpc_status.h"
+#include "sinew/grpc_tls.h"
 
 namespace sinew::coord {
 
@@ -66,8 +67,13 @@ class GrpcWatchHandle final : public EtcdClient::WatchHandle {
 
 class GrpcEtcdClient final : public EtcdClient {
  public:
-  GrpcEtcdClient(std::string endpoint, std::chrono::milliseconds timeout)
-      : endpoint_(std::move(endpoint)), timeout_(timeout), conn_(NewConnection(endpoint_)) {}
+  GrpcEtcdClient(std::string endpoint, std::chrono::milliseconds timeout,
+                 std::shared_ptr<grpc::ChannelCredentials> creds, std::string server_name)
+      : endpoint_(std::move(endpoint)),
+        timeout_(timeout),
+        creds_(std::move(creds)),
+        server_name_(std::move(server_name)),
+        conn_(NewConnection()) {}
 
   const std::string& endpoint() const override { return endpoint_; }
 
@@ -226,7 +232,7 @@ class GrpcEtcdClient final : public EtcdClient {
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
-  static std::shared_ptr<Connection> NewConnection(const std::string& endpoint) {
+  std::shared_ptr<Connection> NewConnection() const {
     grpc::ChannelArguments args;
     // Notice a dead etcd on an idle watch stream (etcd refuses pings more often than 5 s).
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
@@ -234,8 +240,8 @@ class GrpcEtcdClient final : public EtcdClient {
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     // A fresh channel per connection (no sharing of subchannels with an old one).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // TLS to etcd (server CA, client certificate) is not supported yet.
-    auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    if (!server_name_.empty()) args.SetSslTargetNameOverride(server_name_);
+    auto channel = grpc::CreateCustomChannel(endpoint_, creds_, args);
     auto c = std::make_shared<Connection>();
     c->kv = etcdserverpb::KV::NewStub(channel);
     c->lease = etcdserverpb::Lease::NewStub(channel);
@@ -250,7 +256,7 @@ class GrpcEtcdClient final : public EtcdClient {
   // Replaces `failed` (if it is still the current connection) by a new one.
   void Renew(const Connection* failed) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (conn_.get() == failed) conn_ = NewConnection(endpoint_);
+    if (conn_.get() == failed) conn_ = NewConnection();
   }
   Status Failed(const grpc::Status& s, std::string_view what, const Connection* conn) {
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) Renew(conn);
@@ -270,6 +276,9 @@ class GrpcEtcdClient final : public EtcdClient {
   // Constant after construction.
   const std::string endpoint_;
   const std::chrono::milliseconds timeout_;
+  // Plain, or TLS with file-watched certificates (shared by every connection).
+  const std::shared_ptr<grpc::ChannelCredentials> creds_;
+  const std::string server_name_;  // the name etcd's certificate must carry, "" for the host
 
   std::mutex mu_;
   std::shared_ptr<Connection> conn_;  // guarded by mu_
@@ -278,12 +287,16 @@ class GrpcEtcdClient final : public EtcdClient {
 }  // namespace
 
 Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& endpoint,
-                                                        std::chrono::milliseconds call_timeout) {
+                                                        std::chrono::milliseconds call_timeout,
+                                                        const GrpcTlsOptions& tls) {
   if (endpoint.empty()) return Status::InvalidArgument("etcd endpoint is empty");
   if (endpoint.find(':') == std::string::npos) {
     return Status::InvalidArgument("etcd endpoint '" + endpoint + "' must be host:port");
   }
-  return std::unique_ptr<EtcdClient>(new GrpcEtcdClient(endpoint, call_timeout));
+  auto creds = GrpcChannelCredentials(tls);
+  if (!creds.ok()) return creds.status().WithContext("etcd TLS");
+  return std::unique_ptr<EtcdClient>(new GrpcEtcdClient(endpoint, call_timeout, std::move(creds).value(),
+                                                        tls.enabled() ? tls.server_name_override : ""));
 }
 
 }  // namespace sinew::coord

@@ -7,6 +7,7 @@
 #include "sinew/coord/etcd_client.h"
 #include "sinew/coord/leased_key.h"
 #include "sinew/coord/prefix_mirror.h"
+#include "sinew/testing/certs.h"
 
 namespace sinew::coord {
 namespace {
@@ -191,6 +192,83 @@ TEST_F(EtcdTest, AWatchFromACompactedRevisionSaysWhereHistoryStarts) {
       &compacted);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(seen, (std::vector<std::string>{"2", "3"}));
+}
+
+// TLS to etcd (docs/security.md): etcd serves only https and requires a client
+// certificate from its CA (--client-cert-auth). Two CAs: "ca1" is etcd's, "ca2" a stranger.
+class EtcdTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test::EtcdBinary().empty())
+      GTEST_SKIP() << "etcd is not installed (etcd-server, scripts/install-deps.sh)";
+    testing::MakeCerts(certs_.Sub("ca1"), {"etcd", "client"});
+    testing::MakeCerts(certs_.Sub("ca2"), {"etcd", "client"});
+    test::EtcdTls tls;
+    tls.server = Identity("ca1", "etcd", "ca1");
+    tls.client = Identity("ca1", "client", "ca1");
+    etcd_ = std::make_unique<test::EtcdProcess>(tls);
+    ASSERT_FALSE(etcd_->endpoint().empty()) << "etcd did not start with TLS";
+  }
+  // `name`'s certificate from `identity_ca`, trusting `trusted_ca`.
+  GrpcTlsOptions Identity(const std::string& identity_ca, const std::string& name, const std::string& trusted_ca) {
+    GrpcTlsOptions tls;
+    tls.cert_file = certs_.Sub(identity_ca + "/" + name + ".pem");
+    tls.key_file = certs_.Sub(identity_ca + "/" + name + "-key.pem");
+    tls.ca_file = certs_.Sub(trusted_ca + "/ca.pem");
+    return tls;
+  }
+  // The result of one Put with `tls` (a short call timeout: a refused handshake shows as
+  // UNAVAILABLE once the deadline passes).
+  Status PutWith(const GrpcTlsOptions& tls) {
+    auto c = EtcdClient::Connect(etcd_->endpoint(), seconds(2), tls);
+    if (!c.ok()) return c.status();
+    auto put = (*c)->Put("/tls/k", "v");
+    return put.ok() ? Status::Ok() : put.status();
+  }
+  testing::TempDir certs_{"sinew-etcd-certs"};
+  std::unique_ptr<test::EtcdProcess> etcd_;
+};
+
+TEST_F(EtcdTlsTest, AClientWithACertificateFromEtcdsCaTalks) {
+  auto c = EtcdClient::Connect(etcd_->endpoint(), seconds(2), Identity("ca1", "client", "ca1"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->Put("/tls/a", "1").ok());
+  auto listing = (*c)->GetPrefix("/tls/");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  ASSERT_EQ(listing->kvs.size(), 1u);
+  EXPECT_EQ(listing->kvs[0].value, "1");
+}
+
+TEST_F(EtcdTlsTest, PlainClientsStrangersAndWrongNamesAreRefused) {
+  // No TLS at all against an https-only etcd.
+  EXPECT_EQ(PutWith(GrpcTlsOptions{}).code(), StatusCode::kUnavailable);
+  // A certificate from another CA: etcd refuses the client.
+  EXPECT_EQ(PutWith(Identity("ca2", "client", "ca1")).code(), StatusCode::kUnavailable);
+  // Trusting another CA: the client refuses etcd.
+  EXPECT_EQ(PutWith(Identity("ca1", "client", "ca2")).code(), StatusCode::kUnavailable);
+  // etcd's certificate does not carry the name the client asks for.
+  GrpcTlsOptions wrong_name = Identity("ca1", "client", "ca1");
+  wrong_name.server_name_override = "not-etcd.example";
+  EXPECT_EQ(PutWith(wrong_name).code(), StatusCode::kUnavailable);
+  // None of them wrote anything.
+  auto c = EtcdClient::Connect(etcd_->endpoint(), seconds(2), Identity("ca1", "client", "ca1"));
+  ASSERT_TRUE(c.ok());
+  auto listing = (*c)->GetPrefix("/tls/");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_TRUE(listing->kvs.empty());
+}
+
+TEST_F(EtcdTlsTest, UnusableFilesAreNamedAtConnect) {
+  GrpcTlsOptions missing = Identity("ca1", "client", "ca1");
+  missing.key_file = certs_.Sub("nowhere-key.pem");
+  auto c = EtcdClient::Connect(etcd_->endpoint(), seconds(2), missing);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("nowhere-key.pem"), std::string::npos) << c.status().ToString();
+  GrpcTlsOptions partial;
+  partial.ca_file = certs_.Sub("ca1/ca.pem");
+  EXPECT_EQ(EtcdClient::Connect(etcd_->endpoint(), seconds(2), partial).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

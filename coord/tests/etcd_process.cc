@@ -38,7 +38,9 @@ std::string EtcdBinary() {
   return "";
 }
 
-EtcdProcess::EtcdProcess() {
+EtcdProcess::EtcdProcess() : EtcdProcess(EtcdTls{}) {}
+
+EtcdProcess::EtcdProcess(EtcdTls tls) : tls_(std::move(tls)) {
   client_port_ = sinew::testing::FreeLoopbackPort();
   peer_port_ = sinew::testing::FreeLoopbackPort();
   if (!Start()) endpoint_.clear();
@@ -57,20 +59,26 @@ void EtcdProcess::Kill() {
 bool EtcdProcess::Start() {
   const std::string bin = EtcdBinary();
   if (bin.empty()) return false;
-  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const bool tls = tls_.server.enabled();
+  const std::string client = (tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(client_port_);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-  proc_ = std::make_unique<sinew::testing::Subprocess>(std::vector<std::string>{
+  std::vector<std::string> args = {
       bin, "--name", "sinew-test", "--data-dir", dir_.Sub("data"), "--listen-client-urls", client,
       "--advertise-client-urls", client, "--listen-peer-urls", peer,
       "--initial-advertise-peer-urls", peer, "--initial-cluster", "sinew-test=" + peer, "--logger",
-      "zap", "--log-level", "error"});
+      "zap", "--log-level", "error"};
+  if (tls) {
+    args.insert(args.end(), {"--cert-file", tls_.server.cert_file, "--key-file", tls_.server.key_file,
+                             "--trusted-ca-file", tls_.server.ca_file, "--client-cert-auth"});
+  }
+  proc_ = std::make_unique<sinew::testing::Subprocess>(args);
   endpoint_ = "127.0.0.1:" + std::to_string(client_port_);
   // Wait for the port first: a gRPC channel that found it closed backs off for a while.
   const auto listen_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!Accepts(client_port_) && std::chrono::steady_clock::now() < listen_until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  auto etcd = EtcdClient::Connect(endpoint_, std::chrono::seconds(1));
+  auto etcd = EtcdClient::Connect(endpoint_, std::chrono::seconds(1), tls_.client);
   if (!etcd.ok()) return false;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < until) {

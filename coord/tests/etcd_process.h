@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "sinew/grpc_tls_options.h"
 #include "sinew/testing/subprocess.h"
 
 namespace sinew::coord::test {
@@ -13,9 +14,17 @@ namespace sinew::coord::test {
 // Path of the etcd binary ($SINEW_ETCD, or etcd from PATH); "" when there is none.
 std::string EtcdBinary();
 
+// TLS for a test etcd: it serves only https and requires client certificates that chain
+// to server.ca_file (--client-cert-auth); `client` is what the readiness probe presents.
+struct EtcdTls {
+  GrpcTlsOptions server;  // cert_file, key_file: etcd's; ca_file: the clients' CA
+  GrpcTlsOptions client;
+};
+
 class EtcdProcess {
  public:
   EtcdProcess();  // starts it and waits until it answers
+  explicit EtcdProcess(EtcdTls tls);
   ~EtcdProcess();
   // "127.0.0.1:PORT"; empty when etcd is missing or did not start.
   const std::string& endpoint() const { return endpoint_; }
@@ -29,6 +38,7 @@ class EtcdProcess {
   int client_port_ = 0;
   int peer_port_ = 0;
   std::string endpoint_;
+  EtcdTls tls_;
   std::unique_ptr<sinew::testing::Subprocess> proc_;
 };
 

@@ -102,9 +102,9 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   return Status::Ok();
 }
 
-// config.grpc_tls: {"cert_file", "key_file", "ca_file", "server_name", "refresh_seconds"}.
-Status ParseGrpcTls(const json::object& o, GrpcTlsOptions* tls) {
-  const std::string where = "config.grpc_tls";
+// config.grpc_tls and config.etcd_tls (`where`): {"cert_file", "key_file", "ca_file",
+// "server_name", "refresh_seconds"}.
+Status ParseGrpcTls(const json::object& o, const std::string& where, GrpcTlsOptions* tls) {
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(o, "cert_file,key_file,ca_file,server_name,refresh_seconds", where));
   SINEW_RETURN_IF_ERROR(ReadString(o, "cert_file", where, &tls->cert_file));
   SINEW_RETURN_IF_ERROR(ReadString(o, "key_file", where, &tls->key_file));
@@ -159,7 +159,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
-      "max_connections,tls,insecure,grpc_tls,log_format,api_keys_file,tenants",
+      "max_connections,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -207,7 +207,14 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   const json::object* g = nullptr;
   SINEW_RETURN_IF_ERROR(ReadObject(root, "grpc_tls", where, &g));
   if (g != nullptr) {
-    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, &c.grpc_tls));
+    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, "config.grpc_tls", &c.grpc_tls));
+  }
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "etcd_tls", where, &g));
+  if (g != nullptr) {
+    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, "config.etcd_tls", &c.etcd_tls));
+    if (c.store_etcd.empty() && c.sandboxd_etcd.empty()) {
+      return Status::InvalidArgument("config.etcd_tls is set but no etcd is configured (store.etcd or sandboxd.etcd)");
+    }
   }
   const json::object* keys = nullptr;
   SINEW_RETURN_IF_ERROR(ReadObject(root, "api_keys", where, &keys));
@@ -359,6 +366,9 @@ Result<HarnessConfig> LoadConfig(const std::string& path) {
   if (!parsed.ok()) return parsed.status().WithContext(path);
   // The certificate files are read now, so that a wrong one stops the start with its name.
   if (Status files = CheckGrpcTlsFiles(parsed->grpc_tls); !files.ok()) return files.WithContext(path);
+  if (Status files = CheckGrpcTlsFiles(parsed->etcd_tls); !files.ok()) {
+    return files.WithContext(path + ": etcd_tls");
+  }
   return parsed;
 }
 

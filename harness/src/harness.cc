@@ -46,7 +46,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       store::RemoteOptions remote;
       remote.tls = config_.grpc_tls;
       if (!config_.store_etcd.empty()) {
-        SINEW_ASSIGN_OR_RETURN(store_, store::ConnectShardedSessionStore(config_.store_etcd, remote));
+        SINEW_ASSIGN_OR_RETURN(store_, store::ConnectShardedSessionStore(config_.store_etcd, remote, config_.etcd_tls));
       } else {
         SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address, remote));
       }
@@ -62,7 +62,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     }
     proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
     if (!config_.sandboxd_etcd.empty()) {
-      SINEW_ASSIGN_OR_RETURN(sandboxes_, SandboxBackend::CreateForEtcd(config_.sandboxd_etcd, config_.grpc_tls));
+      SINEW_ASSIGN_OR_RETURN(sandboxes_, SandboxBackend::CreateForEtcd(config_.sandboxd_etcd, config_.grpc_tls, config_.etcd_tls));
     } else {
       sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls);
     }

@@ -282,8 +282,9 @@ class EtcdSandboxBackend final : public SandboxBackend {
 }  // namespace
 
 Result<std::unique_ptr<SandboxBackend>> SandboxBackend::CreateForEtcd(const std::string& etcd,
-                                                                      const GrpcTlsOptions& tls) {
-  SINEW_ASSIGN_OR_RETURN(auto client, coord::EtcdClient::Connect(etcd));
+                                                                      const GrpcTlsOptions& tls,
+                                                                      const GrpcTlsOptions& etcd_tls) {
+  SINEW_ASSIGN_OR_RETURN(auto client, coord::EtcdClient::Connect(etcd, std::chrono::seconds(5), etcd_tls));
   return std::unique_ptr<SandboxBackend>(new EtcdSandboxBackend(std::move(client), tls));
 }
 

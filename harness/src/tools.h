@@ -77,9 +77,11 @@ class SandboxBackend {
   // `tls`: mTLS to sinew-sandboxd (config.grpc_tls). Default: plain gRPC
   static std::unique_ptr<SandboxBackend> Create(const std::string& address, const GrpcTlsOptions& tls = {});
   // Sandboxes placed over the hosts registered in the etcd at `etcd` (host:port) by the
-  // rule of placement.h; see docs/scale-out.md. `tls` as for Create. Does not wait for etcd.
+  // rule of placement.h; see docs/scale-out.md. `tls` as for Create; `etcd_tls`: TLS to
+  // etcd (config.etcd_tls). Does not wait for etcd.
   static Result<std::unique_ptr<SandboxBackend>> CreateForEtcd(const std::string& etcd,
-                                                               const GrpcTlsOptions& tls = {});
+                                                               const GrpcTlsOptions& tls = {},
+                                                               const GrpcTlsOptions& etcd_tls = {});
 
   struct Provisioned {
     std::string id;

@@ -41,6 +41,30 @@ TEST(GrpcTlsConfigTest, ReadsTheBlockAndRefusesAnIncompleteOne) {
   EXPECT_FALSE(ParseConfig(ConfigWith(R"("yes")")).ok());
 }
 
+// config.etcd_tls: the same block, for the etcd links (store.etcd, sandboxd.etcd).
+TEST(GrpcTlsConfigTest, EtcdTlsIsReadForAnEtcdAndRefusedWithoutOne) {
+  const std::string block = R"({"cert_file": "h.pem", "key_file": "h-key.pem", "ca_file": "etcd-ca.pem",
+                                 "server_name": "etcd"})";
+  auto c = ParseConfig(R"({"store": {"etcd": "127.0.0.1:2379"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "etcd_tls": )" + block + "}");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->etcd_tls.ca_file, "etcd-ca.pem");
+  EXPECT_EQ(c->etcd_tls.server_name_override, "etcd");
+  EXPECT_FALSE(c->grpc_tls.enabled());
+
+  auto no_etcd = ParseConfig(R"({"store": {"address": "127.0.0.1:1"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "etcd_tls": )" + block + "}");
+  ASSERT_FALSE(no_etcd.ok());
+  EXPECT_NE(no_etcd.status().message().find("no etcd is configured"), std::string::npos) << no_etcd.status().ToString();
+  auto partial = ParseConfig(R"({"sandboxd": {"etcd": "127.0.0.1:2379"}, "store": {"address": "127.0.0.1:1"},
+      "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}},
+      "etcd_tls": {"ca_file": "etcd-ca.pem"}})");
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("config.etcd_tls needs cert_file, key_file and ca_file"),
+            std::string::npos)
+      << partial.status().ToString();
+}
+
 TEST(GrpcTlsConfigTest, LoadConfigNamesAnUnreadableFile) {
   testing::TempDir dir;
   testing::MakeCerts(dir.path(), {"harness"});

@@ -14,6 +14,7 @@
 #include "etcd_process.h"
 #include "sinew/coord/etcd_client.h"
 #include "sinew/sandbox/provisioner_client.h"
+#include "sinew/testing/certs.h"
 #include "test_util.h"
 
 namespace sinew::harness::test {
@@ -235,6 +236,56 @@ TEST_F(ScaleOutTest, AfterAnEtcdRestartHostsAreRegisteredAndTheHarnessFollowsCha
   auto results = Of(id, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_FALSE(results[0].contains("is_error")) << json::serialize(results[0]);
+}
+
+// TLS to etcd (docs/security.md): etcd serves only https and requires client
+// certificates; a host registers with --etcd-tls-*, the harness watches with etcd_tls, and
+// a sandbox is placed on that host and runs the call.
+TEST(ScaleOutTlsTest, AHostRegistersAndASandboxIsPlacedOverTlsToEtcd) {
+  if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  testing::TempDir dir;
+  testing::MakeCerts(dir.Sub("certs"), {"etcd", "sandboxd", "harness"});
+  auto identity = [&](const std::string& name) {
+    GrpcTlsOptions tls;
+    tls.cert_file = dir.Sub("certs/" + name + ".pem");
+    tls.key_file = dir.Sub("certs/" + name + "-key.pem");
+    tls.ca_file = dir.Sub("certs/ca.pem");
+    return tls;
+  };
+  coord::test::EtcdProcess etcd(coord::test::EtcdTls{identity("etcd"), identity("harness")});
+  ASSERT_FALSE(etcd.endpoint().empty()) << "etcd did not start with TLS";
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  const GrpcTlsOptions d = identity("sandboxd");
+  SandboxHost host("h1", etcd.endpoint(), 0, 5,
+                   {"--etcd-tls-cert", d.cert_file, "--etcd-tls-key", d.key_file, "--etcd-tls-ca", d.ca_file});
+  ASSERT_FALSE(host.address.empty()) << "sinew-sandboxd did not start (root, runc, image needed)";
+  const std::string script = WriteFile(dir.Sub("script.json"), R"({"responses": [
+    {"text": "working", "tool_calls": [{"name": "bash", "input": {"command": "echo placed-over-tls"}}]},
+    {"text": "done"}]})");
+  const GrpcTlsOptions h = identity("harness");
+  HarnessProcess harness(dir.Sub("h.json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store.address +
+                                                R"("}, "sandboxd": {"etcd": ")" + etcd.endpoint() +
+                                                R"("}, "api_keys": {")" + std::string(kKey) +
+                                                R"(": "t"}, "models": {"scripted": {"kind": "scripted", "script": ")" +
+                                                script + R"("}}, "etcd_tls": {"cert_file": ")" + h.cert_file +
+                                                R"(", "key_file": ")" + h.key_file + R"(", "ca_file": ")" +
+                                                h.ca_file + R"("}})");
+  ASSERT_FALSE(harness.address.empty());
+  for (int i = 0; i < 300 && Call("GET", harness.url() + "/readyz").status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "work"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 240), "completed");
+  std::string host_id, output;
+  for (const auto& e : AllEvents(harness.url(), kKey, id)) {
+    if (e.contains("sandbox_provisioned")) host_id = Str(e.at("sandbox_provisioned").as_object(), "host_id");
+    if (e.contains("tool_result")) output = Str(e.at("tool_result").as_object(), "output");
+  }
+  EXPECT_EQ(host_id, "h1");
+  EXPECT_NE(output.find("placed-over-tls"), std::string::npos) << output;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "etcd_process.h"
 #include "sinew/coord/etcd_client.h"
 #include "sinew/session_store/shard_map.h"
+#include "sinew/testing/certs.h"
 #include "test_util.h"
 
 namespace sinew::harness::test {
@@ -142,6 +143,49 @@ TEST(StoreShardsTest, SessionsSpreadOverShardsAndNoneMovesWhenOneJoins) {
   EXPECT_TRUE(renamed.WaitForLine("holds store shard 'a', not 'c'", std::chrono::seconds(30)).has_value());
   const int status = renamed.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+}
+
+// TLS to etcd (docs/security.md): etcd serves only https with client certificates
+// required; the store shard joins the map and the harness reads it over TLS, and a store
+// or harness without a certificate is refused.
+TEST(StoreShardsTest, TheShardMapIsReachedOverTlsToEtcd) {
+  if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  testing::TempDir dir;
+  testing::MakeCerts(dir.Sub("certs"), {"etcd", "store", "harness"});
+  auto identity = [&](const std::string& name) {
+    GrpcTlsOptions tls;
+    tls.cert_file = dir.Sub("certs/" + name + ".pem");
+    tls.key_file = dir.Sub("certs/" + name + "-key.pem");
+    tls.ca_file = dir.Sub("certs/ca.pem");
+    return tls;
+  };
+  coord::test::EtcdProcess etcd(coord::test::EtcdTls{identity("etcd"), identity("harness")});
+  ASSERT_FALSE(etcd.endpoint().empty()) << "etcd did not start with TLS";
+  const GrpcTlsOptions store_tls = identity("store");
+  std::string address, seen;
+  auto shard = StartStoreShard(dir.Sub("a"), etcd.endpoint(), "a", 0, &address, &seen,
+                               {"--etcd-tls-cert", store_tls.cert_file, "--etcd-tls-key", store_tls.key_file,
+                                "--etcd-tls-ca", store_tls.ca_file});
+  ASSERT_FALSE(address.empty()) << seen;
+  WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "hi"}]})");
+  const GrpcTlsOptions h = identity("harness");
+  const std::string config = R"({"listen": "127.0.0.1:0", "store": {"etcd": ")" + etcd.endpoint() +
+                             R"("}, "api_keys": {")" + kKey + R"(": "t"}, "models": {"m": {"kind": "scripted",
+    "script": ")" + dir.Sub("script.json") + R"("}}, "etcd_tls": {"cert_file": ")" + h.cert_file +
+                             R"(", "key_file": ")" + h.key_file + R"(", "ca_file": ")" + h.ca_file + R"("}})";
+  HarnessProcess harness(dir.Sub("harness.json"), config);
+  ASSERT_FALSE(harness.address.empty());
+  EXPECT_EQ(CreateSessions(harness.url(), 3).size(), 3u);
+
+  // Without a certificate neither joins: the store exits, the harness does not start.
+  std::string plain_address, plain_seen;
+  auto plain = StartStoreShard(dir.Sub("b"), etcd.endpoint(), "b", 0, &plain_address, &plain_seen);
+  EXPECT_TRUE(plain_address.empty()) << "a store without a client certificate joined the map";
+  EXPECT_NE(plain->Wait(), 0);
+  std::string no_tls = config;
+  no_tls.erase(no_tls.find(R"(, "etcd_tls")"), no_tls.rfind('}') - no_tls.find(R"(, "etcd_tls")"));
+  HarnessProcess refused(dir.Sub("refused.json"), no_tls);
+  EXPECT_TRUE(refused.address.empty()) << "a harness without a client certificate read the map";
 }
 
 }  // namespace

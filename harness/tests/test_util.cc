@@ -278,16 +278,19 @@ std::string Str(const boost::json::object& o, const char* key) {
   return it != o.end() && it->value().is_string() ? std::string(it->value().as_string()) : "";
 }
 
-SandboxHost::SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s)
+SandboxHost::SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s,
+                         const std::vector<std::string>& extra_args)
     : id_(std::move(id)) {
   const std::string tag = std::to_string(::getpid()) + "-" + id_;
   state_dir_ = "/run/sinew-scale-test-" + tag;
   cgroup_parent_ = "sinew-scale-test-" + tag;
   const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  proc_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+  std::vector<std::string> args = {
       testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir_, "--cgroup-parent",
       cgroup_parent_, "--warm-pool-size", "0", "--etcd", etcd, "--advertise", addr, "--host-id", id_,
-      "--etcd-ttl", std::to_string(ttl_s), "--capacity-memory-bytes", std::to_string(memory_capacity)});
+      "--etcd-ttl", std::to_string(ttl_s), "--capacity-memory-bytes", std::to_string(memory_capacity)};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  proc_ = std::make_unique<testing::Subprocess>(args);
   if (proc_->WaitForLine("listening on", std::chrono::seconds(60))) address = addr;
 }
 
@@ -321,10 +324,11 @@ void SandboxHost::Stop() {
 
 std::unique_ptr<testing::Subprocess> StartStoreShard(const std::string& db, const std::string& etcd,
                                                      const std::string& id, int grace_ms, std::string* address,
-                                                     std::string* seen) {
-  auto proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-      testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd", etcd, "--shard-id", id,
-      "--shard-grace-ms", std::to_string(grace_ms)});
+                                                     std::string* seen, const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0",
+                                   "--etcd", etcd, "--shard-id", id, "--shard-grace-ms", std::to_string(grace_ms)};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  auto proc = std::make_unique<testing::Subprocess>(args);
   while (auto line = proc->ReadLine(std::chrono::seconds(30))) {
     if (line->find("listening on") != std::string::npos) {
       *address = line->substr(line->rfind(' ') + 1);

@@ -136,7 +136,9 @@ class SandboxdProcess {
 // its own state directory and cgroup parent, so that several run side by side.
 class SandboxHost {
  public:
-  SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s);
+  // `extra_args` go on its command line (e.g. --etcd-tls-cert ...).
+  SandboxHost(std::string id, const std::string& etcd, uint64_t memory_capacity, int ttl_s,
+              const std::vector<std::string>& extra_args = {});
   ~SandboxHost();  // SIGTERM; after Kill, a daemon on the same state reaps what it left
   void Kill();     // SIGKILL, no clean shutdown
   void Stop();     // SIGTERM
@@ -151,9 +153,11 @@ class SandboxHost {
 
 // A sinew-store that joins the store shard map in etcd as shard `id`; *address is its
 // address once it serves ("" when it did not start; `seen` then holds what it printed).
+// `extra_args` go on its command line (e.g. --etcd-tls-cert ...).
 std::unique_ptr<testing::Subprocess> StartStoreShard(const std::string& db, const std::string& etcd,
                                                      const std::string& id, int grace_ms, std::string* address,
-                                                     std::string* seen);
+                                                     std::string* seen,
+                                                     const std::vector<std::string>& extra_args = {});
 
 // A test double of an OpenAI-compatible model server in its own process
 // (harness/tests/model_double.py: two bash calls that count their runs, then an answer;

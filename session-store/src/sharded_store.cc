@@ -287,8 +287,9 @@ Result<v1::ListSessionsResponse> ShardedStore::ListSessions(const v1::ListSessio
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> ConnectShardedSessionStore(const std::string& etcd_endpoint,
-                                                                 const RemoteOptions& options) {
-  SINEW_ASSIGN_OR_RETURN(auto etcd, coord::EtcdClient::Connect(etcd_endpoint));
+                                                                 const RemoteOptions& options,
+                                                                 const GrpcTlsOptions& etcd_tls) {
+  SINEW_ASSIGN_OR_RETURN(auto etcd, coord::EtcdClient::Connect(etcd_endpoint, std::chrono::seconds(5), etcd_tls));
   auto store = std::make_unique<ShardedStore>(std::move(etcd), options);
   SINEW_RETURN_IF_ERROR(store->Start());
   return std::unique_ptr<SessionStore>(std::move(store));

@@ -23,15 +23,16 @@ namespace {
 
 // A store directory belongs to one shard for good: its id is kept in <db>/SHARD, and a
 // different --shard-id is refused (it would send the sessions' lookups elsewhere).
-sinew::Status JoinShardMap(const std::string& db, const std::string& etcd, const std::string& shard_id,
-                           const std::string& advertise, std::chrono::milliseconds grace) {
+sinew::Status JoinShardMap(const std::string& db, const std::string& etcd, const sinew::GrpcTlsOptions& etcd_tls,
+                           const std::string& shard_id, const std::string& advertise,
+                           std::chrono::milliseconds grace) {
   const std::string marker = db + "/SHARD";
   std::string recorded;
   if (std::ifstream in(marker); in) std::getline(in, recorded);
   if (!recorded.empty() && recorded != shard_id) {
     return sinew::Status::FailedPrecondition(db + " holds store shard '" + recorded + "', not '" + shard_id + "'");
   }
-  auto client = sinew::coord::EtcdClient::Connect(etcd);
+  auto client = sinew::coord::EtcdClient::Connect(etcd, std::chrono::seconds(5), etcd_tls);
   if (!client.ok()) return client.status();
   SINEW_RETURN_IF_ERROR(sinew::store::RegisterShard(client->get(), shard_id, advertise, grace));
   if (recorded.empty()) {
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   std::string etcd, shard_id, advertise;
   uint32_t shard_grace_ms = 30000;
   app.add_option("--etcd", etcd, "etcd host:port: join the store shard map (docs/scale-out.md)");
+  sinew::GrpcTlsOptions etcd_tls;
+  sinew::AddGrpcTlsFlags(app, &etcd_tls, /*client=*/true, "--etcd-tls");
   app.add_option("--shard-id", shard_id, "this store's shard id in the map (with --etcd)");
   app.add_option("--advertise", advertise,
                  "address clients dial for this shard, host:port (with --etcd; default: the listening address)");
@@ -86,6 +89,10 @@ int main(int argc, char** argv) {
   }
   if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
     spdlog::error("{}", files.message());
+    return 2;
+  }
+  if (auto files = sinew::CheckGrpcTlsFiles(etcd_tls); !files.ok()) {
+    spdlog::error("--etcd-tls: {}", files.message());
     return 2;
   }
   if (auto plain = sinew::CheckPlainGrpcOnlyOnLoopback(listen, tls.enabled(), insecure, "--insecure");
@@ -133,7 +140,7 @@ int main(int argc, char** argv) {
     // Joined before the listening line, so that whoever waits for that line finds the
     // shard in the map.
     if (advertise.empty()) advertise = host + ":" + std::to_string(port);
-    if (auto joined = JoinShardMap(db, etcd, shard_id, advertise, std::chrono::milliseconds(shard_grace_ms));
+    if (auto joined = JoinShardMap(db, etcd, etcd_tls, shard_id, advertise, std::chrono::milliseconds(shard_grace_ms));
         !joined.ok()) {
       spdlog::error("cannot join the store shard map: {}", joined.ToString());
       return 2;

@@ -143,7 +143,7 @@ Result<std::unique_ptr<HostRegistration>> HostRegistration::Start(SandboxManager
                                    options.advertise + "')");
   }
   if (options.ttl_seconds < 1) return Status::InvalidArgument("--etcd-ttl must be at least 1 s");
-  SINEW_ASSIGN_OR_RETURN(auto etcd, coord::EtcdClient::Connect(options.etcd));
+  SINEW_ASSIGN_OR_RETURN(auto etcd, coord::EtcdClient::Connect(options.etcd, std::chrono::seconds(5), options.etcd_tls));
   v1::SandboxHostRecord record = BuildHostRecord(*manager, config, options);
   record.set_instance(RandomInstance());
   record.set_started_unix_ms(NowUnixMs());

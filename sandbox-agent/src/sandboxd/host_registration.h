@@ -14,6 +14,7 @@
 #include <string>
 
 #include "sandboxd/sandbox_manager.h"
+#include "sinew/grpc_tls_options.h"
 #include "sinew/status.h"
 
 namespace sinew::sandbox {
@@ -22,6 +23,7 @@ inline constexpr std::string_view kSandboxHostsPrefix = "/sinew/sandbox-hosts/";
 
 struct HostRegistrationOptions {
   std::string etcd;       // etcd endpoint, host:port (REQUIRES: not empty)
+  GrpcTlsOptions etcd_tls;  // TLS to etcd with a client certificate. Default: plain
   std::string host_id;    // REQUIRES: [A-Za-z0-9._-]{1,64}
   std::string advertise;  // Provisioner address harnesses dial, host:port (REQUIRES: not empty)
   // Lease TTL: how long a crashed host stays listed. Default: 5 s

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--etcd-ttl", reg.ttl_seconds, "lease TTL in seconds: a crashed host is dropped after it")
       ->check(CLI::Range(1, 300))
       ->capture_default_str();
+  sinew::AddGrpcTlsFlags(app, &reg.etcd_tls, /*client=*/true, "--etcd-tls");
   app.add_option("--capacity-memory-bytes", reg.memory_capacity_bytes,
                  "memory for sandboxes' guarantees, published for placement (default: MemTotal)");
   app.add_option("--capacity-cpu-millicores", reg.cpu_capacity_millicores,
@@ -86,6 +87,10 @@ int main(int argc, char** argv) {
   }
   if (auto files = sinew::CheckGrpcTlsFiles(tls); !files.ok()) {
     std::cerr << "sinew-sandboxd: " << files.message() << "\n";
+    return 2;
+  }
+  if (auto files = sinew::CheckGrpcTlsFiles(reg.etcd_tls); !files.ok()) {
+    std::cerr << "sinew-sandboxd: --etcd-tls: " << files.message() << "\n";
     return 2;
   }
   if (auto plain = sinew::CheckPlainGrpcOnlyOnLoopback(listen, tls.enabled(), insecure, "--insecure");

@@ -8,7 +8,9 @@
 //
 // Errors: etcd's gRPC status mapped to sinew::Status; kUnavailable when etcd does not
 // answer (calls fail fast while it is down: they do not wait for it to come back).
-// Plain TCP only for now; TLS to etcd (client certificates) is a later addition.
+// TLS: with GrpcTlsOptions set, the client checks etcd's certificate and name against
+// `ca_file` and presents its own certificate (etcd's --client-cert-auth); the files are
+// watched, so renewed certificates are used by the next connection (docs/security.md).
 //
 // Thread-safety: all methods may be called concurrently from several threads.
 #pragma once
@@ -21,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sinew/grpc_tls_options.h"
 #include "sinew/status.h"
 
 namespace sinew::coord {
@@ -58,10 +61,13 @@ class EtcdClient {
   virtual ~EtcdClient() = default;
 
   // A client for the etcd member at `endpoint` (host:port). Does not wait for etcd.
-  // `call_timeout` bounds each unary call. Default: 5 s
+  // `call_timeout` bounds each unary call. Default: 5 s. `tls`: plain TCP when unset;
+  // otherwise TLS with a client certificate. Errors: InvalidArgument for a bad endpoint
+  // or unusable TLS files (the message names the file).
   [[nodiscard]] static Result<std::unique_ptr<EtcdClient>> Connect(
       const std::string& endpoint,
-      std::chrono::milliseconds call_timeout = std::chrono::seconds(5));
+      std::chrono::milliseconds call_timeout = std::chrono::seconds(5),
+      const GrpcTlsOptions& tls = {});
 
   virtual const std::string& endpoint() const = 0;
 

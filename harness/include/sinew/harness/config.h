@@ -155,6 +155,9 @@ struct HarnessConfig {
   // harness's client certificate and key, and the CA their certificates must chain to.
   // Default: none (plain gRPC)
   GrpcTlsOptions grpc_tls{};
+  // TLS to etcd (store.etcd, sandboxd.etcd) with this harness's client certificate and
+  // the CA etcd's certificate must chain to (etcd's --client-cert-auth). Default: plain
+  GrpcTlsOptions etcd_tls{};
   // Allow plain HTTP on a non-loopback `listen` (without it such a config is refused).
   // Default: false
   bool insecure = false;

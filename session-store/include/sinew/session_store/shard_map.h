@@ -74,8 +74,10 @@ class ShardMap {
 // CreateSession makes the id itself and sends it as routed_session_id; ListSessions
 // merges the shards' pages newest first. Checkpoint is kUnimplemented (checkpoint each
 // shard's store). Waits up to `options.connect_timeout` for the map; kUnavailable when
-// etcd does not answer or the map is empty.
+// etcd does not answer or the map is empty. `etcd_tls`: TLS to etcd with a client
+// certificate (default: plain).
 [[nodiscard]] Result<std::unique_ptr<SessionStore>> ConnectShardedSessionStore(
-    const std::string& etcd_endpoint, const RemoteOptions& options = {});
+    const std::string& etcd_endpoint, const RemoteOptions& options = {},
+    const GrpcTlsOptions& etcd_tls = {});
 
 }  // namespace sinew::store
