@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <set>
 #include <random>
 #include <atomic>
 #include <thread>
@@ -123,9 +124,12 @@ class HarnessImpl final : public Harness, public SessionControl {
   }
 
   Status Ready() override {
+    // Over store shards, ready while one shard answers: the others' sessions answer 503
+    // until they are back, new sessions go to the shards that answer (docs/scale-out.md).
     v1::ListSessionsRequest req;
     req.set_page_size(1);
     req.set_tenant("-");
+    req.set_allow_partial(true);
     auto listed = store_->ListSessions(req);
     if (!listed.ok()) return Status::Unavailable("the session store does not answer: " + listed.status().message());
     if (!config_.sandboxd_address.empty() || !config_.sandboxd_etcd.empty()) {
@@ -142,6 +146,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       v1::ListSessionsRequest req;
       req.set_status(static_cast<v1::SessionStatus>(s));
       req.set_page_size(1000);
+      req.set_allow_partial(true);  // the shards that answer
       for (int page = 0; page < 100; ++page) {  // counts up to 100k sessions per status
         auto resp = store_->ListSessions(req);
         if (!resp.ok()) break;
@@ -265,13 +270,30 @@ class HarnessImpl final : public Harness, public SessionControl {
 
   void Scan() {
     const int64_t now = NowUnixMs();
+    std::set<std::string> down;  // store shards that did not answer this scan
+    struct Report {
+      std::set<std::string>* was;
+      std::set<std::string>* now;
+      ~Report() {
+        for (const auto& s : *now) {
+          if (!was->count(s)) spdlog::warn("scan: store shard '{}' does not answer; its sessions wait for it", s);
+        }
+        for (const auto& s : *was) {
+          if (!now->count(s)) spdlog::info("scan: store shard '{}' answers again", s);
+        }
+        *was = *now;
+      }
+    } report{&down_shards_, &down};
     for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING}) {
       v1::ListSessionsRequest req;
       req.set_status(status);
       req.set_page_size(1000);
+      // Over store shards, one shard down must not stop take-overs on the others.
+      req.set_allow_partial(true);
       for (int page = 0; page < 100; ++page) {
         auto resp = store_->ListSessions(req);
         if (!resp.ok()) return;
+        for (const auto& shard : resp->unavailable_shards()) down.insert(shard);
         for (const auto& s : resp->sessions()) {
           // Imported sessions never leased here are records, not work (a message leases
           // one); a running session that was never leased is one too.
@@ -291,6 +313,7 @@ class HarnessImpl final : public Harness, public SessionControl {
   }
 
   HarnessConfig config_;
+  std::set<std::string> down_shards_;  // the last scan's unanswered store shards; background thread only
   std::unique_ptr<store::SessionStore> store_;
   std::unique_ptr<Vault> vault_;
   std::map<std::string, std::unique_ptr<ModelClient>> models_;

@@ -4,6 +4,7 @@
 // later ones spread over both, each on the shard the map names; the REST API lists them
 // all across shards, page by page, newest first; a store directory keeps its shard id.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <map>
@@ -186,6 +187,79 @@ TEST(StoreShardsTest, TheShardMapIsReachedOverTlsToEtcd) {
   no_tls.erase(no_tls.find(R"(, "etcd_tls")"), no_tls.rfind('}') - no_tls.find(R"(, "etcd_tls")"));
   HarnessProcess refused(dir.Sub("refused.json"), no_tls);
   EXPECT_TRUE(refused.address.empty()) << "a harness without a client certificate read the map";
+}
+
+// One store shard down (docs/scale-out.md, "One shard down"): harnesses stay ready, new
+// sessions go to the shard that answers, a session whose harness died is taken over from
+// that shard by another harness, and a session on the dead shard answers 503.
+TEST(StoreShardsTest, OneShardDownLeavesTheOthersServing) {
+  if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+  coord::test::EtcdProcess etcd;
+  ASSERT_FALSE(etcd.endpoint().empty());
+  auto etcd_client = coord::EtcdClient::Connect(etcd.endpoint());
+  ASSERT_TRUE(etcd_client.ok());
+  testing::TempDir dir;
+  std::string a_address, b_address;
+  std::string seen;
+  auto a = StartStoreShard(dir.Sub("a"), etcd.endpoint(), "a", 0, &a_address, &seen);
+  auto b = StartStoreShard(dir.Sub("b"), etcd.endpoint(), "b", 0, &b_address, &seen);
+  ASSERT_FALSE(a_address.empty()) << seen;
+  ASSERT_FALSE(b_address.empty()) << seen;
+  auto map = ReadMap(etcd_client->get());
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "hi"}]})");
+  WriteFile(dir.Sub("slow.json"), R"({"responses": [{"text": "slow", "delay_ms": 60000}]})");
+  const std::string config = R"({"listen": "127.0.0.1:0", "store": {"etcd": ")" + etcd.endpoint() +
+                             R"("}, "api_keys": {")" + kKey + R"(": "t"}, "lease_ttl_ms": 2000, "scan_interval_ms": 300,
+    "models": {"m": {"kind": "scripted", "script": ")" + dir.Sub("script.json") + R"("},
+               "slow": {"kind": "scripted", "script": ")" + dir.Sub("slow.json") + R"("}}})";
+  auto first = std::make_unique<HarnessProcess>(dir.Sub("first.json"), config);
+  ASSERT_FALSE(first->address.empty());
+  // Sessions of the first harness that hang in a model call: one on each shard.
+  std::map<std::string, std::string> stuck;  // shard -> session
+  for (int i = 0; i < 40 && stuck.size() < 2; ++i) {
+    auto r = Api("POST", first->url() + "/v1/sessions", kKey, R"({"prompt": "wait", "model": "slow"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    const std::string id(r.json.at("session").at("id").as_string());
+    stuck.emplace(*map->ShardOf(id), id);
+  }
+  ASSERT_EQ(stuck.size(), 2u);
+  for (const auto& [shard, id] : stuck) EXPECT_EQ(WaitForStatus(first->url(), kKey, id, "running"), "running");
+  // The first harness dies, then shard b.
+  first->proc->Signal(SIGKILL);
+  first->proc->Wait();
+  b->Signal(SIGKILL);
+  b->Wait();
+
+  HarnessProcess second(dir.Sub("second.json"), config);
+  ASSERT_FALSE(second.address.empty());
+  for (int i = 0; i < 100 && Call("GET", second.url() + "/readyz").status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Call("GET", second.url() + "/readyz").status, 200) << "one shard down took the harness out";
+  // New sessions: all on a, all completed.
+  for (int i = 0; i < 8; ++i) {
+    auto r = Api("POST", second.url() + "/v1/sessions", kKey, R"({"prompt": "hello"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    const std::string id(r.json.at("session").at("id").as_string());
+    EXPECT_EQ(*map->ShardOf(id), "a") << id;
+    EXPECT_EQ(WaitForStatus(second.url(), kKey, id, "completed,failed"), "completed");
+  }
+  // The session on a is taken over (its lease ran out): the second harness's take-over
+  // writes a resume annotation and the slow call runs again.
+  const std::string on_a = stuck["a"];
+  bool resumed = false;
+  for (int i = 0; i < 100 && !resumed; ++i) {
+    for (const auto& e : AllEvents(second.url(), kKey, on_a)) {
+      if (e.contains("annotation") && Str(e.at("annotation").as_object(), "text").find("resum") != std::string::npos)
+        resumed = true;
+    }
+    if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(resumed) << "the session on the live shard was not taken over";
+  // The session on b answers 503 while b is down.
+  auto on_b = Api("GET", second.url() + "/v1/sessions/" + stuck["b"], kKey);
+  EXPECT_EQ(on_b.status, 503) << on_b.body;
 }
 
 }  // namespace

@@ -239,6 +239,7 @@ Result<std::unique_ptr<SessionStore>> ConnectSessionStore(const std::string& add
   args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, options.tls, args));
   auto store = std::make_unique<RemoteStore>(address, channel, options);
+  if (!options.wait_for_server) return std::unique_ptr<SessionStore>(std::move(store));
   Status ping = store->Ping();
   if (!ping.ok()) {
     return Status::Unavailable("session store not reachable at " + address + " (" +

@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <mutex>
+#include <set>
 
 #include "keys.h"
 #include "sinew/coord/etcd_client.h"
@@ -14,6 +15,11 @@ namespace sinew::store {
 namespace {
 
 namespace json = boost::json;
+
+// A shard that did not answer (down, or too slow), as opposed to one that refused.
+bool Unanswered(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
 
 class ShardedStore final : public SessionStore {
  public:
@@ -44,10 +50,27 @@ class ShardedStore final : public SessionStore {
     if (!req.routed_session_id().empty()) {
       return Status::InvalidArgument("routed_session_id is made by the sharded client, not given to it");
     }
-    v1::CreateSessionRequest routed = req;
-    routed.set_routed_session_id(keys::NewSessionId());
-    SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(routed.routed_session_id()));
-    return shard->CreateSession(routed);
+    // A new session may go to any shard: when the one its id maps to does not answer,
+    // another id is drawn for another shard, so one shard down does not stop new work.
+    std::set<std::string> tried;
+    Status last = Status::Unavailable("no store shard is in the map");
+    for (int draw = 0; draw < 64 && tried.size() < Shards().size(); ++draw) {
+      v1::CreateSessionRequest routed = req;
+      routed.set_routed_session_id(keys::NewSessionId());
+      std::string shard;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        SINEW_ASSIGN_OR_RETURN(shard, map_.ShardOf(routed.routed_session_id()));
+      }
+      if (tried.count(shard)) continue;
+      tried.insert(shard);
+      auto store = Connection(shard);
+      Result<v1::Session> created = store.ok() ? (*store)->CreateSession(routed) : Result<v1::Session>(store.status());
+      if (created.ok() || !Unanswered(created.status())) return created;
+      last = created.status().WithContext("store shard '" + shard + "'");
+      spdlog::warn("new session: {}; trying another shard", last.message());
+    }
+    return last;
   }
 
   Result<v1::Session> GetSession(const std::string& id) override {
@@ -125,7 +148,11 @@ class ShardedStore final : public SessionStore {
       auto c = connections_.find(address);
       if (c != connections_.end()) return c->second.get();
     }
-    auto store = ConnectSessionStore(address, options_);
+    // Lazily: a shard that is down must not hold every caller for connect_timeout (its
+    // calls fail kUnavailable at once and the caller moves on; docs/scale-out.md).
+    RemoteOptions lazy = options_;
+    lazy.wait_for_server = false;
+    auto store = ConnectSessionStore(address, lazy);
     if (!store.ok()) return store.status().WithContext("store shard '" + shard + "' at " + address);
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = connections_[address];
@@ -231,15 +258,30 @@ Result<v1::ListSessionsResponse> ShardedStore::ListSessions(const v1::ListSessio
     size_t next = 0;  // first entry not merged yet
   };
   std::vector<Page> pages;
-  for (const std::string& shard : Shards()) {
+  std::vector<std::string> unavailable;
+  const std::vector<std::string> shards = Shards();
+  for (const std::string& shard : shards) {
     Cursor& cur = cursors[shard];  // a shard new since the last page starts at its beginning
     if (cur.done) continue;
-    SINEW_ASSIGN_OR_RETURN(SessionStore * store, Connection(shard));
+    auto connected = Connection(shard);
+    if (!connected.ok() && req.allow_partial() && Unanswered(connected.status())) {
+      unavailable.push_back(shard);
+      cur.done = true;
+      continue;
+    }
+    if (!connected.ok()) return connected.status();
+    SessionStore* store = *connected;
     v1::ListSessionsRequest one = req;
     one.set_page_size(page_size + cur.skip > 1000 ? 1000 : page_size + cur.skip);
     one.set_page_token(cur.token);
     Page p{shard, {}, cur.skip};
     auto resp = store->ListSessions(one);
+    if (!resp.ok() && req.allow_partial() && Unanswered(resp.status())) {
+      // Left out of this listing, its later pages included (see the proto).
+      unavailable.push_back(shard);
+      cur.done = true;
+      continue;
+    }
     if (!resp.ok()) return resp.status().WithContext("store shard '" + shard + "'");
     p.resp = std::move(resp).value();
     pages.push_back(std::move(p));
@@ -280,6 +322,10 @@ Result<v1::ListSessionsResponse> ShardedStore::ListSessions(const v1::ListSessio
       more = true;
     }
   }
+  if (!unavailable.empty() && unavailable.size() == shards.size()) {
+    return Status::Unavailable("no store shard answers (" + std::to_string(shards.size()) + " in the map)");
+  }
+  for (const auto& shard : unavailable) out.add_unavailable_shards(shard);
   if (more) out.set_next_page_token(EncodeCursors(cursors));
   return out;
 }

@@ -152,6 +152,9 @@ struct RemoteOptions {
   std::chrono::milliseconds call_timeout{30000};
   // How long Connect waits for the server to answer Health. Default: 5 s
   std::chrono::milliseconds connect_timeout{5000};
+  // Whether Connect waits for that answer; false connects lazily (calls then fail
+  // kUnavailable at once while the server is down). Default: true
+  bool wait_for_server = true;
   // mTLS to the server (docs/security.md). Default: none (plain gRPC)
   GrpcTlsOptions tls{};
 };
