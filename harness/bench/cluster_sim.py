@@ -584,7 +584,8 @@ class Sim:
             else:
                 sat[name] = p["sessions"] * SATURATED / r["util"] if r["util"] > 0 else float("inf")
         out["saturates_at_sessions"] = sat
-        out["first_to_saturate"] = min(sat, key=sat.get)
+        # Ties (several saturated at this load): the one furthest past its capacity.
+        out["first_to_saturate"] = min(sat, key=lambda n: (sat[n], -res[n]["util"]))
         out["writes_submitted"] = self.writes_submitted
         out["renewals_injected"] = self.renewals_injected
         out["writes_committed"] = self.writes_committed
