@@ -780,8 +780,11 @@ def main():
     overrides = {}
     try:
         if args.params:
-            with open(args.params) as f:
-                overrides.update(params_from_measurement(json.load(f)))
+            try:
+                with open(args.params) as f:
+                    overrides.update(params_from_measurement(json.load(f)))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ParamError(f"--params {args.params}: not a cluster_sim_measure.py result ({e!r})")
         for item in args.set:
             if "=" not in item:
                 raise ParamError(f"--set '{item}': expected NAME=VALUE")
@@ -800,7 +803,7 @@ def main():
             except ValueError:
                 raise ParamError(f"--sweep must be comma-separated integers (got {args.sweep!r})")
         results = [simulate(dict(overrides, sessions=n)) for n in loads]
-    except (ParamError, OSError, json.JSONDecodeError) as e:
+    except ParamError as e:
         print(f"cluster_sim: {e}", file=sys.stderr)
         return 2
     if args.json:
