@@ -782,7 +782,10 @@ def main():
         if args.params:
             try:
                 with open(args.params) as f:
-                    overrides.update(params_from_measurement(json.load(f)))
+                    measured = params_from_measurement(json.load(f))
+                if not measured:
+                    raise ValueError("it holds none of bench_store, harness, etcd")
+                overrides.update(measured)
             except (OSError, ValueError, KeyError, TypeError) as e:
                 raise ParamError(f"--params {args.params}: not a cluster_sim_measure.py result ({e!r})")
         for item in args.set:
