@@ -69,6 +69,18 @@ Result<GenerationRequest> FromProto(const sinew::v1::GenerateRequest& request,
     }
     out.sampling.repetition_penalty = request.repetition_penalty();
   }
+  if (request.has_frequency_penalty()) {
+    if (!(request.frequency_penalty() >= -2.0f && request.frequency_penalty() <= 2.0f)) {
+      return Status::InvalidArgument("frequency_penalty must be between -2 and 2");
+    }
+    out.sampling.frequency_penalty = request.frequency_penalty();
+  }
+  if (request.has_presence_penalty()) {
+    if (!(request.presence_penalty() >= -2.0f && request.presence_penalty() <= 2.0f)) {
+      return Status::InvalidArgument("presence_penalty must be between -2 and 2");
+    }
+    out.sampling.presence_penalty = request.presence_penalty();
+  }
   if (request.has_seed()) out.sampling.seed = request.seed();
   if (request.stop_size() > 4) return Status::InvalidArgument("stop may hold at most 4 strings");
   for (const std::string& stop : request.stop()) out.stop.push_back(stop);

@@ -1,4 +1,5 @@
 // gRPC Generate on the real sinew-model process.
+#include <boost/json.hpp>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -114,7 +115,46 @@ TEST_F(ServerGrpcTest, BadRequestsAreInvalidArgument) {
   too_long.set_prompt("x");
   too_long.set_max_tokens(1 << 20);
   EXPECT_EQ(Generate(too_long, messages).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (float bad : {2.5f, -3.0f}) {
+    sinew::v1::GenerateRequest penalty;
+    penalty.set_prompt("x");
+    penalty.set_frequency_penalty(bad);
+    status = Generate(penalty, messages);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("frequency_penalty"), std::string::npos) << status.error_message();
+    penalty.clear_frequency_penalty();
+    penalty.set_presence_penalty(bad);
+    status = Generate(penalty, messages);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("presence_penalty"), std::string::npos) << status.error_message();
+  }
   EXPECT_TRUE(messages.empty());
+}
+
+// Frequency and presence penalties over gRPC give the text the HTTP API gives for them
+// (whose penalties are checked against a double-precision reference), and they change it.
+TEST_F(ServerGrpcTest, PenaltiesMatchTheHttpApi) {
+  sinew::v1::GenerateRequest request;
+  request.set_prompt("Once upon a time");
+  request.set_max_tokens(48);
+  request.set_temperature(0);
+  std::vector<sinew::v1::GenerateResponse> messages;
+  ASSERT_TRUE(Generate(request, messages).ok());
+  std::string plain;
+  for (const auto& m : messages) plain += m.text();
+  request.set_frequency_penalty(1.5f);
+  request.set_presence_penalty(0.5f);
+  messages.clear();
+  ASSERT_TRUE(Generate(request, messages).ok());
+  std::string penalised;
+  for (const auto& m : messages) penalised += m.text();
+  EXPECT_NE(penalised, plain);
+  auto http = testing::HttpCall(server_->http_port(), "POST", "/v1/completions",
+                                R"({"prompt": "Once upon a time", "max_tokens": 48, "temperature": 0,
+                                    "frequency_penalty": 1.5, "presence_penalty": 0.5})");
+  ASSERT_EQ(http.status, 200) << http.body;
+  auto body = boost::json::parse(http.body);
+  EXPECT_EQ(std::string(body.at("choices").at(0).at("text").as_string()), penalised);
 }
 
 }  // namespace
