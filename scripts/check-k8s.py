@@ -29,7 +29,7 @@ API_CLASSES = {
 # Secrets and claims the operator creates (docs/kubernetes.md); everything else referenced
 # must be defined in the manifests.
 EXTERNAL_SECRETS = {"sinew-harness-config", "sinew-harness-tls", "sinew-store-tls",
-                    "sinew-sandboxd-tls", "sinew-model-tls"}
+                    "sinew-sandboxd-tls", "sinew-model-tls", "sinew-etcd-tls"}
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet"}
 # The one container that may be privileged: it runs runc.
 PRIVILEGED_OK = {("sinew-sandboxd", "sandboxd")}
@@ -290,6 +290,19 @@ def check_product(objects, findings):
         if not any(a.startswith("--etcd=") for a in args) or "--shard-id=$(POD_NAME)" not in args:
             findings.append("StatefulSet sinew-store: each pod must join the shard map "
                             "(--etcd=..., --shard-id=$(POD_NAME))")
+    etcd = by_name.get(("StatefulSet", "etcd"))
+    etcd_command = " ".join(a for c in pod_spec(etcd)["containers"] for a in c.get("command", []) + c.get("args", [])) \
+        if etcd is not None else ""
+    if "--client-cert-auth" not in etcd_command or "--listen-client-urls https://" not in etcd_command:
+        findings.append("StatefulSet etcd: must serve clients over TLS with --client-cert-auth "
+                        "(it steers sandboxes and sessions)")
+    for (kind, name), obj in by_name.items():
+        if kind not in WORKLOADS or name == "etcd":
+            continue
+        for c in pod_spec(obj)["containers"]:
+            words = " ".join(c.get("command", []) + c.get("args", [])).replace("=", " ").split()
+            if "--etcd" in words and not all(f in words for f in ("--etcd-tls-cert", "--etcd-tls-key", "--etcd-tls-ca")):
+                findings.append(f"{kind} {name}: talks to etcd without --etcd-tls-cert/--etcd-tls-key/--etcd-tls-ca")
     if ("DaemonSet", "sinew-sandboxd") not in by_name:
         findings.append("DaemonSet sinew-sandboxd: missing")
     if not any(o["kind"] == "RuntimeClass" and o.get("handler") == "runsc" for _, o in objects):
@@ -360,6 +373,13 @@ def breaks():
         ("a store pod outside the shard map",
          lambda o: container(o, "StatefulSet", "sinew-store")["command"].remove("--shard-id=$(POD_NAME)"),
          "join the shard map"),
+        ("etcd without client certificates",
+         lambda o: container(o, "StatefulSet", "etcd")["command"].__setitem__(
+             2, container(o, "StatefulSet", "etcd")["command"][2].replace("--client-cert-auth", "")),
+         "--client-cert-auth"),
+        ("a store shard talking to etcd in plain TCP",
+         lambda o: container(o, "StatefulSet", "sinew-store")["command"].remove("--etcd-tls-ca=/etc/sinew/tls/ca.crt"),
+         "without --etcd-tls"),
         ("readiness elsewhere than /readyz",
          lambda o: container(o, "Deployment", "sinew-harness")["readinessProbe"]["httpGet"].__setitem__("path", "/"),
          "/readyz"),
