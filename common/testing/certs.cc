@@ -21,6 +21,14 @@ std::string Quote(const std::string& s) {
 
 }  // namespace
 
+GrpcTlsOptions CertFiles(const std::string& dir, const std::string& name, const std::string& ca_dir) {
+  GrpcTlsOptions tls;
+  tls.cert_file = dir + "/" + name + ".pem";
+  tls.key_file = dir + "/" + name + "-key.pem";
+  tls.ca_file = (ca_dir.empty() ? dir : ca_dir) + "/ca.pem";
+  return tls;
+}
+
 void MakeCerts(const std::string& dir, const std::vector<std::string>& names) {
   const char* source = std::getenv("SINEW_SOURCE_DIR");
   std::string command = std::string(source ? source : ".") + "/scripts/make-certs.sh " + Quote(dir);

@@ -211,11 +211,7 @@ class EtcdTlsTest : public ::testing::Test {
   }
   // `name`'s certificate from `identity_ca`, trusting `trusted_ca`.
   GrpcTlsOptions Identity(const std::string& identity_ca, const std::string& name, const std::string& trusted_ca) {
-    GrpcTlsOptions tls;
-    tls.cert_file = certs_.Sub(identity_ca + "/" + name + ".pem");
-    tls.key_file = certs_.Sub(identity_ca + "/" + name + "-key.pem");
-    tls.ca_file = certs_.Sub(trusted_ca + "/ca.pem");
-    return tls;
+    return testing::CertFiles(certs_.Sub(identity_ca), name, certs_.Sub(trusted_ca));
   }
   // The result of one Put with `tls` (a short call timeout: a refused handshake shows as
   // UNAVAILABLE once the deadline passes).

@@ -245,13 +245,7 @@ TEST(ScaleOutTlsTest, AHostRegistersAndASandboxIsPlacedOverTlsToEtcd) {
   if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
   testing::TempDir dir;
   testing::MakeCerts(dir.Sub("certs"), {"etcd", "sandboxd", "harness"});
-  auto identity = [&](const std::string& name) {
-    GrpcTlsOptions tls;
-    tls.cert_file = dir.Sub("certs/" + name + ".pem");
-    tls.key_file = dir.Sub("certs/" + name + "-key.pem");
-    tls.ca_file = dir.Sub("certs/ca.pem");
-    return tls;
-  };
+  auto identity = [&](const std::string& name) { return testing::CertFiles(dir.Sub("certs"), name); };
   coord::test::EtcdProcess etcd(coord::test::EtcdTls{identity("etcd"), identity("harness")});
   ASSERT_FALSE(etcd.endpoint().empty()) << "etcd did not start with TLS";
   StoreProcess store(dir.Sub("db"));

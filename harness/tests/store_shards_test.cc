@@ -54,12 +54,23 @@ std::vector<std::string> CreateSessions(const std::string& base, int n) {
   return ids;
 }
 
-TEST(StoreShardsTest, SessionsSpreadOverShardsAndNoneMovesWhenOneJoins) {
-  if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
-  coord::test::EtcdProcess etcd;
-  ASSERT_FALSE(etcd.endpoint().empty());
-  auto etcd_client = coord::EtcdClient::Connect(etcd.endpoint());
-  ASSERT_TRUE(etcd_client.ok());
+// A plain etcd and a client of it.
+class StoreShardsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
+    etcd_ = std::make_unique<coord::test::EtcdProcess>();
+    ASSERT_FALSE(etcd_->endpoint().empty());
+    auto c = coord::EtcdClient::Connect(etcd_->endpoint());
+    ASSERT_TRUE(c.ok());
+    etcd_client_ = std::move(c).value();
+  }
+  std::unique_ptr<coord::test::EtcdProcess> etcd_;
+  std::unique_ptr<coord::EtcdClient> etcd_client_;
+};
+
+TEST_F(StoreShardsTest, SessionsSpreadOverShardsAndNoneMovesWhenOneJoins) {
+  coord::test::EtcdProcess& etcd = *etcd_;
   testing::TempDir dir;
   std::string a_address, b_address;
   auto a = StartShard(dir.Sub("a"), etcd.endpoint(), "a", &a_address);
@@ -75,7 +86,7 @@ TEST(StoreShardsTest, SessionsSpreadOverShardsAndNoneMovesWhenOneJoins) {
   // The second shard joins; its generation starts 1.5 s later (--shard-grace-ms).
   auto b = StartShard(dir.Sub("b"), etcd.endpoint(), "b", &b_address);
   ASSERT_FALSE(b_address.empty());
-  auto map = ReadMap(etcd_client->get());
+  auto map = ReadMap(etcd_client_.get());
   ASSERT_TRUE(map.ok()) << map.status().ToString();
   ASSERT_EQ(map->generations().size(), 2u);
   EXPECT_EQ(map->generations()[0].from_unix_ms, 0);
@@ -149,17 +160,11 @@ TEST(StoreShardsTest, SessionsSpreadOverShardsAndNoneMovesWhenOneJoins) {
 // TLS to etcd (docs/security.md): etcd serves only https with client certificates
 // required; the store shard joins the map and the harness reads it over TLS, and a store
 // or harness without a certificate is refused.
-TEST(StoreShardsTest, TheShardMapIsReachedOverTlsToEtcd) {
+TEST(StoreShardsTlsTest, TheShardMapIsReachedOverTlsToEtcd) {
   if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
   testing::TempDir dir;
   testing::MakeCerts(dir.Sub("certs"), {"etcd", "store", "harness"});
-  auto identity = [&](const std::string& name) {
-    GrpcTlsOptions tls;
-    tls.cert_file = dir.Sub("certs/" + name + ".pem");
-    tls.key_file = dir.Sub("certs/" + name + "-key.pem");
-    tls.ca_file = dir.Sub("certs/ca.pem");
-    return tls;
-  };
+  auto identity = [&](const std::string& name) { return testing::CertFiles(dir.Sub("certs"), name); };
   coord::test::EtcdProcess etcd(coord::test::EtcdTls{identity("etcd"), identity("harness")});
   ASSERT_FALSE(etcd.endpoint().empty()) << "etcd did not start with TLS";
   const GrpcTlsOptions store_tls = identity("store");
@@ -192,12 +197,8 @@ TEST(StoreShardsTest, TheShardMapIsReachedOverTlsToEtcd) {
 // One store shard down (docs/scale-out.md, "One shard down"): harnesses stay ready, new
 // sessions go to the shard that answers, a session whose harness died is taken over from
 // that shard by another harness, and a session on the dead shard answers 503.
-TEST(StoreShardsTest, OneShardDownLeavesTheOthersServing) {
-  if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (etcd-server)";
-  coord::test::EtcdProcess etcd;
-  ASSERT_FALSE(etcd.endpoint().empty());
-  auto etcd_client = coord::EtcdClient::Connect(etcd.endpoint());
-  ASSERT_TRUE(etcd_client.ok());
+TEST_F(StoreShardsTest, OneShardDownLeavesTheOthersServing) {
+  coord::test::EtcdProcess& etcd = *etcd_;
   testing::TempDir dir;
   std::string a_address, b_address;
   std::string seen;
@@ -205,7 +206,7 @@ TEST(StoreShardsTest, OneShardDownLeavesTheOthersServing) {
   auto b = StartStoreShard(dir.Sub("b"), etcd.endpoint(), "b", 0, &b_address, &seen);
   ASSERT_FALSE(a_address.empty()) << seen;
   ASSERT_FALSE(b_address.empty()) << seen;
-  auto map = ReadMap(etcd_client->get());
+  auto map = ReadMap(etcd_client_.get());
   ASSERT_TRUE(map.ok()) << map.status().ToString();
   WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "hi"}]})");
   WriteFile(dir.Sub("slow.json"), R"({"responses": [{"text": "slow", "delay_ms": 60000}]})");

@@ -6,11 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "sinew/grpc_tls_options.h"
+
 namespace sinew::testing {
 
 // Runs scripts/make-certs.sh DIR NAMES... (from $SINEW_SOURCE_DIR, or the working
 // directory). Makes the CA when DIR has none; renews the NAME certificates otherwise.
 void MakeCerts(const std::string& dir, const std::vector<std::string>& names);
+
+// NAME's certificate and key in `dir` (made by MakeCerts), trusting `ca_dir`'s CA
+// (default: `dir`'s own).
+GrpcTlsOptions CertFiles(const std::string& dir, const std::string& name, const std::string& ca_dir = "");
 
 // Copies `from` over `to` in one rename (as a deployment tool would), so a process
 // watching `to` sees the old file or the new one, never half of it.
