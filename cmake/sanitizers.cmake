@@ -49,9 +49,9 @@ endif()
 #   Boost.Asio uses; the files that include Boost.Asio get -Wno-tsan (a race ordered only by
 #   such a fence could be reported falsely there; none has been).
 # - address: g++ 12 warns -Wmaybe-uninitialized inside libstdc++'s <regex> automaton
-#   (std::function moved in _NFA::_M_insert_subexpr_end) once ASan instruments it, a false
-#   positive in the library's header; the files that include <regex> get
-#   -Wno-maybe-uninitialized.
+#   (std::function moved in _NFA::_M_insert_subexpr_end) and inside cpptoml's option<bool>
+#   once ASan instruments them, false positives in those headers; the files that include
+#   <regex> or cpptoml.h get -Wno-maybe-uninitialized.
 function(sinew_sanitizer_source_options)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     return()
@@ -63,7 +63,7 @@ function(sinew_sanitizer_source_options)
     set(option -Wno-maybe-uninitialized)
     set(files common:src/log_test.cc cli/tests:cli_remote_test.cc eval:src/resource_config.cc
               sandbox-agent/src/sandboxd:resources.cc sandbox-agent/src/sandboxd:host_registration.cc
-              sandbox-agent:tests/hardening_test.cc)
+              sandbox-agent:tests/hardening_test.cc eval:src/task.cc)
   else()
     return()
   endif()
