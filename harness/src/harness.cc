@@ -269,48 +269,49 @@ class HarnessImpl final : public Harness, public SessionControl {
   }
 
   void Scan() {
-    const int64_t now = NowUnixMs();
     std::set<std::string> down;  // store shards that did not answer this scan
-    struct Report {
-      std::set<std::string>* was;
-      std::set<std::string>* now;
-      ~Report() {
-        for (const auto& s : *now) {
-          if (!was->count(s)) spdlog::warn("scan: store shard '{}' does not answer; its sessions wait for it", s);
-        }
-        for (const auto& s : *was) {
-          if (!now->count(s)) spdlog::info("scan: store shard '{}' answers again", s);
-        }
-        *was = *now;
-      }
-    } report{&down_shards_, &down};
     for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING}) {
-      v1::ListSessionsRequest req;
-      req.set_status(status);
-      req.set_page_size(1000);
-      // Over store shards, one shard down must not stop take-overs on the others.
-      req.set_allow_partial(true);
-      for (int page = 0; page < 100; ++page) {
-        auto resp = store_->ListSessions(req);
-        if (!resp.ok()) return;
-        for (const auto& shard : resp->unavailable_shards()) down.insert(shard);
-        for (const auto& s : resp->sessions()) {
-          // Imported sessions never leased here are records, not work (a message leases
-          // one); a running session that was never leased is one too.
-          if ((s.imported() || status == v1::SESSION_STATUS_RUNNING) && s.lease_epoch() == 0) continue;
-          // Give the harness that created a queued session a moment to wake it itself.
-          if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
-          {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (drivers_.count(s.id())) continue;
-          }
-          Wake(s.id());
-        }
-        if (resp->next_page_token().empty()) break;
-        req.set_page_token(resp->next_page_token());
-      }
+      if (!ScanStatus(status, NowUnixMs(), &down)) return;  // the store did not answer: retry later
     }
+    for (const auto& s : down) {
+      if (!down_shards_.count(s)) spdlog::warn("scan: store shard '{}' does not answer; its sessions wait for it", s);
+    }
+    for (const auto& s : down_shards_) {
+      if (!down.count(s)) spdlog::info("scan: store shard '{}' answers again", s);
+    }
+    down_shards_ = std::move(down);
   }
+
+  // Wakes the sessions with `status` that nobody drives; adds the store shards that did not
+  // answer to *down. False when the listing failed.
+  bool ScanStatus(v1::SessionStatus status, int64_t now, std::set<std::string>* down) {
+    v1::ListSessionsRequest req;
+    req.set_status(status);
+    req.set_page_size(1000);
+    // Over store shards, one shard down must not stop take-overs on the others.
+    req.set_allow_partial(true);
+    for (int page = 0; page < 100; ++page) {
+      auto resp = store_->ListSessions(req);
+      if (!resp.ok()) return false;
+      down->insert(resp->unavailable_shards().begin(), resp->unavailable_shards().end());
+      for (const auto& s : resp->sessions()) {
+        // Imported sessions never leased here are records, not work (a message leases
+        // one); a running session that was never leased is one too.
+        if ((s.imported() || status == v1::SESSION_STATUS_RUNNING) && s.lease_epoch() == 0) continue;
+        // Give the harness that created a queued session a moment to wake it itself.
+        if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (drivers_.count(s.id())) continue;
+        }
+        Wake(s.id());
+      }
+      if (resp->next_page_token().empty()) break;
+      req.set_page_token(resp->next_page_token());
+    }
+    return true;
+  }
+
 
   HarnessConfig config_;
   std::set<std::string> down_shards_;  // the last scan's unanswered store shards; background thread only

@@ -53,8 +53,9 @@ class ShardedStore final : public SessionStore {
     // A new session may go to any shard: when the one its id maps to does not answer,
     // another id is drawn for another shard, so one shard down does not stop new work.
     std::set<std::string> tried;
+    const size_t shards = Shards().size();
     Status last = Status::Unavailable("no store shard is in the map");
-    for (int draw = 0; draw < 64 && tried.size() < Shards().size(); ++draw) {
+    for (int draw = 0; draw < 64 && tried.size() < shards; ++draw) {
       v1::CreateSessionRequest routed = req;
       routed.set_routed_session_id(keys::NewSessionId());
       std::string shard;
