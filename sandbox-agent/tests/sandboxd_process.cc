@@ -85,44 +85,62 @@ SandboxdProcess::~SandboxdProcess() {
 
 void SandboxdProcess::Start(const std::vector<std::string>& extra_flags, const GrpcTlsOptions& client_tls) {
   for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = FreePort();
-    std::vector<std::string> args = {BinDir() + "/sinew-sandboxd",
-                                     "--listen",
-                                     "127.0.0.1:" + std::to_string(port_),
-                                     "--state-dir",
-                                     state_dir_,
-                                     "--cgroup-parent",
-                                     cgroup_parent_,
-                                     "--userns-uid-base",
-                                     std::to_string(userns_uid_base_)};
-    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0) << argv[0];
-    // Wait for the port first: a gRPC channel that fails early backs off for seconds.
-    for (int i = 0; i < 3000 && !PortOpen(port_); ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    auto client =
-        ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port_), std::chrono::seconds(120), client_tls);
-    ASSERT_TRUE(client.ok());
-    client_ = std::move(*client);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (client_->Health().ok()) return;
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) break;  // exited: port taken, or a real failure
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    pid_ = -1;
+    bool started = false;
+    TryStart(FreePort(), extra_flags, client_tls, &started);
+    if (started || ::testing::Test::HasFatalFailure()) return;
   }
   FAIL() << "sinew-sandboxd did not start (see its stderr above)";
+}
+
+void SandboxdProcess::Restart(const std::vector<std::string>& extra_flags, const GrpcTlsOptions& client_tls) {
+  bool started = false;
+  TryStart(port_, extra_flags, client_tls, &started);
+  if (!started && !::testing::Test::HasFatalFailure()) {
+    FAIL() << "sinew-sandboxd did not start again on port " << port_ << " (see its stderr above)";
+  }
+}
+
+void SandboxdProcess::TryStart(int port, const std::vector<std::string>& extra_flags,
+                               const GrpcTlsOptions& client_tls, bool* started) {
+  port_ = port;
+  std::vector<std::string> args = {BinDir() + "/sinew-sandboxd",
+                                   "--listen",
+                                   "127.0.0.1:" + std::to_string(port_),
+                                   "--state-dir",
+                                   state_dir_,
+                                   "--cgroup-parent",
+                                   cgroup_parent_,
+                                   "--userns-uid-base",
+                                   std::to_string(userns_uid_base_)};
+  args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0) << argv[0];
+  // Wait for the port first: a gRPC channel that fails early backs off for seconds.
+  for (int i = 0; i < 3000 && !PortOpen(port_); ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto client =
+      ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port_), std::chrono::seconds(120), client_tls);
+  ASSERT_TRUE(client.ok());
+  client_ = std::move(*client);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (client_->Health().ok()) {
+      *started = true;
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) break;  // exited: port taken, or a real failure
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_ = -1;
 }
 
 void SandboxdProcess::Kill(int signal) {

@@ -25,6 +25,9 @@ class SandboxdProcess {
   // Starts the daemon (extra flags appended) and waits until it answers Health, dialling
   // it with `client_tls` (plain by default; the daemon's --tls-* flags go in extra_flags).
   void Start(const std::vector<std::string>& extra_flags = {}, const GrpcTlsOptions& client_tls = {});
+  // Starts it again on the port of the last start (fails the test if that port cannot be
+  // bound: something still holds it).
+  void Restart(const std::vector<std::string>& extra_flags = {}, const GrpcTlsOptions& client_tls = {});
   void Kill(int signal);  // sends `signal` and reaps the daemon
   ProvisionerClient& client() { return *client_; }
 
@@ -45,6 +48,9 @@ class SandboxdProcess {
   static std::string BinDir();
 
  private:
+  void TryStart(int port, const std::vector<std::string>& extra_flags, const GrpcTlsOptions& client_tls,
+                bool* started);
+
   std::string state_dir_;
   std::string cgroup_parent_;
   uint32_t userns_uid_base_ = 0;

@@ -9,7 +9,13 @@
 // sandbox's first host uid before unshare(CLONE_NEWUSER), so each sandbox is charged on
 // its own account.
 //
-// Thread-safety: not thread-safe; one per sandbox start.
+// Lifetime: the holder lives until this object is destroyed, and never longer than the
+// daemon: it keeps none of the daemon's descriptors, and its only way to wait is a pipe
+// whose other end only the daemon holds (close-on-exec), so the daemon's death, even by
+// SIGKILL, ends it; the parent-death signal is a second line.
+//
+// Thread-safety: not thread-safe; one per sandbox start. The thread that creates it must
+// outlive it (the parent-death signal follows that thread, not the process).
 #pragma once
 
 #include <sys/types.h>
@@ -26,7 +32,10 @@ class UsernsHolder {
   // ids [0, size) to [host_base, host_base + size).
   [[nodiscard]] static Result<UsernsHolder> Create(uint32_t host_base, uint32_t size);
 
-  UsernsHolder(UsernsHolder&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  UsernsHolder(UsernsHolder&& o) noexcept : pid_(o.pid_), hold_fd_(o.hold_fd_) {
+    o.pid_ = -1;
+    o.hold_fd_ = -1;
+  }
   UsernsHolder& operator=(UsernsHolder&&) = delete;
   UsernsHolder(const UsernsHolder&) = delete;
   ~UsernsHolder();  // kills and reaps the holder; the namespace lives on in its members
@@ -35,8 +44,9 @@ class UsernsHolder {
   std::string ns_path() const;
 
  private:
-  explicit UsernsHolder(pid_t pid) : pid_(pid) {}
+  UsernsHolder(pid_t pid, int hold_fd) : pid_(pid), hold_fd_(hold_fd) {}
   pid_t pid_ = -1;
+  int hold_fd_ = -1;  // the holder waits until this end closes
 };
 
 }  // namespace sinew::sandbox
