@@ -11,6 +11,10 @@
 namespace sinew::sandbox {
 namespace {
 
+// How long sinew-sandboxd keeps a handed-over sandbox for our Claim (the answer's way
+// back plus the Claim's way there; generous, since only a lost answer ever uses it up).
+constexpr uint32_t kClaimWithinSeconds = 30;
+
 class GrpcProvisionerClient final : public ProvisionerClient {
  public:
   GrpcProvisionerClient(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
@@ -21,7 +25,18 @@ class GrpcProvisionerClient final : public ProvisionerClient {
     v1::ProvisionRequest req;
     *req.mutable_resources() = resources;
     req.set_label(std::string(label));
-    return Call("Provision", req, &v1::Provisioner::Stub::Provision);
+    req.set_claim_within_seconds(kClaimWithinSeconds);
+    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, Call("Provision", req, &v1::Provisioner::Stub::Provision));
+    // Confirm the hand-over: a sandbox whose answer never reached us is ended by the
+    // daemon instead of running unowned.
+    v1::ClaimRequest claim;
+    claim.set_id(info.id());
+    Result<v1::SandboxInfo> claimed = Call("Claim", claim, &v1::Provisioner::Stub::Claim);
+    if (claimed.ok()) return std::move(*claimed);
+    if (claimed.status().code() == StatusCode::kUnimplemented) return info;  // a daemon older than Claim
+    (void)Destroy(info.id());  // best effort; unclaimed, the daemon ends it anyway
+    return Status::Unavailable("sandbox " + info.id() + " was handed over but not claimed (" +
+                               claimed.status().message() + "); provision again");
   }
 
   Result<v1::SandboxInfo> Destroy(std::string_view id) override {

@@ -8,7 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
 #include "sandboxd_process.h"
+#include "sinew/proto/sandbox.grpc.pb.h"
 
 namespace sinew::sandbox::testing {
 namespace {
@@ -171,9 +174,9 @@ TEST(SandboxdTest, AProvisionWhoseCallerGaveUpIsNotLeftRunning) {
   auto ended = d.client().List(/*include_ended=*/true);
   ASSERT_TRUE(ended.ok());
   for (const auto& info : *ended) {
-    if (info.state() == v1::SANDBOX_STATE_ENDED) {
-      EXPECT_EQ(info.outcome_detail(), "its caller gave up before it was handed over");
-    }
+    if (info.state() != v1::SANDBOX_STATE_ENDED) continue;
+    if (info.outcome() == v1::SANDBOX_OUTCOME_UNCLAIMED) continue;  // its answer came too late
+    EXPECT_EQ(info.outcome_detail(), "its caller gave up before it was handed over");
   }
   // Callers that wait all get a sandbox, one start at a time.
   std::vector<Result<v1::SandboxInfo>> patient(3, Status::Internal("not run"));
@@ -186,6 +189,68 @@ TEST(SandboxdTest, AProvisionWhoseCallerGaveUpIsNotLeftRunning) {
   }
   for (const auto& r : patient) EXPECT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(d.RuncContainers().size(), handed + patient.size());
+}
+
+// The gap the claim step closes: a Provision answer that never reaches its caller. A raw
+// stub plays that caller: it asks for a claim step and never claims.
+TEST(SandboxdTest, AHandOverNotClaimedInTimeIsEnded) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  auto stub = v1::Provisioner::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(d.port()), grpc::InsecureChannelCredentials()));
+  auto call = [&](auto method, const auto& req, v1::SandboxInfo* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    return ((*stub).*method)(&ctx, req, resp);
+  };
+  v1::ProvisionRequest req;
+  *req.mutable_resources() = SmallResources();
+  req.set_claim_within_seconds(2);
+  v1::SandboxInfo lost, kept, again;
+  ASSERT_TRUE(call(&v1::Provisioner::Stub::Provision, req, &lost).ok());
+  EXPECT_TRUE(lost.awaiting_claim());
+  ASSERT_TRUE(call(&v1::Provisioner::Stub::Provision, req, &kept).ok());
+  const auto kept_answered = std::chrono::steady_clock::now();
+  v1::ClaimRequest claim;
+  claim.set_id(kept.id());
+  ASSERT_TRUE(call(&v1::Provisioner::Stub::Claim, claim, &again).ok());
+  EXPECT_FALSE(again.awaiting_claim());
+  ASSERT_TRUE(call(&v1::Provisioner::Stub::Claim, claim, &again).ok()) << "a claim is idempotent";
+
+  v1::SandboxInfo ended = WaitEnded(d.client(), lost.id());
+  EXPECT_EQ(ended.outcome(), v1::SANDBOX_OUTCOME_UNCLAIMED);
+  EXPECT_THAT(ended.outcome_detail(), HasSubstr("did not claim it in time"));
+  EXPECT_FALSE(ended.awaiting_claim());
+  claim.set_id(lost.id());
+  grpc::Status late = call(&v1::Provisioner::Stub::Claim, claim, &again);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(late.error_message(), HasSubstr("ended before it was claimed"));
+
+  // The claimed one outlives its claim window and works.
+  std::this_thread::sleep_until(kept_answered + std::chrono::seconds(3));
+  auto info = d.client().Get(kept.id());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state(), v1::SANDBOX_STATE_READY);
+  auto tools = SandboxClient::ConnectTo(kept);
+  ASSERT_TRUE(tools.ok());
+  EXPECT_EQ(Bash(**tools, "echo kept").output(), "kept\n");
+  EXPECT_EQ(d.RuncContainers(), std::vector<std::string>{kept.id()});
+
+  // The client library claims for its caller.
+  auto box = d.client().Provision(SmallResources());
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  EXPECT_FALSE(box->awaiting_claim());
+
+  // Bad claims and claim windows change nothing.
+  req.set_claim_within_seconds(3601);
+  grpc::Status bad = call(&v1::Provisioner::Stub::Provision, req, &again);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("claim_within_seconds"));
+  claim.set_id("");
+  EXPECT_EQ(call(&v1::Provisioner::Stub::Claim, claim, &again).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  claim.set_id("sb-nope");
+  EXPECT_EQ(call(&v1::Provisioner::Stub::Claim, claim, &again).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(d.RuncContainers().size(), 2u);
 }
 
 TEST(SandboxdTest, AtTheLimitWarmSandboxesMakeRoomThenProvisionIsRefused) {

@@ -43,6 +43,10 @@ grpc::Status ProvisionerService::Provision(grpc::ServerContext* ctx, const v1::P
                                            v1::SandboxInfo* resp) {
   if (req->label().size() > 256)
     return ToGrpcStatus(Status::InvalidArgument("label is longer than 256 bytes"));
+  if (req->claim_within_seconds() > 3600)
+    return ToGrpcStatus(Status::InvalidArgument("claim_within_seconds is " +
+                                                std::to_string(req->claim_within_seconds()) +
+                                                "; at most 3600 (0: no claim step)"));
   return Traced(ctx, "Provision", {{"label", req->label()}}, [&] {
     // The caller's deadline and cancellation travel into the start line: a provision
     // nobody waits for any more is not started, or not left running. "Still waiting"
@@ -51,10 +55,19 @@ grpc::Status ProvisionerService::Provision(grpc::ServerContext* ctx, const v1::P
     auto still_wanted = [ctx] {
       return !ctx->IsCancelled() && std::chrono::system_clock::now() + kAnswerMargin < ctx->deadline();
     };
-    grpc::Status s = Reply(manager_.Provision(req->resources(), req->label(), still_wanted), resp);
+    grpc::Status s = Reply(manager_.Provision(req->resources(), req->label(),
+                                              std::chrono::seconds(req->claim_within_seconds()),
+                                              still_wanted),
+                           resp);
     if (s.ok()) spdlog::info("provisioned sandbox {}", resp->id());
     return s;
   });
+}
+
+grpc::Status ProvisionerService::Claim(grpc::ServerContext* ctx, const v1::ClaimRequest* req,
+                                       v1::SandboxInfo* resp) {
+  if (Status s = CheckId(req->id()); !s.ok()) return ToGrpcStatus(s);
+  return Traced(ctx, "Claim", {{"sandbox", req->id()}}, [&] { return Reply(manager_.Claim(req->id()), resp); });
 }
 
 grpc::Status ProvisionerService::Destroy(grpc::ServerContext* ctx, const v1::DestroyRequest* req,

@@ -15,6 +15,7 @@ class ProvisionerService final : public v1::Provisioner::Service {
 
   grpc::Status Provision(grpc::ServerContext*, const v1::ProvisionRequest* req,
                          v1::SandboxInfo* resp) override;
+  grpc::Status Claim(grpc::ServerContext*, const v1::ClaimRequest* req, v1::SandboxInfo* resp) override;
   grpc::Status Destroy(grpc::ServerContext*, const v1::DestroyRequest* req,
                        v1::SandboxInfo* resp) override;
   grpc::Status Get(grpc::ServerContext*, const v1::GetSandboxRequest* req,

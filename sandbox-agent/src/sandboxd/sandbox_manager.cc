@@ -71,6 +71,7 @@ Status SandboxManagerImpl::Start() {
 
 Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& requested,
                                                       const std::string& label,
+                                                      std::chrono::seconds claim_within,
                                                       const StillWanted& still_wanted) {
   auto start = Clock::now();
   SINEW_ASSIGN_OR_RETURN(v1::Resources r, NormalizeResources(requested, config_.defaults));
@@ -88,7 +89,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
     if (ProcessGone(it->second->container.init_pid))
       continue;  // died waiting; the monitor reaps it
     LiveSandbox& e = *it->second;
-    HandOver(e, label, start, true);
+    HandOver(e, label, claim_within, start, true);
     pool_cv_.notify_all();
     return e.info;
   }
@@ -131,10 +132,28 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
                                     " started; it was not handed over");
   }
   LiveSandbox& e = **entry;
-  HandOver(e, label, start, false);
+  HandOver(e, label, claim_within, start, false);
   v1::SandboxInfo info = e.info;
   live_[info.id()] = std::move(*entry);
   return info;
+}
+
+Result<v1::SandboxInfo> SandboxManagerImpl::Claim(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it != live_.end() && !it->second->pooled && !it->second->ending && !it->second->unclaimed) {
+    LiveSandbox& e = *it->second;
+    if (e.info.awaiting_claim()) spdlog::info("{} claimed", id);
+    e.info.set_awaiting_claim(false);
+    e.claim_deadline = Clock::time_point::max();
+    return e.info;
+  }
+  if (it != live_.end() && !it->second->pooled) {
+    return Status::FailedPrecondition("sandbox " + id + " is ending and cannot be claimed");
+  }
+  SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo ended, EndedInfo(id));
+  return Status::FailedPrecondition("sandbox " + id + " ended before it was claimed: " +
+                                    ended.outcome_detail());
 }
 
 Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
@@ -312,10 +331,13 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Re
 }
 
 // REQUIRES: mu_ held.
-void SandboxManagerImpl::HandOver(LiveSandbox& e, const std::string& label, Clock::time_point start,
+void SandboxManagerImpl::HandOver(LiveSandbox& e, const std::string& label,
+                                  std::chrono::seconds claim_within, Clock::time_point start,
                                   bool from_pool) {
   e.pooled = false;
   e.deadline = Clock::now() + std::chrono::seconds(e.info.resources().lifetime_seconds());
+  e.info.set_awaiting_claim(claim_within.count() > 0);
+  e.claim_deadline = claim_within.count() > 0 ? Clock::now() + claim_within : Clock::time_point::max();
   e.info.set_from_warm_pool(from_pool);
   e.info.set_provision_ms(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());

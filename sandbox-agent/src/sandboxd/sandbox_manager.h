@@ -7,6 +7,7 @@
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,10 +36,16 @@ class SandboxManager {
   // A ready sandbox. Container starts wait for one of max_concurrent_starts slots; a
   // caller that gives up meanwhile gets kDeadlineExceeded and nothing is started, and a
   // sandbox that comes up after its caller gave up goes to the warm pool (when its shape
-  // has room) or is destroyed, never left running unowned.
+  // has room) or is destroyed, never left running unowned. With `claim_within` > 0 the
+  // sandbox is ended (UNCLAIMED) unless Claim confirms the hand-over within that time:
+  // what closes the last gap, an answer lost on its way to the caller.
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
                                                           const std::string& label,
+                                                          std::chrono::seconds claim_within,
                                                           const StillWanted& still_wanted) = 0;
+  // Confirms the hand-over of a sandbox provisioned with `claim_within`; idempotent.
+  // kFailedPrecondition when it already ended, kNotFound for an unknown id.
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Claim(const std::string& id) = 0;
   [[nodiscard]] virtual Result<v1::SandboxInfo> Destroy(const std::string& id) = 0;
   [[nodiscard]] virtual Result<v1::SandboxInfo> Get(const std::string& id) = 0;
   virtual std::vector<v1::SandboxInfo> List(bool include_ended) = 0;

@@ -41,8 +41,11 @@ struct LiveSandbox {
   bool ending = false;    // Destroy or the monitor is taking it down
   bool oom = false;       // the monitor saw an OOM kill and killed it
   bool lifetime = false;  // the monitor killed it at its lifetime
+  bool unclaimed = false;  // the monitor killed it: its hand-over was not claimed in time
   uint64_t oom_base = 0;
   Clock::time_point deadline = Clock::time_point::max();
+  // While info.awaiting_claim(): when the monitor ends it.
+  Clock::time_point claim_deadline = Clock::time_point::max();
 };
 
 class SandboxManagerImpl final : public SandboxManager {
@@ -53,7 +56,9 @@ class SandboxManagerImpl final : public SandboxManager {
   ~SandboxManagerImpl() override;
   Status Start();
   Result<v1::SandboxInfo> Provision(const v1::Resources& requested, const std::string& label,
+                                    std::chrono::seconds claim_within,
                                     const StillWanted& still_wanted) override;
+  Result<v1::SandboxInfo> Claim(const std::string& id) override;
   Result<v1::SandboxInfo> Destroy(const std::string& id) override;
   Result<v1::SandboxInfo> Get(const std::string& id) override;
   std::vector<v1::SandboxInfo> List(bool include_ended) override;
@@ -74,7 +79,8 @@ class SandboxManagerImpl final : public SandboxManager {
   // Kills and removes a live sandbox, recording `detail` when it ended on request.
   Result<v1::SandboxInfo> DestroyWith(const std::string& id, const std::string& detail);
   // REQUIRES: mu_ held.
-  void HandOver(LiveSandbox& e, const std::string& label, Clock::time_point start, bool from_pool);
+  void HandOver(LiveSandbox& e, const std::string& label, std::chrono::seconds claim_within,
+                Clock::time_point start, bool from_pool);
   // REQUIRES: mu_ held. Moves a live entry to the ended list.
   void Finish(LiveSandbox& e, v1::SandboxOutcome outcome, std::string detail);
   // REQUIRES: mu_ held (or single-threaded start-up).

@@ -75,11 +75,15 @@ void SandboxManagerImpl::MonitorLoop() {
         exited.emplace_back(id, status);
         continue;
       }
-      if (!e->oom && !e->lifetime && OomKills(config_.cgroup_parent, id) > e->oom_base) {
+      if (e->oom || e->lifetime || e->unclaimed) continue;  // killed, waiting for its exit
+      if (OomKills(config_.cgroup_parent, id) > e->oom_base) {
         e->oom = true;
         kill(e->container.init_pid, SIGKILL);
-      } else if (!e->oom && !e->lifetime && now >= e->deadline) {
+      } else if (now >= e->deadline) {
         e->lifetime = true;
+        kill(e->container.init_pid, SIGKILL);
+      } else if (!e->pooled && e->info.awaiting_claim() && now >= e->claim_deadline) {
+        e->unclaimed = true;
         kill(e->container.init_pid, SIGKILL);
       }
     }
@@ -111,6 +115,11 @@ void SandboxManagerImpl::MonitorLoop() {
         Finish(e, v1::SANDBOX_OUTCOME_LIFETIME,
                "killed at its lifetime limit of " +
                    std::to_string(e.info.resources().lifetime_seconds()) + " s");
+      } else if (e.unclaimed) {
+        e.info.set_awaiting_claim(false);
+        Finish(e, v1::SANDBOX_OUTCOME_UNCLAIMED,
+               "handed over, but its caller did not claim it in time (the answer was lost or "
+               "came too late); it was ended");
       } else if (WIFEXITED(status)) {
         e.info.set_exit_code(WEXITSTATUS(status));
         Finish(e, v1::SANDBOX_OUTCOME_EXITED,

@@ -45,6 +45,9 @@ class ProvisionerClient {
       const GrpcTlsOptions& tls = {});
 
   // A ready sandbox of this shape. `label` is free text shown by List (e.g. a session id).
+  // The hand-over is confirmed with a Claim before this returns, so a sandbox whose
+  // answer is lost on the way is ended by the daemon (UNCLAIMED) rather than left
+  // running unowned; kUnavailable when the claim failed (provision again).
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
                                                           std::string_view label = {}) = 0;
   // Kills and removes it; returns its final info (outcome DESTROYED unless it had ended).
