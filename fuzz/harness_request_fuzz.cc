@@ -107,6 +107,12 @@ struct World {
     deps.owner = "http://127.0.0.1:1#fuzz";
     deps.stopping = &stopping;
     handler = std::make_unique<ApiHandler>(&deps, &control);
+    NewSession();
+  }
+  // The session "{id}" stands for. Inputs append to it, so it is replaced now and then:
+  // otherwise each input's cost grows with the run (an export after a million inputs
+  // read a session of some 100,000 events and hit libFuzzer's timeout).
+  void NewSession() {
     ApiResponse created = Send("POST", "/v1/sessions", R"({"prompt": "hello", "title": "fuzz"})");
     if (created.status != 201) Die("POST /v1/sessions: " + std::to_string(created.status) + " " + created.body);
     session_id = std::string(boost::json::parse(created.body).at("session").at("id").as_string());
@@ -137,6 +143,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static World w;
     return &w;
   }();
+  static uint64_t inputs = 0;
+  if (++inputs % 2000 == 0) world->NewSession();
   const auto [head, body] = sinew::fuzz::SplitAt(sinew::fuzz::Bytes(data, size), "\n");
   const auto [method, target_in] = sinew::fuzz::SplitAt(head, " ");
   std::string target(target_in);
