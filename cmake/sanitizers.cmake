@@ -72,6 +72,9 @@ function(sinew_sanitizer_source_options)
     string(REPLACE ":" ";" parts ${pair})
     list(GET parts 0 dir)
     list(GET parts 1 file)
+    if(dir MATCHES "(^|/)tests$" AND NOT SINEW_BUILD_TESTS)
+      continue()  # CMake refuses a DIRECTORY it has not processed
+    endif()
     if(EXISTS ${PROJECT_SOURCE_DIR}/${dir}/${file})
       set_source_files_properties(${PROJECT_SOURCE_DIR}/${dir}/${file} DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}
                                   PROPERTIES COMPILE_OPTIONS ${option})
