@@ -185,9 +185,14 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   }
   SINEW_RETURN_IF_ERROR(ReadObject(root, "sandboxd", where, &s));
   if (s != nullptr) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,etcd", "config.sandboxd"));
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,etcd,provision_timeout_seconds", "config.sandboxd"));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c.sandboxd_address));
     SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.sandboxd", &c.sandboxd_etcd));
+    SINEW_RETURN_IF_ERROR(ReadUint32(*s, "provision_timeout_seconds", "config.sandboxd",
+                                     &c.sandbox_provision_timeout_seconds));
+    if (c.sandbox_provision_timeout_seconds == 0 || c.sandbox_provision_timeout_seconds > 86400) {
+      return Status::InvalidArgument("config.sandboxd.provision_timeout_seconds must be in [1, 86400]");
+    }
     if (!c.sandboxd_address.empty() && !c.sandboxd_etcd.empty()) {
       return Status::InvalidArgument("config.sandboxd: give either address (one sinew-sandboxd) or etcd "
                                      "(sandbox hosts registered there), not both");

@@ -62,10 +62,12 @@ class HarnessImpl final : public Harness, public SessionControl {
       models_[name] = std::move(client).value();
     }
     proxy_ = std::make_unique<ProxyTools>(config_.http_allow, vault_.get());
+    const std::chrono::seconds provision_timeout(config_.sandbox_provision_timeout_seconds);
     if (!config_.sandboxd_etcd.empty()) {
-      SINEW_ASSIGN_OR_RETURN(sandboxes_, SandboxBackend::CreateForEtcd(config_.sandboxd_etcd, config_.grpc_tls, config_.etcd_tls));
+      SINEW_ASSIGN_OR_RETURN(sandboxes_, SandboxBackend::CreateForEtcd(config_.sandboxd_etcd, config_.grpc_tls,
+                                                                       config_.etcd_tls, provision_timeout));
     } else {
-      sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls);
+      sandboxes_ = SandboxBackend::Create(config_.sandboxd_address, config_.grpc_tls, provision_timeout);
     }
     SINEW_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Create(config_));
     quotas_ = std::make_unique<TenantQuotas>(config_.tenants);

@@ -33,8 +33,9 @@ int64_t NowUnixMs() {
 
 class EtcdSandboxBackend final : public SandboxBackend {
  public:
-  EtcdSandboxBackend(std::unique_ptr<coord::EtcdClient> etcd, const GrpcTlsOptions& tls)
-      : etcd_(std::move(etcd)), tls_(tls) {
+  EtcdSandboxBackend(std::unique_ptr<coord::EtcdClient> etcd, const GrpcTlsOptions& tls,
+                     std::chrono::seconds provision_timeout)
+      : etcd_(std::move(etcd)), tls_(tls), provision_timeout_(provision_timeout) {
     mirror_ = coord::PrefixMirror::Start(etcd_.get(), std::string(kHostsPrefix));
   }
 
@@ -235,7 +236,8 @@ class EtcdSandboxBackend final : public SandboxBackend {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = provisioners_.find(address);
     if (it != provisioners_.end()) return it->second.get();
-    SINEW_ASSIGN_OR_RETURN(auto client, sandbox::ProvisionerClient::Connect(address, std::chrono::minutes(2), tls_));
+    SINEW_ASSIGN_OR_RETURN(auto client, sandbox::ProvisionerClient::Connect(address, std::chrono::minutes(2), tls_,
+                                                                            provision_timeout_));
     auto* raw = client.get();
     provisioners_[address] = std::move(client);
     return raw;
@@ -267,6 +269,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
   // Constant after construction.
   const std::unique_ptr<coord::EtcdClient> etcd_;
   const GrpcTlsOptions tls_;  // mTLS to every host (config.grpc_tls); plain when empty
+  const std::chrono::seconds provision_timeout_;
   std::unique_ptr<coord::PrefixMirror> mirror_;
 
   std::mutex mu_;
@@ -283,9 +286,10 @@ class EtcdSandboxBackend final : public SandboxBackend {
 
 Result<std::unique_ptr<SandboxBackend>> SandboxBackend::CreateForEtcd(const std::string& etcd,
                                                                       const GrpcTlsOptions& tls,
-                                                                      const GrpcTlsOptions& etcd_tls) {
+                                                                      const GrpcTlsOptions& etcd_tls,
+                                                                      std::chrono::seconds provision_timeout) {
   SINEW_ASSIGN_OR_RETURN(auto client, coord::EtcdClient::Connect(etcd, std::chrono::seconds(5), etcd_tls));
-  return std::unique_ptr<SandboxBackend>(new EtcdSandboxBackend(std::move(client), tls));
+  return std::unique_ptr<SandboxBackend>(new EtcdSandboxBackend(std::move(client), tls, provision_timeout));
 }
 
 }  // namespace sinew::harness

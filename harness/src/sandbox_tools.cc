@@ -96,10 +96,11 @@ class GrpcSandboxBackend final : public SandboxBackend {
 
 }  // namespace
 
-std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string& address, const GrpcTlsOptions& tls) {
+std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string& address, const GrpcTlsOptions& tls,
+                                                      std::chrono::seconds provision_timeout) {
   std::unique_ptr<sandbox::ProvisionerClient> provisioner;
   if (!address.empty()) {
-    auto p = sandbox::ProvisionerClient::Connect(address, std::chrono::minutes(2), tls);
+    auto p = sandbox::ProvisionerClient::Connect(address, std::chrono::minutes(2), tls, provision_timeout);
     if (p.ok()) provisioner = std::move(p).value();
   }
   return std::make_unique<GrpcSandboxBackend>(address, std::move(provisioner));

@@ -23,11 +23,12 @@ class AbsentBackend final : public SandboxBackend {
 
 }  // namespace
 
-std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&, const GrpcTlsOptions&) {
+std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&, const GrpcTlsOptions&, std::chrono::seconds) {
   return std::make_unique<AbsentBackend>();
 }
 
-Result<std::unique_ptr<SandboxBackend>> SandboxBackend::CreateForEtcd(const std::string&, const GrpcTlsOptions&) {
+Result<std::unique_ptr<SandboxBackend>> SandboxBackend::CreateForEtcd(const std::string&, const GrpcTlsOptions&,
+                                                                      const GrpcTlsOptions&, std::chrono::seconds) {
   return Status::Unimplemented("this harness was built without the sandbox client library");
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -75,13 +76,16 @@ class SandboxBackend {
   virtual ~SandboxBackend() = default;
   // `address` of sinew-sandboxd; "" gives a backend whose every call fails clearly.
   // `tls`: mTLS to sinew-sandboxd (config.grpc_tls). Default: plain gRPC
-  static std::unique_ptr<SandboxBackend> Create(const std::string& address, const GrpcTlsOptions& tls = {});
+  // `provision_timeout`: how long a provision may wait for its sandbox
+  // (config.sandboxd.provision_timeout_seconds).
+  static std::unique_ptr<SandboxBackend> Create(const std::string& address, const GrpcTlsOptions& tls = {},
+                                                std::chrono::seconds provision_timeout = std::chrono::seconds(600));
   // Sandboxes placed over the hosts registered in the etcd at `etcd` (host:port) by the
-  // rule of placement.h; see docs/scale-out.md. `tls` as for Create; `etcd_tls`: TLS to
-  // etcd (config.etcd_tls). Does not wait for etcd.
-  static Result<std::unique_ptr<SandboxBackend>> CreateForEtcd(const std::string& etcd,
-                                                               const GrpcTlsOptions& tls = {},
-                                                               const GrpcTlsOptions& etcd_tls = {});
+  // rule of placement.h; see docs/scale-out.md. `tls` and `provision_timeout` as for
+  // Create; `etcd_tls`: TLS to etcd (config.etcd_tls). Does not wait for etcd.
+  static Result<std::unique_ptr<SandboxBackend>> CreateForEtcd(
+      const std::string& etcd, const GrpcTlsOptions& tls = {}, const GrpcTlsOptions& etcd_tls = {},
+      std::chrono::seconds provision_timeout = std::chrono::seconds(600));
 
   struct Provisioned {
     std::string id;

@@ -94,6 +94,25 @@ TEST(ConfigTest, SandboxdIsOneAddressOrAnEtcdOfHosts) {
   EXPECT_FALSE(with(R"({"etcd": 5})").ok());
 }
 
+TEST(ConfigTest, SandboxProvisionTimeoutDefaultsToTenMinutesAndIsChecked) {
+  auto with = [](const std::string& sandboxd) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "sandboxd": )" + sandboxd + "}");
+  };
+  auto plain = with(R"({"address": "127.0.0.1:7702"})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->sandbox_provision_timeout_seconds, 600u);
+  auto set = with(R"({"address": "127.0.0.1:7702", "provision_timeout_seconds": 90})");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->sandbox_provision_timeout_seconds, 90u);
+  for (const char* bad : {"0", "86401", "-1", "\"60\""}) {
+    auto r = with(std::string(R"({"address": "127.0.0.1:7702", "provision_timeout_seconds": )") + bad + "}");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("provision_timeout_seconds"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(ConfigTest, ModelStreamModeIsAutoOnOrOff) {
   for (const char* mode : {"auto", "on", "off"}) {
     auto c = ParseConfig(std::string(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},

@@ -17,8 +17,9 @@ constexpr uint32_t kClaimWithinSeconds = 30;
 
 class GrpcProvisionerClient final : public ProvisionerClient {
  public:
-  GrpcProvisionerClient(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
-      : stub_(v1::Provisioner::NewStub(channel)), timeout_(timeout) {}
+  GrpcProvisionerClient(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds provision_timeout)
+      : stub_(v1::Provisioner::NewStub(channel)), timeout_(timeout), provision_timeout_(provision_timeout) {}
 
   Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
                                     std::string_view label) override {
@@ -26,7 +27,8 @@ class GrpcProvisionerClient final : public ProvisionerClient {
     *req.mutable_resources() = resources;
     req.set_label(std::string(label));
     req.set_claim_within_seconds(kClaimWithinSeconds);
-    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, Call("Provision", req, &v1::Provisioner::Stub::Provision));
+    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info,
+                           Call("Provision", req, &v1::Provisioner::Stub::Provision, provision_timeout_));
     // Confirm the hand-over: a sandbox whose answer never reached us is ended by the
     // daemon instead of running unowned.
     v1::ClaimRequest claim;
@@ -67,9 +69,10 @@ class GrpcProvisionerClient final : public ProvisionerClient {
   template <typename Req, typename Resp>
   Result<Resp> Call(std::string_view what, const Req& req,
                     grpc::Status (v1::Provisioner::Stub::*method)(grpc::ClientContext*, const Req&,
-                                                                  Resp*)) {
+                                                                  Resp*),
+                    std::chrono::milliseconds timeout = {}) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+    ctx.set_deadline(std::chrono::system_clock::now() + (timeout.count() > 0 ? timeout : timeout_));
     AddTraceMetadata(&ctx);
     Resp resp;
     grpc::Status s = (stub_.get()->*method)(&ctx, req, &resp);
@@ -80,15 +83,17 @@ class GrpcProvisionerClient final : public ProvisionerClient {
   // Constant after construction.
   std::unique_ptr<v1::Provisioner::Stub> stub_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds provision_timeout_;  // 0: timeout_
 };
 
 }  // namespace
 
 Result<std::unique_ptr<ProvisionerClient>> ProvisionerClient::Connect(
-    std::string address, std::chrono::milliseconds call_timeout, const GrpcTlsOptions& tls) {
+    std::string address, std::chrono::milliseconds call_timeout, const GrpcTlsOptions& tls,
+    std::chrono::milliseconds provision_timeout) {
   if (address.empty()) return Status::InvalidArgument("provisioner address is empty");
   SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, tls));
-  return std::unique_ptr<ProvisionerClient>(new GrpcProvisionerClient(channel, call_timeout));
+  return std::unique_ptr<ProvisionerClient>(new GrpcProvisionerClient(channel, call_timeout, provision_timeout));
 }
 
 }  // namespace sinew::sandbox

@@ -124,6 +124,9 @@ struct HarnessConfig {
   // Instead of one address: the etcd (host:port) where sandbox hosts register; sandboxes
   // are placed over them (docs/scale-out.md). At most one of the two. Default: ""
   std::string sandboxd_etcd;
+  // How long a provision may wait for its sandbox (in the host's start line when many
+  // sessions want one at once) before the tool call fails. Default: 600
+  uint32_t sandbox_provision_timeout_seconds = 600;
   // Bearer API key -> tenant: "sha256:<hex of the key's SHA-256>" -> tenant, or (still
   // accepted, with a warning) the plaintext key -> tenant (docs/security.md).
   std::map<std::string, std::string> api_keys;

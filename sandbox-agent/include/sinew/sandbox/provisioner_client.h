@@ -39,10 +39,13 @@ class ProvisionerClient {
   // `call_timeout` bounds each call. Default: 2 minutes
   // `tls`: mTLS to the daemon (docs/security.md); fails at once when its files are
   // unreadable or do not match. Default: none (plain gRPC)
+  // `provision_timeout` bounds Provision instead (it waits in the daemon's start line,
+  // first come first served, when many sandboxes are asked for at once). Default: 0, the
+  // call timeout
   [[nodiscard]] static Result<std::unique_ptr<ProvisionerClient>> Connect(
       std::string address = std::string(kDefaultProvisionerAddress),
       std::chrono::milliseconds call_timeout = std::chrono::minutes(2),
-      const GrpcTlsOptions& tls = {});
+      const GrpcTlsOptions& tls = {}, std::chrono::milliseconds provision_timeout = {});
 
   // A ready sandbox of this shape. `label` is free text shown by List (e.g. a session id).
   // The hand-over is confirmed with a Claim before this returns, so a sandbox whose
