@@ -75,11 +75,14 @@ TEST(ConfigTest, LogFormatIsTextOrJson) {
   EXPECT_FALSE(with(R"(, "log_format": 1)").ok());
 }
 
-TEST(ConfigTest, SandboxdIsOneAddressOrAnEtcdOfHosts) {
-  auto with = [](const std::string& sandboxd) {
-    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
+// A minimal config whose "sandboxd" block is `sandboxd`.
+Result<HarnessConfig> ConfigWithSandboxd(const std::string& sandboxd) {
+  return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
       "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "sandboxd": )" + sandboxd + "}");
-  };
+}
+
+TEST(ConfigTest, SandboxdIsOneAddressOrAnEtcdOfHosts) {
+  const auto with = ConfigWithSandboxd;
   auto etcd = with(R"({"etcd": "127.0.0.1:2379"})");
   ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
   EXPECT_EQ(etcd->sandboxd_etcd, "127.0.0.1:2379");
@@ -95,10 +98,7 @@ TEST(ConfigTest, SandboxdIsOneAddressOrAnEtcdOfHosts) {
 }
 
 TEST(ConfigTest, SandboxProvisionTimeoutDefaultsToTenMinutesAndIsChecked) {
-  auto with = [](const std::string& sandboxd) {
-    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"},
-      "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, "sandboxd": )" + sandboxd + "}");
-  };
+  const auto with = ConfigWithSandboxd;
   auto plain = with(R"({"address": "127.0.0.1:7702"})");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ(plain->sandbox_provision_timeout_seconds, 600u);
