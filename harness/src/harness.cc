@@ -314,7 +314,6 @@ class HarnessImpl final : public Harness, public SessionControl {
     return true;
   }
 
-
   HarnessConfig config_;
   std::set<std::string> down_shards_;  // the last scan's unanswered store shards; background thread only
   std::unique_ptr<store::SessionStore> store_;

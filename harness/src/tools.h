@@ -78,14 +78,15 @@ class SandboxBackend {
   // `tls`: mTLS to sinew-sandboxd (config.grpc_tls). Default: plain gRPC
   // `provision_timeout`: how long a provision may wait for its sandbox
   // (config.sandboxd.provision_timeout_seconds).
-  static std::unique_ptr<SandboxBackend> Create(const std::string& address, const GrpcTlsOptions& tls = {},
-                                                std::chrono::seconds provision_timeout = std::chrono::seconds(600));
+  static std::unique_ptr<SandboxBackend> Create(
+      const std::string& address, const GrpcTlsOptions& tls = {},
+      std::chrono::seconds provision_timeout = std::chrono::seconds(kDefaultSandboxProvisionTimeoutSeconds));
   // Sandboxes placed over the hosts registered in the etcd at `etcd` (host:port) by the
   // rule of placement.h; see docs/scale-out.md. `tls` and `provision_timeout` as for
   // Create; `etcd_tls`: TLS to etcd (config.etcd_tls). Does not wait for etcd.
   static Result<std::unique_ptr<SandboxBackend>> CreateForEtcd(
       const std::string& etcd, const GrpcTlsOptions& tls = {}, const GrpcTlsOptions& etcd_tls = {},
-      std::chrono::seconds provision_timeout = std::chrono::seconds(600));
+      std::chrono::seconds provision_timeout = std::chrono::seconds(kDefaultSandboxProvisionTimeoutSeconds));
 
   struct Provisioned {
     std::string id;

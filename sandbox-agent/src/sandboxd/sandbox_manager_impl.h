@@ -44,7 +44,8 @@ struct LiveSandbox {
   bool unclaimed = false;  // the monitor killed it: its hand-over was not claimed in time
   uint64_t oom_base = 0;
   Clock::time_point deadline = Clock::time_point::max();
-  // While info.awaiting_claim(): when the monitor ends it.
+  // When the monitor ends it unclaimed; max() unless info.awaiting_claim() (always for a
+  // pooled one: only a hand-over sets it, and a handed-over sandbox never goes back).
   Clock::time_point claim_deadline = Clock::time_point::max();
 };
 

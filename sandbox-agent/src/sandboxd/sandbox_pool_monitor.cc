@@ -82,7 +82,7 @@ void SandboxManagerImpl::MonitorLoop() {
       } else if (now >= e->deadline) {
         e->lifetime = true;
         kill(e->container.init_pid, SIGKILL);
-      } else if (!e->pooled && e->info.awaiting_claim() && now >= e->claim_deadline) {
+      } else if (now >= e->claim_deadline) {
         e->unclaimed = true;
         kill(e->container.init_pid, SIGKILL);
       }

@@ -108,6 +108,9 @@ struct TenantQuotaConfig {
   double requests_per_second = 0;
 };
 
+// config.sandboxd.provision_timeout_seconds when absent.
+inline constexpr uint32_t kDefaultSandboxProvisionTimeoutSeconds = 600;
+
 struct HarnessConfig {
   // REST address. Default: 127.0.0.1:8080 (port 0: any free port)
   std::string listen = "127.0.0.1:8080";
@@ -126,7 +129,7 @@ struct HarnessConfig {
   std::string sandboxd_etcd;
   // How long a provision may wait for its sandbox (in the host's start line when many
   // sessions want one at once) before the tool call fails. Default: 600
-  uint32_t sandbox_provision_timeout_seconds = 600;
+  uint32_t sandbox_provision_timeout_seconds = kDefaultSandboxProvisionTimeoutSeconds;
   // Bearer API key -> tenant: "sha256:<hex of the key's SHA-256>" -> tenant, or (still
   // accepted, with a warning) the plaintext key -> tenant (docs/security.md).
   std::map<std::string, std::string> api_keys;
