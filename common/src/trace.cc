@@ -124,6 +124,8 @@ ScopedLogContext::~ScopedLogContext() { Current() = std::move(saved_); }
 
 void SetLogSeq(uint64_t seq) { Current().seq = seq; }
 
+void ReplaceLogFields(LogFields fields) { Current() = std::move(fields); }
+
 std::string OutgoingTraceparent() {
   const LogFields& f = Current();
   if (f.trace_id.size() != 32) return "";

@@ -158,7 +158,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
-      "limits,lease_ttl_ms,scan_interval_ms,workers,max_request_bytes,read_timeout_seconds,"
+      "limits,lease_ttl_ms,scan_interval_ms,workers,max_sessions_driven,max_request_bytes,read_timeout_seconds,"
       "max_connections,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
       where));
   HarnessConfig c;
@@ -168,6 +168,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "lease_ttl_ms", where, &c.lease_ttl_ms));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "scan_interval_ms", where, &c.scan_interval_ms));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "workers", where, &c.workers));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_sessions_driven", where, &c.max_sessions_driven));
   SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c.max_request_bytes));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c.read_timeout_seconds));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c.max_connections));
@@ -339,7 +340,10 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
     }
   }
   if (c.lease_ttl_ms < 300) return Status::InvalidArgument("config.lease_ttl_ms must be at least 300");
-  if (c.workers == 0) return Status::InvalidArgument("config.workers must be at least 1");
+  if (c.workers == 0 || c.workers > 10000)
+    return Status::InvalidArgument("config.workers must be from 1 to 10000 (threads for blocking calls)");
+  if (c.max_sessions_driven == 0 || c.max_sessions_driven > 1000000)
+    return Status::InvalidArgument("config.max_sessions_driven must be from 1 to 1000000");
   if (c.tls.cert_file.empty() != c.tls.key_file.empty())
     return Status::InvalidArgument("config.tls needs both cert_file and key_file (or neither)");
   const auto colon = c.listen.rfind(':');

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "context_builder.h"
 #include "json_util.h"
@@ -91,8 +90,8 @@ v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o) {
   return ev;
 }
 
-SessionDriver::SessionDriver(const HarnessDeps& deps, std::string session_id)
-    : deps_(deps), id_(std::move(session_id)) {}
+SessionDriver::SessionDriver(const HarnessDeps& deps, Pools pools, std::string session_id)
+    : deps_(deps), pools_(pools), id_(std::move(session_id)) {}
 
 void SessionDriver::RequestCancel(std::string reason) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -146,24 +145,31 @@ void SessionDriver::RenewLease() {
   }
 }
 
-void SessionDriver::Run() {
-  // Every line this wake logs, and every call it makes, carries the session and its trace.
+Task<void> SessionDriver::Run() {
+  // Every line this wake logs, and every call it makes, carries the session and its trace
+  // (set on this thread, and carried across each wait by async.h).
   LogFields fields;
   fields.session = id_;
   fields.trace_id = TraceIdForSession(id_);
-  ScopedLogContext log_context(std::move(fields));
+  ReplaceLogFields(std::move(fields));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     wake_requested_ = false;
   }
-  if (deps_.stopping->load()) return;
-  auto lease = deps_.store->AcquireLease(id_, {deps_.owner, deps_.config->advertise_url},
-                                         std::chrono::milliseconds(deps_.config->lease_ttl_ms));
+  if (deps_.stopping->load()) {
+    ReplaceLogFields({});
+    co_return;
+  }
+  auto lease = co_await OnStore([&] {
+    return deps_.store->AcquireLease(id_, {deps_.owner, deps_.config->advertise_url},
+                                     std::chrono::milliseconds(deps_.config->lease_ttl_ms));
+  });
   if (!lease.ok()) {
     if (lease.status().code() != StatusCode::kFailedPrecondition) {
       spdlog::warn("session {}: cannot acquire lease: {}", id_, lease.status().ToString());
     }
-    return;
+    ReplaceLogFields({});
+    co_return;
   }
   epoch_ = lease->epoch();
   fenced_ = false;
@@ -171,7 +177,7 @@ void SessionDriver::Run() {
     std::lock_guard<std::mutex> lock(mutex_);
     abort_ = cancel_requested_;
   }
-  Status s = Drive();
+  Status s = co_await Drive();
   if (!s.ok()) {
     if (s.code() == StatusCode::kAborted) {
       spdlog::warn("session {}: fenced out: {}", id_, s.message());
@@ -182,15 +188,16 @@ void SessionDriver::Run() {
   }
   // Cleared before the release, so that a renewal racing with it is not taken for a loss.
   const uint64_t held = epoch_.exchange(0);
-  if (!fenced_) (void)deps_.store->ReleaseLease(id_, deps_.owner, held);
+  if (!fenced_) (void)co_await OnStore([&] { return deps_.store->ReleaseLease(id_, deps_.owner, held); });
   // The sandbox quota counts sessions driven here; one that is not cannot hold one here.
   if (!tenant_.empty()) deps_.quotas->ReleaseSandbox(tenant_, id_);
   pending_.clear();
   log_.clear();
   log_.shrink_to_fit();
+  ReplaceLogFields({});
 }
 
-Status SessionDriver::LoadLog() {
+Task<Status> SessionDriver::LoadLog() {
   log_.clear();
   // The stored bytes, decoded once each straight into the log: a remote store sends them
   // without decoding and re-encoding every event (docs/session-store.md).
@@ -198,10 +205,11 @@ Status SessionDriver::LoadLog() {
     v1::ReadEventBytesRequest req;
     req.set_session_id(id_);
     req.set_from_seq(log_.size() + 1);
-    SINEW_ASSIGN_OR_RETURN(v1::ReadEventBytesResponse page, deps_.store->ReadEventBytes(req));
+    SINEW_CO_ASSIGN_OR_RETURN(v1::ReadEventBytesResponse page,
+                              co_await OnStore([&] { return deps_.store->ReadEventBytes(req); }));
     next_seq_ = page.next_seq();
     if (page.events_size() > 0 && page.first_seq() != log_.size() + 1) {
-      return Status::Corruption("session " + id_ + ": asked for events from " +
+      co_return Status::Corruption("session " + id_ + ": asked for events from " +
                                 std::to_string(log_.size() + 1) + ", the store sent them from " +
                                 std::to_string(page.first_seq()));
     }
@@ -209,20 +217,26 @@ Status SessionDriver::LoadLog() {
     for (int i = 0; i < page.events_size(); ++i) {
       const uint64_t seq = page.first_seq() + static_cast<uint64_t>(i);
       Status decoded = store::DecodeEvent(page.events(i), seq, &log_.emplace_back());
-      if (!decoded.ok()) return decoded.WithContext("session " + id_);
+      if (!decoded.ok()) co_return decoded.WithContext("session " + id_);
     }
     if (page.events_size() == 0 || log_.size() + 1 >= next_seq_) break;
   }
   if (log_.empty() || !log_.front().has_session_created()) {
-    return Status::Corruption("session " + id_ + " does not start with session_created");
+    co_return Status::Corruption("session " + id_ + " does not start with session_created");
   }
   state_ = ReadLogState(log_);  // the status too: every change of it is an event
   SetLogSeq(next_seq_ - 1);
-  return Status::Ok();
+  co_return Status::Ok();
 }
 
-Status SessionDriver::Append(std::vector<v1::Event> events) {
-  if (fenced_) return Status::Aborted("lease lost");
+Task<Status> SessionDriver::AppendOne(v1::Event event) {
+  std::vector<v1::Event> events;
+  events.push_back(std::move(event));
+  co_return co_await Append(std::move(events));
+}
+
+Task<Status> SessionDriver::Append(std::vector<v1::Event> events) {
+  if (fenced_) co_return Status::Aborted("lease lost");
   if (!pending_.empty()) {
     events.insert(events.begin(), pending_.begin(), pending_.end());
     pending_.clear();
@@ -245,18 +259,18 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
   }
   Result<v1::AppendResponse> resp = Status::Unavailable("not tried");
   for (int attempt = 0; attempt < 6; ++attempt) {
-    resp = deps_.store->Append(req);
+    resp = co_await OnStore([&] { return deps_.store->Append(req); });
     if (resp.ok()) break;
     const StatusCode code = resp.status().code();
     if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
+    co_await SleepFor(std::chrono::milliseconds(50 << attempt));
   }
   if (!resp.ok()) {
     if (resp.status().code() == StatusCode::kAborted) {
       fenced_ = true;
       abort_ = true;
     }
-    return resp.status();
+    co_return resp.status();
   }
   const int64_t now = NowUnixMs();
   for (size_t i = 0; i < events.size(); ++i) {
@@ -270,30 +284,32 @@ Status SessionDriver::Append(std::vector<v1::Event> events) {
   next_seq_ = resp->last_seq() + 1;
   SetLogSeq(resp->last_seq());
   deps_.metrics->Add("sinew_harness_events_appended_total", "", static_cast<double>(events.size()));
-  return Status::Ok();
+  co_return Status::Ok();
 }
 
-Status SessionDriver::ReleaseSandbox(const std::string& reason) {
-  if (state_.sandbox_id.empty()) return Status::Ok();
+Task<Status> SessionDriver::ReleaseSandbox(const std::string& reason) {
+  if (state_.sandbox_id.empty()) co_return Status::Ok();
   deps_.quotas->ReleaseSandbox(tenant_, id_);
   const std::string id = state_.sandbox_id;
   if (AttachesSandbox(task_.sandbox_json)) {
     v1::Event ev;
     ev.mutable_sandbox_released()->set_sandbox_id(id);
     ev.mutable_sandbox_released()->set_reason(reason + " (attached sandbox left to its owner)");
-    return AppendOne(std::move(ev));
+    co_return co_await AppendOne(std::move(ev));
   }
-  Status destroyed = deps_.sandboxes->Destroy(SandboxOf());
+  const SandboxRef box = SandboxOf();
+  Status destroyed = co_await Blocking([&] { return deps_.sandboxes->Destroy(box); });
   v1::Event ev;
   ev.mutable_sandbox_released()->set_sandbox_id(id);
   ev.mutable_sandbox_released()->set_reason(destroyed.ok() ? reason : reason + " (destroy failed: " +
                                                                           destroyed.message() + ")");
-  return AppendOne(std::move(ev));
+  co_return co_await AppendOne(std::move(ev));
 }
 
-Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
+Task<Status> SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
                              const std::string& error_code, int32_t http_status, bool retryable) {
-  SINEW_RETURN_IF_ERROR(ReleaseSandbox("session " + store::SessionStatusName(to)));
+  const std::string release_reason = "session " + store::SessionStatusName(to);
+  SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox(release_reason));
   std::vector<v1::Event> events;
   if (!error_code.empty()) {
     v1::Event ev;
@@ -306,26 +322,29 @@ Status SessionDriver::Finish(v1::SessionStatus to, const std::string& reason,
   events.push_back(StatusEvent(state_.status, to, reason));
   deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"" + store::SessionStatusName(to) + "\"");
   if (!error_code.empty()) deps_.metrics->Add("sinew_harness_errors_total", "code=\"" + error_code + "\"");
-  SINEW_RETURN_IF_ERROR(Append(std::move(events)));
+  SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(events)));
   spdlog::info("session {}: {}: {}", id_, store::SessionStatusName(to), deps_.vault->Redact(reason));
-  return Status::Ok();
+  co_return Status::Ok();
 }
 
-Status SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
+Task<Status> SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
   const std::string reason = "limit reached: " + limit + " " + std::to_string(value);
-  SINEW_RETURN_IF_ERROR(ReleaseSandbox("session failed"));
+  SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox("session failed"));
   v1::Event ev;
   ev.mutable_error()->set_code("limit_exceeded");
   ev.mutable_error()->set_message(reason);
   ev.mutable_error()->set_limit(limit);
   deps_.metrics->Add("sinew_harness_sessions_finished_total", "status=\"failed\"");
   deps_.metrics->Add("sinew_harness_errors_total", "code=\"limit_exceeded\"");
-  SINEW_RETURN_IF_ERROR(Append({std::move(ev), StatusEvent(state_.status, v1::SESSION_STATUS_FAILED, reason)}));
+  std::vector<v1::Event> events;
+  events.push_back(std::move(ev));
+  events.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_FAILED, reason));
+  SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(events)));
   spdlog::info("session {}: failed: {}", id_, reason);
-  return Status::Ok();
+  co_return Status::Ok();
 }
 
-Result<bool> SessionDriver::DrainInbox() {
+Task<Result<bool>> SessionDriver::DrainInbox() {
   std::vector<std::string> messages;
   std::vector<v1::Event> events;
   bool cancel = false;
@@ -343,27 +362,30 @@ Result<bool> SessionDriver::DrainInbox() {
       ev.mutable_user_message()->set_text(std::move(text));
       events.push_back(std::move(ev));
     }
-    SINEW_RETURN_IF_ERROR(Append(std::move(events)));
+    SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(events)));
   }
   if (cancel && IsTerminal(state_.status) && state_.last_user <= state_.last_status_change) {
     std::lock_guard<std::mutex> lock(mutex_);  // nothing left to cancel
     cancel_requested_ = false;
     abort_ = false;
-    return false;
+    co_return false;
   }
   if (cancel) {
     spdlog::info("session {}: cancel requested ({})", id_, reason.empty() ? "no reason given" : reason);
-    SINEW_RETURN_IF_ERROR(Finish(v1::SESSION_STATUS_CANCELLED, reason.empty() ? "cancelled" : reason));
+    // Named, not a temporary of a conditional inside the co_await: GCC 12 destroys such a
+    // temporary twice (docs/harness.md, "How sessions are driven").
+    const std::string why = reason.empty() ? "cancelled" : reason;
+    SINEW_CO_RETURN_IF_ERROR(co_await Finish(v1::SESSION_STATUS_CANCELLED, why));
     std::lock_guard<std::mutex> lock(mutex_);
     cancel_requested_ = false;
     abort_ = false;
   }
-  return cancel;
+  co_return cancel;
 }
 
-Status SessionDriver::Drive() {
-  SINEW_RETURN_IF_ERROR(LoadLog());
-  SINEW_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
+Task<Status> SessionDriver::Drive() {
+  SINEW_CO_RETURN_IF_ERROR(co_await LoadLog());
+  SINEW_CO_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
   const uint64_t last_seq = next_seq_ - 1;
   tenant_ = log_.front().session_created().tenant();
   // A sandbox it holds from before (a resumed session) counts against the tenant's quota.
@@ -382,7 +404,7 @@ Status SessionDriver::Drive() {
     a->set_text("resumed by " + deps_.owner + " at lease epoch " + std::to_string(epoch_.load()));
     (*a->mutable_labels())["kind"] = "resume";
     (*a->mutable_labels())["owner"] = deps_.owner;
-    SINEW_RETURN_IF_ERROR(AppendOne(std::move(resumed)));
+    SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(resumed)));
   } else {
     spdlog::info("session {}: woken ({}) at lease epoch {}; continuing after seq {}", id_,
                  store::SessionStatusName(state_.status), epoch_.load(), last_seq);
@@ -395,22 +417,22 @@ Status SessionDriver::Drive() {
     state_.last_user = static_cast<int>(log_.size());  // where it will land
   }
   while (true) {
-    if (deps_.stopping->load()) return Status::Ok();
-    if (fenced_) return Status::Aborted("lease lost");
-    SINEW_ASSIGN_OR_RETURN(bool cancelled, DrainInbox());
-    if (cancelled) return Status::Ok();
+    if (deps_.stopping->load()) co_return Status::Ok();
+    if (fenced_) co_return Status::Aborted("lease lost");
+    SINEW_CO_ASSIGN_OR_RETURN(bool cancelled, co_await DrainInbox());
+    if (cancelled) co_return Status::Ok();
     // A finished session continues only for input that came after it finished.
     if (IsTerminal(state_.status) && state_.last_user <= state_.last_status_change) {
-      return Status::Ok();
+      co_return Status::Ok();
     }
     const bool running_pending = std::any_of(pending_.begin(), pending_.end(),
                                              [](const v1::Event& e) { return e.has_status_change(); });
     if (state_.status != v1::SESSION_STATUS_RUNNING && !running_pending) {
       pending_.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_RUNNING, "driven by " + deps_.owner));
     }
-    SINEW_RETURN_IF_ERROR(RunPendingTools());
+    SINEW_CO_RETURN_IF_ERROR(co_await RunPendingTools());
     if (CancelRequested()) continue;
-    if (deps_.stopping->load()) return Status::Ok();
+    if (deps_.stopping->load()) co_return Status::Ok();
     bool need_model = state_.last_response < 0 || state_.last_user > state_.last_response;
     std::string stop_reason;
     if (!need_model) {
@@ -419,20 +441,21 @@ Status SessionDriver::Drive() {
       stop_reason = r.stop_reason();
     }
     if (!need_model) {
-      return Finish(v1::SESSION_STATUS_COMPLETED, "the model ended its turn (" + stop_reason + ")");
+      const std::string why = "the model ended its turn (" + stop_reason + ")";
+      co_return co_await Finish(v1::SESSION_STATUS_COMPLETED, why);
     }
     // Limits, checked before each model call.
-    if (state_.turns >= task_.max_turns) return LimitReached("max_turns", task_.max_turns);
+    if (state_.turns >= task_.max_turns) co_return co_await LimitReached("max_turns", task_.max_turns);
     if (state_.output_tokens >= task_.max_output_tokens) {
-      return LimitReached("max_output_tokens", task_.max_output_tokens);
+      co_return co_await LimitReached("max_output_tokens", task_.max_output_tokens);
     }
     const int64_t age_ms = NowUnixMs() - log_.front().timestamp_unix_ms();
     if (age_ms > static_cast<int64_t>(task_.max_wall_seconds) * 1000) {
-      return LimitReached("max_wall_seconds", task_.max_wall_seconds);
+      co_return co_await LimitReached("max_wall_seconds", task_.max_wall_seconds);
     }
-    SINEW_ASSIGN_OR_RETURN(bool may_call, WaitForTokenBudget());
+    SINEW_CO_ASSIGN_OR_RETURN(bool may_call, co_await WaitForTokenBudget());
     if (!may_call) continue;
-    SINEW_RETURN_IF_ERROR(CallModel());
+    SINEW_CO_RETURN_IF_ERROR(co_await CallModel());
   }
 }
 
@@ -448,9 +471,9 @@ void SessionDriver::LogInterruptedModelCall() const {
   }
 }
 
-Result<bool> SessionDriver::WaitForTokenBudget() {
+Task<Result<bool>> SessionDriver::WaitForTokenBudget() {
   auto retry = deps_.quotas->TokensRetryAfter(tenant_);
-  if (!retry) return true;
+  if (!retry) co_return true;
   const uint64_t limit = deps_.quotas->QuotaOf(tenant_).tokens_per_minute;
   spdlog::info("session {}: tenant {} is over tokens_per_minute {}; the model call waits", id_, tenant_, limit);
   v1::Event note;
@@ -461,26 +484,26 @@ Result<bool> SessionDriver::WaitForTokenBudget() {
               "tokens_per_minute " + std::to_string(limit) + "); next try in about " + std::to_string(*retry) + " s");
   (*a->mutable_labels())["kind"] = "quota_wait";
   (*a->mutable_labels())["quota"] = "tokens_per_minute";
-  SINEW_RETURN_IF_ERROR(AppendOne(std::move(note)));
+  SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(note)));
   while (deps_.quotas->TokensRetryAfter(tenant_)) {
-    if (deps_.stopping->load() || fenced_ || CancelRequested()) return false;
+    if (deps_.stopping->load() || fenced_ || CancelRequested()) co_return false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!inbox_.empty() || !audits_.empty()) return false;  // drain them, then wait again
+      if (!inbox_.empty() || !audits_.empty()) co_return false;  // drain them, then wait again
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    co_await SleepFor(std::chrono::milliseconds(200));
   }
-  return true;
+  co_return true;
 }
 
-Status SessionDriver::RunPendingTools() {
-  if (state_.last_response < 0) return Status::Ok();
+Task<Status> SessionDriver::RunPendingTools() {
+  if (state_.last_response < 0) co_return Status::Ok();
   // Copy: appends may reallocate log_.
   const v1::ModelResponse response = log_[state_.last_response].model_response();
   for (const auto& spec : response.tool_calls()) {
     if (state_.finished.count(spec.call_id())) continue;
-    if (fenced_) return Status::Aborted("lease lost");
-    if (deps_.stopping->load()) return Status::Ok();
+    if (fenced_) co_return Status::Aborted("lease lost");
+    if (deps_.stopping->load()) co_return Status::Ok();
     if (CancelRequested()) {
       ToolOutcome o;
       o.is_error = true;
@@ -492,14 +515,14 @@ Status SessionDriver::RunPendingTools() {
       std::vector<v1::Event> events;
       if (!state_.started.count(spec.call_id())) events.push_back(std::move(call));
       events.push_back(ToolResultEvent(spec.call_id(), o));
-      SINEW_RETURN_IF_ERROR(Append(std::move(events)));
+      SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(events)));
       continue;
     }
     // The sandbox's call id: unique in the session even when a model reuses its ids.
-    SINEW_RETURN_IF_ERROR(ExecuteCall(spec, state_.started.count(spec.call_id()) > 0,
-                                      response.request_id() + "/" + spec.call_id()));
+    SINEW_CO_RETURN_IF_ERROR(co_await ExecuteCall(spec, state_.started.count(spec.call_id()) > 0,
+                                                  response.request_id() + "/" + spec.call_id()));
   }
-  return Status::Ok();
+  co_return Status::Ok();
 }
 
 }  // namespace sinew::harness

@@ -2,8 +2,12 @@
 // rebuilds the context and continues from the last event, writing each step before its
 // effect (model_request before the call, tool_call before execute, results after).
 //
-// Thread-safety: Run() runs on one worker thread at a time; RequestCancel, PostMessage,
-// RequestWake, TakeWork and RenewLease may be called from any thread.
+// Run() is a coroutine (harness/src/async.h): while the session waits on its model or a
+// timer it holds no thread; its store, sandbox and tool calls run on the pools it is given.
+//
+// Thread-safety: one Run() at a time (it resumes on any driver thread, in order);
+// RequestCancel, PostMessage, RequestWake, TakeWork and RenewLease may be called from any
+// thread.
 #pragma once
 
 #include <atomic>
@@ -11,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "async.h"
 #include "harness_deps.h"
 #include "session_log.h"
 
@@ -21,10 +26,17 @@ v1::Event ToolResultEvent(const std::string& call_id, const ToolOutcome& o);
 
 class SessionDriver {
  public:
-  SessionDriver(const HarnessDeps& deps, std::string session_id);
+  // The pools where calls that block run: `store` for session store calls (short),
+  // `blocking` for model servers, tools and sandboxes (they may take minutes).
+  struct Pools {
+    asio::thread_pool* store = nullptr;
+    asio::thread_pool* blocking = nullptr;
+  };
+
+  SessionDriver(const HarnessDeps& deps, Pools pools, std::string session_id);
 
   // One wake: drives the session until it ends, its lease is lost, or the harness stops.
-  void Run();
+  Task<void> Run();
 
   void RequestCancel(std::string reason);
   void PostMessage(std::string text);
@@ -42,20 +54,30 @@ class SessionDriver {
   const std::string& id() const { return id_; }
 
  private:
-  [[nodiscard]] Status Drive();
-  [[nodiscard]] Status LoadLog();
-  [[nodiscard]] Status Append(std::vector<v1::Event> events);
-  [[nodiscard]] Status AppendOne(v1::Event event) { return Append({std::move(event)}); }
+  [[nodiscard]] Task<Status> Drive();
+  [[nodiscard]] Task<Status> LoadLog();
+  [[nodiscard]] Task<Status> Append(std::vector<v1::Event> events);
+  [[nodiscard]] Task<Status> AppendOne(v1::Event event);
+  // Runs a session store call on the store pool.
+  template <typename Fn>
+  Task<std::invoke_result_t<Fn&>> OnStore(Fn fn) {
+    return OnPool(*pools_.store, std::move(fn));
+  }
+  // Runs a call that may block long (sandboxes, tools) on the blocking pool.
+  template <typename Fn>
+  Task<std::invoke_result_t<Fn&>> Blocking(Fn fn) {
+    return OnPool(*pools_.blocking, std::move(fn));
+  }
   // Appends an error event (when code is set; with a model server's HTTP status and
   // whether retrying later may help), releases the sandbox, writes the status.
-  [[nodiscard]] Status Finish(v1::SessionStatus to, const std::string& reason,
+  [[nodiscard]] Task<Status> Finish(v1::SessionStatus to, const std::string& reason,
                               const std::string& error_code = "", int32_t http_status = 0,
                               bool retryable = false);
   // Fails the session with error limit_exceeded naming `limit` (Error.limit) and its value.
-  [[nodiscard]] Status LimitReached(const std::string& limit, uint64_t value);
+  [[nodiscard]] Task<Status> LimitReached(const std::string& limit, uint64_t value);
   // Appends queued user messages; returns true when a cancel was requested.
-  [[nodiscard]] Result<bool> DrainInbox();
-  [[nodiscard]] Status RunPendingTools();
+  [[nodiscard]] Task<Result<bool>> DrainInbox();
+  [[nodiscard]] Task<Status> RunPendingTools();
   // Logs (info) a model call that a previous driver started and never recorded an answer to.
   void LogInterruptedModelCall() const;
   // A tool_result event saying the call was interrupted (and counts it).
@@ -67,27 +89,28 @@ class SessionDriver {
     std::string how;
     std::string detail;
   };
-  LostSandbox LoseSandbox(const Status& transport_error);
+  Task<LostSandbox> LoseSandbox(Status transport_error);
   // The live sandbox as the log names it (id and host).
   SandboxRef SandboxOf() const;
   // Before a sandbox tool call that has not started: when the sandbox's host is gone
   // (docs/scale-out.md), appends sandbox_lost ("host_lost"), so the call gets a fresh
   // sandbox on another host.
-  [[nodiscard]] Status DropSandboxOfLostHost(const ToolInfo& tool, bool started_before);
+  [[nodiscard]] Task<Status> DropSandboxOfLostHost(const ToolInfo& tool, bool started_before);
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
-  [[nodiscard]] Status ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
-                                   const std::string& sandbox_call_id);
-  [[nodiscard]] Status CallModel();
+  [[nodiscard]] Task<Status> ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
+                                         const std::string& sandbox_call_id);
+  [[nodiscard]] Task<Status> CallModel();
   // Waits while the tenant is over tokens_per_minute (saying so once with an annotation
   // kind=quota_wait). True: call the model now; false: the wait was cut short (cancel,
   // stop, lost lease) and the loop decides.
-  [[nodiscard]] Result<bool> WaitForTokenBudget();
-  [[nodiscard]] Status ReleaseSandbox(const std::string& reason);
+  [[nodiscard]] Task<Result<bool>> WaitForTokenBudget();
+  [[nodiscard]] Task<Status> ReleaseSandbox(const std::string& reason);
   bool CancelRequested();
   // The tools this session offers (the task's list, minus sandbox tools without sandboxd).
   std::vector<ToolDefinition> ToolDefinitionsFor() const;
 
   const HarnessDeps deps_;
+  const Pools pools_;
   const std::string id_;
 
   std::mutex mutex_;
@@ -101,7 +124,7 @@ class SessionDriver {
   std::atomic<bool> fenced_{false};   // the lease was lost: stop, write nothing more
   std::atomic<uint64_t> epoch_{0};    // the held lease's epoch, 0 when none
 
-  // Used by the Run() thread only.
+  // Used by Run() only.
   std::vector<v1::Event> log_;
   // Events that need no write of their own (the task's message, the status change to
   // running): they go out with the next append, ahead of its events, so that the path

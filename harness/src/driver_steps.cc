@@ -32,32 +32,33 @@ v1::Event SessionDriver::Interrupted(const v1::ToolCallSpec& spec, const std::st
   return ev;
 }
 
-SessionDriver::LostSandbox SessionDriver::LoseSandbox(const Status& transport_error) {
-  auto [how, detail] = deps_.sandboxes->HowItEnded(SandboxOf());
+Task<SessionDriver::LostSandbox> SessionDriver::LoseSandbox(Status transport_error) {
+  const SandboxRef box = SandboxOf();
+  auto [how, detail] = co_await Blocking([&] { return deps_.sandboxes->HowItEnded(box); });
   v1::Event lost;
   lost.mutable_sandbox_lost()->set_sandbox_id(state_.sandbox_id);
   lost.mutable_sandbox_lost()->set_outcome(how);
   lost.mutable_sandbox_lost()->set_detail(detail.empty() ? transport_error.message() : detail);
-  if (!AttachesSandbox(task_.sandbox_json)) (void)deps_.sandboxes->Destroy(SandboxOf());
+  if (!AttachesSandbox(task_.sandbox_json)) (void)co_await Blocking([&] { return deps_.sandboxes->Destroy(box); });
   deps_.metrics->Add("sinew_harness_sandbox_lost_total", "outcome=\"" + how + "\"");
-  return {std::move(lost), std::move(how), std::move(detail)};
+  co_return LostSandbox{std::move(lost), std::move(how), std::move(detail)};
 }
 
 SandboxRef SessionDriver::SandboxOf() const {
   return SandboxRef{state_.sandbox_id, state_.sandbox_host_id, state_.sandbox_host_address};
 }
 
-Status SessionDriver::DropSandboxOfLostHost(const ToolInfo& tool, bool started_before) {
+Task<Status> SessionDriver::DropSandboxOfLostHost(const ToolInfo& tool, bool started_before) {
   // A call already under way is asked for below, and comes back lost from a gone host.
-  if (!tool.needs_sandbox || state_.sandbox_id.empty() || started_before) return Status::Ok();
-  if (deps_.sandboxes->HostAlive(SandboxOf())) return Status::Ok();
+  if (!tool.needs_sandbox || state_.sandbox_id.empty() || started_before) co_return Status::Ok();
+  if (deps_.sandboxes->HostAlive(SandboxOf())) co_return Status::Ok();
   // The call has not run: record the loss, and the call runs on a fresh sandbox elsewhere.
-  auto lost = LoseSandbox(Status::Unavailable("its host left the cluster"));
-  return AppendOne(std::move(lost.event));
+  auto lost = co_await LoseSandbox(Status::Unavailable("its host left the cluster"));
+  co_return co_await AppendOne(std::move(lost.event));
 }
 
-Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
-                                  const std::string& sandbox_call_id) {
+Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
+                                        const std::string& sandbox_call_id) {
   v1::Event call;
   auto* tc = call.mutable_tool_call();
   tc->set_call_id(spec.call_id());
@@ -76,7 +77,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     std::vector<v1::Event> events;
     if (!started_before) events.push_back(std::move(call));
     events.push_back(ToolResultEvent(spec.call_id(), o));
-    return Append(std::move(events));
+    co_return co_await Append(std::move(events));
   }
   const bool idempotent = CallIsIdempotent(*info, spec.input_json());
   tc->set_idempotent(idempotent);
@@ -85,10 +86,10 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     // It may or may not have taken effect, and nothing can tell: never run it again behind
     // the model's back. (A call in a sandbox that still lives is asked for below: the
     // sandbox ran it exactly once and kept its result.)
-    return AppendOne(Interrupted(spec, "interrupted: the harness stopped while this call ran; it may or "
-                                       "may not have taken effect"));
+    co_return co_await AppendOne(Interrupted(spec, "interrupted: the harness stopped while this call ran; it may or "
+                                                   "may not have taken effect"));
   }
-  SINEW_RETURN_IF_ERROR(DropSandboxOfLostHost(*info, started_before));
+  SINEW_CO_RETURN_IF_ERROR(co_await DropSandboxOfLostHost(*info, started_before));
   if (info->needs_sandbox && state_.sandbox_id.empty() && !deps_.quotas->AcquireSandbox(tenant_, id_)) {
     // The tenant's sandbox quota (docs/security.md): the call runs nowhere; the model hears why.
     ToolOutcome o;
@@ -100,11 +101,11 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     std::vector<v1::Event> events;
     if (!started_before) events.push_back(std::move(call));
     events.push_back(ToolResultEvent(spec.call_id(), o));
-    return Append(std::move(events));
+    co_return co_await Append(std::move(events));
   }
   if (info->needs_sandbox && state_.sandbox_id.empty()) {
     const auto t0 = Clock::now();
-    auto box = deps_.sandboxes->Provision(task_.sandbox_json, id_);
+    auto box = co_await Blocking([&] { return deps_.sandboxes->Provision(task_.sandbox_json, id_); });
     deps_.metrics->Add("sinew_harness_sandbox_provisions_total", box.ok() ? "outcome=\"ok\"" : "outcome=\"error\"");
     deps_.metrics->Observe("sinew_harness_sandbox_provision_seconds", "", MsSince(t0) / 1000.0);
     if (!box.ok()) {
@@ -115,7 +116,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
       std::vector<v1::Event> events;
       if (!started_before) events.push_back(std::move(call));
       events.push_back(ToolResultEvent(spec.call_id(), o));
-      return Append(std::move(events));
+      co_return co_await Append(std::move(events));
     }
     v1::Event ev;
     auto* p = ev.mutable_sandbox_provisioned();
@@ -127,16 +128,17 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
     p->set_host_id(box->host_id);
     p->set_host_address(box->host_address);
     p->set_placement_us(box->placement_us);
-    if (Status recorded = AppendOne(std::move(ev)); !recorded.ok()) {
+    if (Status recorded = co_await AppendOne(std::move(ev)); !recorded.ok()) {
       // Not in the log, so no wake will ever find it (this driver was fenced out, or the
       // store failed): destroy it now rather than leave it running until its lifetime ends.
-      (void)deps_.sandboxes->Destroy({box->id, box->host_id, box->host_address});
+      const SandboxRef orphan{box->id, box->host_id, box->host_address};
+      (void)co_await Blocking([&] { return deps_.sandboxes->Destroy(orphan); });
       deps_.quotas->ReleaseSandbox(tenant_, id_);
-      return recorded;
+      co_return recorded;
     }
   }
   if (info->needs_sandbox) tc->set_sandbox_id(state_.sandbox_id);
-  if (!started_before) SINEW_RETURN_IF_ERROR(AppendOne(call));
+  if (!started_before) SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(call));
   const auto t0 = Clock::now();
   ToolOutcome outcome;
   std::vector<v1::Event> after;
@@ -147,24 +149,26 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
                                      : "running it again (idempotent)");
   }
   if (!info->needs_sandbox) {
-    outcome = deps_.proxy->Execute(spec.name(), spec.input_json(), &abort_);
+    outcome = co_await Blocking([&] { return deps_.proxy->Execute(spec.name(), spec.input_json(), &abort_); });
     // Cut short by a stop: leave the call pending; the next wake decides (idempotent or
     // interrupted), exactly as after a crash.
-    if (deps_.stopping->load() || fenced_) return Status::Ok();
+    if (deps_.stopping->load() || fenced_) co_return Status::Ok();
   } else {
     // The same call id as before a crash: the sandbox answers with the result of the run
     // that is already under way or done, and never runs it twice.
-    auto r = deps_.sandboxes->Execute(SandboxOf(), sandbox_call_id, spec.name(), spec.input_json());
+    const SandboxRef box = SandboxOf();
+    auto r = co_await Blocking(
+        [&] { return deps_.sandboxes->Execute(box, sandbox_call_id, spec.name(), spec.input_json()); });
     if (r.ok()) {
       outcome = std::move(r).value();
     } else {
-      auto [lost, how, detail] = LoseSandbox(r.status());
+      auto [lost, how, detail] = co_await LoseSandbox(r.status());
       after.push_back(std::move(lost));
       if (started_before && !idempotent) {
         // The sandbox is gone with the call's result: it may or may not have taken effect.
         after.push_back(Interrupted(spec, "interrupted: the harness stopped while this call ran and its "
                                           "sandbox is gone; it may or may not have taken effect"));
-        return Append(std::move(after));
+        co_return co_await Append(std::move(after));
       }
       outcome.is_error = true;
       outcome.output = "the sandbox was lost (" + how + (detail.empty() ? "" : ": " + detail) +
@@ -176,7 +180,7 @@ Status SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_bef
                      "tool=\"" + spec.name() + "\",error=\"" + (outcome.is_error ? "true" : "false") + "\"");
   deps_.metrics->Observe("sinew_harness_tool_seconds", "tool=\"" + spec.name() + "\"", MsSince(t0) / 1000.0);
   after.push_back(ToolResultEvent(spec.call_id(), outcome));
-  return Append(std::move(after));
+  co_return co_await Append(std::move(after));
 }
 
 std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
@@ -190,7 +194,7 @@ std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
   return out;
 }
 
-Status SessionDriver::CallModel() {
+Task<Status> SessionDriver::CallModel() {
   const ModelEndpointConfig& mc = deps_.config->models.at(task_.model);
   const auto& client = deps_.models->at(task_.model);
   ModelCall call;
@@ -219,7 +223,7 @@ Status SessionDriver::CallModel() {
     }
   }
   ContextView view = BuildContext(pending_.empty() ? log_ : with_pending, budget);
-  if (view.new_summary) SINEW_RETURN_IF_ERROR(AppendOne(std::move(*view.new_summary)));
+  if (view.new_summary) SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(*view.new_summary)));
   call.messages = std::move(view.messages);
 
   v1::Event req;
@@ -232,20 +236,21 @@ Status SessionDriver::CallModel() {
   mr->set_params_json(boost::json::serialize(boost::json::object{
       {"max_tokens", call.max_output_tokens}, {"estimated_prompt_tokens", view.estimated_tokens},
       {"tools", call.tools.size()}}));
-  SINEW_RETURN_IF_ERROR(AppendOne(std::move(req)));
+  SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(req)));
 
   const auto t0 = Clock::now();
-  auto reply = client->Complete(call, nullptr);
+  auto reply = co_await client->CompleteAsync(call, nullptr, *pools_.blocking);
   const double seconds = MsSince(t0) / 1000.0;
   const std::string labels = "model=\"" + task_.model + "\"";
   deps_.metrics->Observe("sinew_harness_model_seconds", labels, seconds);
   if (!reply.ok()) {
     deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"error\"");
     if (reply.status().code() == StatusCode::kCancelled || fenced_ || deps_.stopping->load()) {
-      return Status::Ok();  // the loop sees the cancel, the stop or the lost lease
+      co_return Status::Ok();  // the loop sees the cancel, the stop or the lost lease
     }
-    return Finish(v1::SESSION_STATUS_FAILED, "model call failed: " + reply.status().ToString(), "model_error",
-                  static_cast<int32_t>(failure.http_status), failure.retryable);
+    const std::string why = "model call failed: " + reply.status().ToString();
+    co_return co_await Finish(v1::SESSION_STATUS_FAILED, why, "model_error", static_cast<int32_t>(failure.http_status),
+                              failure.retryable);
   }
   deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"ok\"");
   deps_.quotas->AddTokens(tenant_, reply->prompt_tokens + reply->completion_tokens);
@@ -273,7 +278,7 @@ Status SessionDriver::CallModel() {
   r->set_stop_reason(reply->stop_reason);
   r->set_latency_ms(MsSince(t0));
   r->set_time_to_first_token_ms(reply->time_to_first_token_ms);
-  return AppendOne(std::move(ev));
+  co_return co_await AppendOne(std::move(ev));
 }
 
 }  // namespace sinew::harness

@@ -1,6 +1,7 @@
 // HarnessImpl: owns the store connection, the model clients, the tools, the drivers
-// (one per session being driven here), the worker threads, the lease renewer, the
-// scanner that takes over orphaned sessions, and the REST server.
+// (one per session being driven here, each a coroutine on the driver threads), the pools
+// where their blocking calls run, the lease renewer, the scanner that takes over orphaned
+// sessions, and the REST server.
 #include "sinew/harness/harness.h"
 
 #include <spdlog/spdlog.h>
@@ -13,7 +14,12 @@
 #include <atomic>
 #include <thread>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include "api_handler.h"
+#include "async.h"
 #include "curl_http.h"
 #include "driver.h"
 #include "http_server.h"
@@ -72,6 +78,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     SINEW_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Create(config_));
     quotas_ = std::make_unique<TenantQuotas>(config_.tenants);
     deps_ = Deps();
+    StartDriverThreads();
     handler_ = std::make_unique<ApiHandler>(&deps_, this);
     SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));
     if (config_.advertise_url.empty())
@@ -79,7 +86,6 @@ class HarnessImpl final : public Harness, public SessionControl {
     // The owner names where this harness answers, so that others can forward to it.
     owner_ = config_.advertise_url + "#" + std::to_string(::getpid()) + "-" + RandomHex(8);
     deps_.owner = owner_;
-    for (uint32_t i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
     background_ = std::thread([this] { BackgroundLoop(); });
     return Status::Ok();
   }
@@ -95,9 +101,14 @@ class HarnessImpl final : public Harness, public SessionControl {
       it->second->RequestWake();
       return;
     }
-    drivers_[session_id] = std::make_shared<SessionDriver>(deps_, session_id);
-    queue_.push_back(session_id);
-    work_cv_.notify_one();
+    auto driver = std::make_shared<SessionDriver>(deps_, SessionDriver::Pools{store_pool_.get(), blocking_pool_.get()},
+                                                  session_id);
+    drivers_[session_id] = driver;
+    if (active_ < config_.max_sessions_driven) {
+      SpawnLocked(std::move(driver));
+    } else {
+      queue_.push_back(session_id);
+    }
   }
 
   bool DeliverMessage(const std::string& session_id, const std::string& text) override {
@@ -160,8 +171,10 @@ class HarnessImpl final : public Harness, public SessionControl {
              std::to_string(count) + "\n";
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    out += "# TYPE sinew_harness_sessions_driven gauge\nsinew_harness_sessions_driven " +
-           std::to_string(drivers_.size()) + "\n";
+    // Driven: coroutines running here; queued: woken, waiting for a place (max_sessions_driven).
+    out += "# TYPE sinew_harness_sessions_driven gauge\nsinew_harness_sessions_driven " + std::to_string(active_) +
+           "\n# TYPE sinew_harness_sessions_queued gauge\nsinew_harness_sessions_queued " +
+           std::to_string(queue_.size()) + "\n";
     for (const auto& [name, client] : models_) out += client->MetricsText(name);
     return out;
   }
@@ -173,10 +186,17 @@ class HarnessImpl final : public Harness, public SessionControl {
       stopping_ = true;
       for (auto& [id, driver] : drivers_) driver->Interrupt();
     }
-    work_cv_.notify_all();
     bg_cv_.notify_all();
     if (server_) server_->Stop();
-    for (auto& t : workers_) t.join();
+    {
+      // Every driver sees the stop at its next step (a model call in flight was interrupted).
+      std::unique_lock<std::mutex> lock(mutex_);
+      idle_cv_.wait(lock, [&] { return active_ == 0; });
+    }
+    driver_work_.reset();
+    for (auto& t : driver_threads_) t.join();
+    if (store_pool_) store_pool_->join();
+    if (blocking_pool_) blocking_pool_->join();
     if (background_.joinable()) background_.join();
   }
 
@@ -197,30 +217,55 @@ class HarnessImpl final : public Harness, public SessionControl {
     return d;
   }
 
-  void WorkerLoop() {
+  // The threads that run the drivers' coroutines (one per core: a driver only computes
+  // there, every wait is asynchronous or on a pool), the store pool (short calls) and the
+  // blocking pool (config.workers threads: model servers, tools, sandboxes).
+  void StartDriverThreads() {
+    constexpr size_t kStoreThreads = 16;
+    store_pool_ = std::make_unique<asio::thread_pool>(kStoreThreads);
+    blocking_pool_ = std::make_unique<asio::thread_pool>(config_.workers);
+    driver_work_.emplace(asio::make_work_guard(driver_context_));
+    const unsigned n = std::max(2u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n; ++i) driver_threads_.emplace_back([this] { driver_context_.run(); });
+  }
+
+  // Starts driving `driver`. Requires mutex_.
+  void SpawnLocked(std::shared_ptr<SessionDriver> driver) {
+    ++active_;
+    asio::co_spawn(driver_context_, DriveLoop(std::move(driver)), [](std::exception_ptr error) {
+      if (!error) return;
+      try {
+        std::rethrow_exception(error);
+      } catch (...) {
+        spdlog::error("a session driver ended with an unexpected exception");
+      }
+    });
+  }
+
+  // Drives one session for as long as input keeps arriving, then hands its place over to
+  // the next queued session.
+  Task<void> DriveLoop(std::shared_ptr<SessionDriver> driver) {
     while (true) {
-      std::shared_ptr<SessionDriver> driver;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        const std::string id = queue_.front();
-        queue_.pop_front();
-        driver = drivers_.at(id);
+      try {
+        co_await driver->Run();
+      } catch (const std::exception& e) {  // a bug: keep the process, the scan retries later
+        ReplaceLogFields({});
+        spdlog::error("session {}: driver failed: {}", driver->id(), e.what());
       }
-      while (true) {
-        try {
-          driver->Run();
-        } catch (const std::exception& e) {  // a bug: keep the process, the scan retries later
-          spdlog::error("session {}: driver failed: {}", driver->id(), e.what());
-        }
-        std::lock_guard<std::mutex> lock(mutex_);
-        // Input that arrived while it ran gets another wake; otherwise it is done here.
-        if (!stopping_ && driver->TakeWork()) continue;
-        drivers_.erase(driver->id());
-        break;
-      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Input that arrived while it ran gets another wake; otherwise it is done here.
+      if (!stopping_ && driver->TakeWork()) continue;
+      drivers_.erase(driver->id());
+      break;
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    --active_;
+    while (!stopping_ && !queue_.empty() && active_ < config_.max_sessions_driven) {
+      const std::string id = queue_.front();
+      queue_.pop_front();
+      SpawnLocked(drivers_.at(id));
+    }
+    if (active_ == 0) idle_cv_.notify_all();
   }
 
   // Renews held leases every third of their ttl; every scan interval, wakes queued and
@@ -331,11 +376,16 @@ class HarnessImpl final : public Harness, public SessionControl {
   std::atomic<bool> stopping_{false};
 
   std::mutex mutex_;
-  std::condition_variable work_cv_;
+  std::condition_variable idle_cv_;  // active_ reached 0
   std::condition_variable bg_cv_;
   std::map<std::string, std::shared_ptr<SessionDriver>> drivers_;  // guarded by mutex_
-  std::deque<std::string> queue_;                                  // guarded by mutex_
-  std::vector<std::thread> workers_;
+  std::deque<std::string> queue_;  // woken, waiting for a place among the driven; guarded by mutex_
+  uint32_t active_ = 0;            // drivers running (coroutines spawned); guarded by mutex_
+  asio::io_context driver_context_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> driver_work_;
+  std::vector<std::thread> driver_threads_;
+  std::unique_ptr<asio::thread_pool> store_pool_;
+  std::unique_ptr<asio::thread_pool> blocking_pool_;
   std::thread background_;
 };
 

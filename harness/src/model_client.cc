@@ -8,9 +8,16 @@
 #include <ctime>
 #include <thread>
 
+#include "async.h"
 #include "model_clients.h"
 
 namespace sinew::harness {
+
+Task<Result<ModelReply>> ModelClient::CompleteAsync(const ModelCall& call, const TokenCallback& on_token,
+                                                    asio::thread_pool& blocking) {
+  co_return co_await OnPool(blocking, [&] { return Complete(call, on_token); });
+}
+
 namespace {
 
 namespace json = boost::json;

@@ -138,3 +138,16 @@ class [[nodiscard]] Result {
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
+
+// The same two for C++20 coroutines (co_return); `expr` may co_await.
+#define SINEW_CO_RETURN_IF_ERROR(expr)                \
+  do {                                                \
+    ::sinew::Status sinew_status_ = (expr);           \
+    if (!sinew_status_.ok()) co_return sinew_status_; \
+  } while (0)
+#define SINEW_CO_ASSIGN_OR_RETURN(lhs, expr) \
+  SINEW_CO_ASSIGN_OR_RETURN_IMPL_(SINEW_CONCAT_(sinew_result_, __LINE__), lhs, expr)
+#define SINEW_CO_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                    \
+  if (!tmp.ok()) co_return tmp.status();                \
+  lhs = std::move(tmp).value()

@@ -62,6 +62,10 @@ struct LogFields {
 // The current thread's fields (empty when no ScopedLogContext is alive on it).
 const LogFields& CurrentLogFields();
 
+// Replaces the current thread's fields, restoring nothing later: for a coroutine that
+// resumes on a thread after a wait and carries its own fields across (harness/src/async.h).
+void ReplaceLogFields(LogFields fields);
+
 // Sets the current thread's log fields for its lifetime and restores the previous ones
 // on destruction (scopes nest; destroy in reverse order, on the same thread).
 class ScopedLogContext {

@@ -148,8 +148,14 @@ struct HarnessConfig {
   uint32_t lease_ttl_ms = 10000;
   // How often the harness looks for queued/running sessions nobody drives. Default: 2000 ms
   uint32_t scan_interval_ms = 2000;
-  // Sessions driven at once (worker threads); more wait in a queue. Default: 64
+  // Threads for the calls of driven sessions that block: model servers over HTTP, HTTP
+  // tools, sandbox provisioning and execution (docs/harness.md). A session waiting on the
+  // scripted model or a timer holds none; one of these calls holds one while it runs, so
+  // this bounds how many such calls run at once. 1 to 10,000. Default: 64
   uint32_t workers = 64;
+  // Sessions driven at once (each a coroutine: its frame and its log in memory); more
+  // wait in a queue. 1 to 1,000,000. Default: 10,000
+  uint32_t max_sessions_driven = 10000;
   // Largest request body. Default: 1 MiB
   uint64_t max_request_bytes = 1u << 20;
   // Read timeout on every connection (headers and body). Default: 30 s

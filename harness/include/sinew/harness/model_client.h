@@ -8,6 +8,9 @@
 // Thread-safety: Complete() may be called from many threads at once.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -103,6 +106,12 @@ class ModelClient {
   // error's message carries the status and the server's message (up to kMaxServerMessage).
   [[nodiscard]] virtual Result<ModelReply> Complete(const ModelCall& call,
                                                     const TokenCallback& on_token) = 0;
+  // The agent loop's form of Complete (the harness drives sessions as coroutines): a
+  // client that can wait without a thread overrides it (the scripted model); the default
+  // runs Complete on `blocking`, the harness's pool for calls that block. The caller
+  // co_awaits it at once: `call` and `on_token` live until it returns.
+  [[nodiscard]] virtual boost::asio::awaitable<Result<ModelReply>> CompleteAsync(
+      const ModelCall& call, const TokenCallback& on_token, boost::asio::thread_pool& blocking);
   // Prometheus text lines about the client's servers, labelled model="<model>" (per
   // replica: up, calls in flight, calls, failures, calls moved in); "" when it has none
   // to report.

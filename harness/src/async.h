@@ -1,0 +1,76 @@
+// The agent loop's asynchronous plumbing (Boost.Asio, C++20 coroutines; docs/harness.md
+// "How sessions are driven"). A driven session is a coroutine on the harness's driver
+// io_context: while it waits (a model's answer, a timer) it holds no thread, only its
+// coroutine frame and its in-memory log. A call that can only block (a store RPC, a
+// sandbox call, a model server over HTTP) runs on a thread pool through OnPool, and the
+// coroutine resumes on its own executor when it returns.
+//
+// Log context: ScopedLogContext is per thread, and a coroutine resumes on any of the
+// io_context's threads, so every wait here carries the coroutine's fields across it: the
+// pool thread runs the call under them (traceparent, session field), and the coroutine's
+// thread gets them back when it resumes (ReplaceLogFields).
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "sinew/trace.h"
+
+namespace sinew::harness {
+
+namespace asio = boost::asio;
+
+template <typename T>
+using Task = asio::awaitable<T>;
+
+// Runs `fn()` (a call that blocks) on `pool` under the calling coroutine's log fields and
+// resumes the coroutine on its own executor with the result (an exception fn throws is
+// thrown there). The caller's frame outlives the call, so fn may capture by reference.
+template <typename Fn>
+Task<std::invoke_result_t<Fn&>> OnPool(asio::thread_pool& pool, Fn fn) {
+  using T = std::invoke_result_t<Fn&>;
+  LogFields fields = CurrentLogFields();
+  std::optional<T> out;
+  std::exception_ptr error;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&](auto handler) {
+        asio::post(pool, [&, handler = std::move(handler)]() mutable {
+          {
+            ScopedLogContext context(fields);
+            try {
+              out.emplace(fn());
+            } catch (...) {
+              error = std::current_exception();
+            }
+          }
+          const auto executor = asio::get_associated_executor(handler);
+          asio::post(executor, std::move(handler));
+        });
+      },
+      asio::use_awaitable);
+  ReplaceLogFields(std::move(fields));
+  if (error) std::rethrow_exception(error);
+  co_return std::move(*out);
+}
+
+// Waits `duration` without holding a thread.
+inline Task<void> SleepFor(std::chrono::steady_clock::duration duration) {
+  LogFields fields = CurrentLogFields();
+  asio::steady_timer timer(co_await asio::this_coro::executor, duration);
+  co_await timer.async_wait(asio::use_awaitable);
+  ReplaceLogFields(std::move(fields));
+}
+
+}  // namespace sinew::harness
