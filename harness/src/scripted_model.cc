@@ -2,17 +2,22 @@
 //
 // File format (JSON):
 //   {"responses": [{"text": "...", "tool_calls": [{"name": "bash", "input": {...}}],
-//                   "delay_ms": 0, "stop_reason": "end_turn"}, ...],
+//                   "delay_ms": 0, "wait_for_file": "", "stop_reason": "end_turn"}, ...],
 //    "loop": false}
+// "wait_for_file" holds the answer until that path exists (after delay_ms): a test opens
+// the gate once every session it needs waits on the model.
 // Call number `turn` gets responses[turn] (responses[turn % n] with "loop"); past the
 // end it answers "(script finished)" with stop_reason end_turn. In tool inputs,
 // "{{session_id}}" and "{{call_id}}" are replaced. Tool call ids are "call_<turn>_<i>".
+#include <sys/stat.h>
+
 #include <boost/json.hpp>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "async.h"
 #include "model_clients.h"
 #include "sinew/json_fields.h"
 
@@ -31,7 +36,13 @@ struct ScriptedResponse {
   std::vector<ScriptedCall> calls;
   uint32_t delay_ms = 0;
   std::string stop_reason;
+  std::string wait_for_file;
 };
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
   size_t pos = 0;
@@ -49,19 +60,50 @@ class ScriptedModel final : public ModelClient {
 
   Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
     const auto start = std::chrono::steady_clock::now();
-    ScriptedResponse r;
-    if (!responses_.empty() && (loop_ || call.turn < responses_.size())) {
-      r = responses_[call.turn % responses_.size()];
-    } else {
-      r.text = "(script finished)";
+    const ScriptedResponse& r = ResponseFor(call);
+    const auto until = start + std::chrono::milliseconds(r.delay_ms);
+    while (std::chrono::steady_clock::now() < until) {
+      if (call.cancelled != nullptr && call.cancelled->load()) return Status::Cancelled("model call cancelled");
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint32_t>(r.delay_ms, 10)));
     }
-    if (r.delay_ms > 0) {
-      auto until = start + std::chrono::milliseconds(r.delay_ms);
-      while (std::chrono::steady_clock::now() < until) {
-        if (call.cancelled != nullptr && call.cancelled->load()) return Status::Cancelled("model call cancelled");
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<uint32_t>(r.delay_ms, 10)));
-      }
+    while (!r.wait_for_file.empty() && !Exists(r.wait_for_file)) {
+      if (call.cancelled != nullptr && call.cancelled->load()) return Status::Cancelled("model call cancelled");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    return Answer(call, r, start, on_token);
+  }
+
+  // The same answer, its delay waited on a timer: a session waiting on the scripted model
+  // holds no thread (the harness's 10,000-session test relies on it).
+  Task<Result<ModelReply>> CompleteAsync(const ModelCall& call, const TokenCallback& on_token,
+                                         asio::thread_pool& blocking) override {
+    (void)blocking;
+    const auto start = std::chrono::steady_clock::now();
+    const ScriptedResponse& r = ResponseFor(call);
+    const auto until = start + std::chrono::milliseconds(r.delay_ms);
+    for (auto now = start; now < until; now = std::chrono::steady_clock::now()) {
+      if (call.cancelled != nullptr && call.cancelled->load()) co_return Status::Cancelled("model call cancelled");
+      co_await SleepFor(std::min<std::chrono::steady_clock::duration>(until - now, kCheckEvery));
+    }
+    while (!r.wait_for_file.empty() && !Exists(r.wait_for_file)) {
+      if (call.cancelled != nullptr && call.cancelled->load()) co_return Status::Cancelled("model call cancelled");
+      co_await SleepFor(kCheckEvery);
+    }
+    co_return Answer(call, r, start, on_token);
+  }
+
+ private:
+  // How often a waiting call looks at its cancel flag (and its gate file).
+  static constexpr std::chrono::milliseconds kCheckEvery{250};
+
+  const ScriptedResponse& ResponseFor(const ModelCall& call) const {
+    static const ScriptedResponse kFinished{"(script finished)", {}, 0, "", ""};
+    if (!responses_.empty() && (loop_ || call.turn < responses_.size())) return responses_[call.turn % responses_.size()];
+    return kFinished;
+  }
+
+  Result<ModelReply> Answer(const ModelCall& call, const ScriptedResponse& r,
+                            std::chrono::steady_clock::time_point start, const TokenCallback& on_token) const {
     ModelReply reply;
     size_t prompt_chars = call.system.size();
     for (const auto& m : call.messages) prompt_chars += m.text.size() + 16;
@@ -102,7 +144,6 @@ class ScriptedModel final : public ModelClient {
     return reply;
   }
 
- private:
   const std::vector<ScriptedResponse> responses_;
   const bool loop_;
 };
@@ -129,6 +170,7 @@ Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig&
     ScriptedResponse r;
     r.text = json_fields::StringField(ro, "text");
     r.stop_reason = json_fields::StringField(ro, "stop_reason");
+    r.wait_for_file = json_fields::StringField(ro, "wait_for_file");
     if (auto d = ro.find("delay_ms"); d != ro.end() && d->value().is_int64() && d->value().as_int64() >= 0) {
       r.delay_ms = static_cast<uint32_t>(d->value().as_int64());
     }

@@ -4,6 +4,11 @@
 
 #include <boost/json.hpp>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "async.h"
 #include "model_clients.h"
 #include "session_log.h"
 #include "sinew/harness/config.h"
@@ -150,6 +155,12 @@ TEST(ConfigTest, ErrorsNameTheField) {
        "default_model"},
       {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "workers": -1})",
        "config.workers"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "workers": 10001})",
+       "config.workers must be from 1 to 10000"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "max_sessions_driven": 0})",
+       "config.max_sessions_driven must be from 1 to 1000000"},
+      {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "max_sessions_driven": 1000001})",
+       "config.max_sessions_driven must be from 1 to 1000000"},
       {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "secrets": {"s": {"env": "SINEW_SURELY_UNSET_VAR"}}})",
        "SINEW_SURELY_UNSET_VAR"},
       {R"({"store": {"address": "a"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "x"}}, "http_request": {"allow": [{"host": "a"}, {"host": 7}]}})",
@@ -395,6 +406,87 @@ TEST(BuiltinAgentsTest, TheOracleCallsBashWithThePromptOnceThenEnds) {
   EXPECT_TRUE(none->tool_calls.empty());
   EXPECT_EQ(none->stop_reason, "end_turn");
   EXPECT_FALSE(c->models.at(kNopModel).tools);  // nop is offered no tools
+}
+
+// The agent loop's plumbing (async.h): a blocking call runs on the pool under the
+// coroutine's log fields, its result or exception comes back, and the coroutine has its
+// fields again after each wait.
+TEST(AsyncTest, OnPoolCarriesTheLogFieldsAcrossAndBringsBackResultsAndExceptions) {
+  asio::io_context io;
+  asio::thread_pool pool(2);
+  auto body = [&]() -> Task<std::string> {
+    LogFields fields;
+    fields.session = "s-async";
+    ReplaceLogFields(fields);
+    const auto io_thread = std::this_thread::get_id();
+    std::thread::id pool_thread;
+    std::string seen = co_await OnPool(pool, [&] {
+      pool_thread = std::this_thread::get_id();
+      return CurrentLogFields().session;
+    });
+    EXPECT_NE(pool_thread, io_thread);
+    EXPECT_EQ(std::this_thread::get_id(), io_thread);  // resumed on its own executor
+    EXPECT_EQ(CurrentLogFields().session, "s-async");
+    bool thrown = false;
+    try {
+      (void)co_await OnPool(pool, []() -> int { throw std::runtime_error("from the pool"); });
+    } catch (const std::runtime_error& e) {
+      thrown = std::string(e.what()) == "from the pool";
+    }
+    EXPECT_TRUE(thrown);
+    ReplaceLogFields({});
+    co_await SleepFor(std::chrono::milliseconds(1));
+    EXPECT_EQ(CurrentLogFields().session, "");
+    co_return seen;
+  };
+  auto result = asio::co_spawn(io, body(), asio::use_future);
+  io.run();
+  EXPECT_EQ(result.get(), "s-async");
+  pool.join();
+}
+
+// The scripted model's asynchronous form: same answer as Complete; a call waiting on its
+// gate file ends as cancelled when its cancel flag is set.
+TEST(AsyncTest, ScriptedModelAnswersAsynchronouslyAndAGatedCallCanBeCancelled) {
+  testing::TempDir dir("sinew-async");
+  test::WriteFile(dir.Sub("s.json"), R"({"responses": [{"text": "one two", "delay_ms": 20},
+    {"text": "never", "wait_for_file": ")" + dir.Sub("gate") + R"("}]})");
+  ModelEndpointConfig config;
+  config.kind = "scripted";
+  config.script = dir.Sub("s.json");
+  auto model = NewScriptedModel(config);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  asio::io_context io;
+  asio::thread_pool pool(1);
+  std::atomic<bool> cancel{false};
+  // (co_spawn needs a default-constructible result: the answers go out through these.)
+  std::optional<Result<ModelReply>> answered, gated;
+  auto body = [&]() -> Task<void> {
+    ModelCall first;
+    first.turn = 0;
+    answered.emplace(co_await (*model)->CompleteAsync(first, nullptr, pool));
+    ModelCall second;
+    second.turn = 1;
+    second.cancelled = &cancel;
+    gated.emplace(co_await (*model)->CompleteAsync(second, nullptr, pool));
+  };
+  auto done = asio::co_spawn(io, body(), asio::use_future);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  io.run();
+  canceller.join();
+  done.get();
+  ASSERT_TRUE(answered && gated);
+  const Result<ModelReply>& a = *answered;
+  const Result<ModelReply>& b = *gated;
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->text, "one two");
+  EXPECT_EQ(a->completion_tokens, 2u);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kCancelled);
+  pool.join();
 }
 
 }  // namespace
