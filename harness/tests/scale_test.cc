@@ -1,0 +1,165 @@
+// One harness holding 10,000 sessions at once (issue 17): a real sinew-store and
+// sinew-harness process, and the scripted model (a test double of a language model) whose
+// first answer to every session waits for a gate file. The test creates every session,
+// waits until the harness drives all of them at once (each waiting on the model), samples
+// its memory and threads, opens the gate, and then every session makes one http_request
+// tool call and ends its turn. The harness must hold them all as coroutines (not a thread
+// each), complete every one, and say what a session costs in memory.
+// SINEW_SCALE_SESSIONS overrides the count (10,000).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <atomic>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "test_util.h"
+
+namespace sinew::harness::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kKey[] = "scale-key";
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
+// A field of /proc/PID/status ("VmRSS" in KiB, "Threads"); -1 when unreadable.
+long ProcStatus(int pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+  }
+  return -1;
+}
+
+// The value of an unlabelled metric in a Prometheus text page; -1 when absent.
+double Metric(const std::string& page, const std::string& name) {
+  const auto at = page.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::atof(page.c_str() + at + name.size() + 2);
+}
+
+// Ids of every session with `status`, paging through the listing.
+std::set<std::string> SessionsWith(const std::string& base, const std::string& status) {
+  std::set<std::string> ids;
+  std::string token;
+  for (int page = 0; page < 100; ++page) {
+    auto r = Api("GET", base + "/v1/sessions?status=" + status + "&limit=1000" +
+                            (token.empty() ? "" : "&page_token=" + token), kKey);
+    if (r.status != 200) break;
+    for (const auto& s : r.json.at("sessions").as_array()) ids.insert(std::string(s.at("id").as_string()));
+    token = std::string(r.json.at("next_page_token").as_string());
+    if (token.empty()) break;
+  }
+  return ids;
+}
+
+TEST(HarnessScaleTest, TenThousandConcurrentSessionsAllCompleteWithoutAThreadEach) {
+  const int sessions = EnvInt("SINEW_SCALE_SESSIONS", 10000);
+  testing::TempDir dir("sinew-scale");
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  std::atomic<int> tool_calls{0};
+  TestHttpServer target([&](const TestHttpServer::Request&) {
+    ++tool_calls;
+    TestHttpServer::Response r;
+    r.content_type = "text/plain";
+    r.body = "ok";
+    return r;
+  });
+  WriteFile(dir.Sub("script.json"), R"({"responses": [
+    {"text": "looking", "wait_for_file": ")" + dir.Sub("gate") + R"(",
+     "tool_calls": [{"name": "http_request", "input": {"url": ")" + target.url() + R"(/{{session_id}}"}}]},
+    {"text": "done"}]})");
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "scale"},
+    "default_model": "scripted", "models": {"scripted": {"kind": "scripted", "script": ")" +
+                                                       dir.Sub("script.json") + R"("}},
+    "http_request": {"allow": [{"host": "127.0.0.1:)" + std::to_string(target.port()) + R"("}]},
+    "lease_ttl_ms": 60000, "scan_interval_ms": 60000, "max_connections": 4096})");
+  ASSERT_FALSE(harness.address.empty());
+  const int pid = harness.proc->pid();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long base_kb = ProcStatus(pid, "VmRSS");
+  const long base_threads = ProcStatus(pid, "Threads");
+
+  // Created from 8 client threads; every session then waits on its first model call.
+  const auto start = Clock::now();
+  std::atomic<int> next{0}, created{0}, refused{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&] {
+      while (next++ < sessions) {
+        auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "work"})");
+        (r.status == 201 ? created : refused)++;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  const double create_s = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_EQ(created.load(), sessions) << refused.load() << " creations refused";
+
+  // Every session is driven at once, each waiting on the model behind the gate.
+  double driven = 0;
+  long peak_kb = base_kb, peak_threads = base_threads;
+  auto sample = [&] {
+    peak_kb = std::max(peak_kb, ProcStatus(pid, "VmRSS"));
+    peak_threads = std::max(peak_threads, ProcStatus(pid, "Threads"));
+  };
+  for (int i = 0; i < 600 && driven < sessions; ++i) {
+    sample();
+    auto m = Call("GET", harness.url() + "/metrics");
+    if (m.status == 200) driven = Metric(m.body, "sinew_harness_sessions_driven");
+    if (driven < sessions) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  sample();
+  const long held_kb = ProcStatus(pid, "VmRSS");
+  const long held_threads = ProcStatus(pid, "Threads");
+  ASSERT_EQ(driven, sessions) << "the harness never drove every session at once";
+
+  // Open the gate; sample until every session has ended.
+  WriteFile(dir.Sub("gate"), "open");
+  std::set<std::string> completed;
+  for (int i = 0; i < 1200 && static_cast<int>(completed.size()) < sessions; ++i) {
+    sample();
+    completed = SessionsWith(harness.url(), "completed");
+    if (static_cast<int>(completed.size()) < sessions) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double kib_held = static_cast<double>(held_kb - base_kb) / sessions;
+  const double kib_peak = static_cast<double>(peak_kb - base_kb) / sessions;
+  std::printf("%d sessions: created in %.1f s, all ended %.1f s after the first POST\n"
+              "  harness RSS %.1f MiB idle, %.1f MiB with all %d waiting (%.1f KiB per session), %.1f MiB peak "
+              "(%.1f KiB per session)\n  threads %ld idle, %ld with all waiting, %ld peak\n",
+              sessions, create_s, wall_s, base_kb / 1024.0, held_kb / 1024.0, sessions, kib_held, peak_kb / 1024.0,
+              kib_peak, base_threads, held_threads, peak_threads);
+  ::testing::Test::RecordProperty("kib_per_waiting_session", std::to_string(kib_held));
+  ::testing::Test::RecordProperty("kib_per_session_peak", std::to_string(kib_peak));
+  ::testing::Test::RecordProperty("peak_threads", std::to_string(peak_threads));
+
+  EXPECT_EQ(static_cast<int>(completed.size()), sessions);
+  EXPECT_EQ(tool_calls.load(), sessions);  // each session's one tool call ran once
+  // Held without a thread each: driver threads, the store and blocking pools, gRPC, HTTP.
+  EXPECT_LT(held_threads, 1000);
+  EXPECT_LT(peak_threads, 1000);
+  // A spot check of one session's log: created, asked, called, answered, completed.
+  const std::string one = *completed.begin();
+  auto events = AllEvents(harness.url(), kKey, one);
+  int tool_results = 0, responses = 0;
+  for (const auto& e : events) {
+    tool_results += e.contains("tool_result") ? 1 : 0;
+    responses += e.contains("model_response") ? 1 : 0;
+  }
+  EXPECT_EQ(tool_results, 1);
+  EXPECT_EQ(responses, 2);
+  EXPECT_EQ(events.back().at("status_change").at("to").as_string(), "SESSION_STATUS_COMPLETED");
+}
+
+}  // namespace
+}  // namespace sinew::harness::test
