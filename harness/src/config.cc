@@ -32,6 +32,15 @@ Status ParseReplicas(const json::object& o, const std::string& where, ModelEndpo
       ReadNumber(o, "replica_load_factor", where, 1.0, 100.0, &m->replica_load_factor));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "replica_min_in_flight", where, &m->replica_min_in_flight));
   SINEW_RETURN_IF_ERROR(ReadString(o, "replica_policy", where, &m->replica_policy));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "replica_health_check_ms", where, &m->replica_health_check_ms));
+  SINEW_RETURN_IF_ERROR(ReadString(o, "replica_health_path", where, &m->replica_health_path));
+  if (m->replica_health_check_ms != 0 && m->replica_health_check_ms < 100) {
+    return Status::InvalidArgument(where + ".replica_health_check_ms must be 0 (off) or at least 100");
+  }
+  if (m->replica_health_path.empty() || m->replica_health_path[0] != '/' ||
+      m->replica_health_path.find_first_of(" \r\n#?") != std::string::npos) {
+    return Status::InvalidArgument(where + ".replica_health_path must be a path starting with '/'");
+  }
   if (m->replica_policy != "session" && m->replica_policy != "round_robin") {
     return Status::InvalidArgument(where + ".replica_policy must be \"session\" or \"round_robin\"");
   }
@@ -61,7 +70,8 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   const std::string where = "config.models." + name;
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
-      "kind,base_url,replicas,replica_load_factor,replica_min_in_flight,replica_policy,model,api_key_secret,ca_file,script,"
+      "kind,base_url,replicas,replica_load_factor,replica_min_in_flight,replica_policy,replica_health_check_ms,"
+      "replica_health_path,model,api_key_secret,ca_file,script,"
       "context_tokens,max_output_tokens,timeout_seconds,max_retries,backoff_ms,tools,stream,"
       "reasoning_in_history",
       where));

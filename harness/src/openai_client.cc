@@ -3,7 +3,10 @@
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "model_clients.h"
 #include "replica_router.h"
@@ -100,7 +103,14 @@ class OpenAiClient final : public ModelClient {
       options.min_in_flight = config_.replica_min_in_flight;
       options.round_robin = config_.replica_policy == "round_robin";
       router_ = std::make_unique<ReplicaRouter>(config_.replicas, options);
+      if (config_.replica_health_check_ms > 0) prober_ = std::thread([this] { HealthCheckLoop(); });
     }
+  }
+
+  ~OpenAiClient() override {
+    stop_probing_ = true;
+    probe_cv_.notify_all();
+    if (prober_.joinable()) prober_.join();
   }
 
   Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
@@ -119,6 +129,47 @@ class OpenAiClient final : public ModelClient {
   }
 
  private:
+  // Checks every replica's health each replica_health_check_ms until the client goes, and
+  // tells the router (src/replica_router.h). Logs when a replica starts failing its
+  // check and when it passes again.
+  void HealthCheckLoop() {
+    const auto every = std::chrono::milliseconds(config_.replica_health_check_ms);
+    std::vector<bool> passing(config_.replicas.size(), true);
+    while (!stop_probing_) {
+      for (size_t i = 0; i < config_.replicas.size() && !stop_probing_; ++i) {
+        HttpRequest req;
+        req.url = OriginOf(config_.replicas[i]) + config_.replica_health_path;
+        req.timeout_ms = static_cast<uint32_t>(std::min<int64_t>(2000, every.count()));
+        req.connect_timeout_ms = req.timeout_ms;
+        req.max_response_bytes = 4096;
+        req.stop = &stop_probing_;
+        req.tls.ca_file = config_.ca_file;
+        auto r = http::Fetch(req);
+        if (stop_probing_) break;
+        const bool ok = r.ok() && r->status >= 200 && r->status < 500 && r->status != 429;
+        router_->HealthChecked(i, ok);
+        if (ok != passing[i]) {
+          passing[i] = ok;
+          if (ok) {
+            spdlog::info("model replica {} passes its health check again", config_.replicas[i]);
+          } else {
+            spdlog::warn("model replica {} fails its health check ({}): calls skip it", config_.replicas[i],
+                         r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message());
+          }
+        }
+      }
+      std::unique_lock<std::mutex> lock(probe_mu_);
+      probe_cv_.wait_for(lock, every, [&] { return stop_probing_.load(); });
+    }
+  }
+
+  // "scheme://host:port" of a URL.
+  static std::string OriginOf(const std::string& url) {
+    const size_t scheme = url.find("://");
+    const size_t path = scheme == std::string::npos ? std::string::npos : url.find('/', scheme + 3);
+    return path == std::string::npos ? url : url.substr(0, path);
+  }
+
   Result<HttpResponse> Attempt(const ModelCall& call, std::string body, bool stream, const std::string& base_url,
                                const TokenCallback& on_token, ModelReply* reply) {
     HttpRequest req = Request(call, std::move(body), stream, base_url);
@@ -366,6 +417,10 @@ class OpenAiClient final : public ModelClient {
   const std::string api_key_;
   StreamMemory memory_;
   std::unique_ptr<ReplicaRouter> router_;  // set when config_.replicas is
+  std::atomic<bool> stop_probing_{false};
+  std::mutex probe_mu_;
+  std::condition_variable probe_cv_;
+  std::thread prober_;  // the health checks, with replicas and replica_health_check_ms
 };
 
 }  // namespace

@@ -101,12 +101,24 @@ void ReplicaRouter::Release(size_t replica, bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   Replica& r = replicas_[replica];
   --r.state.in_flight;
+  if (!ok) ++r.state.failures;
+  RecordLocked(r, ok);
+}
+
+void ReplicaRouter::HealthChecked(size_t replica, bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Replica& r = replicas_[replica];
+  ++r.state.health_checks;
+  if (!ok) ++r.state.health_check_failures;
+  RecordLocked(r, ok);
+}
+
+void ReplicaRouter::RecordLocked(Replica& r, bool ok) {
   if (ok) {
     r.consecutive_failures = 0;
     r.down_until = {};
     return;
   }
-  ++r.state.failures;
   ++r.consecutive_failures;
   auto down = options_.first_down * (1ll << std::min<uint32_t>(r.consecutive_failures - 1, 20));
   r.down_until = Now() + std::min<std::chrono::milliseconds>(down, options_.max_down);
@@ -138,6 +150,10 @@ std::string ReplicaRouter::MetricsText(std::string_view model) const {
   family("sinew_harness_model_replica_calls_total", "counter", [](const ReplicaState& r) { return r.calls; });
   family("sinew_harness_model_replica_failures_total", "counter", [](const ReplicaState& r) { return r.failures; });
   family("sinew_harness_model_replica_moved_in_total", "counter", [](const ReplicaState& r) { return r.moved_in; });
+  family("sinew_harness_model_replica_health_checks_total", "counter",
+         [](const ReplicaState& r) { return r.health_checks; });
+  family("sinew_harness_model_replica_health_check_failures_total", "counter",
+         [](const ReplicaState& r) { return r.health_check_failures; });
   return out;
 }
 

@@ -16,6 +16,10 @@
 //     (1 s, doubling per consecutive failure up to 30 s); calls skip it, and the first
 //     call after that time probes it. A success brings it back at once. When every
 //     replica is down the call goes home anyway (a probe).
+//   - Active health checks (the model client's prober, every replica_health_check_ms):
+//     a failed check (transport error, 5xx, 429) counts like a failed call, so a dead or
+//     loading replica is skipped before any session's call finds it; a passing check
+//     brings it back at once, before any call probes it.
 //
 // Thread-safety: all methods may be called from many threads at once.
 #pragma once
@@ -86,8 +90,10 @@ class ReplicaRouter {
     bool up = true;  // its last call did not fail (a failed one stays down until a probe succeeds)
     uint32_t in_flight = 0;
     uint64_t calls = 0;
-    uint64_t failures = 0;
+    uint64_t failures = 0;  // calls that failed (failed health checks are counted apart)
     uint64_t moved_in = 0;  // calls it took for another home (overload or a down home)
+    uint64_t health_checks = 0;
+    uint64_t health_check_failures = 0;
   };
 
   // `urls` must be non-empty and distinct (config parsing checks).
@@ -95,12 +101,15 @@ class ReplicaRouter {
 
   // The replica for a call of session `key`, counted in flight until the Call ends.
   Call Pick(std::string_view key);
+  // The outcome of an active health check of replica `replica` (an index of `urls`):
+  // failed like a failed call (down for a while), passed like a successful one (up).
+  void HealthChecked(size_t replica, bool ok);
   // The replica `key` goes to when all are up and idle.
   size_t HomeOf(std::string_view key) const;
   std::vector<ReplicaState> Snapshot() const;
   // The snapshot in the Prometheus text format, labelled model="<model>" and
   // replica="<url>": sinew_harness_model_replica_up, _in_flight, _calls_total,
-  // _failures_total, _moved_in_total.
+  // _failures_total, _moved_in_total, _health_checks_total, _health_check_failures_total.
   std::string MetricsText(std::string_view model) const;
 
  private:
@@ -112,6 +121,8 @@ class ReplicaRouter {
   // Distinct replicas in ring order from the key's point.
   std::vector<size_t> RingOrder(uint64_t point) const;
   void Release(size_t replica, bool ok);
+  // Records a call's or a check's outcome. Requires mu_.
+  void RecordLocked(Replica& r, bool ok);
   Clock::time_point Now() const { return options_.clock ? options_.clock() : Clock::now(); }
 
   const Options options_;

@@ -83,11 +83,12 @@ TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
     models.push_back(StartModel(gguf));
     ASSERT_FALSE(models.back().url.empty());
   }
+  // Health checks off: here the call itself must find the dead replica.
   HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
     "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
     "models": {"real": {"kind": "openai", "model": "stories260K", "tools": false, "context_tokens": 256,
                         "max_output_tokens": 8, "backoff_ms": 50,
-                        "replica_min_in_flight": 16,
+                        "replica_min_in_flight": 16, "replica_health_check_ms": 0,
                         "replicas": [")" + models[0].url + R"(", ")" + models[1].url + R"(", ")" +
                                       models[2].url + R"("]}}})");
   ASSERT_FALSE(harness.address.empty());
@@ -158,6 +159,66 @@ TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
   }
   std::printf("replicas test: homes over %zu of 3 servers; server %zu killed; session %s moved to server %zu\n",
               used.size(), dead, moved.c_str(), took_over);
+}
+
+// Active health checks (replica_health_check_ms): a replica killed while no session calls
+// it is reported down and skipped before any call fails on it, and is back once a server
+// answers on its address again.
+TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItReturn) {
+  const char* source = std::getenv("SINEW_SOURCE_DIR");
+  const std::string gguf = std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
+  testing::TempDir dir;
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  std::vector<ModelServer> models;
+  for (int i = 0; i < 2; ++i) {
+    models.push_back(StartModel(gguf));
+    ASSERT_FALSE(models.back().url.empty());
+  }
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"real": {"kind": "openai", "model": "stories260K", "tools": false, "context_tokens": 256,
+                        "max_output_tokens": 8, "backoff_ms": 50, "replica_health_check_ms": 200,
+                        "replicas": [")" + models[0].url + R"(", ")" + models[1].url + R"("]}}})");
+  ASSERT_FALSE(harness.address.empty());
+  // Polls /metrics until `metric` of replica `url` is `want`; returns the last value.
+  auto await_metric = [&](const std::string& metric, const std::string& url, double want) {
+    double v = -1;
+    for (int i = 0; i < 200; ++i) {
+      auto m = Call("GET", harness.url() + "/metrics");
+      if (m.status == 200) v = Metric(m.body, metric, url);
+      if (v == want) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return v;
+  };
+  const std::string dead_url = models[1].url;
+  EXPECT_EQ(await_metric("sinew_harness_model_replica_health_checks_total", dead_url, 2), 2);
+  EXPECT_EQ(await_metric("sinew_harness_model_replica_up", dead_url, 1), 1);
+
+  models[1].proc->Signal(SIGKILL);
+  models[1].proc->Wait();
+  EXPECT_EQ(await_metric("sinew_harness_model_replica_up", dead_url, 0), 0) << "the check never saw it die";
+  // Sessions made now all go to the live replica; none of their calls tries the dead one.
+  for (int i = 0; i < 6; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    const std::string id(r.json.at("session").at("id").as_string());
+    EXPECT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
+  }
+  auto metrics = Call("GET", harness.url() + "/metrics");
+  EXPECT_EQ(Metric(metrics.body, "sinew_harness_model_replica_calls_total", dead_url), 0) << metrics.body;
+  EXPECT_EQ(Metric(metrics.body, "sinew_harness_model_replica_failures_total", dead_url), 0);
+  EXPECT_GE(Metric(metrics.body, "sinew_harness_model_replica_health_check_failures_total", dead_url), 1);
+  EXPECT_EQ(Metric(metrics.body, "sinew_harness_model_replica_calls_total", models[0].url), 6);
+
+  // A server on the same address again: the next check brings the replica back.
+  const std::string port = dead_url.substr(dead_url.rfind(':') + 1, dead_url.rfind('/') - dead_url.rfind(':') - 1);
+  testing::Subprocess again({testing::BinaryPath("sinew-model"), "--model", gguf, "--port", port, "--grpc-port", "-1",
+                             "--threads", "1"});
+  ASSERT_TRUE(again.WaitForLine("http listening on", std::chrono::seconds(60)));
+  EXPECT_EQ(await_metric("sinew_harness_model_replica_up", dead_url, 1), 1) << "the check never saw it return";
 }
 
 }  // namespace

@@ -122,6 +122,42 @@ TEST(ReplicaRouterTest, AFailedReplicaIsSkippedThenProbedAndComesBackOnSuccess) 
   EXPECT_EQ(router.Pick(key).choice(), ReplicaRouter::Choice::kHome);
 }
 
+TEST(ReplicaRouterTest, AFailedHealthCheckTakesAReplicaOutBeforeAnyCallAndAPassingOneBringsItBack) {
+  auto now = ReplicaRouter::Clock::time_point() + std::chrono::hours(1);
+  ReplicaRouter::Options options;
+  options.clock = [&now] { return now; };
+  ReplicaRouter router(kThree, options);
+  const std::string key = Key(5);
+  const size_t home = router.HomeOf(key);
+  router.HealthChecked(home, false);
+  auto state = router.Snapshot();
+  EXPECT_FALSE(state[home].up);
+  EXPECT_EQ(state[home].health_checks, 1u);
+  EXPECT_EQ(state[home].health_check_failures, 1u);
+  EXPECT_EQ(state[home].calls, 0u);  // no session's call had to fail to find it
+  {
+    auto call = router.Pick(key);
+    EXPECT_NE(call.replica(), home);
+    EXPECT_EQ(call.choice(), ReplicaRouter::Choice::kDown);
+  }
+  // Back as soon as a check passes, long before its down time (1 s) is over.
+  now += std::chrono::milliseconds(10);
+  router.HealthChecked(home, true);
+  EXPECT_TRUE(router.Snapshot()[home].up);
+  auto call = router.Pick(key);
+  EXPECT_EQ(call.replica(), home);
+  EXPECT_EQ(call.choice(), ReplicaRouter::Choice::kHome);
+  const std::string metrics = router.MetricsText("m");
+  EXPECT_NE(metrics.find("sinew_harness_model_replica_health_checks_total{model=\"m\",replica=\"" + kThree[home] +
+                         "\"} 2"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sinew_harness_model_replica_health_check_failures_total{model=\"m\",replica=\"" +
+                         kThree[home] + "\"} 1"),
+            std::string::npos)
+      << metrics;
+}
+
 TEST(ReplicaRouterTest, WhenEveryReplicaIsDownTheCallGoesHomeAsAProbe) {
   ReplicaRouter router(kThree);
   for (int i = 0; i < 3; ++i) {
@@ -159,6 +195,8 @@ TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->models.at("m").replicas, (std::vector<std::string>{"http://a:1/v1", "https://b:2/v1"}));
   EXPECT_EQ(ok->models.at("m").replica_load_factor, 1.5);
+  EXPECT_EQ(ok->models.at("m").replica_health_check_ms, 5000u);
+  EXPECT_EQ(ok->models.at("m").replica_health_path, "/health");
   const std::pair<const char*, const char*> bad[] = {
       {R"({"kind": "openai", "base_url": "http://a:1/v1", "replicas": ["http://b:1/v1"]})", "not both"},
       {R"({"kind": "openai", "replicas": []})", "must not be empty"},
@@ -168,6 +206,9 @@ TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
       {R"({"kind": "anthropic", "replicas": ["http://a:1/v1"]})", "openai"},
       {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_load_factor": 0.5})", "replica_load_factor"},
       {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_policy": "random"})", "replica_policy"},
+      {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_health_check_ms": 50})", "replica_health_check_ms"},
+      {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_health_path": "health"})", "replica_health_path"},
+      {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_health_path": "/h?x"})", "replica_health_path"},
   };
   for (const auto& [model, message] : bad) {
     auto r = with(model);

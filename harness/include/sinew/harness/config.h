@@ -35,6 +35,14 @@ struct ModelEndpointConfig {
   // "session" (the rule above) or "round_robin" (each call to the next replica that is
   // up: the baseline for measuring the prefix cache). Default: "session"
   std::string replica_policy = "session";
+  // With replicas: how often each one's health is checked (GET <origin><path>, 2 s
+  // timeout; an answer under 500 other than 429 passes), so that a dead or loading
+  // replica is skipped before a session's call finds it and is back once it answers.
+  // 0 turns the checks off. Default: 5000 ms
+  uint32_t replica_health_check_ms = 5000;
+  // The path checked on each replica's origin (scheme://host:port). Default: "/health"
+  // (sinew-model, llama-server, vLLM and SGLang all answer it)
+  std::string replica_health_path = "/health";
   // The model name sent on the wire. Default: the config key.
   std::string model;
   // Name of a vault secret holding the API key, or "" for none.
