@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -229,16 +230,13 @@ class HarnessImpl final : public Harness, public SessionControl {
     for (unsigned i = 0; i < n; ++i) driver_threads_.emplace_back([this] { driver_context_.run(); });
   }
 
-  // Starts driving `driver`. Requires mutex_.
+  // Starts driving `driver`. Requires mutex_. Posted, never run inline: called from a
+  // driver thread, co_spawn alone would start the new session's coroutine right here,
+  // under mutex_ and with this thread's log fields.
   void SpawnLocked(std::shared_ptr<SessionDriver> driver) {
     ++active_;
-    asio::co_spawn(driver_context_, DriveLoop(std::move(driver)), [](std::exception_ptr error) {
-      if (!error) return;
-      try {
-        std::rethrow_exception(error);
-      } catch (...) {
-        spdlog::error("a session driver ended with an unexpected exception");
-      }
+    asio::post(driver_context_, [this, driver = std::move(driver)]() mutable {
+      asio::co_spawn(driver_context_, DriveLoop(std::move(driver)), asio::detached);
     });
   }
 
@@ -251,6 +249,9 @@ class HarnessImpl final : public Harness, public SessionControl {
       } catch (const std::exception& e) {  // a bug: keep the process, the scan retries later
         ReplaceLogFields({});
         spdlog::error("session {}: driver failed: {}", driver->id(), e.what());
+      } catch (...) {  // the same, so that the session's place is always given back
+        ReplaceLogFields({});
+        spdlog::error("session {}: driver failed with an unknown exception", driver->id());
       }
       std::lock_guard<std::mutex> lock(mutex_);
       // Input that arrived while it ran gets another wake; otherwise it is done here.
