@@ -26,14 +26,34 @@ struct ModelServer {
   std::string url;  // .../v1
 };
 
-ModelServer StartModel(const std::string& gguf) {
+// The shared stories260K model file.
+std::string StoriesGguf() {
+  const char* source = std::getenv("SINEW_SOURCE_DIR");
+  return std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+}
+
+// A sinew-model serving `gguf` on `port` ("0": any free one).
+ModelServer StartModel(const std::string& gguf, const std::string& port = "0") {
   ModelServer m;
   m.proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-      testing::BinaryPath("sinew-model"), "--model", gguf, "--port", "0", "--grpc-port", "-1", "--threads", "1",
+      testing::BinaryPath("sinew-model"), "--model", gguf, "--port", port, "--grpc-port", "-1", "--threads", "1",
       "--log-format", "json"});
   auto listening = m.proc->WaitForLine("http listening on", std::chrono::seconds(60));
   if (listening) m.url = "http://" + listening->substr(listening->rfind(' ') + 1) + "/v1";
   return m;
+}
+
+// A harness config whose model "real" has `models` as its replicas, plus `model_fields`
+// (more fields of that model, each followed by a comma).
+std::string ReplicasConfig(const std::string& store_address, const std::vector<ModelServer>& models,
+                           const std::string& model_fields) {
+  std::string replicas;
+  for (const auto& m : models) replicas += (replicas.empty() ? "\"" : ", \"") + m.url + "\"";
+  return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_address + R"("},
+    "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"real": {"kind": "openai", "model": "stories260K", "tools": false, "context_tokens": 256,
+                        "max_output_tokens": 8, "backoff_ms": 50, )" + model_fields + R"(
+                        "replicas": [)" + replicas + "]}}}";
 }
 
 // Trace ids of the requests a server logged since the last read.
@@ -72,8 +92,7 @@ double Metric(const std::string& body, const std::string& metric, const std::str
 }
 
 TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
-  const char* source = std::getenv("SINEW_SOURCE_DIR");
-  const std::string gguf = std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+  const std::string gguf = StoriesGguf();
   ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
   testing::TempDir dir;
   StoreProcess store(dir.Sub("db"));
@@ -84,13 +103,9 @@ TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
     ASSERT_FALSE(models.back().url.empty());
   }
   // Health checks off: here the call itself must find the dead replica.
-  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
-    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
-    "models": {"real": {"kind": "openai", "model": "stories260K", "tools": false, "context_tokens": 256,
-                        "max_output_tokens": 8, "backoff_ms": 50,
-                        "replica_min_in_flight": 16, "replica_health_check_ms": 0,
-                        "replicas": [")" + models[0].url + R"(", ")" + models[1].url + R"(", ")" +
-                                      models[2].url + R"("]}}})");
+  HarnessProcess harness(dir.Sub("harness.json"),
+                         ReplicasConfig(store.address, models,
+                                        R"("replica_min_in_flight": 16, "replica_health_check_ms": 0,)"));
   ASSERT_FALSE(harness.address.empty());
 
   // Ten sessions, two calls each.
@@ -165,8 +180,7 @@ TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
 // it is reported down and skipped before any call fails on it, and is back once a server
 // answers on its address again.
 TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItReturn) {
-  const char* source = std::getenv("SINEW_SOURCE_DIR");
-  const std::string gguf = std::string(source != nullptr ? source : ".") + "/../shared/models/stories260K.gguf";
+  const std::string gguf = StoriesGguf();
   ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
   testing::TempDir dir;
   StoreProcess store(dir.Sub("db"));
@@ -176,11 +190,8 @@ TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItRetur
     models.push_back(StartModel(gguf));
     ASSERT_FALSE(models.back().url.empty());
   }
-  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
-    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
-    "models": {"real": {"kind": "openai", "model": "stories260K", "tools": false, "context_tokens": 256,
-                        "max_output_tokens": 8, "backoff_ms": 50, "replica_health_check_ms": 200,
-                        "replicas": [")" + models[0].url + R"(", ")" + models[1].url + R"("]}}})");
+  HarnessProcess harness(dir.Sub("harness.json"),
+                         ReplicasConfig(store.address, models, R"("replica_health_check_ms": 200,)"));
   ASSERT_FALSE(harness.address.empty());
   // Polls /metrics until `metric` of replica `url` is `want`; returns the last value.
   auto await_metric = [&](const std::string& metric, const std::string& url, double want) {
@@ -215,9 +226,8 @@ TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItRetur
 
   // A server on the same address again: the next check brings the replica back.
   const std::string port = dead_url.substr(dead_url.rfind(':') + 1, dead_url.rfind('/') - dead_url.rfind(':') - 1);
-  testing::Subprocess again({testing::BinaryPath("sinew-model"), "--model", gguf, "--port", port, "--grpc-port", "-1",
-                             "--threads", "1"});
-  ASSERT_TRUE(again.WaitForLine("http listening on", std::chrono::seconds(60)));
+  ModelServer again = StartModel(gguf, port);
+  ASSERT_FALSE(again.url.empty());
   EXPECT_EQ(await_metric("sinew_harness_model_replica_up", dead_url, 1), 1) << "the check never saw it return";
 }
 
