@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sinew::sandbox::ToolConfig config;
     config.workspace = workspace.dir;
     config.max_output_bytes = 4096;
+    // Well inside libFuzzer's 10 s per input, also when the fuzzed inputs have written
+    // many files into the workspace.
+    config.grep_time_budget = std::chrono::seconds(2);
     return sinew::sandbox::ToolRegistry(config);
   }();
   const auto [name, input] = sinew::fuzz::SplitAt(sinew::fuzz::Bytes(data, size), "\n");

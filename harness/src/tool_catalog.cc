@@ -43,8 +43,8 @@ const std::vector<ToolInfo>& ToolCatalog() {
        true, true},
       {"grep",
        "Searches text files below `path` for lines matching the extended regular expression "
-       "`pattern` (optional `glob`, `ignore_case`, `limit`). Idempotent.",
-       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
+       "`pattern` (no back-references; optional `glob`, `ignore_case`, `limit`). Idempotent.",
+       R"({"type":"object","properties":{"pattern":{"type":"string","maxLength":4096},"path":{"type":"string"},)"
        R"("glob":{"type":"string"},"ignore_case":{"type":"boolean"},)"
        R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})",
        true, true},

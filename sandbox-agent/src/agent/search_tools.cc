@@ -1,14 +1,15 @@
 // list_files (glob with `**`) and grep (POSIX extended regular expressions).
 #include <fnmatch.h>
-#include <regex.h>
 
 #include <algorithm>
+#include <boost/regex.hpp>
+#include <chrono>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "agent/file_util.h"
 #include "agent/output_limiter.h"
-#include "agent/regex_budget.h"
 #include "agent/tool_input.h"
 #include "agent/tools.h"
 
@@ -20,6 +21,8 @@ namespace fs = std::filesystem;
 // Entries visited at most per call, so that a walk of a huge tree ends.
 constexpr size_t kMaxWalkEntries = 200000;
 constexpr size_t kMaxShownLineChars = 300;
+// Longer grep patterns are refused: the search costs the pattern's size at every position.
+constexpr size_t kMaxGrepPatternBytes = 4096;
 
 std::vector<std::string> SplitPath(std::string_view s) {
   std::vector<std::string> parts;
@@ -147,6 +150,136 @@ class ListFilesTool final : public Tool {
   ToolConfig config_;
 };
 
+// grep's pattern, compiled by Boost.Regex: a backtracking matcher that bounds the work of
+// each search (it throws instead of running on), so that no pattern and line can make a
+// call run for minutes. glibc's regexec, used before, searched an unanchored pattern in
+// time quadratic in the line (`a.*b.*z` on a 1 MB minified line: minutes), exponential
+// with back-references, and regcomp expanded repetitions into gigabytes.
+class GrepPattern {
+ public:
+  static Result<GrepPattern> Compile(const std::string& pattern, bool ignore_case) {
+    if (pattern.size() > kMaxGrepPatternBytes) {
+      return Status::InvalidArgument("field 'pattern' is " + std::to_string(pattern.size()) +
+                                     " bytes; at most " + std::to_string(kMaxGrepPatternBytes));
+    }
+    if (pattern.find('\0') != std::string::npos)
+      return Status::InvalidArgument("field 'pattern' contains a NUL byte");
+    try {
+      auto flags = boost::regex::extended | boost::regex::nosubs;
+      if (ignore_case) flags |= boost::regex::icase;
+      return GrepPattern(boost::regex(pattern, flags));
+    } catch (const boost::regex_error& e) {
+      return Status::InvalidArgument(
+          "invalid regular expression '" + pattern + "': " + e.what() +
+          " (POSIX extended syntax without back-references: escape ( ) { } + ? | with \\ to "
+          "match them literally)");
+    }
+  }
+
+  // True when `line` holds a match; an error when deciding it took more work than the
+  // matcher allows.
+  Result<bool> Search(const std::string& line) const {
+    try {
+      return boost::regex_search(line, re_, boost::match_any | boost::match_not_dot_newline);
+    } catch (const std::runtime_error& e) {
+      return Status::ResourceExhausted(e.what());
+    }
+  }
+
+ private:
+  explicit GrepPattern(boost::regex re) : re_(std::move(re)) {}
+  boost::regex re_;
+};
+
+// One grep call's search through files, stopping at the match limit, the time budget or
+// the caller's cancellation; it collects the matching lines and what it could not search.
+class GrepScan {
+ public:
+  GrepScan(const GrepPattern& pattern, size_t limit, size_t max_output_bytes,
+           std::chrono::milliseconds budget, const RunContext& ctx)
+      : pattern_(pattern),
+        limit_(limit),
+        deadline_(std::chrono::steady_clock::now() + budget),
+        budget_(budget),
+        ctx_(ctx),
+        out_(max_output_bytes) {}
+
+  // Searches one file's text, shown as `shown_name`. False once the search must stop.
+  bool File(const std::string& content, const std::string& shown_name) {
+    ++files_;
+    std::istringstream in(content);
+    std::string line;
+    size_t line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (!Line(line, shown_name, line_no)) return false;
+    }
+    return true;
+  }
+
+  size_t matches() const { return matches_; }
+
+  // The matches and notes on anything left unsearched; `truncated` when any was cut.
+  v1::ExecuteResult Finish(const std::string& pattern, const fs::path& base) {
+    if (over_limit_)
+      out_.Append("[... more matches; stopped at limit " + std::to_string(limit_) + "]\n");
+    if (too_complex_ > 0) {
+      out_.Append("[" + std::to_string(too_complex_) +
+                  " line(s) not searched: matching the pattern there exceeded the regular "
+                  "expression engine's work bound, first at " + first_too_complex_ +
+                  "; make the pattern less ambiguous, e.g. fewer .* ]\n");
+    }
+    if (out_of_time_) {
+      out_.Append("[stopped after " + std::to_string(budget_.count()) + " ms, " +
+                  std::to_string(files_) + " file(s) searched; narrow `path` or `glob`]\n");
+    }
+    if (cancelled_) out_.Append("[stopped: the call was cancelled]\n");
+    bool cut = over_limit_ || too_complex_ > 0 || out_of_time_ || cancelled_;
+    if (matches_ == 0 && !cut) return OkResult("no matches for '" + pattern + "' below " + base.string());
+    return OkResult(out_.Finish(), out_.truncated() || cut);
+  }
+
+ private:
+  bool Line(std::string& line, const std::string& shown_name, size_t line_no) {
+    if (std::chrono::steady_clock::now() >= deadline_) {
+      out_of_time_ = true;
+      return false;
+    }
+    if (ctx_.cancelled && ctx_.cancelled()) {
+      cancelled_ = true;
+      return false;
+    }
+    Result<bool> hit = pattern_.Search(line);
+    if (!hit.ok()) {
+      if (too_complex_++ == 0) first_too_complex_ = shown_name + ":" + std::to_string(line_no);
+      return true;
+    }
+    if (!*hit) return true;
+    if (++matches_ > limit_) {
+      over_limit_ = true;
+      matches_ = limit_;
+      return false;
+    }
+    if (line.size() > kMaxShownLineChars) line = line.substr(0, kMaxShownLineChars) + " [line cut]";
+    out_.Append(shown_name + ":" + std::to_string(line_no) + ": " + line + "\n");
+    return true;
+  }
+
+  const GrepPattern& pattern_;
+  const size_t limit_;
+  const std::chrono::steady_clock::time_point deadline_;
+  const std::chrono::milliseconds budget_;
+  const RunContext& ctx_;
+  OutputLimiter out_;
+  size_t files_ = 0;
+  size_t matches_ = 0;
+  size_t too_complex_ = 0;
+  std::string first_too_complex_;
+  bool over_limit_ = false;
+  bool out_of_time_ = false;
+  bool cancelled_ = false;
+};
+
 class GrepTool final : public Tool {
  public:
   explicit GrepTool(ToolConfig config) : config_(std::move(config)) {}
@@ -154,17 +287,17 @@ class GrepTool final : public Tool {
   bool idempotent() const override { return true; }
   std::string description() const override {
     return "Searches text files below `path` (a directory or a file; default: the workspace) "
-           "for lines matching the POSIX extended regular expression `pattern`, returning "
-           "`file:line: text`. Optional `glob` filters files (as in list_files), "
-           "`ignore_case`, and `limit` on matches (default 200). Binary files and .git are "
-           "skipped. Idempotent: it changes nothing.";
+           "for lines matching the POSIX extended regular expression `pattern` (no "
+           "back-references), returning `file:line: text`. Optional `glob` filters files (as "
+           "in list_files), `ignore_case`, and `limit` on matches (default 200). Binary files "
+           "and .git are skipped. Idempotent: it changes nothing.";
   }
   std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
+    return R"({"type":"object","properties":{"pattern":{"type":"string","maxLength":4096},"path":{"type":"string"},)"
            R"("glob":{"type":"string"},"ignore_case":{"type":"boolean"},)"
            R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})";
   }
-  v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
+  v1::ExecuteResult Run(const boost::json::object& json, const RunContext& ctx) const override {
     auto input = ToolInput::Make(json, {"pattern", "path", "glob", "ignore_case", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());
     auto pattern = input->RequiredString("pattern");
@@ -177,29 +310,16 @@ class GrepTool final : public Tool {
     if (!limit.ok()) return ErrorResult(limit.status().message());
     auto base = BaseDir(config_, *input);
     if (!base.ok()) return ErrorResult(base.status().message());
-    if (pattern->find('\0') != std::string::npos)
-      return ErrorResult("field 'pattern' contains a NUL byte");
-    if (Status budget = CheckExtendedRegexBudget(*pattern); !budget.ok())
-      return ErrorResult(budget.message());
-    regex_t re;
-    int rc = regcomp(&re, pattern->c_str(),
-                     REG_EXTENDED | REG_NOSUB | (icase->value_or(false) ? REG_ICASE : 0));
-    if (rc != 0) {
-      char msg[256];
-      regerror(rc, &re, msg, sizeof(msg));
-      return ErrorResult(
-          "invalid regular expression '" + *pattern + "': " + msg +
-          " (POSIX extended syntax: escape ( ) { } + ? | with \\ to match them literally)");
-    }
+    auto compiled = GrepPattern::Compile(*pattern, icase->value_or(false));
+    if (!compiled.ok()) return ErrorResult(compiled.status().message());
     std::vector<std::string> glob_pat;
     bool anywhere = false;
     if (glob->has_value()) {
       glob_pat = SplitPath(**glob);
       anywhere = (*glob)->find('/') == std::string::npos;
     }
-    size_t cap = static_cast<size_t>(limit->value_or(200));
-    size_t matches = 0;
-    OutputLimiter out(config_.max_output_bytes);
+    GrepScan scan(*compiled, static_cast<size_t>(limit->value_or(200)), config_.max_output_bytes,
+                  config_.grep_time_budget, ctx);
     bool single_file = !fs::is_directory(*base);
     Walk(*base, [&](const fs::path& p, const std::string& rel) {
       std::error_code ec;
@@ -207,25 +327,9 @@ class GrepTool final : public Tool {
       if (!glob_pat.empty() && !GlobMatches(glob_pat, anywhere, rel)) return true;
       auto content = ReadWholeFile(p);
       if (!content.ok() || LooksBinary(*content)) return true;
-      std::istringstream in(*content);
-      std::string line;
-      size_t line_no = 0;
-      while (std::getline(in, line)) {
-        ++line_no;
-        if (regexec(&re, line.c_str(), 0, nullptr, 0) != 0) continue;
-        if (++matches > cap) return false;
-        if (line.size() > kMaxShownLineChars)
-          line = line.substr(0, kMaxShownLineChars) + " [line cut]";
-        out.Append((single_file ? p.string() : rel) + ":" + std::to_string(line_no) + ": " + line +
-                   "\n");
-      }
-      return true;
+      return scan.File(*content, single_file ? p.string() : rel);
     });
-    regfree(&re);
-    if (matches == 0) return OkResult("no matches for '" + *pattern + "' below " + base->string());
-    if (matches > cap)
-      out.Append("[... more matches; stopped at limit " + std::to_string(cap) + "]\n");
-    return OkResult(out.Finish(), out.truncated() || matches > cap);
+    return scan.Finish(*pattern, *base);
   }
 
  private:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <functional>
@@ -25,6 +26,8 @@ struct ToolConfig {
   // Default: 120 and 3600 seconds
   int default_timeout_s = 120;
   int max_timeout_s = 3600;
+  // grep stops searching after this long and says where it stopped. Default: 30 s
+  std::chrono::milliseconds grep_time_budget{30000};
 };
 
 // Receives streamed output: (is_stderr, bytes).
