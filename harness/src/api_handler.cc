@@ -319,17 +319,17 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
   return Error(404, "not_found", "no such endpoint: " + path);
 }
 
-void ApiHandler::Stream(const ApiRequest& r, const std::function<void(const ApiResponse&)>& start,
-                        const std::function<bool(const std::string&)>& write) {
+ApiHandler::StreamOpening ApiHandler::OpenStream(const ApiRequest& r) {
+  StreamOpening out;
   auto caller = Authenticate(r);
-  if (!caller.ok()) return start(FromStatus(caller.status()));
-  if (auto limited = RateLimit(caller->tenant)) return start(*limited);
+  if (!caller.ok()) return {FromStatus(caller.status()), nullptr, ""};
+  if (auto limited = RateLimit(caller->tenant)) return {*limited, nullptr, ""};
   const std::string* tenant = &caller->tenant;
   const size_t q = r.target.find('?');
   const std::string query = q == std::string::npos ? "" : r.target.substr(q + 1);
   const std::string id = SplitPath(r.target.substr(0, q))[2];
   auto meta = OwnedSession(id, *tenant);
-  if (!meta.ok()) return start(FromStatus(meta.status()));
+  if (!meta.ok()) return {FromStatus(meta.status()), nullptr, ""};
   std::string after_text = r.last_event_id;
   bool has_after = false;
   std::string from_query = QueryParam(query, "after", &has_after);
@@ -343,40 +343,30 @@ void ApiHandler::Stream(const ApiRequest& r, const std::function<void(const ApiR
     after = std::strtoull(after_text.c_str(), &end, 10);
     if (end == after_text.c_str() || *end != '\0' || after_text[0] == '-' || errno == ERANGE ||
         after > kMaxResumeSeq) {
-      return start(Error(400, "invalid_argument",
-                         "Last-Event-ID / after must be an integer in [0, " + std::to_string(kMaxResumeSeq) + "]"));
+      return {Error(400, "invalid_argument",
+                    "Last-Event-ID / after must be an integer in [0, " + std::to_string(kMaxResumeSeq) + "]"),
+              nullptr, ""};
     }
   }
-  ApiResponse ok;
-  ok.content_type = "text/event-stream";
+  out.response.content_type = "text/event-stream";
   // A finished session with nothing after the client's point: the stream is complete.
-  if (after + 1 >= meta->next_seq() && IsTerminal(meta->status())) return start(ok);
+  if (after + 1 >= meta->next_seq() && IsTerminal(meta->status())) return out;
   auto watcher = deps_.store->Watch(id, after + 1);
-  if (!watcher.ok()) return start(FromStatus(watcher.status()));
-  start(ok);
-  v1::Event ev;
-  int idle_seconds = 0;
-  while (!deps_.stopping->load()) {
-    // Wait in one-second slices so that a stopping harness is noticed promptly.
-    auto got = (*watcher)->Next(&ev, std::chrono::seconds(1));
-    if (!got.ok()) return;
-    if (!*got) {
-      if (++idle_seconds >= 15) {
-        idle_seconds = 0;
-        if (!write(": keepalive\n\n")) return;
-      }
-      continue;
-    }
-    idle_seconds = 0;
-    const std::string chunk = "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() +
-                              "\ndata: " + EventToJson(ev) + "\n\n";
-    if (!write(chunk)) return;
-    if (ev.has_status_change() && IsTerminal(ev.status_change().to())) {
-      // The end, unless the session went on after this (a later message woke it).
-      auto now = deps_.store->GetSession(id);
-      if (now.ok() && now->next_seq() == ev.seq() + 1) return;
-    }
-  }
+  if (!watcher.ok()) return {FromStatus(watcher.status()), nullptr, ""};
+  out.watcher = std::move(watcher).value();
+  out.session_id = id;
+  return out;
+}
+
+std::string ApiHandler::StreamChunk(const v1::Event& ev) {
+  return "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() + "\ndata: " + EventToJson(ev) + "\n\n";
+}
+
+bool ApiHandler::StreamEndsAfter(const std::string& id, const v1::Event& ev) {
+  if (!ev.has_status_change() || !IsTerminal(ev.status_change().to())) return false;
+  // The end, unless the session went on after this (a later message woke it).
+  auto now = deps_.store->GetSession(id);
+  return now.ok() && now->next_seq() == ev.seq() + 1;
 }
 
 }  // namespace sinew::harness

@@ -68,11 +68,24 @@ class ApiHandler {
   static bool IsStream(const ApiRequest& request);
   // The session a request's path names (/v1/sessions/{id}[/...]); "" for none.
   static std::string SessionIdOf(const ApiRequest& request);
-  // Serves the event stream: calls `start(response)` once: a non-200 response means an
-  // error to send as is; a 200 means "send stream headers". Then `write(chunk)` for each
-  // SSE chunk until the stream ends or write returns false (the client left).
-  void Stream(const ApiRequest& request, const std::function<void(const ApiResponse&)>& start,
-              const std::function<bool(const std::string&)>& write);
+  // The event stream, in the pieces its server (http_server.cc) waits between without
+  // holding a thread. OpenStream authenticates, checks the session and watches it from the
+  // client's resume point (blocking store calls): `response` is an error to send as is, or
+  // a 200 to answer with stream headers; then, unless `watcher` is null (a finished
+  // session with nothing after that point), every event the watcher yields goes out as
+  // StreamChunk(event) until StreamEndsAfter(session_id, event) or the client leaves.
+  struct StreamOpening {
+    ApiResponse response;
+    std::unique_ptr<store::EventWatcher> watcher;
+    std::string session_id;
+  };
+  StreamOpening OpenStream(const ApiRequest& request);
+  static std::string StreamChunk(const v1::Event& event);
+  // True when the stream is complete after `event`: a terminal status that no later
+  // message followed (a store call when `event` is a terminal status change).
+  bool StreamEndsAfter(const std::string& session_id, const v1::Event& event);
+  // True once the harness is stopping: streams end.
+  bool stopping() const { return deps_.stopping->load(); }
 
   static ApiResponse Error(int http_status, const std::string& code, const std::string& message);
   static ApiResponse FromStatus(const Status& status);

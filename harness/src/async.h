@@ -16,12 +16,15 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -65,12 +68,62 @@ Task<std::invoke_result_t<Fn&>> OnPool(asio::thread_pool& pool, Fn fn) {
   co_return std::move(*out);
 }
 
+// Starts an asynchronous call with `start(done)` and waits, without holding a thread,
+// until it calls `done(value)` (once; from any thread, also before start returns); the
+// coroutine then resumes on its own executor with the value.
+template <typename T, typename Start>
+Task<T> AwaitCallback(Start start) {
+  LogFields fields = CurrentLogFields();
+  std::optional<T> out;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&](auto handler) {
+        // std::function needs a copyable callable; the handler moves only.
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        start(std::function<void(T)>([&out, shared](T value) {
+          out.emplace(std::move(value));
+          const auto executor = asio::get_associated_executor(*shared);
+          asio::post(executor, std::move(*shared));
+        }));
+      },
+      asio::use_awaitable);
+  ReplaceLogFields(std::move(fields));
+  co_return std::move(*out);
+}
+
 // Waits `duration` without holding a thread.
 inline Task<void> SleepFor(std::chrono::steady_clock::duration duration) {
   LogFields fields = CurrentLogFields();
   asio::steady_timer timer(co_await asio::this_coro::executor, duration);
   co_await timer.async_wait(asio::use_awaitable);
   ReplaceLogFields(std::move(fields));
+}
+
+// Waits until `arm(done)` has `done(value)` called (from any thread, also before arm
+// returns) or `timeout` passes: the value, or nullopt on timeout. A call after the
+// timeout is harmless. Must run on a strand (or a one-thread executor): that orders the
+// call after the wait began.
+template <typename T, typename Arm>
+Task<std::optional<T>> WaitForCallback(Arm arm, std::chrono::steady_clock::duration timeout) {
+  LogFields fields = CurrentLogFields();
+  const auto executor = co_await asio::this_coro::executor;
+  struct State {
+    explicit State(const asio::any_io_executor& ex) : timer(ex) {}
+    asio::steady_timer timer;
+    std::optional<T> value;
+  };
+  auto state = std::make_shared<State>(executor);
+  state->timer.expires_after(timeout);
+  arm(std::function<void(T)>([state, executor](T value) {
+    asio::post(executor, [state, value = std::move(value)]() mutable {
+      if (state->value) return;
+      state->value = std::move(value);
+      state->timer.cancel();
+    });
+  }));
+  boost::system::error_code ignored;
+  co_await state->timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  ReplaceLogFields(std::move(fields));
+  co_return std::move(state->value);
 }
 
 }  // namespace sinew::harness

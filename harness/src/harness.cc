@@ -81,7 +81,8 @@ class HarnessImpl final : public Harness, public SessionControl {
     deps_ = Deps();
     StartDriverThreads();
     handler_ = std::make_unique<ApiHandler>(&deps_, this);
-    SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_));
+    SINEW_ASSIGN_OR_RETURN(server_, HttpServer::Start(config_, handler_.get(), &metrics_,
+                                                       StreamExecutors{&driver_context_, store_pool_.get()}));
     if (config_.advertise_url.empty())
       config_.advertise_url = (config_.tls.cert_file.empty() ? "http://" : "https://") + server_->address();
     // The owner names where this harness answers, so that others can forward to it.

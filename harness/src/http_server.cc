@@ -2,10 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
+
+#include "async.h"
 
 #include "sinew/http/server.h"
 #include "sinew/trace.h"
@@ -57,12 +62,16 @@ void LogRequest(const ApiRequest& api, int status, std::chrono::steady_clock::ti
   spdlog::log(level, "api {} {} -> {} in {} ms", method, path, status, ms.count());
 }
 
-// The REST API on the shared HTTP server. ApiHandler blocks (store calls, forwarding,
-// the event stream's waits), so each request runs on a thread of its own, never on an
-// I/O thread; Stop waits for those threads.
+// The REST API on the shared HTTP server. ApiHandler::Handle blocks (store calls,
+// forwarding), so each ordinary request runs on a thread of its own, never on an I/O
+// thread. An event stream, which lives as long as its client follows, is a coroutine on
+// the harness's driver threads instead: it holds no thread while it waits for an event or
+// for its client to read (ApiHandler's blocking pieces run on the store pool). Stop waits
+// for both.
 class ApiServer final : public HttpServer {
  public:
-  ApiServer(ApiHandler* handler, Metrics* metrics) : handler_(handler), metrics_(metrics) {}
+  ApiServer(ApiHandler* handler, Metrics* metrics, StreamExecutors executors)
+      : handler_(handler), metrics_(metrics), executors_(executors) {}
   ~ApiServer() override { Stop(); }
 
   Status Listen(const HarnessConfig& config) {
@@ -70,7 +79,7 @@ class ApiServer final : public HttpServer {
     SINEW_RETURN_IF_ERROR(SplitListen(config.listen, &options.host, &options.port));
     options.max_body_bytes = config.max_request_bytes;
     options.read_timeout = std::chrono::seconds(config.read_timeout_seconds);
-    options.write_timeout = std::chrono::seconds(30);
+    options.write_timeout = kWriteTimeout;
     options.max_connections = config.max_connections;
     options.server_name = "sinew-harness";
     options.tls.cert_file = config.tls.cert_file;
@@ -99,6 +108,8 @@ class ApiServer final : public HttpServer {
   }
 
  private:
+  static constexpr std::chrono::seconds kWriteTimeout{30};
+
   void Dispatch(http::Request request, std::shared_ptr<http::ResponseStream> stream) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -108,12 +119,22 @@ class ApiServer final : public HttpServer {
       }
       ++running_;
     }
-    std::thread([this, request = std::move(request), stream = std::move(stream)]() mutable {
-      Serve(ToApi(std::move(request)), stream);
+    ApiRequest api = ToApi(std::move(request));
+    if (ApiHandler::IsStream(api)) {
+      asio::co_spawn(asio::make_strand(*executors_.io), ServeStream(std::move(api), std::move(stream)),
+                     [this](const std::exception_ptr&) { Done(); });
+      return;
+    }
+    std::thread([this, api = std::move(api), stream = std::move(stream)]() mutable {
+      Serve(api, stream);
       stream.reset();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--running_ == 0) idle_.notify_all();
+      Done();
     }).detach();
+  }
+
+  void Done() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--running_ == 0) idle_.notify_all();
   }
 
   static ApiRequest ToApi(http::Request request) {
@@ -139,11 +160,6 @@ class ApiServer final : public HttpServer {
   void Serve(const ApiRequest& api, const std::shared_ptr<http::ResponseStream>& stream) {
     const auto started = std::chrono::steady_clock::now();
     ScopedLogContext context(RequestLogFields(api));
-    if (ApiHandler::IsStream(api)) {
-      const int status = ServeStream(api, stream);
-      LogRequest(api, status, started);
-      return;
-    }
     ApiResponse response;
     try {
       response = handler_->Handle(api);
@@ -163,49 +179,84 @@ class ApiServer final : public HttpServer {
     LogRequest(api, response.status, started);
   }
 
-  // Returns the status answered (200 for a stream).
-  int ServeStream(const ApiRequest& api, const std::shared_ptr<http::ResponseStream>& stream) {
-    bool streaming = false;
-    bool answered = false;
+  // The event stream as a coroutine on its own strand (WaitForCallback needs one).
+  Task<void> ServeStream(ApiRequest api, std::shared_ptr<http::ResponseStream> stream) {
+    const auto started = std::chrono::steady_clock::now();
+    ReplaceLogFields(RequestLogFields(api));
     int status = 500;
-    auto start = [&](const ApiResponse& r) {
-      Count(r.status);
-      status = r.status;
-      answered = true;
-      if (r.status != 200) {
-        stream->Send(ToHttp(r));
-        return;
-      }
-      streaming = stream->StartEvents(r.headers);
-    };
-    auto write = [&](const std::string& chunk) {
-      if (!streaming) return false;
-      return stream->SendEvent(chunk) && stream->WaitForRoom(kStreamQueueBytes);
-    };
+    bool answered = false;
     try {
-      handler_->Stream(api, start, write);
+      ApiHandler::StreamOpening opening =
+          co_await OnPool(*executors_.pool, [&] { return handler_->OpenStream(api); });
+      status = opening.response.status;
+      Count(status);
+      answered = true;
+      if (status != 200) {
+        stream->Send(ToHttp(opening.response));
+      } else if (stream->StartEvents(opening.response.headers)) {
+        if (opening.watcher) co_await Follow(*opening.watcher, opening.session_id, stream);
+        stream->EndEvents();
+      }
     } catch (const std::exception& e) {
       spdlog::error("event stream failed: {}", e.what());
       if (!answered) stream->Send(ToHttp(ApiHandler::Error(500, "internal", std::string("unexpected failure: ") + e.what())));
     }
-    if (streaming) stream->EndEvents();
-    return status;
+    LogRequest(api, status, started);
+    ReplaceLogFields({});
+  }
+
+  // Sends the watcher's events until the stream is complete, the client leaves or reads
+  // nothing for kWriteTimeout, or the harness stops (seen within a second); a comment
+  // line after 15 s without events keeps proxies from closing an idle stream.
+  Task<void> Follow(store::EventWatcher& watcher, const std::string& session_id,
+                    const std::shared_ptr<http::ResponseStream>& stream) {
+    using Clock = std::chrono::steady_clock;
+    constexpr std::chrono::seconds kKeepalive{15};
+    auto last_sent = Clock::now();
+    v1::Event ev;
+    while (!handler_->stopping()) {
+      auto got = watcher.Next(&ev, std::chrono::milliseconds(0));
+      if (!got.ok()) co_return;
+      if (!*got) {
+        if (Clock::now() - last_sent >= kKeepalive) {
+          if (!stream->SendEvent(": keepalive\n\n")) co_return;
+          last_sent = Clock::now();
+        }
+        co_await WaitForCallback<bool>([&](std::function<void(bool)> done) {
+          watcher.OnReady([done] { done(true); });
+        }, std::chrono::seconds(1));
+        continue;
+      }
+      if (!stream->SendEvent(ApiHandler::StreamChunk(ev))) co_return;
+      last_sent = Clock::now();
+      // A slow reader slows the stream down instead of growing the queue.
+      std::optional<bool> room = co_await WaitForCallback<bool>([&](std::function<void(bool)> done) {
+        stream->OnRoom(kStreamQueueBytes, std::move(done));
+      }, kWriteTimeout);
+      if (!room.value_or(false)) co_return;
+      if (!ev.has_status_change()) continue;
+      // Named, not inside a condition: GCC 12 mishandles temporaries there (docs/harness.md).
+      auto ends = [&] { return handler_->StreamEndsAfter(session_id, ev); };
+      const bool complete = co_await OnPool(*executors_.pool, ends);
+      if (complete) co_return;
+    }
   }
 
   ApiHandler* handler_;  // not owned
   Metrics* metrics_;     // not owned
+  const StreamExecutors executors_;
   std::unique_ptr<http::Server> server_;
   std::mutex mutex_;
   std::condition_variable idle_;
   bool stopped_ = false;  // guarded by mutex_
-  int running_ = 0;       // request threads; guarded by mutex_
+  int running_ = 0;       // requests not yet done (threads and stream coroutines); guarded by mutex_
 };
 
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HarnessConfig& config, ApiHandler* handler,
-                                                      Metrics* metrics) {
-  auto server = std::make_unique<ApiServer>(handler, metrics);
+                                                      Metrics* metrics, StreamExecutors executors) {
+  auto server = std::make_unique<ApiServer>(handler, metrics, executors);
   SINEW_RETURN_IF_ERROR(server->Listen(config));
   return std::unique_ptr<HttpServer>(std::move(server));
 }

@@ -7,6 +7,9 @@
 // each), complete every one, and say what a session costs in memory.
 // SINEW_SCALE_SESSIONS overrides the count (10,000).
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -159,6 +162,94 @@ TEST(HarnessScaleTest, TenThousandConcurrentSessionsAllCompleteWithoutAThreadEac
   EXPECT_EQ(tool_results, 1);
   EXPECT_EQ(responses, 2);
   EXPECT_EQ(events.back().at("status_change").at("to").as_string(), "SESSION_STATUS_COMPLETED");
+}
+
+// Opens GET /v1/sessions/{id}/events/stream on a socket of its own; -1 on failure.
+int OpenStream(uint16_t port, const std::string& id) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{120, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string request = "GET /v1/sessions/" + id + "/events/stream HTTP/1.1\r\nHost: x\r\n" +
+                              "Authorization: Bearer " + kKey + "\r\n\r\n";
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads from `fd` into *seen until it holds `want` (true) or the socket ends or times out.
+bool ReadUntil(int fd, std::string* seen, const std::string& want) {
+  char buf[16384];
+  while (seen->find(want) == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    seen->append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Event streams are coroutines too (issue 17): 400 clients following 8 sessions that wait
+// on the model hold no thread each (before: a request thread and a store watch thread per
+// stream), and every one of them sees its session's end.
+TEST(HarnessScaleTest, FollowedEventStreamsHoldNoThreadWhileTheyWait) {
+  constexpr int kSessions = 8, kStreams = 400;
+  testing::TempDir dir("sinew-streams");
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  WriteFile(dir.Sub("script.json"), R"({"responses": [
+    {"text": "done", "wait_for_file": ")" + dir.Sub("gate") + R"("}]})");
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0",
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "scale"},
+    "default_model": "scripted", "models": {"scripted": {"kind": "scripted", "script": ")" +
+                                                       dir.Sub("script.json") + R"("}},
+    "lease_ttl_ms": 60000, "scan_interval_ms": 60000, "max_connections": 4096})");
+  ASSERT_FALSE(harness.address.empty());
+  const int pid = harness.proc->pid();
+  std::vector<std::string> ids;
+  for (int i = 0; i < kSessions; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "work"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const long base_threads = ProcStatus(pid, "Threads");
+  const long base_kb = ProcStatus(pid, "VmRSS");
+
+  const uint16_t port = static_cast<uint16_t>(std::stoi(harness.address.substr(harness.address.rfind(':') + 1)));
+  std::vector<int> fds;
+  std::vector<std::string> seen(kStreams);
+  for (int i = 0; i < kStreams; ++i) {
+    fds.push_back(OpenStream(port, ids[i % kSessions]));
+    ASSERT_GE(fds.back(), 0);
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(ReadUntil(fds[i], &seen[i], "event: session_created")) << i << ": " << seen[i];
+    EXPECT_EQ(seen[i].rfind("HTTP/1.1 200", 0), 0u) << seen[i];
+  }
+  const long held_threads = ProcStatus(pid, "Threads");
+  const long held_kb = ProcStatus(pid, "VmRSS");
+
+  WriteFile(dir.Sub("gate"), "open");
+  int ended = 0;
+  for (int i = 0; i < kStreams; ++i) {
+    // The stream closes after the terminal status (chunked encoding's last chunk).
+    if (ReadUntil(fds[i], &seen[i], "SESSION_STATUS_COMPLETED") && ReadUntil(fds[i], &seen[i], "\r\n0\r\n\r\n")) ++ended;
+    ::close(fds[i]);
+  }
+  std::printf("%d event streams over %d sessions: harness threads %ld before, %ld with all open; "
+              "RSS %.1f MiB before, %.1f MiB with all open (%.1f KiB per stream)\n",
+              kStreams, kSessions, base_threads, held_threads, base_kb / 1024.0, held_kb / 1024.0,
+              static_cast<double>(held_kb - base_kb) / kStreams);
+  ::testing::Test::RecordProperty("threads_added_by_streams", std::to_string(held_threads - base_threads));
+  EXPECT_EQ(ended, kStreams);
+  // A thread per stream would add at least kStreams.
+  EXPECT_LT(held_threads - base_threads, kStreams / 4);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // EventWatcher of the embedded store: reads past events in pages, then waits on the
-// session's condition variable, which every append notifies (no polling).
+// session's condition variable, which every append notifies (no polling); OnReady
+// registers a callback with the session that the next append calls.
 #include <atomic>
 #include <deque>
+#include <functional>
 
 #include "keys.h"
 #include "rocks_store.h"
@@ -15,6 +17,11 @@ class LocalWatcher final : public EventWatcher {
  public:
   LocalWatcher(RocksStore* store, std::string id, std::string raw, uint64_t from)
       : store_(store), id_(std::move(id)), raw_(std::move(raw)), next_(from) {}
+  ~LocalWatcher() override {
+    std::unique_lock<std::mutex> lock;
+    auto state = store_->LoadedState(raw_, &lock);
+    if (state.ok()) (*state)->ready.erase(this);
+  }
 
   Result<bool> Next(v1::Event* out, std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -48,7 +55,27 @@ class LocalWatcher final : public EventWatcher {
     cancelled_.store(true);
     std::unique_lock<std::mutex> lock;
     auto state = store_->LoadedState(raw_, &lock);
-    if (state.ok()) (*state)->cv.notify_all();
+    if (!state.ok()) return;
+    (*state)->cv.notify_all();
+    auto it = (*state)->ready.find(this);
+    if (it == (*state)->ready.end()) return;
+    auto ready = std::move(it->second);
+    (*state)->ready.erase(it);
+    lock.unlock();
+    ready();
+  }
+
+  void OnReady(std::function<void()> ready) override {
+    if (cancelled_.load() || !buffer_.empty()) return ready();
+    std::unique_lock<std::mutex> lock;
+    auto state = store_->LoadedState(raw_, &lock);
+    // An error (the store closing) is Next's to report: it returns at once.
+    // cancelled_ again under the lock: a Cancel that took it first has set it.
+    if (!state.ok() || (*state)->meta.next_seq() > next_ || cancelled_.load()) {
+      if (lock.owns_lock()) lock.unlock();
+      return ready();
+    }
+    (*state)->ready[this] = std::move(ready);
   }
 
  private:

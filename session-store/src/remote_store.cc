@@ -7,8 +7,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
-#include <thread>
 
 #include "event_util.h"
 #include "sinew/grpc_status.h"
@@ -23,16 +23,24 @@ namespace {
 
 using Stub = v1::SessionStore::Stub;
 
-// Streams Watch responses on a reader thread into a queue that Next() drains.
-class RemoteWatcher final : public EventWatcher {
+// Streams Watch responses into a queue that Next() drains, through gRPC's callback API:
+// no thread of its own. gRPC's threads deliver each event (and call OnReady's callback).
+class RemoteWatcher final : public EventWatcher, private grpc::ClientReadReactor<v1::Event> {
  public:
-  RemoteWatcher(Stub* stub, const v1::WatchRequest& req) {
-    reader_ = stub->Watch(&ctx_, req);
-    thread_ = std::thread([this] { ReadLoop(); });
+  RemoteWatcher(Stub* stub, const v1::WatchRequest& req) : req_(req) {
+    stub->async()->Watch(&ctx_, &req_, this);
+    StartRead(&incoming_);
+    StartCall();
   }
+  // gRPC may still deliver until OnDone: cancel, then wait for it.
   ~RemoteWatcher() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_ = nullptr;  // dropped unfired, as OnReady promises
+    }
     ctx_.TryCancel();
-    thread_.join();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_; });
   }
 
   Result<bool> Next(v1::Event* out, std::chrono::milliseconds timeout) override {
@@ -51,38 +59,70 @@ class RemoteWatcher final : public EventWatcher {
   }
 
   void Cancel() override {
+    std::function<void()> ready;
     {
       std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true;
+      ready.swap(ready_);
     }
     cv_.notify_all();
     ctx_.TryCancel();
+    if (ready) ready();
+  }
+
+  void OnReady(std::function<void()> ready) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty() && !done_ && !cancelled_) {
+        ready_ = std::move(ready);
+        return;
+      }
+    }
+    ready();
   }
 
  private:
-  void ReadLoop() {
-    v1::Event ev;
-    while (reader_->Read(&ev)) {
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended: OnDone follows
+    std::function<void()> ready;
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(ev);
-      cv_.notify_all();
+      queue_.push_back(std::move(incoming_));
+      ready.swap(ready_);
     }
-    Status st = FromGrpcStatus(reader_->Finish());
+    cv_.notify_all();
+    if (ready) ready();
+    incoming_.Clear();
+    StartRead(&incoming_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::function<void()> ready;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      final_ = FromGrpcStatus(status);
+      done_ = true;
+      ready.swap(ready_);
+    }
+    cv_.notify_all();
+    if (ready) ready();
+    // Last: the destructor may run as soon as the lock is released.
     std::lock_guard<std::mutex> lock(mu_);
-    final_ = st;
-    done_ = true;
+    finished_ = true;
     cv_.notify_all();
   }
 
+  const v1::WatchRequest req_;
   grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReader<v1::Event>> reader_;
-  std::thread thread_;
+  v1::Event incoming_;  // the read in flight (gRPC's until OnReadDone)
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::Event> queue_;  // GUARDED_BY(mu_)
-  bool done_ = false;            // GUARDED_BY(mu_)
-  bool cancelled_ = false;       // GUARDED_BY(mu_)
-  Status final_;                 // GUARDED_BY(mu_)
+  std::deque<v1::Event> queue_;   // GUARDED_BY(mu_)
+  std::function<void()> ready_;   // GUARDED_BY(mu_)
+  bool done_ = false;             // GUARDED_BY(mu_); the call ended (final_ says how)
+  bool finished_ = false;         // GUARDED_BY(mu_); OnDone returned all it needs
+  bool cancelled_ = false;        // GUARDED_BY(mu_)
+  Status final_;                  // GUARDED_BY(mu_)
 };
 
 class RemoteStore final : public SessionStore {

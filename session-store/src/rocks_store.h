@@ -10,6 +10,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,15 @@ class RocksStore final : public SessionStore {
     v1::Session meta;
     v1::Lease lease;  // epoch 0: never leased; expires_unix_ms 0: released
     std::condition_variable cv;  // notified after every append
+    // Watchers waiting without a thread (EventWatcher::OnReady), by watcher: called and
+    // cleared after every append.
+    std::unordered_map<const void*, std::function<void()>> ready;
+    // cv.notify_all() and every `ready` callback.
+    void NotifyLocked() {
+      cv.notify_all();
+      for (auto& [watcher, fn] : ready) fn();
+      ready.clear();
+    }
   };
 
   // For EventWatcher: the stripe mutex and state of a session (loaded, existing).

@@ -139,7 +139,7 @@ Result<v1::AppendResponse> RocksStore::AppendLocked(const std::string& raw_id, S
   state->meta.set_status(status);
   state->meta.set_next_seq(seq);
   state->meta.set_updated_unix_ms(now);
-  state->cv.notify_all();
+  state->NotifyLocked();
   return out;
 }
 
@@ -172,7 +172,7 @@ Result<v1::Lease> RocksStore::WriteLease(const std::string& raw_id, SessionState
       FromRocks(db_->Write(write_options_, &batch), "writing lease of " + meta.id()));
   state->meta = std::move(meta);
   state->lease = lease;
-  state->cv.notify_all();
+  state->NotifyLocked();
   return lease;
 }
 

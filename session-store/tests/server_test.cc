@@ -56,6 +56,15 @@ TEST_F(ServerTest, CreateAppendReadWatchThroughGrpc) {
   EXPECT_EQ(client_->ListSessions(list)->sessions_size(), 1);
 }
 
+// The remote watcher reads through gRPC's callback API; a second client appends.
+TEST_F(ServerTest, OnReadyCallsBackOnAnotherClientsAppend) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "ready"));
+  ASSERT_TRUE(meta.ok());
+  auto other = ConnectSessionStore(server_->address());
+  ASSERT_TRUE(other.ok());
+  test::CheckOnReady(*client_, **other, meta->id(), 2);
+}
+
 TEST_F(ServerTest, ErrorsKeepTheirCodesAcrossTheWire) {
   auto meta = client_->CreateSession(test::CreateOf("acme", "x"));
   ASSERT_TRUE(meta.ok());

@@ -321,6 +321,11 @@ TEST_F(StoreTest, WatchDeliversPastThenNewEventsAndCancels) {
   EXPECT_EQ(store_->Watch(std::string(32, 'c'), 1).status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(StoreTest, OnReadyCallsBackOnAppendWithoutAThread) {
+  std::string id = NewSession();
+  test::CheckOnReady(*store_, *store_, id, 2);
+}
+
 TEST_F(StoreTest, DataSurvivesReopenAndReadOnlyModeRefusesWrites) {
   std::string id = NewSession();
   ASSERT_TRUE(store_->Append(AppendOf(id, 2, 0, {"kept"})).ok());

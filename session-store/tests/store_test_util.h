@@ -1,6 +1,11 @@
 // Helpers shared by the session-store tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,5 +65,55 @@ class StoreServer {
   std::unique_ptr<testing::Subprocess> proc_;
   std::string address_;
 };
+
+// EventWatcher::OnReady on `store` (embedded or remote), the session `id` having
+// `next_seq` next; `writer` appends (another client, or the same store). The callback
+// fires on an append, at once when an event waits or after Cancel, and never after the
+// watcher is gone.
+inline void CheckOnReady(SessionStore& store, SessionStore& writer, const std::string& id, uint64_t next_seq) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  auto watcher = store.Watch(id, next_seq);
+  ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
+  auto appended = std::make_shared<std::promise<void>>();
+  (*watcher)->OnReady([appended] { appended->set_value(); });
+  auto fired = appended->get_future();
+  EXPECT_EQ(fired.wait_for(milliseconds(100)), std::future_status::timeout) << "fired with nothing to read";
+  ASSERT_TRUE(writer.Append(AppendOf(id, next_seq, 0, {"one", "two"})).ok());
+  ASSERT_EQ(fired.wait_for(seconds(10)), std::future_status::ready) << "the append did not wake it";
+  v1::Event ev;
+  auto got = (*watcher)->Next(&ev, milliseconds(0));
+  ASSERT_TRUE(got.ok() && *got) << got.status().ToString();
+  EXPECT_EQ(ev.seq(), next_seq);
+  ASSERT_TRUE(*(*watcher)->Next(&ev, seconds(10)));
+  EXPECT_EQ(ev.seq(), next_seq + 1);
+  // With an event already there, OnReady fires before it returns.
+  auto arrived = std::make_shared<std::promise<void>>();
+  (*watcher)->OnReady([arrived] { arrived->set_value(); });
+  ASSERT_TRUE(writer.Append(AppendOf(id, next_seq + 2, 0, {"three"})).ok());
+  ASSERT_EQ(arrived->get_future().wait_for(seconds(10)), std::future_status::ready);
+  bool at_once = false;
+  (*watcher)->OnReady([&at_once] { at_once = true; });
+  EXPECT_TRUE(at_once) << "an event was waiting but OnReady did not fire";
+  ASSERT_TRUE(*(*watcher)->Next(&ev, milliseconds(0)));
+  EXPECT_EQ(ev.seq(), next_seq + 2);
+  // Cancel fires it, and Next reports the cancel.
+  auto cancelled = std::make_shared<std::promise<void>>();
+  (*watcher)->OnReady([cancelled] { cancelled->set_value(); });
+  (*watcher)->Cancel();
+  EXPECT_EQ(cancelled->get_future().wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_EQ((*watcher)->Next(&ev, milliseconds(0)).status().code(), StatusCode::kCancelled);
+  // A watcher destroyed while waiting never calls back.
+  auto dropped = store.Watch(id, next_seq + 3);
+  ASSERT_TRUE(dropped.ok());
+  auto late = std::make_shared<std::atomic<bool>>(false);
+  (*dropped)->OnReady([late] { late->store(true); });
+  dropped->reset();
+  ASSERT_TRUE(writer.Append(AppendOf(id, next_seq + 3, 0, {"four"})).ok());
+  auto check = store.Watch(id, next_seq + 3);
+  ASSERT_TRUE(check.ok());
+  ASSERT_TRUE(*(*check)->Next(&ev, seconds(10)));  // the append reached the store's watchers
+  EXPECT_FALSE(late->load()) << "a destroyed watcher's callback ran";
+}
 
 }  // namespace sinew::store::test

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "sinew/http/client.h"
@@ -193,6 +194,55 @@ TEST(HttpServerTest, EventStreamsArriveInOrder) {
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->Header("content-type"), "text/event-stream");
   EXPECT_EQ(response->body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n");
+}
+
+// Writes 256 KiB events, each after OnRoom said there is room (no thread waits), until
+// the client is gone or 1000 were sent; `done` gets the count.
+struct RoomPump : std::enable_shared_from_this<RoomPump> {
+  std::shared_ptr<ResponseStream> stream;
+  std::promise<int> done;
+  int sent = 0;
+  void Next() {
+    if (sent == 1000 || !stream->SendEvent("data: " + std::string(256 << 10, 'x') + "\n\n")) {
+      done.set_value(sent);
+      return;
+    }
+    ++sent;
+    auto self = shared_from_this();
+    stream->OnRoom(1 << 20, [self](bool room) {
+      if (room) return self->Next();
+      self->done.set_value(self->sent);
+    });
+  }
+};
+
+// A client that stops reading holds the writer back (OnRoom waits), and its hang-up
+// ends the wait with false.
+TEST(HttpServerTest, OnRoomHoldsAWriterBackForASlowReaderAndReportsTheHangUp) {
+  auto pump = std::make_shared<RoomPump>();
+  auto finished = pump->done.get_future();
+  auto server = StartServer(ServerOptions{}, [pump](Request, std::shared_ptr<ResponseStream> stream) {
+    pump->stream = std::move(stream);
+    pump->stream->StartEvents();
+    pump->Next();
+  });
+  ASSERT_NE(server, nullptr);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  char buf[1024];
+  ASSERT_GT(::recv(fd, buf, sizeof buf, 0), 0);  // the stream started; now read no more
+  EXPECT_EQ(finished.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout)
+      << "the writer was not held back by a client that reads nothing";
+  ::close(fd);
+  ASSERT_EQ(finished.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the hang-up was not reported";
+  EXPECT_LT(finished.get(), 1000);
+  pump->stream.reset();
 }
 
 TEST(HttpServerTest, ABadHostOrTakenPortIsAnError) {

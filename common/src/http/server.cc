@@ -90,24 +90,49 @@ class Connection : public ResponseStream, public std::enable_shared_from_this<Co
     return room && !closed_.load();
   }
 
+  void OnRoom(size_t max_queued_bytes, std::function<void(bool)> room) override {
+    std::function<void(bool)> replaced;
+    {
+      std::lock_guard<std::mutex> lock(flow_mutex_);
+      if (!closed_.load() && queued_bytes_ > max_queued_bytes) {
+        replaced = std::move(room_waiter_);
+        room_waiter_ = std::move(room);
+        room_max_ = max_queued_bytes;
+        room = nullptr;
+      }
+    }
+    if (replaced) replaced(false);
+    if (room) room(!closed_.load());
+  }
+
  protected:
   void Queued(size_t bytes) {
     std::lock_guard<std::mutex> lock(flow_mutex_);
     queued_bytes_ += bytes;
   }
   void Written(size_t bytes) {
+    std::function<void(bool)> room;
     {
       std::lock_guard<std::mutex> lock(flow_mutex_);
       queued_bytes_ -= std::min(bytes, queued_bytes_);
+      if (room_waiter_ && queued_bytes_ <= room_max_) {
+        room = std::move(room_waiter_);
+        room_waiter_ = nullptr;
+      }
     }
     flow_cv_.notify_all();
+    if (room) room(true);
   }
   void MarkClosed() {
     closed_.store(true);
+    std::function<void(bool)> room;
     {
       std::lock_guard<std::mutex> lock(flow_mutex_);
+      room = std::move(room_waiter_);
+      room_waiter_ = nullptr;
     }
     flow_cv_.notify_all();
+    if (room) room(false);
   }
 
   std::shared_ptr<Shared> shared_;
@@ -117,6 +142,8 @@ class Connection : public ResponseStream, public std::enable_shared_from_this<Co
   std::mutex flow_mutex_;
   std::condition_variable flow_cv_;
   size_t queued_bytes_ = 0;  // guarded by flow_mutex_
+  std::function<void(bool)> room_waiter_;  // OnRoom's; guarded by flow_mutex_
+  size_t room_max_ = 0;                    // guarded by flow_mutex_
 };
 
 // One connection over `Stream` (beast::tcp_stream or ssl_stream of it). Lives as long as

@@ -73,6 +73,12 @@ class ResponseStream {
   // wait to be written, so a slow reader slows its writer down instead of growing memory.
   // False when the client has gone or the write timeout passed first.
   virtual bool WaitForRoom(size_t max_queued_bytes) = 0;
+  // WaitForRoom without a thread: calls `room(true)` once no more than
+  // `max_queued_bytes` wait to be written, `room(false)` once the client has gone. It may
+  // run before OnRoom returns, or on an I/O thread: it must be quick and must not block.
+  // The caller keeps its own write timeout. A second OnRoom before the first fired
+  // replaces it (the first is called with false).
+  virtual void OnRoom(size_t max_queued_bytes, std::function<void(bool)> room) = 0;
 };
 
 using Handler = std::function<void(Request request, std::shared_ptr<ResponseStream> stream)>;

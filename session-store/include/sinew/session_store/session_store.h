@@ -10,13 +10,15 @@
 //   ConnectSessionStore() remote, over gRPC to a `sinew-store` server.
 //
 // Thread-safety: every method of a SessionStore may be called from many threads at once.
-// An EventWatcher is used by one thread at a time, except Cancel(), which any thread may call.
+// An EventWatcher is used by one thread at a time, except Cancel(), which any thread may call
+// (and the `ready` callback of OnReady, which runs on whichever thread notices).
 // Errors: every method leaves stored data unchanged when it returns an error.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,6 +61,13 @@ class EventWatcher {
   [[nodiscard]] virtual Result<bool> Next(v1::Event* out, std::chrono::milliseconds timeout) = 0;
   // Makes a pending and every later Next() return kCancelled. Safe from any thread.
   virtual void Cancel() = 0;
+  // Arranges one call of `ready` once Next would return without waiting: an event is
+  // there, the watch ended or failed, or Cancel was called. It may run before OnReady
+  // returns, and on any thread, possibly under the store's locks: it must be quick and
+  // must not call the store (post to an executor, notify). A second OnReady before the
+  // first fired replaces it; destroying the watcher drops it unfired. Lets a caller wait
+  // for events without holding a thread (the harness's event streams).
+  virtual void OnReady(std::function<void()> ready) = 0;
 };
 
 // Who takes a lease: `owner` identifies the process (compared for renew and release);
