@@ -157,8 +157,15 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
     // The same call id as before a crash: the sandbox answers with the result of the run
     // that is already under way or done, and never runs it twice.
     const SandboxRef box = SandboxOf();
-    auto r = co_await Blocking(
-        [&] { return deps_.sandboxes->Execute(box, sandbox_call_id, spec.name(), spec.input_json()); });
+    // Connecting may block (once per sandbox); the call itself holds no thread while the
+    // tool runs.
+    Status connected = co_await Blocking([&] { return deps_.sandboxes->Connect(box); });
+    Result<ToolOutcome> r = connected;
+    if (connected.ok()) {
+      r = co_await AwaitCallback<Result<ToolOutcome>>([&](SandboxBackend::ExecuteDone done) {
+        deps_.sandboxes->ExecuteAsync(box, sandbox_call_id, spec.name(), spec.input_json(), std::move(done));
+      });
+    }
     if (r.ok()) {
       outcome = std::move(r).value();
     } else {

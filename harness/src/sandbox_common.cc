@@ -110,4 +110,52 @@ std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& pr
   return {OutcomeName(info->outcome()), info->outcome_detail()};
 }
 
+sandbox::SandboxClient* SandboxClients::Find(const std::string& sandbox_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(sandbox_id);
+  if (it == entries_.end()) return nullptr;
+  if (it->second.broken->load()) {
+    entries_.erase(it);
+    return nullptr;
+  }
+  return it->second.client.get();
+}
+
+sandbox::SandboxClient* SandboxClients::Put(const std::string& sandbox_id,
+                                            std::unique_ptr<sandbox::SandboxClient> client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& entry = entries_[sandbox_id];
+  entry = Entry{std::move(client)};
+  return entry.client.get();
+}
+
+void SandboxClients::Forget(const std::string& sandbox_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.erase(sandbox_id);
+}
+
+void SandboxClients::ExecuteAsync(const std::string& sandbox_id, const std::string& call_id,
+                                  const std::string& name, const std::string& input_json,
+                                  SandboxBackend::ExecuteDone done) {
+  sandbox::SandboxClient* client = nullptr;
+  std::shared_ptr<std::atomic<bool>> broken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(sandbox_id);
+    if (it != entries_.end()) {
+      client = it->second.client.get();
+      broken = it->second.broken;
+    }
+  }
+  if (client == nullptr) return done(Status::Unavailable("no client for sandbox " + sandbox_id));
+  client->ExecuteAsync(name, input_json, call_id,
+                       [broken, done = std::move(done)](Result<v1::ExecuteResult> result) {
+                         if (!result.ok()) {
+                           broken->store(true);
+                           return done(result.status());
+                         }
+                         done(ToOutcome(*result));
+                       });
+}
+
 }  // namespace sinew::harness

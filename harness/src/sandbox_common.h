@@ -3,11 +3,16 @@
 // provisioner's answers into the harness's terms. Internal to the harness.
 #pragma once
 
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "sinew/proto/sandbox.pb.h"
 #include "sinew/sandbox/provisioner_client.h"
+#include "sinew/sandbox/sandbox_client.h"
 #include "tools.h"
 
 namespace sinew::harness {
@@ -27,6 +32,31 @@ SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info);
 Result<SandboxBackend::Provisioned> CheckAttached(const v1::SandboxInfo& info,
                                                   const SandboxSpec& spec);
 ToolOutcome ToOutcome(const v1::ExecuteResult& result);
+// The sandbox clients a backend has connected, by sandbox id. A call that fails marks its
+// client broken (on whichever thread learns it: nothing is destroyed there), and the next
+// lookup drops it, so that the caller connects afresh. Thread-safe.
+class SandboxClients {
+ public:
+  // The client of `sandbox_id`, or null when there is none (or it broke).
+  sandbox::SandboxClient* Find(const std::string& sandbox_id);
+  sandbox::SandboxClient* Put(const std::string& sandbox_id, std::unique_ptr<sandbox::SandboxClient> client);
+  void Forget(const std::string& sandbox_id);
+  // Runs the call on the client of `sandbox_id` (REQUIRES: Find or Put gave it) without
+  // holding a thread; a failure marks the client broken.
+  void ExecuteAsync(const std::string& sandbox_id, const std::string& call_id, const std::string& name,
+                    const std::string& input_json, SandboxBackend::ExecuteDone done);
+
+ private:
+  struct Entry {
+    std::unique_ptr<sandbox::SandboxClient> client;
+    std::shared_ptr<std::atomic<bool>> broken = std::make_shared<std::atomic<bool>>(false);
+  };
+  std::mutex mu_;
+  // Entries are only erased by the session that uses the sandbox (its calls are
+  // sequential), never while a call of theirs runs.
+  std::map<std::string, Entry> entries_;  // guarded by mu_
+};
+
 // Asks `provisioner` how sandbox `id` ended, waiting up to 2 s for it to record the end.
 std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner,
                                                   const std::string& id);

@@ -98,16 +98,15 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return last;
   }
 
-  Result<ToolOutcome> Execute(const SandboxRef& sandbox, const std::string& call_id,
-                              const std::string& name, const std::string& input_json) override {
+  Status Connect(const SandboxRef& sandbox) override {
     if (!HostAlive(sandbox)) return Status::Unavailable(HostGone(sandbox));
-    SINEW_ASSIGN_OR_RETURN(sandbox::SandboxClient * client, ClientFor(sandbox));
-    auto result = client->Execute(name, input_json, call_id);
-    if (!result.ok()) {
-      Forget(sandbox.id);
-      return result.status();
-    }
-    return ToOutcome(*result);
+    return ClientFor(sandbox).status();
+  }
+
+  void ExecuteAsync(const SandboxRef& sandbox, const std::string& call_id, const std::string& name,
+                    const std::string& input_json, ExecuteDone done) override {
+    if (Status connected = Connect(sandbox); !connected.ok()) return done(connected);
+    clients_.ExecuteAsync(sandbox.id, call_id, name, input_json, std::move(done));
   }
 
   std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) override {
@@ -118,7 +117,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
   }
 
   Status Destroy(const SandboxRef& sandbox) override {
-    Forget(sandbox.id);
+    clients_.Forget(sandbox.id);
     // A host that is gone cannot be reached; it reaps its sandboxes when it starts again.
     if (!HostAlive(sandbox) || sandbox.host_address.empty()) return Status::Ok();
     SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(sandbox.host_address));
@@ -245,25 +244,14 @@ class EtcdSandboxBackend final : public SandboxBackend {
 
   // A client for the sandbox, from its host's answer for its id (the log names the host).
   Result<sandbox::SandboxClient*> ClientFor(const SandboxRef& sandbox) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = clients_.find(sandbox.id);
-      if (it != clients_.end()) return it->second.get();
-    }
+    if (auto* known = clients_.Find(sandbox.id)) return known;
     SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(sandbox.host_address));
     SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, prov->Get(sandbox.id));
     if (info.state() == v1::SANDBOX_STATE_ENDED) {
       return Status::Unavailable("sandbox " + sandbox.id + " has ended");
     }
     SINEW_ASSIGN_OR_RETURN(auto client, sandbox::SandboxClient::ConnectTo(info));
-    std::lock_guard<std::mutex> lock(mu_);
-    auto* raw = client.get();
-    clients_[sandbox.id] = std::move(client);
-    return raw;
-  }
-  void Forget(const std::string& sandbox_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    clients_.erase(sandbox_id);
+    return clients_.Put(sandbox.id, std::move(client));
   }
 
   // Constant after construction.
@@ -278,8 +266,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
   // Provisioner clients are never erased (one per host address ever used).
   std::map<std::string, std::unique_ptr<sandbox::ProvisionerClient>>
       provisioners_;  // guarded by mu_
-  // Clients are never erased while a call uses them: a session's calls are sequential.
-  std::map<std::string, std::unique_ptr<sandbox::SandboxClient>> clients_;  // guarded by mu_
+  SandboxClients clients_;
 };
 
 }  // namespace

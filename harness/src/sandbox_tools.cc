@@ -1,8 +1,5 @@
 // SandboxBackend over one sinew-sandboxd (config.sandboxd.address) and the hands' client
 // library. For many hosts placed through etcd see sandbox_hosts.cc.
-#include <map>
-#include <mutex>
-
 #include "sandbox_common.h"
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
@@ -30,15 +27,12 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return ToProvisioned(info);
   }
 
-  Result<ToolOutcome> Execute(const SandboxRef& sandbox, const std::string& call_id, const std::string& name,
-                              const std::string& input_json) override {
-    SINEW_ASSIGN_OR_RETURN(sandbox::SandboxClient * client, ClientFor(sandbox.id));
-    auto result = client->Execute(name, input_json, call_id);
-    if (!result.ok()) {
-      Forget(sandbox.id);
-      return result.status();
-    }
-    return ToOutcome(*result);
+  Status Connect(const SandboxRef& sandbox) override { return ClientFor(sandbox.id).status(); }
+
+  void ExecuteAsync(const SandboxRef& sandbox, const std::string& call_id, const std::string& name,
+                    const std::string& input_json, ExecuteDone done) override {
+    if (Status connected = Connect(sandbox); !connected.ok()) return done(connected);
+    clients_.ExecuteAsync(sandbox.id, call_id, name, input_json, std::move(done));
   }
 
   std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) override {
@@ -47,7 +41,7 @@ class GrpcSandboxBackend final : public SandboxBackend {
   }
 
   Status Destroy(const SandboxRef& sandbox) override {
-    Forget(sandbox.id);
+    clients_.Forget(sandbox.id);
     if (!provisioner_) return Status::Ok();
     auto info = provisioner_->Destroy(sandbox.id);
     if (!info.ok() && info.status().code() != StatusCode::kNotFound) return info.status();
@@ -66,32 +60,19 @@ class GrpcSandboxBackend final : public SandboxBackend {
   // A client for the sandbox with this id: its endpoint, secret and uid come from the
   // provisioner (a harness that took a session over has only the id from the log).
   Result<sandbox::SandboxClient*> ClientFor(const std::string& sandbox_id) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = clients_.find(sandbox_id);
-      if (it != clients_.end()) return it->second.get();
-    }
+    if (auto* known = clients_.Find(sandbox_id)) return known;
     if (!provisioner_) return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
     SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->Get(sandbox_id));
     if (info.state() == v1::SANDBOX_STATE_ENDED) {
       return Status::Unavailable("sandbox " + sandbox_id + " has ended");
     }
     SINEW_ASSIGN_OR_RETURN(auto client, sandbox::SandboxClient::ConnectTo(info));
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto* raw = client.get();
-    clients_[sandbox_id] = std::move(client);
-    return raw;
-  }
-  void Forget(const std::string& sandbox_id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    clients_.erase(sandbox_id);
+    return clients_.Put(sandbox_id, std::move(client));
   }
 
   const std::string address_;
   const std::unique_ptr<sandbox::ProvisionerClient> provisioner_;  // null: not configured
-  std::mutex mutex_;
-  // Clients are never erased while a call uses them: a session's calls are sequential.
-  std::map<std::string, std::unique_ptr<sandbox::SandboxClient>> clients_;  // guarded by mutex_
+  SandboxClients clients_;
 };
 
 }  // namespace

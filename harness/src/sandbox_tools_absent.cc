@@ -9,9 +9,12 @@ class AbsentBackend final : public SandboxBackend {
   Result<Provisioned> Provision(const std::string&, const std::string&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");
   }
-  Result<ToolOutcome> Execute(const SandboxRef&, const std::string&, const std::string&,
-                              const std::string&) override {
+  Status Connect(const SandboxRef&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");
+  }
+  void ExecuteAsync(const SandboxRef& sandbox, const std::string&, const std::string&, const std::string&,
+                    ExecuteDone done) override {
+    done(Connect(sandbox));
   }
   std::pair<std::string, std::string> HowItEnded(const SandboxRef&) override {
     return {"crashed", "no sandbox client"};

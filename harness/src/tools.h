@@ -101,15 +101,20 @@ class SandboxBackend {
   // `spec_json`: the task's "sandbox" object (may be empty).
   [[nodiscard]] virtual Result<Provisioned> Provision(const std::string& spec_json,
                                                       const std::string& label) = 0;
-  // Runs tool call `call_id` in `sandbox` (reached through the provisioner's
-  // answer for that id, never an address from elsewhere, and authenticated on every call).
-  // The sandbox runs a call id exactly once: asking again after a crash returns the
-  // first run's result. A tool result (tool errors included), or an error when the
-  // sandbox is unreachable or broke: the caller treats it as lost.
-  [[nodiscard]] virtual Result<ToolOutcome> Execute(const SandboxRef& sandbox,
-                                                    const std::string& call_id,
-                                                    const std::string& name,
-                                                    const std::string& input_json) = 0;
+  // Runs tool call `call_id` in `sandbox` (reached through the provisioner's answer for
+  // that id, never an address from elsewhere, and authenticated on every call), in two
+  // halves so that no thread waits while the tool runs. Connect readies the sandbox's
+  // client and may block (the provisioner's lookup and a dial, once per sandbox, or
+  // after a failure); ExecuteAsync starts the call and returns, and `done` gets a tool
+  // result (tool errors included), or an error when the sandbox is unreachable or broke:
+  // the caller treats it as lost. `done` runs on another thread (a gRPC thread) or, when
+  // the call never started, on the caller's; it must be quick and must not block.
+  // ExecuteAsync without a successful Connect first connects inline. The sandbox runs a
+  // call id exactly once: asking again after a crash returns the first run's result.
+  using ExecuteDone = std::function<void(Result<ToolOutcome>)>;
+  [[nodiscard]] virtual Status Connect(const SandboxRef& sandbox) = 0;
+  virtual void ExecuteAsync(const SandboxRef& sandbox, const std::string& call_id, const std::string& name,
+                            const std::string& input_json, ExecuteDone done) = 0;
   // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited", "host_lost"),
   // detail}; waits up to 2 s for sandboxd to record the end of a sandbox whose link broke.
   virtual std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
@@ -120,6 +121,38 @@ TEST_F(SandboxTest, AMultiStepTaskWritesFilesRunsCommandsReadsResultsAndFinishes
   auto running = (*prov)->List(false);
   ASSERT_TRUE(running.ok());
   EXPECT_TRUE(running->empty());
+}
+
+// A sandbox call holds no harness thread while its tool runs (issue 17): with one worker
+// thread (`workers`: the pool for blocking calls), three sessions' 20-second commands still
+// run at the same time. When a call held its thread they ran one after another.
+TEST_F(SandboxTest, SandboxCallsHoldNoThreadWhileTheToolRuns) {
+  const std::string script = WriteFile(dir_.Sub("task.json"), R"({"responses": [
+    {"text": "Waiting.", "tool_calls": [{"name": "bash", "input": {"command": "date +%s.%N; sleep 20; date +%s.%N"}}]},
+    {"text": "done"}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script, R"(, "workers": 1)"));
+  ASSERT_FALSE(harness.address.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "wait"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  std::vector<std::pair<double, double>> ran;  // each command's start and end (wall clock)
+  for (const auto& id : ids) {
+    ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 300), "completed");
+    auto results = Of(AllEvents(harness.url(), kKey, id), "tool_result");
+    ASSERT_EQ(results.size(), 1u);
+    std::istringstream out(std::string(results[0].at("output").as_string()));
+    double start = 0, end = 0;
+    ASSERT_TRUE(out >> start >> end) << results[0].at("output").as_string();
+    ran.emplace_back(start, end);
+  }
+  std::sort(ran.begin(), ran.end());
+  int overlapping = 0;
+  for (size_t i = 1; i < ran.size(); ++i) overlapping += ran[i].first < ran[i - 1].second ? 1 : 0;
+  for (const auto& [start, end] : ran) std::printf("command ran %.1f .. %.1f\n", start - ran[0].first, end - ran[0].first);
+  EXPECT_GE(overlapping, 1) << "the commands ran one after another: each call held the one worker thread";
 }
 
 TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {

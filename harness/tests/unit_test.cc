@@ -6,6 +6,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include "async.h"
@@ -447,6 +448,49 @@ TEST(AsyncTest, OnPoolCarriesTheLogFieldsAcrossAndBringsBackResultsAndExceptions
 
 // The scripted model's asynchronous form: same answer as Complete; a call waiting on its
 // gate file ends as cancelled when its cancel flag is set.
+// AwaitCallback resumes the coroutine on its own executor whether the callback comes at
+// once (inside start) or later from another thread; WaitForCallback gives up at its
+// timeout and a late call does no harm.
+TEST(AsyncTest, CallbacksResumeTheCoroutineFromAnyThreadAndTimeOut) {
+  asio::io_context io;
+  std::thread late_caller;
+  std::function<void(int)> late_done;
+  auto body = [&]() -> Task<void> {
+    LogFields fields;
+    fields.session = "s-callback";
+    ReplaceLogFields(fields);
+    const auto io_thread = std::this_thread::get_id();
+    const int now = co_await AwaitCallback<int>([](std::function<void(int)> done) { done(7); });
+    EXPECT_EQ(now, 7);
+    std::thread::id caller;
+    const std::string later = co_await AwaitCallback<std::string>([&](std::function<void(std::string)> done) {
+      late_caller = std::thread([&caller, done] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        caller = std::this_thread::get_id();
+        done("from another thread");
+      });
+    });
+    EXPECT_EQ(later, "from another thread");
+    EXPECT_NE(caller, io_thread);
+    EXPECT_EQ(std::this_thread::get_id(), io_thread);
+    EXPECT_EQ(CurrentLogFields().session, "s-callback");
+    // Never called in time: nullopt; the call that comes later changes nothing.
+    std::optional<int> missed = co_await WaitForCallback<int>(
+        [&](std::function<void(int)> done) { late_done = std::move(done); }, std::chrono::milliseconds(20));
+    EXPECT_FALSE(missed.has_value());
+    late_done(1);
+    std::optional<int> called = co_await WaitForCallback<int>(
+        [](std::function<void(int)> done) { done(2); }, std::chrono::seconds(30));
+    EXPECT_EQ(called, 2);
+    EXPECT_EQ(CurrentLogFields().session, "s-callback");
+    ReplaceLogFields({});
+  };
+  auto done = asio::co_spawn(asio::make_strand(io), body(), asio::use_future);
+  io.run();
+  late_caller.join();
+  done.get();
+}
+
 TEST(AsyncTest, ScriptedModelAnswersAsynchronouslyAndAGatedCallCanBeCancelled) {
   testing::TempDir dir("sinew-async");
   test::WriteFile(dir.Sub("s.json"), R"({"responses": [{"text": "one two", "delay_ms": 20},

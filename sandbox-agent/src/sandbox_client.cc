@@ -116,6 +116,36 @@ class GrpcSandboxClient final : public SandboxClient {
     return result;
   }
 
+  void ExecuteAsync(std::string_view name, std::string_view input_json, std::string_view call_id,
+                    ExecuteDone done) override {
+    if (auto rejected = RejectNonUtf8(name, input_json)) return done(*std::move(rejected));
+    auto stub = Stub();
+    if (!stub.ok()) return done(stub.status());
+    // What gRPC uses until the call ends; the stub too, so that a failed call's reset of
+    // stub_ cannot take the channel away under it.
+    struct Call {
+      grpc::ClientContext ctx;
+      v1::ExecuteRequest req;
+      v1::ExecuteResult result;
+      std::string nonce;
+      std::shared_ptr<v1::Sandbox::Stub> stub;
+      ExecuteDone done;
+    };
+    auto call = std::make_shared<Call>();
+    call->ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+    call->nonce = Authenticate(call->ctx);
+    AddTraceMetadata(&call->ctx);
+    call->req = MakeRequest(name, input_json, call_id);
+    call->stub = *std::move(stub);
+    call->done = std::move(done);
+    Call* raw = call.get();
+    raw->stub->async()->Execute(&raw->ctx, &raw->req, &raw->result, [this, call](grpc::Status s) {
+      if (!s.ok()) return call->done(Failed(s, "sandbox Execute"));
+      if (Status proof = CheckProof(call->ctx, call->nonce); !proof.ok()) return call->done(proof);
+      call->done(std::move(call->result));
+    });
+  }
+
   Result<v1::ExecuteResult> ExecuteStream(std::string_view name, std::string_view input_json,
                                           const OutputCallback& on_output,
                                           std::string_view call_id) override {

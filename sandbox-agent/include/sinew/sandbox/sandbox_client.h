@@ -64,6 +64,15 @@ class SandboxClient {
                                                           std::string_view input_json,
                                                           std::string_view call_id = {}) = 0;
 
+  // Execute without holding the calling thread while the tool runs (gRPC's callback
+  // API): returns at once; `done` gets what Execute would return, on a gRPC thread or
+  // (for input refused before any call, or when no channel could be opened) on the
+  // calling thread. `done` must be quick and must not block. The client must outlive
+  // the call. Opening the channel, when none is open yet, blocks as in Execute.
+  using ExecuteDone = std::function<void(Result<v1::ExecuteResult>)>;
+  virtual void ExecuteAsync(std::string_view name, std::string_view input_json, std::string_view call_id,
+                            ExecuteDone done) = 0;
+
   // Like Execute, and calls `on_output(is_stderr, bytes)` for each chunk of output as it
   // comes (bash only). The callback runs on the calling thread.
   using OutputCallback = std::function<void(bool is_stderr, std::string_view bytes)>;
