@@ -149,7 +149,9 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
                                      : "running it again (idempotent)");
   }
   if (!info->needs_sandbox) {
-    outcome = co_await Blocking([&] { return deps_.proxy->Execute(spec.name(), spec.input_json(), &abort_); });
+    outcome = co_await AwaitCallback<ToolOutcome>([&](ProxyTools::Done done) {
+      deps_.proxy->ExecuteAsync(spec.name(), spec.input_json(), &abort_, std::move(done));
+    });
     // Cut short by a stop: leave the call pending; the next wake decides (idempotent or
     // interrupted), exactly as after a crash.
     if (deps_.stopping->load() || fenced_) co_return Status::Ok();

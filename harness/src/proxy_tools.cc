@@ -50,15 +50,26 @@ Result<std::pair<std::string, std::string>> HostOf(const std::string& url) {
 
 }  // namespace
 
-ToolOutcome ProxyTools::Execute(const std::string& name, const std::string& input_json,
-                                const std::atomic<bool>* cancelled) const {
-  if (name == "http_request") return HttpRequestTool(input_json, cancelled);
-  return Error("unknown proxy tool '" + name + "'");
+void ProxyTools::ExecuteAsync(const std::string& name, const std::string& input_json,
+                              const std::atomic<bool>* cancelled, Done done) const {
+  if (name != "http_request") return done(Error("unknown proxy tool '" + name + "'"));
+  const auto start = std::chrono::steady_clock::now();
+  auto request = HttpRequestFor(input_json);
+  if (auto* refused = std::get_if<ToolOutcome>(&request)) return done(std::move(*refused));
+  HttpRequest req = std::get<HttpRequest>(std::move(request));
+  req.stop = cancelled;
+  Http().Start(std::move(req), nullptr, [this, start, done = std::move(done)](Result<HttpResponse> response) {
+    if (response.ok() && response->stopped) response = Status::Cancelled("http_request: stopped");
+    done(HttpRequestOutcome(response, start));
+  });
 }
 
-ToolOutcome ProxyTools::HttpRequestTool(const std::string& input_json,
-                                        const std::atomic<bool>* cancelled) const {
-  const auto start = std::chrono::steady_clock::now();
+http::AsyncClient& ProxyTools::Http() const {
+  std::call_once(http_once_, [this] { http_ = std::make_unique<http::AsyncClient>(); });
+  return *http_;
+}
+
+std::variant<HttpRequest, ToolOutcome> ProxyTools::HttpRequestFor(const std::string& input_json) const {
   boost::system::error_code ec;
   json::value v = json::parse(input_json, ec);
   if (ec || !v.is_object()) return Error("http_request input must be a JSON object with \"url\"");
@@ -110,8 +121,11 @@ ToolOutcome ProxyTools::HttpRequestTool(const std::string& input_json,
   if (!injected_header.empty()) req.headers.push_back(injected_header);
   req.timeout_ms = 30000;
   req.max_response_bytes = kMaxResponseBytes;
-  req.stop = cancelled;
-  auto response = PerformHttp(req);
+  return req;
+}
+
+ToolOutcome ProxyTools::HttpRequestOutcome(const Result<HttpResponse>& response,
+                                           std::chrono::steady_clock::time_point start) const {
   ToolOutcome out;
   out.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - start)

@@ -8,11 +8,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "curl_http.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/model_client.h"
 #include "sinew/harness/vault.h"
@@ -50,14 +53,26 @@ class ProxyTools {
  public:
   ProxyTools(std::vector<HttpAllowEntry> allow, const Vault* vault)
       : allow_(std::move(allow)), vault_(vault) {}
-  // Runs a proxy tool; failures are outcomes with is_error (for the model).
-  ToolOutcome Execute(const std::string& name, const std::string& input_json,
-                      const std::atomic<bool>* cancelled) const;
+  // Runs a proxy tool without holding a thread while its request is out (libcurl's multi
+  // interface on the tools' own HTTP thread, started at the first call): `done` gets the
+  // outcome there, or at once for input refused before any request; it must be quick and
+  // must not block. Failures are outcomes with is_error (for the model). `cancelled`
+  // (may be null) stops the request within about a second.
+  using Done = std::function<void(ToolOutcome)>;
+  void ExecuteAsync(const std::string& name, const std::string& input_json, const std::atomic<bool>* cancelled,
+                    Done done) const;
 
  private:
-  ToolOutcome HttpRequestTool(const std::string& input_json, const std::atomic<bool>* cancelled) const;
+  // The request an http_request input asks for (allow list checked, credential added), or
+  // the error outcome that refuses it.
+  std::variant<HttpRequest, ToolOutcome> HttpRequestFor(const std::string& input_json) const;
+  ToolOutcome HttpRequestOutcome(const Result<HttpResponse>& response,
+                                 std::chrono::steady_clock::time_point start) const;
+  http::AsyncClient& Http() const;
   const std::vector<HttpAllowEntry> allow_;
   const Vault* vault_;  // not owned; outlives this
+  mutable std::once_flag http_once_;
+  mutable std::unique_ptr<http::AsyncClient> http_;
 };
 
 // A session's sandbox as its log records it (sandbox_provisioned): its id, and the host

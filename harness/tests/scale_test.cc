@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <atomic>
 #include <fstream>
 #include <set>
@@ -250,6 +252,53 @@ TEST(HarnessScaleTest, FollowedEventStreamsHoldNoThreadWhileTheyWait) {
   EXPECT_EQ(ended, kStreams);
   // A thread per stream would add at least kStreams.
   EXPECT_LT(held_threads - base_threads, kStreams / 4);
+}
+
+// http_request tool calls hold no harness thread while their request is out (libcurl's
+// multi interface): with one worker thread, four sessions' requests reach the target
+// together. The target holds each request until all four are there (or 30 s passed) and
+// answers how many it saw; one after another, the first would have seen only itself.
+TEST(HarnessScaleTest, HttpRequestToolCallsHoldNoThreadWhileTheRequestIsOut) {
+  constexpr int kSessions = 4;
+  testing::TempDir dir("sinew-proxy");
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  std::mutex mu;
+  std::condition_variable all_there;
+  int arrived = 0;
+  TestHttpServer target([&](const TestHttpServer::Request&) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++arrived;
+    all_there.notify_all();
+    all_there.wait_for(lock, std::chrono::seconds(30), [&] { return arrived >= kSessions; });
+    TestHttpServer::Response r;
+    r.content_type = "text/plain";
+    r.body = "together=" + std::to_string(arrived);
+    return r;
+  });
+  WriteFile(dir.Sub("script.json"), R"({"responses": [
+    {"text": "asking", "tool_calls": [{"name": "http_request", "input": {"url": ")" + target.url() + R"(/x"}}]},
+    {"text": "done"}]})");
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "workers": 1,
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "scale"},
+    "default_model": "scripted", "models": {"scripted": {"kind": "scripted", "script": ")" +
+                                                       dir.Sub("script.json") + R"("}},
+    "http_request": {"allow": [{"host": "127.0.0.1:)" + std::to_string(target.port()) + R"("}]}})");
+  ASSERT_FALSE(harness.address.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < kSessions; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "ask"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  for (const auto& id : ids) {
+    ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 120), "completed");
+    std::string output;
+    for (const auto& e : AllEvents(harness.url(), kKey, id)) {
+      if (e.contains("tool_result")) output = std::string(e.at("tool_result").at("output").as_string());
+    }
+    EXPECT_NE(output.find("together=4"), std::string::npos) << output;
+  }
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 #include <curl/curl.h>
 
 #include <cctype>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 namespace sinew::http {
 namespace {
@@ -82,50 +86,167 @@ void InitCurlOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+namespace {
+
+// One request's easy handle and everything its callbacks use; lives at a fixed address
+// (the callbacks hold pointers into it) until the transfer ends.
+class Easy {
+ public:
+  Easy(ClientRequest request, ChunkCallback on_chunk)
+      : request_(std::move(request)), on_chunk_(std::move(on_chunk)), transfer_{&request_, &on_chunk_, &response_} {}
+  ~Easy() {
+    if (handle_ != nullptr) curl_easy_cleanup(handle_);
+    if (headers_ != nullptr) curl_slist_free_all(headers_);
+  }
+  Easy(const Easy&) = delete;
+  Easy& operator=(const Easy&) = delete;
+
+  // The configured handle, or null when libcurl could not make one.
+  CURL* Setup() {
+    InitCurlOnce();
+    handle_ = curl_easy_init();
+    if (handle_ == nullptr) return nullptr;
+    CURL* h = handle_;
+    curl_easy_setopt(h, CURLOPT_URL, request_.url.c_str());
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request_.method.c_str());
+    if (request_.method == "HEAD") curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (!request_.body.empty() || request_.method == "POST" || request_.method == "PUT" ||
+        request_.method == "PATCH") {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, request_.body.data());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request_.body.size()));
+    }
+    for (const auto& line : request_.headers) headers_ = curl_slist_append(headers_, line.c_str());
+    headers_ = curl_slist_append(headers_, "Expect:");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer_);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &transfer_);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &transfer_);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(request_.timeout_ms));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request_.connect_timeout_ms));
+    if (request_.low_speed_seconds > 0) {
+      curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+      curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request_.low_speed_seconds));
+    }
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    // Proxies from the environment are never used: Sinew talks to what it is told.
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    SetTls(h, request_.tls);
+    return h;
+  }
+
+  // What the transfer came to, given libcurl's result for it.
+  Result<ClientResponse> Finish(CURLcode rc) {
+    curl_easy_getinfo(handle_, CURLINFO_RESPONSE_CODE, &response_.status);
+    if (rc == CURLE_OK || response_.stopped) return std::move(response_);
+    const std::string what = request_.method + " " + request_.url + ": " + curl_easy_strerror(rc);
+    if (rc == CURLE_OPERATION_TIMEDOUT) return Status::DeadlineExceeded(what);
+    return Status::Unavailable(what);
+  }
+
+ private:
+  const ClientRequest request_;
+  const ChunkCallback on_chunk_;
+  ClientResponse response_;
+  Transfer transfer_;
+  CURL* handle_ = nullptr;
+  curl_slist* headers_ = nullptr;
+};
+
+}  // namespace
+
 Result<ClientResponse> Fetch(const ClientRequest& request, const ChunkCallback& on_chunk) {
-  InitCurlOnce();
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (!curl) return Status::Internal("curl_easy_init failed");
-  ClientResponse response;
-  Transfer transfer{&request, &on_chunk, &response};
-  CURL* h = curl.get();
-  curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-  if (request.method == "HEAD") curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-  if (!request.body.empty() || request.method == "POST" || request.method == "PUT" || request.method == "PATCH") {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  Easy easy(request, on_chunk);
+  CURL* h = easy.Setup();
+  if (h == nullptr) return Status::Internal("curl_easy_init failed");
+  return easy.Finish(curl_easy_perform(h));
+}
+
+struct AsyncClient::Impl {
+  struct Running {
+    std::unique_ptr<Easy> easy;
+    Done done;
+  };
+
+  Impl() : multi((InitCurlOnce(), curl_multi_init())) {
+    thread = std::thread([this] { Loop(); });
   }
-  struct curl_slist* headers = nullptr;
-  for (const auto& line : request.headers) headers = curl_slist_append(headers, line.c_str());
-  headers = curl_slist_append(headers, "Expect:");
-  std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(headers, curl_slist_free_all);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &transfer);
-  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout_ms));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.connect_timeout_ms));
-  if (request.low_speed_seconds > 0) {
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.low_speed_seconds));
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    curl_multi_wakeup(multi);
+    thread.join();
+    curl_multi_cleanup(multi);
   }
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  // Proxies from the environment are never used: Sinew talks to what it is told.
-  curl_easy_setopt(h, CURLOPT_PROXY, "");
-  SetTls(h, request.tls);
-  CURLcode rc = curl_easy_perform(h);
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response.status);
-  if (rc == CURLE_OK || response.stopped) return response;
-  const std::string what = request.method + " " + request.url + ": " + curl_easy_strerror(rc);
-  if (rc == CURLE_OPERATION_TIMEDOUT) return Status::DeadlineExceeded(what);
-  return Status::Unavailable(what);
+
+  void Loop() {
+    std::map<CURL*, Running> running;  // the loop thread's own
+    for (;;) {
+      std::vector<Running> added;
+      bool stop = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        added.swap(pending);
+        stop = stopping;
+      }
+      for (auto& r : added) {
+        CURL* h = r.easy->Setup();
+        if (h == nullptr || curl_multi_add_handle(multi, h) != CURLM_OK) {
+          r.done(Status::Internal("libcurl could not start the transfer"));
+          continue;
+        }
+        running.emplace(h, std::move(r));
+      }
+      if (stop) break;
+      int still = 0;
+      curl_multi_perform(multi, &still);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        auto it = running.find(msg->easy_handle);
+        if (it == running.end()) continue;
+        curl_multi_remove_handle(multi, msg->easy_handle);
+        Running done = std::move(it->second);
+        running.erase(it);
+        done.done(done.easy->Finish(msg->data.result));
+      }
+      // Wakes for the sockets, for Start and the destructor (curl_multi_wakeup), and at
+      // least once a second so that progress callbacks see `stop`.
+      curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+    }
+    for (auto& [h, r] : running) {
+      curl_multi_remove_handle(multi, h);
+      r.done(Status::Cancelled("the HTTP client was shut down"));
+    }
+  }
+
+  CURLM* const multi;
+  std::mutex mu;
+  std::vector<Running> pending;  // guarded by mu
+  bool stopping = false;         // guarded by mu
+  std::thread thread;
+};
+
+AsyncClient::AsyncClient() : impl_(std::make_unique<Impl>()) {}
+AsyncClient::~AsyncClient() = default;
+
+void AsyncClient::Start(ClientRequest request, ChunkCallback on_chunk, Done done) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!impl_->stopping) {
+      impl_->pending.push_back({std::make_unique<Easy>(std::move(request), std::move(on_chunk)), std::move(done)});
+      done = nullptr;
+    }
+  }
+  if (done) return done(Status::Cancelled("the HTTP client was shut down"));
+  curl_multi_wakeup(impl_->multi);
 }
 
 }  // namespace sinew::http

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "sinew/http/client.h"
@@ -392,6 +394,74 @@ TEST(HttpClientTest, StoppingAStreamIsNotAnError) {
   auto refused = Fetch(Req("http://127.0.0.1:1/x"));
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(refused.status().message().find("127.0.0.1:1"), std::string::npos);
+}
+
+// AsyncClient: many requests at once on its one thread. A server that answers each
+// request 300 ms later sees them all in flight together; every answer arrives whole.
+TEST(HttpClientTest, AsyncClientRunsManyRequestsAtOnceOnOneThread) {
+  std::atomic<int> in_flight{0}, most{0};
+  auto server = StartServer(ServerOptions{}, [&](Request request, std::shared_ptr<ResponseStream> stream) {
+    const int now = ++in_flight;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    std::thread([&in_flight, stream, target = request.target] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      --in_flight;
+      stream->Send(200, "text/plain", "answer to " + target);
+    }).detach();
+  });
+  ASSERT_NE(server, nullptr);
+  constexpr int kRequests = 20;
+  std::vector<std::promise<Result<ClientResponse>>> answers(kRequests);
+  std::set<std::thread::id> callback_threads;
+  std::mutex mu;
+  {
+    AsyncClient client;
+    for (int i = 0; i < kRequests; ++i) {
+      client.Start(Req("http://" + server->address() + "/r" + std::to_string(i)), nullptr,
+                   [&, i](Result<ClientResponse> r) {
+                     {
+                       std::lock_guard<std::mutex> lock(mu);
+                       callback_threads.insert(std::this_thread::get_id());
+                     }
+                     answers[i].set_value(std::move(r));
+                   });
+    }
+    for (int i = 0; i < kRequests; ++i) {
+      auto r = answers[i].get_future().get();
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->status, 200);
+      EXPECT_EQ(r->body, "answer to /r" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(callback_threads.size(), 1u);
+  EXPECT_GT(most.load(), kRequests / 2) << "the requests were not in flight together";
+}
+
+// A stop flag ends a transfer (stopped, not an error); destroying the client cancels
+// what still runs; a refused connection is kUnavailable, as with Fetch.
+TEST(HttpClientTest, AsyncClientStopsCancelsAndReportsRefusals) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  std::atomic<bool> stop{false};
+  std::promise<Result<ClientResponse>> stopped, cancelled, refused;
+  {
+    AsyncClient client;
+    client.Start(Req("http://" + server->address() + "/events?1000", 0, &stop), nullptr,
+                 [&](Result<ClientResponse> r) { stopped.set_value(std::move(r)); });
+    client.Start(Req("http://127.0.0.1:1/x"), nullptr, [&](Result<ClientResponse> r) { refused.set_value(std::move(r)); });
+    auto refusal = refused.get_future().get();
+    EXPECT_EQ(refusal.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(refusal.status().message().find("127.0.0.1:1"), std::string::npos);
+    stop = true;
+    auto ended = stopped.get_future().get();
+    ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+    EXPECT_TRUE(ended->stopped);
+    client.Start(Req("http://" + server->address() + "/events?1000", 0), [](std::string_view) { return true; },
+                 [&](Result<ClientResponse> r) { cancelled.set_value(std::move(r)); });
+  }
+  EXPECT_EQ(cancelled.get_future().get().status().code(), StatusCode::kCancelled);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,6 +63,26 @@ using ChunkCallback = std::function<bool(std::string_view chunk)>;
 // transfer the caller stopped (response.stopped). Errors: kDeadlineExceeded (timeout),
 // kUnavailable (connect, TLS or transport failure; the message names the URL).
 [[nodiscard]] Result<ClientResponse> Fetch(const ClientRequest& request, const ChunkCallback& on_chunk = nullptr);
+
+// Fetch for many requests at once without a thread each: libcurl's multi interface on
+// one thread of the client's own. Start returns at once; `done` gets what Fetch would
+// return, on that thread, as do `on_chunk` and `request.on_tick`: all three must be quick
+// and must not block (post to an executor). `request.stop` is seen within about a
+// second. The destructor ends the transfers still running, each `done` getting
+// kCancelled. Thread-safety: Start may be called from any thread.
+class AsyncClient {
+ public:
+  using Done = std::function<void(Result<ClientResponse>)>;
+  AsyncClient();
+  ~AsyncClient();
+  AsyncClient(const AsyncClient&) = delete;
+  AsyncClient& operator=(const AsyncClient&) = delete;
+  void Start(ClientRequest request, ChunkCallback on_chunk, Done done);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Initialises libcurl once per process (idempotent, thread-safe).
 void InitCurlOnce();
