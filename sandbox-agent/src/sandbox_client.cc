@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -121,14 +122,16 @@ class GrpcSandboxClient final : public SandboxClient {
     if (auto rejected = RejectNonUtf8(name, input_json)) return done(*std::move(rejected));
     auto stub = Stub();
     if (!stub.ok()) return done(stub.status());
-    // What gRPC uses until the call ends; the stub too, so that a failed call's reset of
-    // stub_ cannot take the channel away under it.
+    // What gRPC uses until the call ends, released by the completion callback. Nothing
+    // there may release the channel: destroying a channel inside one of its own callbacks
+    // breaks gRPC's reference counts (it aborted the harness), so a failure marks the
+    // channel for a redial by the next call on the caller's thread instead of resetting
+    // it as Failed does.
     struct Call {
       grpc::ClientContext ctx;
       v1::ExecuteRequest req;
       v1::ExecuteResult result;
       std::string nonce;
-      std::shared_ptr<v1::Sandbox::Stub> stub;
       ExecuteDone done;
     };
     auto call = std::make_shared<Call>();
@@ -136,11 +139,14 @@ class GrpcSandboxClient final : public SandboxClient {
     call->nonce = Authenticate(call->ctx);
     AddTraceMetadata(&call->ctx);
     call->req = MakeRequest(name, input_json, call_id);
-    call->stub = *std::move(stub);
     call->done = std::move(done);
     Call* raw = call.get();
-    raw->stub->async()->Execute(&raw->ctx, &raw->req, &raw->result, [this, call](grpc::Status s) {
-      if (!s.ok()) return call->done(Failed(s, "sandbox Execute"));
+    (*stub)->async()->Execute(&raw->ctx, &raw->req, &raw->result, [this, call](grpc::Status s) {
+      if (!s.ok()) {
+        if (s.error_code() == grpc::StatusCode::UNAVAILABLE) redial_.store(true);
+        // Last use of `this`: the caller may destroy the client once done has run.
+        return call->done(FromGrpcStatus(s).WithContext("sandbox Execute"));
+      }
       if (Status proof = CheckProof(call->ctx, call->nonce); !proof.ok()) return call->done(proof);
       call->done(std::move(call->result));
     });
@@ -203,6 +209,7 @@ class GrpcSandboxClient final : public SandboxClient {
   Result<std::shared_ptr<v1::Sandbox::Stub>> Stub() {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (redial_.exchange(false)) stub_.reset();  // an ExecuteAsync failed for the transport
       if (stub_) return stub_;
     }
     SINEW_RETURN_IF_ERROR(Dial());
@@ -270,6 +277,7 @@ class GrpcSandboxClient final : public SandboxClient {
   const SandboxClientOptions options_;
   std::mutex mu_;
   std::shared_ptr<v1::Sandbox::Stub> stub_;  // null: dial on the next call; guarded by mu_
+  std::atomic<bool> redial_{false};  // set by ExecuteAsync's callback; Stub() acts on it
 };
 
 }  // namespace

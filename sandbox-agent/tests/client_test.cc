@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "sinew/sandbox/outcome.h"
@@ -170,6 +171,44 @@ TEST_F(AgentProcessTest, ClientRefusesAnAgentThatIsNotTheSandboxItAskedFor) {
   EXPECT_THAT(r.status().message(), HasSubstr("is not sandbox sb-other"));
   auto s = (*c)->ExecuteStream("bash", R"({"command":"echo hi"})", nullptr);
   EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
+}
+
+// ExecuteAsync's answers (a result, a refused proof, a dead agent), each waited for.
+Result<v1::ExecuteResult> AwaitExecute(SandboxClient& client, const std::string& name, const std::string& input) {
+  std::promise<Result<v1::ExecuteResult>> answer;
+  client.ExecuteAsync(name, input, "", [&](Result<v1::ExecuteResult> r) { answer.set_value(std::move(r)); });
+  return answer.get_future().get();
+}
+
+// ExecuteAsync answers through gRPC's callback API: a result, a refused proof, and after
+// the agent dies, kUnavailable, then a redial that finds nobody. (The harness-level
+// attack, SandboxTest.ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne, is what caught
+// a channel released from its own completion callback aborting the process; this test
+// did not reproduce that abort in its own process.)
+TEST_F(AgentProcessTest, ExecuteAsyncAnswersChecksTheProofAndSurvivesTheAgentsDeath) {
+  {
+    auto impostor = SandboxClient::Connect(endpoint_, Options("sb-other"));
+    ASSERT_TRUE(impostor.ok());
+    auto refused = AwaitExecute(**impostor, "bash", R"({"command":"echo hi"})");
+    EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  }
+  auto solo = SandboxClient::Connect(endpoint_, Options());
+  ASSERT_TRUE(solo.ok());
+  auto hi = AwaitExecute(**solo, "bash", R"({"command":"echo hi"})");
+  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
+  EXPECT_EQ(hi->output(), "hi\n");
+  auto not_utf8 = AwaitExecute(**solo, "bash", std::string("\xff\xfe{", 3));  // refused before any call
+  ASSERT_TRUE(not_utf8.ok());
+  EXPECT_TRUE(not_utf8->is_error());
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the channel sees the hang-up
+  auto gone = AwaitExecute(**solo, "bash", R"({"command":"echo hi"})");
+  EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable) << gone.status().ToString();
+  // The failed call marked the channel: the next call redials and finds nobody.
+  EXPECT_EQ(AwaitExecute(**solo, "bash", R"({"command":"echo hi"})").status().code(), StatusCode::kUnavailable);
+  solo->reset();
 }
 
 TEST_F(AgentProcessTest, ClientChecksThePeerUidAndNeverFollowsALink) {
