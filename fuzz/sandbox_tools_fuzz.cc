@@ -37,10 +37,19 @@ bool StaysInside(const boost::json::value& v) {
   return true;
 }
 
+// Inputs write files into it, so it is made afresh every kInputsPerWorkspace inputs: a
+// long run would otherwise grow it without bound and every list_files and grep with it
+// (one hour's run reached 28 s per input), and an input's cost would depend on the run.
+constexpr int kInputsPerWorkspace = 500;
+
 struct Workspace {
   std::filesystem::path dir;
+  int inputs = 0;
   Workspace() {
     dir = std::filesystem::temp_directory_path() / ("sinew-fuzz-tools-" + std::to_string(::getpid()));
+    Reset();
+  }
+  void Reset() {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir / "src" / "deep");
     std::ofstream(dir / "a.txt") << "alpha\nbeta\ngamma alpha\n";
@@ -66,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     config.grep_time_budget = std::chrono::seconds(2);
     return sinew::sandbox::ToolRegistry(config);
   }();
+  if (++workspace.inputs % kInputsPerWorkspace == 0) workspace.Reset();
   const auto [name, input] = sinew::fuzz::SplitAt(sinew::fuzz::Bytes(data, size), "\n");
   if (name == "bash") return 0;
   boost::system::error_code ec;
