@@ -21,11 +21,13 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -37,6 +39,18 @@ namespace asio = boost::asio;
 
 template <typename T>
 using Task = asio::awaitable<T>;
+
+// Callbacks of AwaitCallback and WaitForCallback that are inside asio::post right now. A
+// foreign thread (gRPC's, libcurl's) that posts a coroutine's wake-up still touches the
+// io_context for a moment after the coroutine may already have run to its end; whoever
+// destroys the io_context first waits for this to drop to zero (WaitForForeignPosts).
+inline std::atomic<int>& ForeignPostsInFlight() {
+  static std::atomic<int> count{0};
+  return count;
+}
+inline void WaitForForeignPosts() {
+  while (ForeignPostsInFlight().load() > 0) std::this_thread::yield();
+}
 
 // Runs `fn()` (a call that blocks) on `pool` under the calling coroutine's log fields and
 // resumes the coroutine on its own executor with the result (an exception fn throws is
@@ -80,9 +94,11 @@ Task<T> AwaitCallback(Start start) {
         // std::function needs a copyable callable; the handler moves only.
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         start(std::function<void(T)>([&out, shared](T value) {
+          ++ForeignPostsInFlight();
           out.emplace(std::move(value));
           const auto executor = asio::get_associated_executor(*shared);
           asio::post(executor, std::move(*shared));
+          --ForeignPostsInFlight();
         }));
       },
       asio::use_awaitable);
@@ -114,11 +130,13 @@ Task<std::optional<T>> WaitForCallback(Arm arm, std::chrono::steady_clock::durat
   auto state = std::make_shared<State>(executor);
   state->timer.expires_after(timeout);
   arm(std::function<void(T)>([state, executor](T value) {
+    ++ForeignPostsInFlight();
     asio::post(executor, [state, value = std::move(value)]() mutable {
       if (state->value) return;
       state->value = std::move(value);
       state->timer.cancel();
     });
+    --ForeignPostsInFlight();
   }));
   boost::system::error_code ignored;
   co_await state->timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));

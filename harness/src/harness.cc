@@ -195,6 +195,10 @@ class HarnessImpl final : public Harness, public SessionControl {
       std::unique_lock<std::mutex> lock(mutex_);
       idle_cv_.wait(lock, [&] { return active_ == 0; });
     }
+    // No foreign thread may post to the driver io_context past this point: the tools'
+    // HTTP thread is joined, and a gRPC or libcurl thread still inside a post is waited for.
+    if (proxy_) proxy_->Shutdown();
+    WaitForForeignPosts();
     driver_work_.reset();
     for (auto& t : driver_threads_) t.join();
     if (store_pool_) store_pool_->join();

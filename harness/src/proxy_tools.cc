@@ -69,6 +69,12 @@ http::AsyncClient& ProxyTools::Http() const {
   return *http_;
 }
 
+void ProxyTools::Shutdown() {
+  // Started now if it never was, so that the once-flag cannot start one afterwards; the
+  // reset below joins its thread, and a stopped client answers later calls as cancelled.
+  Http().Stop();
+}
+
 std::variant<HttpRequest, ToolOutcome> ProxyTools::HttpRequestFor(const std::string& input_json) const {
   boost::system::error_code ec;
   json::value v = json::parse(input_json, ec);

@@ -61,6 +61,9 @@ class ProxyTools {
   using Done = std::function<void(ToolOutcome)>;
   void ExecuteAsync(const std::string& name, const std::string& input_json, const std::atomic<bool>* cancelled,
                     Done done) const;
+  // Ends the requests still out (their `done` gets a cancelled outcome) and joins the
+  // HTTP thread; later calls are answered at once as cancelled. Idempotent.
+  void Shutdown();
 
  private:
   // The request an http_request input asks for (allow list checked, credential added), or

@@ -177,13 +177,17 @@ struct AsyncClient::Impl {
     thread = std::thread([this] { Loop(); });
   }
   ~Impl() {
+    Stop();
+    curl_multi_cleanup(multi);
+  }
+  void Stop() {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
     }
     curl_multi_wakeup(multi);
-    thread.join();
-    curl_multi_cleanup(multi);
+    std::lock_guard<std::mutex> lock(join_mu);
+    if (thread.joinable()) thread.join();
   }
 
   void Loop() {
@@ -231,11 +235,14 @@ struct AsyncClient::Impl {
   std::mutex mu;
   std::vector<Running> pending;  // guarded by mu
   bool stopping = false;         // guarded by mu
+  std::mutex join_mu;            // one Stop joins the thread
   std::thread thread;
 };
 
 AsyncClient::AsyncClient() : impl_(std::make_unique<Impl>()) {}
 AsyncClient::~AsyncClient() = default;
+
+void AsyncClient::Stop() { impl_->Stop(); }
 
 void AsyncClient::Start(ClientRequest request, ChunkCallback on_chunk, Done done) {
   {

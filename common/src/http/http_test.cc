@@ -462,6 +462,13 @@ TEST(HttpClientTest, AsyncClientStopsCancelsAndReportsRefusals) {
                  [&](Result<ClientResponse> r) { cancelled.set_value(std::move(r)); });
   }
   EXPECT_EQ(cancelled.get_future().get().status().code(), StatusCode::kCancelled);
+  // After Stop, a request is answered at once, cancelled.
+  AsyncClient stopped_client;
+  stopped_client.Stop();
+  std::promise<Result<ClientResponse>> late;
+  stopped_client.Start(Req("http://" + server->address() + "/x"), nullptr,
+                       [&](Result<ClientResponse> r) { late.set_value(std::move(r)); });
+  EXPECT_EQ(late.get_future().get().status().code(), StatusCode::kCancelled);
 }
 
 }  // namespace

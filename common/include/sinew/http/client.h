@@ -68,8 +68,8 @@ using ChunkCallback = std::function<bool(std::string_view chunk)>;
 // one thread of the client's own. Start returns at once; `done` gets what Fetch would
 // return, on that thread, as do `on_chunk` and `request.on_tick`: all three must be quick
 // and must not block (post to an executor). `request.stop` is seen within about a
-// second. The destructor ends the transfers still running, each `done` getting
-// kCancelled. Thread-safety: Start may be called from any thread.
+// second. Stop (and the destructor) ends the transfers still running, each `done` getting
+// kCancelled. Thread-safety: Start and Stop may be called from any thread.
 class AsyncClient {
  public:
   using Done = std::function<void(Result<ClientResponse>)>;
@@ -78,6 +78,9 @@ class AsyncClient {
   AsyncClient(const AsyncClient&) = delete;
   AsyncClient& operator=(const AsyncClient&) = delete;
   void Start(ClientRequest request, ChunkCallback on_chunk, Done done);
+  // Ends the transfers still running (kCancelled) and joins the client's thread; a later
+  // Start is answered kCancelled at once. Idempotent; the destructor calls it.
+  void Stop();
 
  private:
   struct Impl;
