@@ -362,8 +362,12 @@ std::string ApiHandler::StreamChunk(const v1::Event& ev) {
   return "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() + "\ndata: " + EventToJson(ev) + "\n\n";
 }
 
+bool ApiHandler::MayEndStream(const v1::Event& ev) {
+  return ev.has_status_change() && IsTerminal(ev.status_change().to());
+}
+
 bool ApiHandler::StreamEndsAfter(const std::string& id, const v1::Event& ev) {
-  if (!ev.has_status_change() || !IsTerminal(ev.status_change().to())) return false;
+  if (!MayEndStream(ev)) return false;
   // The end, unless the session went on after this (a later message woke it).
   auto now = deps_.store->GetSession(id);
   return now.ok() && now->next_seq() == ev.seq() + 1;

@@ -81,8 +81,10 @@ class ApiHandler {
   };
   StreamOpening OpenStream(const ApiRequest& request);
   static std::string StreamChunk(const v1::Event& event);
+  // True for a terminal status change: the only events after which a stream may end.
+  static bool MayEndStream(const v1::Event& event);
   // True when the stream is complete after `event`: a terminal status that no later
-  // message followed (a store call when `event` is a terminal status change).
+  // message followed (a store call when MayEndStream(event)).
   bool StreamEndsAfter(const std::string& session_id, const v1::Event& event);
   // True once the harness is stopping: streams end.
   bool stopping() const { return deps_.stopping->load(); }

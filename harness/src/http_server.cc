@@ -234,7 +234,7 @@ class ApiServer final : public HttpServer {
         stream->OnRoom(kStreamQueueBytes, std::move(done));
       }, kWriteTimeout);
       if (!room.value_or(false)) co_return;
-      if (!ev.has_status_change()) continue;
+      if (!ApiHandler::MayEndStream(ev)) continue;  // no store call for the other events
       // Named, not inside a condition: GCC 12 mishandles temporaries there (docs/harness.md).
       auto ends = [&] { return handler_->StreamEndsAfter(session_id, ev); };
       const bool complete = co_await OnPool(*executors_.pool, ends);
