@@ -11,6 +11,9 @@
 #                                        keeping its corpus in build-fuzz/fuzz-long/TARGET/corpus
 #   scripts/fuzz.sh list                 the targets
 #
+# SINEW_FUZZ_LONG_FLAGS adds libFuzzer flags to a long run, e.g. "-timeout=120" when the run
+# shares its core with builds (a starved niced fuzzer otherwise reports false timeouts).
+#
 # A finding fails the run and leaves the input in build-fuzz/fuzz-work/TARGET/ (or
 # fuzz-long/TARGET/): reproduce with build-fuzz/bin/TARGET FILE.
 set -euo pipefail
@@ -48,7 +51,7 @@ case "${1:-}" in
     extra=()
     [ "$target" = jinja_fuzz ] && extra+=(../shared/models/templates)
     nice -n 15 fuzz/run_fuzzer.sh "$BUILD_DIR/bin/$target" "$BUILD_DIR/fuzz-long/$target" "$dict" "$secs" \
-      "fuzz/corpus/$target" "${extra[@]}" -- -runs="$runs"
+      "fuzz/corpus/$target" "${extra[@]}" -- -runs="$runs" ${SINEW_FUZZ_LONG_FLAGS:-}
     ;;
   *)
     echo "usage: scripts/fuzz.sh [long TARGET [SECONDS [RUNS]] | list]" >&2
