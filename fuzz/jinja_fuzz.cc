@@ -37,7 +37,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1795000000));
-  auto rendered = parsed->Render(variables, now);
+  // Smaller bounds than the server's, so that a looping or growing input stays within the
+  // fuzzer's time per input; the bounds' own paths are the same.
+  sinew::model::RenderBounds bounds;
+  bounds.max_steps = 200'000;
+  bounds.max_text_bytes = 4 << 20;
+  bounds.max_items = 100'000;
+  auto rendered = parsed->Render(variables, now, bounds);
   if (!rendered.ok() && rendered.status().message().empty()) {
     sinew::fuzz::Violated("a failed render has no message");
   }

@@ -25,6 +25,8 @@ struct Context {
   Frame* root = nullptr;  // template-level variables, render arguments, globals
   enum class Control { kNone, kBreak, kContinue } control = Control::kNone;
   int depth = 0;  // macro call depth, bounded
+  uint64_t steps = 0;  // statements and loop iterations run so far
+  uint64_t max_steps = 0;  // the render's bound on `steps` (RenderBounds)
 
   Value Lookup(const std::string& name) const;
   void Set(const std::string& name, Value value) { frame->vars[name] = std::move(value); }
@@ -48,6 +50,8 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 // Runs statements in order, stopping at a break or continue.
 void ExecBody(const Body& body, Context& ctx, std::string& out);
+// Counts one step of the render; fails past ctx.max_steps.
+void CountStep(Context& ctx);
 
 struct CallArgExprs {
   std::vector<ExprPtr> positional;

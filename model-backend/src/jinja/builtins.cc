@@ -114,6 +114,7 @@ Value FilterJoin(const Value& v, const CallArgs& args) {
     if (!first) out += sep;
     first = false;
     out += (attribute && !attribute->is_none() ? Attribute(item, attribute->Str()) : item).Str();
+    CheckTextSize(out.size());
   }
   return Value(out);
 }
@@ -166,7 +167,7 @@ Value FilterFloat(const Value& v, const CallArgs& args) {
 }
 Value FilterAbs(const Value& v, const CallArgs&) {
   if (v.kind() == Value::Kind::kFloat) return Value(std::fabs(v.float_value()));
-  if (v.is_number()) return Value(v.int_value() < 0 ? -v.int_value() : v.int_value());
+  if (v.is_number()) return Value(v.int_value() < 0 ? NegInt(v.int_value()) : v.int_value());
   Fail("bad operand type for abs(): '" + v.TypeName() + "'");
 }
 Value FilterReverse(const Value& v, const CallArgs&) {
@@ -217,7 +218,7 @@ Value FilterSum(const Value& v, const CallArgs& args) {
     if (!x.is_number() || !total.is_number()) Fail("sum(): unsupported operand types");
     total = total.kind() == Value::Kind::kFloat || x.kind() == Value::Kind::kFloat
                 ? Value(total.float_value() + x.float_value())
-                : Value(total.int_value() + x.int_value());
+                : Value(AddInts(total.int_value(), x.int_value()));
   }
   return total;
 }
@@ -398,9 +399,10 @@ void AddGlobals(DictData& globals, std::chrono::system_clock::time_point now) {
                 }
                 if (step == 0) Fail("range() arg 3 must not be zero");
                 std::vector<Value> out;
-                for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
                   out.emplace_back(i);
                   if (out.size() > 100000) Fail("range too big");
+                  if (__builtin_add_overflow(i, step, &i)) break;  // past int64: past stop too
                 }
                 return Value::List(std::move(out));
               }));

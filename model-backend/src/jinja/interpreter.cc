@@ -34,12 +34,30 @@ bool IsFloat(const Value& a, const Value& b) {
 }
 
 int64_t FloorDiv(int64_t a, int64_t b) {
+  if (b == -1) return NegInt(a);  // INT64_MIN / -1 overflows
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
+// Python's a % b for ints: the sign of b. Computed from C++'s remainder, which cannot
+// overflow where a - (a // b) * b can (INT64_MAX % -2).
+int64_t FloorMod(int64_t a, int64_t b) {
+  if (b == -1) return 0;  // INT64_MIN % -1 is undefined in C++
+  int64_t r = a % b;
+  if (r != 0 && (r < 0) != (b < 0)) r += b;
+  return r;
+}
+
 Value Repeat(const Value& seq, int64_t times) {
+  const size_t each = seq.is_string() ? seq.str().size() : seq.list().items.size();
+  if (times > 0 && each > 0) {
+    const size_t bound = seq.is_string() ? Bounds().max_text_bytes : Bounds().max_items;
+    if (static_cast<uint64_t>(times) > bound / each) {
+      Fail("repeating " + std::to_string(each) + (seq.is_string() ? " bytes " : " items ") +
+           std::to_string(times) + " times is past the renderer's bound of " + std::to_string(bound));
+    }
+  }
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += seq.str();
@@ -51,10 +69,16 @@ Value Repeat(const Value& seq, int64_t times) {
 }
 
 Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(a.Str() + b.Str());
+  if (op == "~") {
+    std::string left = a.Str();
+    const std::string right = b.Str();
+    CheckTextSize(left.size() + right.size());
+    return Value(std::move(left += right));
+  }
   const bool numbers = a.is_number() && b.is_number();
   if (op == "+") {
-    if (numbers) return IsFloat(a, b) ? Value(a.float_value() + b.float_value()) : Value(a.int_value() + b.int_value());
+    if (numbers) return IsFloat(a, b) ? Value(a.float_value() + b.float_value()) : Value(AddInts(a.int_value(), b.int_value()));
+    if (a.is_string() && b.is_string()) CheckTextSize(a.str().size() + b.str().size());
     if (a.is_markup() || b.is_markup()) {  // Markup.__add__ / __radd__ escape the plain side
       if (!a.is_string() || !b.is_string()) Unsupported(op, a, b);
       return Value::Markup((a.is_markup() ? a.str() : HtmlEscape(a.str())) +
@@ -62,14 +86,15 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
     if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
     if (a.is_list() && b.is_list() && a.list().tuple == b.list().tuple) {
+      CheckItems(a.list().items.size() + b.list().items.size());
       std::vector<Value> items = a.list().items;
       items.insert(items.end(), b.list().items.begin(), b.list().items.end());
       return Value::List(std::move(items), a.list().tuple);
     }
   } else if (op == "-") {
-    if (numbers) return IsFloat(a, b) ? Value(a.float_value() - b.float_value()) : Value(a.int_value() - b.int_value());
+    if (numbers) return IsFloat(a, b) ? Value(a.float_value() - b.float_value()) : Value(SubInts(a.int_value(), b.int_value()));
   } else if (op == "*") {
-    if (numbers) return IsFloat(a, b) ? Value(a.float_value() * b.float_value()) : Value(a.int_value() * b.int_value());
+    if (numbers) return IsFloat(a, b) ? Value(a.float_value() * b.float_value()) : Value(MulInts(a.int_value(), b.int_value()));
     if ((a.is_string() || a.is_list()) && b.kind() == Value::Kind::kInt) return Repeat(a, b.int_value());
     if ((b.is_string() || b.is_list()) && a.kind() == Value::Kind::kInt) return Repeat(b, a.int_value());
   } else if (op == "/") {
@@ -84,17 +109,13 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b) {
         const double q = std::floor(a.float_value() / b.float_value());
         return op == "//" ? Value(q) : Value(a.float_value() - q * b.float_value());
       }
-      const int64_t q = FloorDiv(a.int_value(), b.int_value());
-      return op == "//" ? Value(q) : Value(a.int_value() - q * b.int_value());
+      if (op == "//") return Value(FloorDiv(a.int_value(), b.int_value()));
+      return Value(FloorMod(a.int_value(), b.int_value()));
     }
     if (op == "%" && a.is_string()) Fail("printf-style '%' string formatting is not supported");
   } else if (op == "**") {
     if (numbers) {
-      if (!IsFloat(a, b) && b.int_value() >= 0) {
-        int64_t result = 1;
-        for (int64_t i = 0; i < b.int_value(); ++i) result *= a.int_value();
-        return Value(result);
-      }
+      if (!IsFloat(a, b) && b.int_value() >= 0) return Value(PowInts(a.int_value(), b.int_value()));
       return Value(std::pow(a.float_value(), b.float_value()));
     }
   }
@@ -145,9 +166,19 @@ Value Context::Lookup(const std::string& name) const {
   return Value::Undefined(name);
 }
 
+void CountStep(Context& ctx) {
+  if (++ctx.steps > ctx.max_steps) {
+    Fail("the template ran past the renderer's bound of " + std::to_string(ctx.max_steps) + " steps");
+  }
+}
+
 void ExecBody(const Body& body, Context& ctx, std::string& out) {
   for (const StmtPtr& stmt : body) {
-    WithLine(stmt->line, [&] { stmt->Exec(ctx, out); });
+    WithLine(stmt->line, [&] {
+      CountStep(ctx);
+      stmt->Exec(ctx, out);
+      CheckTextSize(out.size());
+    });
     if (ctx.control != Context::Control::kNone) return;
   }
 }
@@ -222,7 +253,7 @@ Value UnaryExpr::Eval(Context& ctx) const {
   return WithLine(line, [&]() -> Value {
     if (!v.is_number()) Fail("bad operand type for unary " + op + ": '" + v.TypeName() + "'");
     if (op == "+") return v.kind() == Value::Kind::kFloat ? v : Value(v.int_value());
-    return v.kind() == Value::Kind::kFloat ? Value(-v.float_value()) : Value(-v.int_value());
+    return v.kind() == Value::Kind::kFloat ? Value(-v.float_value()) : Value(NegInt(v.int_value()));
   });
 }
 
@@ -278,6 +309,7 @@ void ForStmt::Exec(Context& ctx, std::string& out) const {
   if (filter) {
     std::vector<Value> kept;
     for (const Value& item : items) {
+      CountStep(ctx);
       Frame frame{{}, ctx.frame};
       Frame* saved = std::exchange(ctx.frame, &frame);
       Assign(ctx, targets, item);
@@ -292,6 +324,7 @@ void ForStmt::Exec(Context& ctx, std::string& out) const {
     return;
   }
   for (size_t index = 0; index < items.size(); ++index) {
+    CountStep(ctx);
     Frame frame{{}, ctx.frame};
     Frame* saved = std::exchange(ctx.frame, &frame);
     try {

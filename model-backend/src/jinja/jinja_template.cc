@@ -26,7 +26,9 @@ Result<JinjaTemplate> JinjaTemplate::Parse(std::string_view source) {
 }
 
 Result<std::string> JinjaTemplate::Render(const boost::json::object& variables,
-                                          std::chrono::system_clock::time_point now) const {
+                                          std::chrono::system_clock::time_point now,
+                                          const RenderBounds& bounds) const {
+  jinja::ScopedBounds scoped(bounds);
   jinja::DictData globals;
   jinja::AddGlobals(globals, now);
   jinja::Frame root;
@@ -37,6 +39,7 @@ Result<std::string> JinjaTemplate::Render(const boost::json::object& variables,
   jinja::Context ctx;
   ctx.frame = &root;
   ctx.root = &root;
+  ctx.max_steps = bounds.max_steps;
   std::string out;
   try {
     jinja::ExecBody(program_->body, ctx, out);

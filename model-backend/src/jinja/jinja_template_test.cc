@@ -128,6 +128,92 @@ TEST(JinjaTemplateTest, IntegersPastInt64AreRefusedNotThrown) {
   EXPECT_TRUE(attr->Render(SnippetContext()).ok());  // looked up by name, not thrown
 }
 
+// Integer arithmetic past int64 fails with a message where Python would grow the int;
+// jinja_fuzz found `09577035577**035` overflowing (undefined behaviour), and `**` looped
+// once per unit of the exponent (`2 ** 9999999999999` would have run for hours).
+TEST(JinjaTemplateTest, IntegerArithmeticPastInt64FailsWithAMessage) {
+  for (const char* source :
+       {"e {{ 09577035577**035 }}", "{{ 2 ** 9999999999999 }}", "{{ 2 ** 63 }}", "{{ 9223372036854775807 + 1 }}",
+        "{{ -9223372036854775807 - 2 }}", "{{ 4294967296 * 4294967296 }}", "{{ (-9223372036854775807 - 1) // -1 }}",
+        "{{ -(-9223372036854775807 - 1) }}", "{{ (-9223372036854775807 - 1)|abs }}",
+        "{{ [9223372036854775807, 1]|sum }}"}) {
+    Result<JinjaTemplate> parsed = JinjaTemplate::Parse(source);
+    ASSERT_TRUE(parsed.ok()) << source << ": " << parsed.status().ToString();
+    auto rendered = parsed->Render(SnippetContext());
+    ASSERT_FALSE(rendered.ok()) << source << " gave " << *rendered;
+    EXPECT_NE(rendered.status().message().find("integer overflow"), std::string::npos)
+        << source << ": " << rendered.status().message();
+  }
+  // Up to the edge, the answers are Python's.
+  const std::pair<const char*, const char*> fine[] = {
+      {"{{ 2 ** 62 }}", "4611686018427387904"},
+      {"{{ (-2) ** 63 }}", "-9223372036854775808"},
+      {"{{ 1 ** 9999999999999 }}", "1"},
+      {"{{ (-1) ** 9999999999999 }}", "-1"},
+      {"{{ 0 ** 9999999999999 }}", "0"},
+      {"{{ (-9223372036854775807 - 1) % -1 }}", "0"},
+      {"{{ 7 // -1 }}", "-7"},
+      {"{{ 9223372036854775807 % -2 }}", "-1"},
+      {"{{ 9223372036854775807 // -2 }}", "-4611686018427387904"},
+      {"{{ -7 % 3 }}", "2"},
+      {"{{ range(9223372036854775800, 9223372036854775807, 100)|list|length }}", "1"},
+  };
+  for (const auto& [source, expected] : fine) {
+    Result<JinjaTemplate> parsed = JinjaTemplate::Parse(source);
+    ASSERT_TRUE(parsed.ok()) << source;
+    auto rendered = parsed->Render(SnippetContext());
+    ASSERT_TRUE(rendered.ok()) << source << ": " << rendered.status().ToString();
+    EXPECT_EQ(*rendered, expected) << source;
+  }
+}
+
+// A template comes with a model file: one that would build gigabytes or run for hours
+// fails with a message at the renderer's bounds instead. Small bounds keep the test quick
+// (strings are values here: growing one to the server's 64 MiB takes seconds); the
+// server's own are RenderBounds' defaults, and a render within the bounds is whole.
+TEST(JinjaTemplateTest, RunawayTemplatesStopAtTheRenderersBoundsWithAMessage) {
+  RenderBounds small;
+  small.max_steps = 100'000;
+  small.max_text_bytes = 1 << 20;
+  small.max_items = 10'000;
+  const std::pair<const char*, const char*> runaway[] = {
+      {"{{ 'x' * 100000000000 }}", "past the renderer's bound of 1048576"},
+      {"{{ [1, 2] * 100000000000 }}", "past the renderer's bound of 10000"},
+      {"{% set ns = namespace(v='xy') %}{% for i in range(100) %}{% set ns.v = ns.v + ns.v %}{% endfor %}",
+       "bytes is past the renderer's bound"},
+      {"{% set ns = namespace(v='xy') %}{% for i in range(100) %}{% set ns.v = ns.v ~ ns.v %}{% endfor %}",
+       "bytes is past the renderer's bound"},
+      {"{% set ns = namespace(v='xy') %}{% for i in range(100) %}{% set ns.v = ns.v|replace('x', 'xx') %}{% endfor %}",
+       "bytes is past the renderer's bound"},
+      {"{% set ns = namespace(v='xy') %}{% for i in range(100) %}{% set ns.v = ns.v.replace('x', 'xx') %}{% endfor %}",
+       "bytes is past the renderer's bound"},
+      {"{% set ns = namespace(v=['xy']) %}{% for i in range(100) %}{% set ns.v = ns.v + ns.v %}{% endfor %}",
+       "items is past the renderer's bound"},
+      {"{% set ns = namespace(v=['xy']) %}{% for i in range(100) %}{% set ns.v = [ns.v|join, ns.v|join] %}{% endfor %}",
+       "bytes is past the renderer's bound"},
+      {"{% for i in range(100) %}{{ 'x' * 100000 }}{% endfor %}", "bytes is past the renderer's bound"},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+       "past the renderer's bound of 100000 steps"},
+  };
+  for (const auto& [source, expected] : runaway) {
+    Result<JinjaTemplate> parsed = JinjaTemplate::Parse(source);
+    ASSERT_TRUE(parsed.ok()) << source << ": " << parsed.status().ToString();
+    auto rendered = parsed->Render(SnippetContext(), std::chrono::system_clock::now(), small);
+    ASSERT_FALSE(rendered.ok()) << source;
+    EXPECT_NE(rendered.status().message().find(expected), std::string::npos)
+        << source << ": " << rendered.status().message();
+  }
+  Result<JinjaTemplate> within = JinjaTemplate::Parse(
+      "{% for i in range(300) %}{% for j in range(300) %}{% endfor %}{% endfor %}{{ ('x' * 500000)|length }}");
+  ASSERT_TRUE(within.ok());
+  auto whole = within->Render(SnippetContext(), std::chrono::system_clock::now(), small);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(*whole, "500000");
+  const RenderBounds defaults;
+  EXPECT_EQ(defaults.max_steps, 10'000'000u);
+  EXPECT_EQ(defaults.max_text_bytes, size_t{64} << 20);
+}
+
 TEST(JinjaTemplateTest, ErrorsNameTheTemplateLine) {
   Result<JinjaTemplate> bad_syntax = JinjaTemplate::Parse("line one\n{% if x %}\n{{ 1 + }}\n{% endif %}");
   ASSERT_FALSE(bad_syntax.ok());

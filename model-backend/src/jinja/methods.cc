@@ -64,6 +64,7 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
       if (count < 0 || done < count) {
         out += with;
         ++done;
+        CheckTextSize(out.size());
       }
       out += EncodeUtf8(std::u32string(1, c));
     }
@@ -76,6 +77,7 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
     const size_t found = s.find(old, pos);
     if (found == std::string::npos) break;
     out += s.substr(pos, found - pos) + with;
+    CheckTextSize(out.size());
     pos = found + old.size();
     ++done;
   }
@@ -219,6 +221,7 @@ std::optional<Value> StringMethod(const std::string& s, const std::string& name)
         if (!first) out += str;
         first = false;
         out += item.str();
+        CheckTextSize(out.size());
       }
       return Value(out);
     });

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +23,15 @@
 
 namespace sinew::model {
 
+// Bounds of one render. A template comes with a model file and is not trusted to be
+// small or quick: past a bound the render fails with a message instead of taking the
+// process's memory or time (Python's jinja2 has none of these bounds).
+struct RenderBounds {
+  uint64_t max_steps = 10'000'000;        // statements and loop iterations run (a few per message)
+  size_t max_text_bytes = size_t{64} << 20;  // one string value, and the output
+  size_t max_items = size_t{1} << 20;        // one list built by + or *
+};
+
 class JinjaTemplate {
  public:
   // Parses `source`. Errors: InvalidArgument "chat template line N: ..." for a syntax
@@ -31,10 +41,12 @@ class JinjaTemplate {
   // Renders with `variables` as the template's context (JSON values map to the Python
   // values json.loads gives). `now` is what strftime_now formats (local time).
   // Errors: InvalidArgument "chat template line N: ..." for raise_exception or a runtime
-  // error (undefined attribute of an undefined value, a type error, ...).
+  // error (undefined attribute of an undefined value, a type error, ...), and for a render
+  // past `bounds` or an integer result past int64 (Python's ints have no bound).
   [[nodiscard]] Result<std::string> Render(
       const boost::json::object& variables,
-      std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) const;
+      std::chrono::system_clock::time_point now = std::chrono::system_clock::now(),
+      const RenderBounds& bounds = {}) const;
 
  private:
   struct Program;
