@@ -37,19 +37,22 @@ void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> blocks
 }
 
 
-class AnthropicClient final : public ModelClient {
+class AnthropicClient final : public HttpModelClient {
  public:
   AnthropicClient(ModelEndpointConfig config, std::string api_key)
       : config_(std::move(config)), api_key_(std::move(api_key)) {}
 
-  Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
+ protected:
+  Task<Result<ModelReply>> Call(const ModelCall& call, const TokenCallback& on_token) override {
     const json::object base = RequestBody(call);
-    return RunWithRetries(config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Result<HttpResponse> {
-      json::object body = base;
-      body["stream"] = stream;
-      HttpRequest req = Request(call, json::serialize(body), stream);
-      return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
-    });
+    co_return co_await RunWithRetries(
+        config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Task<Result<HttpResponse>> {
+          json::object body = base;
+          body["stream"] = stream;
+          HttpRequest req = Request(call, json::serialize(body), stream);
+          if (stream) co_return co_await StreamedAttempt(call, std::move(req), on_token, reply);
+          co_return co_await WholeAttempt(call, std::move(req), on_token, reply);
+        });
   }
 
  private:
@@ -119,25 +122,25 @@ class AnthropicClient final : public ModelClient {
 
   // One whole message: {"content":[{"type":"text"|"thinking"|"tool_use",...}],
   // "stop_reason", "usage"}.
-  Result<HttpResponse> WholeAttempt(const ModelCall& call, const HttpRequest& req,
-                                    const TokenCallback& on_token, ModelReply* reply) {
-    auto response = PerformHttp(req);
-    if (!response.ok()) return response;
+  Task<Result<HttpResponse>> WholeAttempt(const ModelCall& call, HttpRequest req, const TokenCallback& on_token,
+                                          ModelReply* reply) {
+    auto response = co_await Perform(std::move(req));
+    if (!response.ok()) co_return response;
     if (response->status < 200 || response->status >= 300) {
       if (response->body.size() > kMaxErrorBody) response->body.resize(kMaxErrorBody);
-      return response;
+      co_return response;
     }
     boost::system::error_code ec;
     json::value v = json::parse(response->body, ec);
     if (ec || !v.is_object()) {
-      return Status::Corruption("model server sent a reply that is not a JSON object: " +
+      co_return Status::Corruption("model server sent a reply that is not a JSON object: " +
                                 response->body.substr(0, 200));
     }
     const auto& o = v.as_object();
     if (StringField(o, "type") == "error") {
       response->status = 500;
       response->body.resize(std::min(response->body.size(), kMaxErrorBody));
-      return response;
+      co_return response;
     }
     if (const json::object* usage = ObjectField(o, "usage")) {
       reply->prompt_tokens = UintField(*usage, "input_tokens");
@@ -168,11 +171,13 @@ class AnthropicClient final : public ModelClient {
     if (!reply->text.empty() && on_token) on_token(reply->text);
     FinishReply(call, std::move(blocks), reply);
     response->body.clear();
-    return response;
+    co_return response;
   }
 
-  Result<HttpResponse> StreamedAttempt(const ModelCall& call, const HttpRequest& req,
-                                       const TokenCallback& on_token, ModelReply* reply) {
+  // The SSE parser and what it fills live in this frame; they run on the HTTP client's
+  // thread while the coroutine waits.
+  Task<Result<HttpResponse>> StreamedAttempt(const ModelCall& call, HttpRequest req, const TokenCallback& on_token,
+                                             ModelReply* reply) {
     const auto start = std::chrono::steady_clock::now();
     std::map<uint64_t, ModelToolCall> tool_blocks;
     std::string error_body;
@@ -245,7 +250,7 @@ class AnthropicClient final : public ModelClient {
       }
       return true;
     });
-    auto response = PerformHttp(req, [&](std::string_view chunk) {
+    auto response = co_await Perform(std::move(req), [&](std::string_view chunk) {
       if (error_body.size() < kMaxErrorBody) error_body.append(chunk.substr(0, kMaxErrorBody - error_body.size()));
       return parser.Feed(chunk);
     });
@@ -255,20 +260,20 @@ class AnthropicClient final : public ModelClient {
           HttpResponse overloaded;  // an in-stream error (e.g. overloaded_error) is retried
           overloaded.status = 529;
           overloaded.body = stream_error.message();
-          return overloaded;
+          co_return overloaded;
         }
-        return stream_error;
+        co_return stream_error;
       }
-      return response;
+      co_return response;
     }
     if (response->status < 200 || response->status >= 300) {
       response->body = error_body;
-      return response;
+      co_return response;
     }
     parser.Feed("\n\n");
-    if (!stream_error.ok()) return stream_error;
+    if (!stream_error.ok()) co_return stream_error;
     FinishReply(call, std::move(tool_blocks), reply);
-    return response;
+    co_return response;
   }
 
   const ModelEndpointConfig config_;

@@ -195,8 +195,10 @@ class HarnessImpl final : public Harness, public SessionControl {
       std::unique_lock<std::mutex> lock(mutex_);
       idle_cv_.wait(lock, [&] { return active_ == 0; });
     }
-    // No foreign thread may post to the driver io_context past this point: the tools'
-    // HTTP thread is joined, and a gRPC or libcurl thread still inside a post is waited for.
+    // No foreign thread may post to the driver io_context past this point: the model
+    // clients' and the tools' HTTP threads are joined, and a gRPC or libcurl thread still
+    // inside a post is waited for.
+    for (const auto& [name, client] : models_) client->Shutdown();
     if (proxy_) proxy_->Shutdown();
     WaitForForeignPosts();
     driver_work_.reset();

@@ -2,11 +2,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 #include <cctype>
 #include <chrono>
 #include <ctime>
-#include <thread>
+#include <exception>
+#include <optional>
 
 #include "async.h"
 #include "model_clients.h"
@@ -47,17 +50,54 @@ bool IsBlank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
 }
 
-// Sleeps `ms`, waking early when the call is cancelled.
-void SleepUnlessCancelled(uint32_t ms, const std::atomic<bool>* cancelled) {
+// Waits `ms` on a timer, ending early when the call is cancelled.
+Task<void> SleepUnlessCancelled(uint32_t ms, const std::atomic<bool>* cancelled) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (std::chrono::steady_clock::now() < until) {
-    if (cancelled != nullptr && cancelled->load()) return;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-        std::chrono::milliseconds(50), until - std::chrono::steady_clock::now()));
+    if (cancelled != nullptr && cancelled->load()) co_return;
+    co_await SleepFor(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(50),
+                                                                     until - std::chrono::steady_clock::now()));
   }
 }
 
 }  // namespace
+
+Result<ModelReply> HttpModelClient::Complete(const ModelCall& call, const TokenCallback& on_token) {
+  asio::io_context io;
+  std::optional<Result<ModelReply>> out;
+  asio::co_spawn(
+      io, [&]() -> Task<void> { out.emplace(co_await Call(call, on_token)); },
+      [](std::exception_ptr error) {
+        if (error) std::rethrow_exception(error);
+      });
+  io.run();
+  return std::move(*out);
+}
+
+Task<Result<ModelReply>> HttpModelClient::CompleteAsync(const ModelCall& call, const TokenCallback& on_token,
+                                                        asio::thread_pool& /*blocking*/) {
+  co_return co_await Call(call, on_token);
+}
+
+void HttpModelClient::Shutdown() {
+  // Made now if it never was, so that no call can make one afterwards: a stopped client
+  // answers later requests as cancelled.
+  Http().Stop();
+}
+
+http::AsyncClient& HttpModelClient::Http() {
+  std::call_once(http_once_, [this] { http_ = std::make_unique<http::AsyncClient>(); });
+  return *http_;
+}
+
+Task<Result<HttpResponse>> HttpModelClient::Perform(HttpRequest request, http::ChunkCallback on_chunk) {
+  const std::string what = request.method + " " + request.url;
+  auto response = co_await AwaitCallback<Result<HttpResponse>>([&](std::function<void(Result<HttpResponse>)> done) {
+    Http().Start(std::move(request), std::move(on_chunk), std::move(done));
+  });
+  if (response.ok() && response->stopped) co_return Status::Cancelled(what + ": stopped");
+  co_return response;
+}
 
 Result<std::unique_ptr<ModelClient>> MakeModelClient(const ModelEndpointConfig& config,
                                                      const std::string& api_key) {
@@ -192,8 +232,8 @@ std::string ThinkSplitter::Finish(std::string* reasoning) {
   return rest;
 }
 
-Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const ModelCall& call,
-                                  StreamMemory* memory, const ModelAttempt& attempt) {
+Task<Result<ModelReply>> RunWithRetries(const ModelEndpointConfig& config, const ModelCall& call,
+                                        StreamMemory* memory, const ModelAttempt& attempt) {
   uint32_t backoff_ms = std::max<uint32_t>(config.backoff_ms, 1);
   bool stream = config.stream == "on" || (config.stream == "auto" && !memory->refused.load());
   bool retried_once = false;  // a 500 with a body was retried already
@@ -206,18 +246,18 @@ Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const Model
   };
   for (;;) {
     if (call.cancelled != nullptr && call.cancelled->load()) {
-      return fail(Status::Cancelled("model call cancelled"));
+      co_return fail(Status::Cancelled("model call cancelled"));
     }
     ModelReply reply;
     ++failure.attempts;
-    auto response = attempt(stream, &reply);
+    auto response = co_await attempt(stream, &reply);
     uint32_t wait_ms = backoff_ms;
     if (response.ok()) {
       const long code = response->status;
       if (code >= 200 && code < 300) {
         reply.attempts = failure.attempts;
         reply.streamed = stream;
-        return reply;
+        co_return reply;
       }
       failure.http_status = code;
       failure.server_message = ServerErrorMessage(response->body);
@@ -233,7 +273,7 @@ Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const Model
           continue;  // the same call at once, not counted as a retry
         }
         failure.retryable = false;
-        return fail(Status::InvalidArgument("model server refused streaming: " + what +
+        co_return fail(Status::InvalidArgument("model server refused streaming: " + what +
                                             " (this model's stream is \"on\"; \"auto\" or \"off\" calls it without)"));
       }
       RetryPolicy policy = RetryPolicyFor(code, !response->body.empty());
@@ -241,15 +281,15 @@ Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const Model
       const std::string attempts = failure.attempts > 1 ? " (after " + std::to_string(failure.attempts) + " attempts)" : "";
       if (policy == RetryPolicy::kNever) {
         failure.retryable = false;
-        if (code < 500) return fail(Status::InvalidArgument("model server refused the request: " + what));
-        return fail(Status::Unavailable("model server failed the request" + attempts + ": " + what));
+        if (code < 500) co_return fail(Status::InvalidArgument("model server refused the request: " + what));
+        co_return fail(Status::Unavailable("model server failed the request" + attempts + ": " + what));
       }
       if (policy == RetryPolicy::kOnce) retried_once = true;
       last = Status::Unavailable(what);
       if (const long after = RetryAfterSeconds(*response); after >= 0) {
         if (after > kMaxRetryAfterSeconds) {
           failure.retryable = true;
-          return fail(Status::Unavailable("model server asks to retry after " + std::to_string(after) +
+          co_return fail(Status::Unavailable("model server asks to retry after " + std::to_string(after) +
                                           " s, longer than the harness waits" + attempts + ": " + what));
         }
         wait_ms = std::max<uint32_t>(wait_ms, static_cast<uint32_t>(after * 1000));
@@ -260,20 +300,20 @@ Result<ModelReply> RunWithRetries(const ModelEndpointConfig& config, const Model
       failure.server_message = Bounded(response.status().message(), kMaxServerMessage);
       if (code == StatusCode::kCancelled || code == StatusCode::kCorruption) {
         failure.retryable = false;
-        return fail(response.status());
+        co_return fail(response.status());
       }
       last = response.status();
     }
     failure.retryable = true;
     if (retries >= config.max_retries) break;
     ++retries;
-    SleepUnlessCancelled(wait_ms, call.cancelled);
+    co_await SleepUnlessCancelled(wait_ms, call.cancelled);
     backoff_ms = std::min<uint32_t>(backoff_ms * 2, 30000);
   }
   const std::string summary =
       "model call failed after " + std::to_string(failure.attempts) + " attempts: " + last.message();
-  if (last.code() == StatusCode::kDeadlineExceeded) return fail(Status::DeadlineExceeded(summary));
-  return fail(Status::Unavailable(summary));
+  if (last.code() == StatusCode::kDeadlineExceeded) co_return fail(Status::DeadlineExceeded(summary));
+  co_return fail(Status::Unavailable(summary));
 }
 
 }  // namespace sinew::harness

@@ -93,7 +93,7 @@ void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> calls,
   if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
 }
 
-class OpenAiClient final : public ModelClient {
+class OpenAiClient final : public HttpModelClient {
  public:
   OpenAiClient(ModelEndpointConfig config, std::string api_key)
       : config_(std::move(config)), api_key_(std::move(api_key)) {
@@ -113,19 +113,21 @@ class OpenAiClient final : public ModelClient {
     if (prober_.joinable()) prober_.join();
   }
 
-  Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) override {
-    const json::object base = RequestBody(call);
-    return RunWithRetries(config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Result<HttpResponse> {
-      json::object body = base;
-      body["stream"] = stream;
-      if (stream) body["stream_options"] = json::object{{"include_usage", true}};
-      if (!router_) return Attempt(call, json::serialize(body), stream, config_.base_url, on_token, reply);
-      return RoutedAttempt(call, json::serialize(body), stream, on_token, reply);
-    });
-  }
-
   std::string MetricsText(std::string_view model) const override {
     return router_ ? router_->MetricsText(model) : std::string();
+  }
+
+ protected:
+  Task<Result<ModelReply>> Call(const ModelCall& call, const TokenCallback& on_token) override {
+    const json::object base = RequestBody(call);
+    co_return co_await RunWithRetries(
+        config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Task<Result<HttpResponse>> {
+          json::object body = base;
+          body["stream"] = stream;
+          if (stream) body["stream_options"] = json::object{{"include_usage", true}};
+          if (!router_) co_return co_await Attempt(call, json::serialize(body), stream, config_.base_url, on_token, reply);
+          co_return co_await RoutedAttempt(call, json::serialize(body), stream, on_token, reply);
+        });
   }
 
  private:
@@ -170,16 +172,17 @@ class OpenAiClient final : public ModelClient {
     return path == std::string::npos ? url : url.substr(0, path);
   }
 
-  Result<HttpResponse> Attempt(const ModelCall& call, std::string body, bool stream, const std::string& base_url,
-                               const TokenCallback& on_token, ModelReply* reply) {
+  Task<Result<HttpResponse>> Attempt(const ModelCall& call, std::string body, bool stream,
+                                     const std::string& base_url, const TokenCallback& on_token, ModelReply* reply) {
     HttpRequest req = Request(call, std::move(body), stream, base_url);
-    return stream ? StreamedAttempt(call, req, on_token, reply) : WholeAttempt(call, req, on_token, reply);
+    if (stream) co_return co_await StreamedAttempt(call, std::move(req), on_token, reply);
+    co_return co_await WholeAttempt(call, std::move(req), on_token, reply);
   }
 
   // One attempt on the replica the router picks; each attempt picks again, so a retry
   // after a failure goes to the next replica. The answer tells the router how it went.
-  Result<HttpResponse> RoutedAttempt(const ModelCall& call, std::string body, bool stream,
-                                     const TokenCallback& on_token, ModelReply* reply) {
+  Task<Result<HttpResponse>> RoutedAttempt(const ModelCall& call, std::string body, bool stream,
+                                           const TokenCallback& on_token, ModelReply* reply) {
     ReplicaRouter::Call routed = router_->Pick(call.session_id);
     if (routed.choice() != ReplicaRouter::Choice::kHome) {
       spdlog::debug("session {}: model call to {} ({})", call.session_id, routed.url(),
@@ -187,14 +190,14 @@ class OpenAiClient final : public ModelClient {
                     : routed.choice() == ReplicaRouter::Choice::kDown     ? "its home replica is down"
                                                                           : "every replica is down; probing");
     }
-    auto response = Attempt(call, std::move(body), stream, routed.url(), on_token, reply);
+    auto response = co_await Attempt(call, std::move(body), stream, routed.url(), on_token, reply);
     if (response.ok() ? (response->status >= 500 || response->status == 429)
                       : response.status().code() != StatusCode::kCancelled) {
       routed.Failed();
     } else if (response.ok()) {
       routed.Succeeded();
     }
-    return response;
+    co_return response;
   }
 
   json::object RequestBody(const ModelCall& call) const {
@@ -268,18 +271,18 @@ class OpenAiClient final : public ModelClient {
   }
 
   // One whole (non-streamed) answer: {"choices":[{"message":{...},"finish_reason"}],"usage"}.
-  Result<HttpResponse> WholeAttempt(const ModelCall& call, const HttpRequest& req,
-                                    const TokenCallback& on_token, ModelReply* reply) {
-    auto response = PerformHttp(req);
-    if (!response.ok()) return response;
+  Task<Result<HttpResponse>> WholeAttempt(const ModelCall& call, HttpRequest req, const TokenCallback& on_token,
+                                          ModelReply* reply) {
+    auto response = co_await Perform(std::move(req));
+    if (!response.ok()) co_return response;
     if (response->status < 200 || response->status >= 300) {
       if (response->body.size() > kMaxErrorBody) response->body.resize(kMaxErrorBody);
-      return response;
+      co_return response;
     }
     boost::system::error_code ec;
     json::value v = json::parse(response->body, ec);
     if (ec || !v.is_object()) {
-      return Status::Corruption("model server sent a reply that is not a JSON object: " +
+      co_return Status::Corruption("model server sent a reply that is not a JSON object: " +
                                 response->body.substr(0, 200));
     }
     const auto& o = v.as_object();
@@ -287,7 +290,7 @@ class OpenAiClient final : public ModelClient {
     if (o.contains("error") && choices == nullptr) {
       response->status = 500;  // an error inside a 200: treated as the server's failure
       response->body.resize(std::min(response->body.size(), kMaxErrorBody));
-      return response;
+      co_return response;
     }
     ReadUsage(o, reply);
     std::map<uint64_t, ModelToolCall> calls;
@@ -320,11 +323,13 @@ class OpenAiClient final : public ModelClient {
     if (!reply->text.empty() && on_token) on_token(reply->text);
     FinishReply(call, std::move(calls), reply);
     response->body.clear();
-    return response;
+    co_return response;
   }
 
-  Result<HttpResponse> StreamedAttempt(const ModelCall& call, const HttpRequest& req,
-                                       const TokenCallback& on_token, ModelReply* reply) {
+  // The SSE parser and what it fills live in this frame; they run on the HTTP client's
+  // thread while the coroutine waits.
+  Task<Result<HttpResponse>> StreamedAttempt(const ModelCall& call, HttpRequest req, const TokenCallback& on_token,
+                                             ModelReply* reply) {
     const auto start = std::chrono::steady_clock::now();
     std::map<uint64_t, ModelToolCall> calls;
     std::string error_body;
@@ -389,28 +394,28 @@ class OpenAiClient final : public ModelClient {
       }
       return true;
     });
-    auto response = PerformHttp(req, [&](std::string_view chunk) {
+    auto response = co_await Perform(std::move(req), [&](std::string_view chunk) {
       // Error bodies (non-2xx) are plain JSON, not a stream: keep them for the message.
       if (error_body.size() < kMaxErrorBody) error_body.append(chunk.substr(0, kMaxErrorBody - error_body.size()));
       return parser.Feed(chunk);
     });
-    if (!parse_error.ok()) return parse_error;
+    if (!parse_error.ok()) co_return parse_error;
     if (!stream_error_body.empty()) {
       HttpResponse failed;  // the server failed mid-stream: its failure, with its message
       failed.status = 500;
       failed.body = stream_error_body;
-      return failed;
+      co_return failed;
     }
-    if (!response.ok()) return response;
+    if (!response.ok()) co_return response;
     if (response->status < 200 || response->status >= 300) {
       response->body = error_body;
-      return response;
+      co_return response;
     }
     parser.Feed("\n\n");
-    if (!parse_error.ok()) return parse_error;
+    if (!parse_error.ok()) co_return parse_error;
     answer(splitter.Finish(&reply->reasoning));
     FinishReply(call, std::move(calls), reply);
-    return response;
+    co_return response;
   }
 
   const ModelEndpointConfig config_;

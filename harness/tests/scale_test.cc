@@ -301,5 +301,65 @@ TEST(HarnessScaleTest, HttpRequestToolCallsHoldNoThreadWhileTheRequestIsOut) {
   }
 }
 
+
+// Model calls over HTTP hold no harness thread while the model server thinks (libcurl's
+// multi interface): with one worker thread, four sessions' calls reach an
+// OpenAI-compatible test double together, two streamed and two whole. The double holds
+// each request until all four are there (or 30 s passed) and answers how many it saw;
+// one after another (each call holding the one worker), the first would see only itself.
+TEST(HarnessScaleTest, ModelCallsHoldNoThreadWhileTheModelServerThinks) {
+  constexpr int kSessions = 4;
+  testing::TempDir dir("sinew-model-calls");
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  std::mutex mu;
+  std::condition_variable all_there;
+  int arrived = 0;
+  int streamed = 0;
+  TestHttpServer model([&](const TestHttpServer::Request& request) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++arrived;
+    all_there.notify_all();
+    all_there.wait_for(lock, std::chrono::seconds(30), [&] { return arrived >= kSessions; });
+    const std::string text = "together=" + std::to_string(arrived);
+    TestHttpServer::Response r;
+    if (request.body.find("\"stream\":true") != std::string::npos) {
+      ++streamed;
+      r.content_type = "text/event-stream";
+      r.body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text +
+               "\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+               "data: [DONE]\n\n";
+    } else {
+      r.body = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" + text +
+               "\"},\"finish_reason\":\"stop\"}]}";
+    }
+    return r;
+  });
+  const std::string endpoint = R"("kind": "openai", "base_url": ")" + model.url() + R"(/v1", "model": "double")";
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "workers": 1,
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "scale"},
+    "default_model": "streamed", "models": {"streamed": {)" + endpoint + R"(, "stream": "on"},
+                                            "whole": {)" + endpoint + R"(, "stream": "off"}}})");
+  ASSERT_FALSE(harness.address.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < kSessions; ++i) {
+    const std::string which = i % 2 == 0 ? "streamed" : "whole";
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "think", "model": ")" + which + R"("})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  for (const auto& id : ids) {
+    ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 120), "completed");
+    std::string text;
+    for (const auto& e : AllEvents(harness.url(), kKey, id)) {
+      if (e.contains("model_response")) text = std::string(e.at("model_response").at("text").as_string());
+    }
+    EXPECT_EQ(text, "together=4");
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(arrived, kSessions);
+  EXPECT_EQ(streamed, kSessions / 2);
+}
+
 }  // namespace
 }  // namespace sinew::harness::test

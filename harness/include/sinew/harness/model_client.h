@@ -1,11 +1,12 @@
 // ModelClient: one call to a language model with a prompt view, tools and streaming.
 //
 // Implementations: OpenAI-compatible Chat Completions and Anthropic Messages over HTTP
-// (libcurl, streaming or not per ModelEndpointConfig::stream, retries where a retry can
-// help, timeouts), and a scripted model that replays a file of responses (for tests and
-// demos; it is named as such everywhere).
+// (libcurl's multi interface: a call in flight holds no thread of the caller's; streaming
+// or not per ModelEndpointConfig::stream, retries where a retry can help, timeouts), and
+// a scripted model that replays a file of responses (for tests and demos; it is named as
+// such everywhere).
 //
-// Thread-safety: Complete() may be called from many threads at once.
+// Thread-safety: Complete() and CompleteAsync() may be called from many threads at once.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -92,8 +93,9 @@ struct ModelReply {
   bool streamed = false;                // the answer came as a stream
 };
 
-// Called with each streamed piece of answer text as it arrives (on the calling thread);
-// without streaming, once with the whole answer. Reasoning is not passed.
+// Called with each streamed piece of answer text as it arrives (on a thread of the
+// client's, one piece at a time, never after the call returns); without streaming, once
+// with the whole answer. Reasoning is not passed.
 using TokenCallback = std::function<void(std::string_view delta)>;
 
 class ModelClient {
@@ -107,11 +109,15 @@ class ModelClient {
   [[nodiscard]] virtual Result<ModelReply> Complete(const ModelCall& call,
                                                     const TokenCallback& on_token) = 0;
   // The agent loop's form of Complete (the harness drives sessions as coroutines): a
-  // client that can wait without a thread overrides it (the scripted model); the default
-  // runs Complete on `blocking`, the harness's pool for calls that block. The caller
-  // co_awaits it at once: `call` and `on_token` live until it returns.
+  // client that can wait without a thread overrides it (the HTTP clients, the scripted
+  // model); the default runs Complete on `blocking`, the harness's pool for calls that
+  // block. The caller co_awaits it at once: `call` and `on_token` live until it returns.
   [[nodiscard]] virtual boost::asio::awaitable<Result<ModelReply>> CompleteAsync(
       const ModelCall& call, const TokenCallback& on_token, boost::asio::thread_pool& blocking);
+  // Ends the calls in flight (kCancelled) and joins the client's own threads, so that
+  // nothing of the client's touches the caller's executors afterwards; later calls are
+  // answered kCancelled. The harness calls it on stop, before its executors go.
+  virtual void Shutdown() {}
   // Prometheus text lines about the client's servers, labelled model="<model>" (per
   // replica: up, calls in flight, calls, failures, calls moved in); "" when it has none
   // to report.
