@@ -2,9 +2,11 @@
 # The harness under ThreadSanitizer (issue 13; docs/fuzzing.md), without gRPC in the
 # process: Debian's gRPC is not TSan-instrumented, and a race report through it cannot be
 # told from one of ours. So the harness runs with its embedded store (RocksDB in the
-# process), the scripted model and the `http_request` tool, no sandboxd: what runs is the
-# harness's own code (HTTP server, request threads, workers, drivers, lease renewal and
-# the scanner, metrics) and the store's, with libcurl for the tool calls.
+# process), the scripted model, an OpenAI-compatible test double (scripts/
+# tsan_model_double.py, called streamed and whole) and the `http_request` tool, no
+# sandboxd: what runs is the harness's own code (HTTP server, request threads, drivers,
+# the model clients' and tools' libcurl threads, lease renewal and the scanner, metrics)
+# and the store's.
 #
 #   scripts/tsan-harness.sh [BUILD_DIR (build-tsan)] [--sessions N (120)]
 #
@@ -29,12 +31,14 @@ if ! grep -q '^SINEW_SANITIZE:STRING=thread$' "$BUILD/CMakeCache.txt" 2>/dev/nul
 fi
 DATA=$(mktemp -d /tmp/sinew-tsan-XXXXXX)
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-TPORT=$(free_port) HPORT=$(free_port)
+TPORT=$(free_port) HPORT=$(free_port) MPORT=$(free_port)
 mkdir -p "$DATA/www" "$DATA/tsan"
 echo '{"ok": true}' >"$DATA/www/a"
 /usr/bin/python3 -m http.server --bind 127.0.0.1 --directory "$DATA/www" "$TPORT" >/dev/null 2>&1 &
 TARGET_PID=$!
-trap 'kill $TARGET_PID 2>/dev/null || true' EXIT
+/usr/bin/python3 scripts/tsan_model_double.py "$MPORT" "http://127.0.0.1:$TPORT/a" >/dev/null 2>&1 &
+MODEL_PID=$!
+trap 'kill $TARGET_PID $MODEL_PID 2>/dev/null || true' EXIT
 cat >"$DATA/script.json" <<JSON
 {"loop": true, "responses": [
   {"text": "fetching", "delay_ms": 30, "tool_calls": [{"name": "http_request", "input": {"url": "http://127.0.0.1:$TPORT/a"}}]},
@@ -47,7 +51,9 @@ cat >"$DATA/harness.json" <<JSON
  "api_keys": {"tsan-key": "tsan"},
  "workers": 32, "lease_ttl_ms": 3000, "scan_interval_ms": 500,
  "default_model": "scripted",
- "models": {"scripted": {"kind": "scripted", "script": "$DATA/script.json"}},
+ "models": {"scripted": {"kind": "scripted", "script": "$DATA/script.json"},
+            "streamed": {"kind": "openai", "base_url": "http://127.0.0.1:$MPORT/v1", "stream": "on"},
+            "whole": {"kind": "openai", "base_url": "http://127.0.0.1:$MPORT/v1", "stream": "off"}},
  "http_request": {"allow": [{"host": "127.0.0.1:$TPORT"}]}}
 JSON
 export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 log_path=$DATA/tsan/report suppressions=$PWD/cmake/tsan.supp"
@@ -60,7 +66,7 @@ for _ in $(seq 600); do
 done
 status=0
 /usr/bin/python3 scripts/tsan_harness_driver.py --api "127.0.0.1:$HPORT" --key tsan-key \
-  --sessions "$SESSIONS" || status=1
+  --sessions "$SESSIONS" --models scripted,streamed,whole || status=1
 kill -TERM $HARNESS_PID 2>/dev/null || true
 harness_rc=0
 wait $HARNESS_PID || harness_rc=$?

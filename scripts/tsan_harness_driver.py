@@ -23,6 +23,7 @@ def parse_args():
     p.add_argument("--key", required=True)
     p.add_argument("--sessions", type=int, default=120)
     p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--models", default="", help="comma-separated models, taken in turn by the sessions (default: the harness's)")
     return p.parse_args()
 
 
@@ -67,6 +68,7 @@ class Client:
 
 def main():
     args = parse_args()
+    models = [m for m in args.models.split(",") if m]
     client = Client(args.api, args.key)
     failures, lock = [], threading.Lock()
     counts = {"created": 0, "completed": 0, "cancelled": 0, "failed": 0, "forks": 0, "imports": 0,
@@ -98,7 +100,10 @@ def main():
         return ""
 
     def one(i):
-        status, data = checked("POST", "/v1/sessions", {"prompt": "task %d" % i, "title": "tsan %d" % i})
+        task = {"prompt": "task %d" % i, "title": "tsan %d" % i}
+        if models:
+            task["model"] = models[i % len(models)]
+        status, data = checked("POST", "/v1/sessions", task)
         if status != 201:
             return
         sid = data["session"]["id"]
