@@ -169,7 +169,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_sessions_driven,max_request_bytes,read_timeout_seconds,"
-      "max_connections,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
+      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
       where));
   HarnessConfig c;
   SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
@@ -182,6 +182,7 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c.max_request_bytes));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c.read_timeout_seconds));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c.max_connections));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "api_threads", where, &c.api_threads));
   SINEW_RETURN_IF_ERROR(ReadBool(root, "insecure", where, &c.insecure));
   SINEW_RETURN_IF_ERROR(ReadString(root, "log_format", where, &c.log_format));
   if (auto f = logging::ParseLogFormat(c.log_format); !f.ok()) return f.status().WithContext("config.log_format");
@@ -352,6 +353,8 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
   if (c.lease_ttl_ms < 300) return Status::InvalidArgument("config.lease_ttl_ms must be at least 300");
   if (c.workers == 0 || c.workers > 10000)
     return Status::InvalidArgument("config.workers must be from 1 to 10000 (threads for blocking calls)");
+  if (c.api_threads == 0 || c.api_threads > 4096)
+    return Status::InvalidArgument("config.api_threads must be from 1 to 4096 (threads for REST requests)");
   if (c.max_sessions_driven == 0 || c.max_sessions_driven > 1000000)
     return Status::InvalidArgument("config.max_sessions_driven must be from 1 to 1000000");
   if (c.tls.cert_file.empty() != c.tls.key_file.empty())

@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/strand.hpp>
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "async.h"
 
@@ -63,15 +65,21 @@ void LogRequest(const ApiRequest& api, int status, std::chrono::steady_clock::ti
 }
 
 // The REST API on the shared HTTP server. ApiHandler::Handle blocks (store calls,
-// forwarding), so each ordinary request runs on a thread of its own, never on an I/O
-// thread. An event stream, which lives as long as its client follows, is a coroutine on
+// forwarding), so ordinary requests run on a pool of config.api_threads threads, never
+// on an I/O thread; more wait in its queue. A request forwarded from another harness runs
+// on a second, smaller pool: it never forwards again, so it always finds a thread even
+// when every thread of the first pool waits on another harness that forwards back. An event stream, which lives as long as its client follows, is a coroutine on
 // the harness's driver threads instead: it holds no thread while it waits for an event or
 // for its client to read (ApiHandler's blocking pieces run on the store pool). Stop waits
 // for both.
 class ApiServer final : public HttpServer {
  public:
-  ApiServer(ApiHandler* handler, Metrics* metrics, StreamExecutors executors)
-      : handler_(handler), metrics_(metrics), executors_(executors) {}
+  ApiServer(ApiHandler* handler, Metrics* metrics, StreamExecutors executors, uint32_t api_threads)
+      : handler_(handler),
+        metrics_(metrics),
+        executors_(executors),
+        requests_(api_threads),
+        forwarded_(std::max<uint32_t>(2, api_threads / 4)) {}
   ~ApiServer() override { Stop(); }
 
   Status Listen(const HarnessConfig& config) {
@@ -125,11 +133,12 @@ class ApiServer final : public HttpServer {
                      [this](const std::exception_ptr&) { Done(); });
       return;
     }
-    std::thread([this, api = std::move(api), stream = std::move(stream)]() mutable {
+    asio::thread_pool& pool = api.forwarded ? forwarded_ : requests_;
+    asio::post(pool, [this, api = std::move(api), stream = std::move(stream)]() mutable {
       Serve(api, stream);
       stream.reset();
       Done();
-    }).detach();
+    });
   }
 
   void Done() {
@@ -245,18 +254,20 @@ class ApiServer final : public HttpServer {
   ApiHandler* handler_;  // not owned
   Metrics* metrics_;     // not owned
   const StreamExecutors executors_;
+  asio::thread_pool requests_;   // ordinary requests
+  asio::thread_pool forwarded_;  // requests forwarded from another harness
   std::unique_ptr<http::Server> server_;
   std::mutex mutex_;
   std::condition_variable idle_;
   bool stopped_ = false;  // guarded by mutex_
-  int running_ = 0;       // requests not yet done (threads and stream coroutines); guarded by mutex_
+  int running_ = 0;       // requests not yet done (queued, running, stream coroutines); guarded by mutex_
 };
 
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HarnessConfig& config, ApiHandler* handler,
                                                       Metrics* metrics, StreamExecutors executors) {
-  auto server = std::make_unique<ApiServer>(handler, metrics, executors);
+  auto server = std::make_unique<ApiServer>(handler, metrics, executors, config.api_threads);
   SINEW_RETURN_IF_ERROR(server->Listen(config));
   return std::unique_ptr<HttpServer>(std::move(server));
 }

@@ -1,6 +1,6 @@
 // HttpServer: the REST API on sinew::http::Server (Boost.Beast on Asio): ordinary
-// requests on a thread each, event streams as coroutines that hold no thread while they
-// wait (http_server.cc).
+// requests on a bounded pool (config.api_threads; forwarded ones on a pool of their own),
+// event streams as coroutines that hold no thread while they wait (http_server.cc).
 //
 // Thread-safety: Stop() may be called from any thread, once or more.
 #pragma once

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -359,6 +361,54 @@ TEST(HarnessScaleTest, ModelCallsHoldNoThreadWhileTheModelServerThinks) {
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(arrived, kSessions);
   EXPECT_EQ(streamed, kSessions / 2);
+}
+
+
+// Ordinary REST requests run on a bounded pool (config.api_threads), not on a thread
+// each: with the store stopped (SIGSTOP), 200 concurrent GETs of a session all wait on
+// it, and the harness's thread count must not grow with them; once the store runs again,
+// every request is answered. (A thread each: +200 threads while the store was stopped.)
+TEST(HarnessScaleTest, OrdinaryRequestsWaitOnABoundedPoolNotAThreadEach) {
+  constexpr int kRequests = 200;
+  testing::TempDir dir("sinew-api-pool");
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  WriteFile(dir.Sub("script.json"), R"({"responses": [{"text": "done"}]})");
+  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "api_threads": 4,
+    "store": {"address": ")" + store.address + R"("}, "api_keys": {")" + kKey + R"(": "scale"},
+    "default_model": "scripted", "models": {"scripted": {"kind": "scripted", "script": ")" +
+                                                       dir.Sub("script.json") + R"("}},
+    "lease_ttl_ms": 60000, "scan_interval_ms": 60000})");
+  ASSERT_FALSE(harness.address.empty());
+  auto created = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "work"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id(created.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 60), "completed");
+  const int pid = harness.proc->pid();
+  const long base_threads = ProcStatus(pid, "Threads");
+
+  store.proc->Signal(SIGSTOP);
+  std::atomic<int> answered{0};
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&] {
+      auto r = Api("GET", harness.url() + "/v1/sessions/" + id, kKey);
+      ok += r.status == 200 ? 1 : 0;
+      ++answered;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const long waiting_threads = ProcStatus(pid, "Threads");
+  const int answered_while_stopped = answered.load();
+  store.proc->Signal(SIGCONT);
+  for (auto& t : clients) t.join();
+
+  std::printf("harness threads: %ld before, %ld with %d requests waiting on the stopped store\n", base_threads,
+              waiting_threads, kRequests - answered_while_stopped);
+  EXPECT_EQ(answered_while_stopped, 0);  // they did wait on the store
+  EXPECT_LT(waiting_threads, base_threads + 20);
+  EXPECT_EQ(ok.load(), kRequests);
 }
 
 }  // namespace

@@ -170,6 +170,11 @@ struct HarnessConfig {
   uint32_t read_timeout_seconds = 30;
   // Open connections at most; more are answered 503. Default: 2048
   uint32_t max_connections = 2048;
+  // Threads for ordinary REST requests (every request but event streams: their store
+  // calls and forwarding block); more wait in a queue. Requests forwarded from another
+  // harness run on a second pool of a quarter as many (at least 2), so that two
+  // harnesses forwarding to each other never wait on each other. 1 to 4096. Default: 32
+  uint32_t api_threads = 32;
   TlsConfig tls;
   // mTLS on the gRPC links to sinew-store and sinew-sandboxd (docs/security.md): this
   // harness's client certificate and key, and the CA their certificates must chain to.
