@@ -58,6 +58,14 @@ SandboxSpec ParseSandboxSpec(const std::string& spec_json) {
   return spec;
 }
 
+Task<Result<v1::SandboxInfo>> ProvisionOn(sandbox::ProvisionerClient& provisioner, const v1::Resources& resources,
+                                          const std::string& label) {
+  co_return co_await AwaitCallback<Result<v1::SandboxInfo>>(
+      [&](std::function<void(Result<v1::SandboxInfo>)> done) {
+        provisioner.ProvisionAsync(resources, label, std::move(done));
+      });
+}
+
 SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info) {
   SandboxBackend::Provisioned p;
   p.id = info.id();

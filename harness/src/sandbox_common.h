@@ -57,6 +57,10 @@ class SandboxClients {
   std::map<std::string, Entry> entries_;  // guarded by mu_
 };
 
+// provisioner.ProvisionAsync, waited on without a thread (the caller co_awaits it at once).
+Task<Result<v1::SandboxInfo>> ProvisionOn(sandbox::ProvisionerClient& provisioner, const v1::Resources& resources,
+                                          const std::string& label);
+
 // Asks `provisioner` how sandbox `id` ended, waiting up to 2 s for it to record the end.
 std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner,
                                                   const std::string& id);

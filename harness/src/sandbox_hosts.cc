@@ -41,9 +41,10 @@ class EtcdSandboxBackend final : public SandboxBackend {
 
   bool configured() const override { return true; }
 
-  Result<Provisioned> Provision(const std::string& spec_json, const std::string& label) override {
+  Task<Result<Provisioned>> Provision(const std::string& spec_json, const std::string& label,
+                                      asio::thread_pool& blocking) override {
     const SandboxSpec spec = ParseSandboxSpec(spec_json);
-    if (spec.attach) return Attach(spec);
+    if (spec.attach) co_return co_await OnPool(blocking, [&] { return Attach(spec); });
     const auto t0 = std::chrono::steady_clock::now();
     const auto hosts = Hosts();
     Placement placement;
@@ -65,7 +66,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
       std::string why;
       for (const auto& r : placement.refused) why += (why.empty() ? "" : "; ") + r;
       if (hosts.empty()) why = "no sandbox host is registered in etcd " + etcd_->endpoint();
-      return Status::ResourceExhausted("no sandbox host has room for this sandbox (" + why + ")");
+      co_return Status::ResourceExhausted("no sandbox host has room for this sandbox (" + why + ")");
     }
     Status last = Status::Unavailable("no host tried");
     for (size_t i = 0; i < placement.ranked.size() && i < kMaxTries; ++i) {
@@ -75,8 +76,8 @@ class EtcdSandboxBackend final : public SandboxBackend {
         token = Reserve(c.host_id, spec.resources, hosts);
       }
       auto prov = ProvisionerFor(c.address);
-      Result<v1::SandboxInfo> info = prov.ok() ? (*prov)->Provision(spec.resources, label)
-                                               : Result<v1::SandboxInfo>(prov.status());
+      Result<v1::SandboxInfo> info = prov.status();
+      if (prov.ok()) info = co_await ProvisionOn(**prov, spec.resources, label);
       Settle(c.host_id, token, info.ok());
       if (info.ok()) {
         Provisioned p = ToProvisioned(*info);
@@ -85,17 +86,17 @@ class EtcdSandboxBackend final : public SandboxBackend {
         p.placement_us = placement_us;
         spdlog::debug("placed sandbox {} on {} (warm {}, load {:.2f}) in {} us", p.id, c.host_id,
                       c.warm, c.load, placement_us);
-        return p;
+        co_return p;
       }
       last = info.status().WithContext("host " + c.host_id);
       const auto code = info.status().code();
       if (code != StatusCode::kUnavailable && code != StatusCode::kResourceExhausted &&
           code != StatusCode::kDeadlineExceeded) {
-        return last;  // the request itself is wrong (bad resources, missing image)
+        co_return last;  // the request itself is wrong (bad resources, missing image)
       }
       spdlog::warn("sandbox placement: {}; trying the next host", last.ToString());
     }
-    return last;
+    co_return last;
   }
 
   Status Connect(const SandboxRef& sandbox) override {

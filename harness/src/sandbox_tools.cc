@@ -15,16 +15,19 @@ class GrpcSandboxBackend final : public SandboxBackend {
 
   bool configured() const override { return provisioner_ != nullptr; }
 
-  Result<Provisioned> Provision(const std::string& spec_json, const std::string& label) override {
-    if (!provisioner_) return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
+  Task<Result<Provisioned>> Provision(const std::string& spec_json, const std::string& label,
+                                      asio::thread_pool& blocking) override {
+    if (!provisioner_) co_return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
     const SandboxSpec spec = ParseSandboxSpec(spec_json);
     if (spec.attach) {
       // An existing sandbox named by the task (an evaluation runner's): it must be running.
-      SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->Get(spec.attach_id));
-      return CheckAttached(info, spec);
+      auto info = co_await OnPool(blocking, [&] { return provisioner_->Get(spec.attach_id); });
+      if (!info.ok()) co_return info.status();
+      co_return CheckAttached(*info, spec);
     }
-    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->Provision(spec.resources, label));
-    return ToProvisioned(info);
+    auto info = co_await ProvisionOn(*provisioner_, spec.resources, label);
+    if (!info.ok()) co_return info.status();
+    co_return ToProvisioned(*info);
   }
 
   Status Connect(const SandboxRef& sandbox) override { return ClientFor(sandbox.id).status(); }

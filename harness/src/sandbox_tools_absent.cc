@@ -6,8 +6,8 @@ namespace {
 
 class AbsentBackend final : public SandboxBackend {
  public:
-  Result<Provisioned> Provision(const std::string&, const std::string&) override {
-    return Status::Unimplemented("this harness was built without the sandbox client library");
+  Task<Result<Provisioned>> Provision(const std::string&, const std::string&, asio::thread_pool&) override {
+    co_return Status::Unimplemented("this harness was built without the sandbox client library");
   }
   Status Connect(const SandboxRef&) override {
     return Status::Unimplemented("this harness was built without the sandbox client library");

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "async.h"
 #include "curl_http.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/model_client.h"
@@ -116,9 +117,12 @@ class SandboxBackend {
     std::string host_address;  // the host's Provisioner address; "" with a single one
     int64_t placement_us = 0;  // time the placement decision took (etcd hosts only)
   };
-  // `spec_json`: the task's "sandbox" object (may be empty).
-  [[nodiscard]] virtual Result<Provisioned> Provision(const std::string& spec_json,
-                                                      const std::string& label) = 0;
+  // `spec_json`: the task's "sandbox" object (may be empty). A coroutine that holds no
+  // thread while the provisioner starts the sandbox (gRPC's callback API, the etcd
+  // placement's tries one after another); attaching to a sandbox the task names asks the
+  // provisioner on `blocking` (short). The caller co_awaits it at once.
+  [[nodiscard]] virtual Task<Result<Provisioned>> Provision(const std::string& spec_json, const std::string& label,
+                                                            asio::thread_pool& blocking) = 0;
   // Runs tool call `call_id` in `sandbox` (reached through the provisioner's answer for
   // that id, never an address from elsewhere, and authenticated on every call), in two
   // halves so that no thread waits while the tool runs. Connect readies the sandbox's

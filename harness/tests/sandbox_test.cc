@@ -155,6 +155,45 @@ TEST_F(SandboxTest, SandboxCallsHoldNoThreadWhileTheToolRuns) {
   EXPECT_GE(overlapping, 1) << "the commands ran one after another: each call held the one worker thread";
 }
 
+// A sandbox provision holds no harness thread while sandboxd starts the sandbox (issue
+// 17): with one worker thread, a sandboxd with no warm pool (the tests' has none) that
+// starts one sandbox at a time (its start line) has several sessions' Provision calls in
+// hand at once. When a provision held the one worker, sandboxd saw one call at a time.
+TEST_F(SandboxTest, ProvisionsHoldNoThreadWhileSandboxdStartsTheSandbox) {
+  sandboxd_.reset();
+  sandboxd_ = std::make_unique<SandboxdProcess>(std::vector<std::string>{
+      "--log-format", "json", "--max-concurrent-starts", "1"});
+  ASSERT_FALSE(sandboxd_->address.empty());
+  const std::string script = WriteFile(dir_.Sub("task.json"), R"({"responses": [
+    {"text": "Looking.", "tool_calls": [{"name": "bash", "input": {"command": "echo hi"}}]}, {"text": "done"}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script, R"(, "workers": 1)"));
+  ASSERT_FALSE(harness.address.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "say hi"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  for (const auto& id : ids) ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 300), "completed");
+  // sandboxd's log, in order: how many Provision calls it held at once.
+  int in_hand = 0, most = 0, started = 0;
+  while (auto line = sandboxd_->proc().ReadLine(std::chrono::milliseconds(1000))) {
+    boost::system::error_code ec;
+    json::value v = json::parse(*line, ec);
+    if (ec || !v.is_object()) continue;
+    const std::string msg(v.as_object().at("msg").as_string());
+    if (msg == "sandboxd Provision started") {
+      ++started;
+      most = std::max(most, ++in_hand);
+    } else if (msg.rfind("sandboxd Provision ended", 0) == 0) {
+      --in_hand;
+    }
+  }
+  std::printf("sandboxd held at most %d of %d Provision calls at once\n", most, started);
+  EXPECT_EQ(started, 3);
+  EXPECT_GE(most, 2) << "sandboxd saw one provision at a time: each held the harness's one worker thread";
+}
+
 TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {
   auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
   ASSERT_TRUE(prov.ok());

@@ -3,6 +3,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <future>
+
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_trace.h"
@@ -21,24 +23,50 @@ class GrpcProvisionerClient final : public ProvisionerClient {
                         std::chrono::milliseconds provision_timeout)
       : stub_(v1::Provisioner::NewStub(channel)), timeout_(timeout), provision_timeout_(provision_timeout) {}
 
-  Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
-                                    std::string_view label) override {
-    v1::ProvisionRequest req;
-    *req.mutable_resources() = resources;
-    req.set_label(std::string(label));
-    req.set_claim_within_seconds(kClaimWithinSeconds);
-    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info,
-                           Call("Provision", req, &v1::Provisioner::Stub::Provision, provision_timeout_));
-    // Confirm the hand-over: a sandbox whose answer never reached us is ended by the
-    // daemon instead of running unowned.
-    v1::ClaimRequest claim;
-    claim.set_id(info.id());
-    Result<v1::SandboxInfo> claimed = Call("Claim", claim, &v1::Provisioner::Stub::Claim);
-    if (claimed.ok()) return std::move(*claimed);
-    if (claimed.status().code() == StatusCode::kUnimplemented) return info;  // a daemon older than Claim
-    (void)Destroy(info.id());  // best effort; unclaimed, the daemon ends it anyway
-    return Status::Unavailable("sandbox " + info.id() + " was handed over but not claimed (" +
-                               claimed.status().message() + "); provision again");
+  // The asynchronous form waited on: one code path for both.
+  Result<v1::SandboxInfo> Provision(const v1::Resources& resources, std::string_view label) override {
+    std::promise<Result<v1::SandboxInfo>> answer;
+    auto future = answer.get_future();
+    ProvisionAsync(resources, label, [&answer](Result<v1::SandboxInfo> r) { answer.set_value(std::move(r)); });
+    return future.get();
+  }
+
+  // Provision, then confirm the hand-over with Claim: a sandbox whose answer never
+  // reached us is ended by the daemon instead of running unowned. Both calls go through
+  // gRPC's callback API; the operation's state lives until the last callback.
+  void ProvisionAsync(const v1::Resources& resources, std::string_view label, ProvisionDone done) override {
+    struct Op {
+      grpc::ClientContext provision_ctx;
+      grpc::ClientContext claim_ctx;
+      v1::ProvisionRequest request;
+      v1::SandboxInfo provisioned;
+      v1::ClaimRequest claim;
+      v1::SandboxInfo claimed;
+      std::string traceparent;
+      ProvisionDone done;
+    };
+    auto op = std::make_shared<Op>();
+    *op->request.mutable_resources() = resources;
+    op->request.set_label(std::string(label));
+    op->request.set_claim_within_seconds(kClaimWithinSeconds);
+    op->traceparent = OutgoingTraceparent();
+    op->done = std::move(done);
+    Prepare(&op->provision_ctx, provision_timeout_, op->traceparent);
+    stub_->async()->Provision(&op->provision_ctx, &op->request, &op->provisioned, [this, op](grpc::Status s) {
+      if (!s.ok()) return op->done(FromGrpcStatus(s).WithContext("provisioner Provision"));
+      op->claim.set_id(op->provisioned.id());
+      Prepare(&op->claim_ctx, {}, op->traceparent);
+      stub_->async()->Claim(&op->claim_ctx, &op->claim, &op->claimed, [this, op](grpc::Status c) {
+        if (c.ok()) return op->done(std::move(op->claimed));
+        if (c.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+          return op->done(std::move(op->provisioned));  // a daemon older than Claim
+        }
+        DestroyUnclaimed(op->provisioned.id());  // best effort; unclaimed, the daemon ends it anyway
+        op->done(Status::Unavailable("sandbox " + op->provisioned.id() + " was handed over but not claimed (" +
+                                     FromGrpcStatus(c).WithContext("provisioner Claim").message() +
+                                     "); provision again"));
+      });
+    });
   }
 
   Result<v1::SandboxInfo> Destroy(std::string_view id) override {
@@ -78,6 +106,24 @@ class GrpcProvisionerClient final : public ProvisionerClient {
     grpc::Status s = (stub_.get()->*method)(&ctx, req, &resp);
     if (!s.ok()) return FromGrpcStatus(s).WithContext("provisioner " + std::string(what));
     return resp;
+  }
+
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout, const std::string& traceparent) const {
+    ctx->set_deadline(std::chrono::system_clock::now() + (timeout.count() > 0 ? timeout : timeout_));
+    if (!traceparent.empty()) ctx->AddMetadata(kTraceparentMetadata, traceparent);
+  }
+
+  // Destroy without waiting for (or reading) the answer: for a callback, which must not block.
+  void DestroyUnclaimed(const std::string& id) {
+    struct Op {
+      grpc::ClientContext ctx;
+      v1::DestroyRequest request;
+      v1::SandboxInfo info;
+    };
+    auto op = std::make_shared<Op>();
+    op->request.set_id(id);
+    Prepare(&op->ctx, {}, {});
+    stub_->async()->Destroy(&op->ctx, &op->request, &op->info, [op](grpc::Status) {});
   }
 
   // Constant after construction.

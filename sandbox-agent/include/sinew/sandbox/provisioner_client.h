@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,6 +54,12 @@ class ProvisionerClient {
   // running unowned; kUnavailable when the claim failed (provision again).
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
                                                           std::string_view label = {}) = 0;
+  // Provision without a thread waiting: returns at once, and `done` gets what Provision
+  // would return, once, on a gRPC thread (or on the caller's, before this returns, when
+  // the call cannot start). `done` must be quick and must not block. The client must
+  // outlive the call. The outgoing trace is the calling thread's.
+  using ProvisionDone = std::function<void(Result<v1::SandboxInfo>)>;
+  virtual void ProvisionAsync(const v1::Resources& resources, std::string_view label, ProvisionDone done) = 0;
   // Kills and removes it; returns its final info (outcome DESTROYED unless it had ended).
   [[nodiscard]] virtual Result<v1::SandboxInfo> Destroy(std::string_view id) = 0;
   // Current info; for an ended sandbox, `outcome` says how it ended.
