@@ -210,7 +210,7 @@ TEST(JinjaTemplateTest, RunawayTemplatesStopAtTheRenderersBoundsWithAMessage) {
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   EXPECT_EQ(*whole, "500000");
   const RenderBounds defaults;
-  EXPECT_EQ(defaults.max_steps, 10'000'000u);
+  EXPECT_EQ(defaults.max_steps, 1'000'000u);
   EXPECT_EQ(defaults.max_text_bytes, size_t{64} << 20);
 }
 

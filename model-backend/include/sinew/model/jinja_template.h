@@ -27,7 +27,9 @@ namespace sinew::model {
 // small or quick: past a bound the render fails with a message instead of taking the
 // process's memory or time (Python's jinja2 has none of these bounds).
 struct RenderBounds {
-  uint64_t max_steps = 10'000'000;        // statements and loop iterations run (a few per message)
+  // Statements and loop iterations run: a few per message in real templates; a loop
+  // iteration costs about 2-5 us, so the bound is a few seconds of one core.
+  uint64_t max_steps = 1'000'000;
   size_t max_text_bytes = size_t{64} << 20;  // one string value, and the output
   size_t max_items = size_t{1} << 20;        // one list built by + or *
 };
