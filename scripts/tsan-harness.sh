@@ -2,8 +2,8 @@
 # The harness under ThreadSanitizer (issue 13; docs/fuzzing.md), without gRPC in the
 # process: Debian's gRPC is not TSan-instrumented, and a race report through it cannot be
 # told from one of ours. So the harness runs with its embedded store (RocksDB in the
-# process), the scripted model, an OpenAI-compatible test double (scripts/
-# tsan_model_double.py, called streamed and whole) and the `http_request` tool, no
+# process), the scripted model, an OpenAI-compatible test double (harness/tests/
+# model_double.py, called streamed and whole) and the `http_request` tool, no
 # sandboxd: what runs is the harness's own code (HTTP server, request threads, drivers,
 # the model clients' and tools' libcurl threads, lease renewal and the scanner, metrics)
 # and the store's.
@@ -36,7 +36,7 @@ mkdir -p "$DATA/www" "$DATA/tsan"
 echo '{"ok": true}' >"$DATA/www/a"
 /usr/bin/python3 -m http.server --bind 127.0.0.1 --directory "$DATA/www" "$TPORT" >/dev/null 2>&1 &
 TARGET_PID=$!
-/usr/bin/python3 scripts/tsan_model_double.py "$MPORT" "http://127.0.0.1:$TPORT/a" >/dev/null 2>&1 &
+/usr/bin/python3 harness/tests/model_double.py "$MPORT" 30 "http://127.0.0.1:$TPORT/a" >/dev/null 2>&1 &
 MODEL_PID=$!
 trap 'kill $TARGET_PID $MODEL_PID 2>/dev/null || true' EXIT
 cat >"$DATA/script.json" <<JSON

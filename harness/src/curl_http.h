@@ -12,13 +12,18 @@ using HttpResponse = http::ClientResponse;
 using http::ChunkCallback;
 using http::InitCurlOnce;
 
-// http::Fetch, with a stopped transfer (request.stop set, or `on_chunk` returned false)
-// as kCancelled. Errors otherwise: those of http::Fetch.
+// `response`, with a transfer the caller stopped (request.stop set, or the chunk callback
+// returned false) as kCancelled "`what`: stopped".
+[[nodiscard]] inline Result<HttpResponse> CancelledIfStopped(Result<HttpResponse> response, const std::string& what) {
+  if (response.ok() && response->stopped) return Status::Cancelled(what + ": stopped");
+  return response;
+}
+
+// http::Fetch, with a stopped transfer as kCancelled. Errors otherwise: those of
+// http::Fetch.
 [[nodiscard]] inline Result<HttpResponse> PerformHttp(const HttpRequest& request,
                                                       const ChunkCallback& on_chunk = nullptr) {
-  auto response = http::Fetch(request, on_chunk);
-  if (response.ok() && response->stopped) return Status::Cancelled(request.method + " " + request.url + ": stopped");
-  return response;
+  return CancelledIfStopped(http::Fetch(request, on_chunk), request.method + " " + request.url);
 }
 
 }  // namespace sinew::harness

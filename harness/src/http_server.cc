@@ -68,10 +68,11 @@ void LogRequest(const ApiRequest& api, int status, std::chrono::steady_clock::ti
 // forwarding), so ordinary requests run on a pool of config.api_threads threads, never
 // on an I/O thread; more wait in its queue. A request forwarded from another harness runs
 // on a second, smaller pool: it never forwards again, so it always finds a thread even
-// when every thread of the first pool waits on another harness that forwards back. An event stream, which lives as long as its client follows, is a coroutine on
-// the harness's driver threads instead: it holds no thread while it waits for an event or
-// for its client to read (ApiHandler's blocking pieces run on the store pool). Stop waits
-// for both.
+// when every thread of the first pool waits on another harness that forwards back. An
+// event stream, which lives as long as its client follows, is a coroutine on the
+// harness's driver threads instead: it holds no thread while it waits for an event or for
+// its client to read (ApiHandler's blocking pieces run on the store pool). Stop waits for
+// both.
 class ApiServer final : public HttpServer {
  public:
   ApiServer(ApiHandler* handler, Metrics* metrics, StreamExecutors executors, uint32_t api_threads)

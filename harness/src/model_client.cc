@@ -95,8 +95,7 @@ Task<Result<HttpResponse>> HttpModelClient::Perform(HttpRequest request, http::C
   auto response = co_await AwaitCallback<Result<HttpResponse>>([&](std::function<void(Result<HttpResponse>)> done) {
     Http().Start(std::move(request), std::move(on_chunk), std::move(done));
   });
-  if (response.ok() && response->stopped) co_return Status::Cancelled(what + ": stopped");
-  co_return response;
+  co_return CancelledIfStopped(std::move(response), what);
 }
 
 Result<std::unique_ptr<ModelClient>> MakeModelClient(const ModelEndpointConfig& config,

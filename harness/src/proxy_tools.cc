@@ -59,8 +59,7 @@ void ProxyTools::ExecuteAsync(const std::string& name, const std::string& input_
   HttpRequest req = std::get<HttpRequest>(std::move(request));
   req.stop = cancelled;
   Http().Start(std::move(req), nullptr, [this, start, done = std::move(done)](Result<HttpResponse> response) {
-    if (response.ok() && response->stopped) response = Status::Cancelled("http_request: stopped");
-    done(HttpRequestOutcome(response, start));
+    done(HttpRequestOutcome(CancelledIfStopped(std::move(response), "http_request"), start));
   });
 }
 

@@ -52,6 +52,30 @@ double Metric(const std::string& page, const std::string& name) {
   return std::atof(page.c_str() + at + name.size() + 2);
 }
 
+// A meeting point for the requests a test server holds: each Arrive waits until
+// `expected` have arrived (or 30 s passed) and returns how many had arrived by then.
+class Gathering {
+ public:
+  explicit Gathering(int expected) : expected_(expected) {}
+  int Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    all_there_.notify_all();
+    all_there_.wait_for(lock, std::chrono::seconds(30), [&] { return arrived_ >= expected_; });
+    return arrived_;
+  }
+  int arrived() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arrived_;
+  }
+
+ private:
+  const int expected_;
+  std::mutex mu_;
+  std::condition_variable all_there_;
+  int arrived_ = 0;  // guarded by mu_
+};
+
 // Ids of every session with `status`, paging through the listing.
 std::set<std::string> SessionsWith(const std::string& base, const std::string& status) {
   std::set<std::string> ids;
@@ -265,17 +289,12 @@ TEST(HarnessScaleTest, HttpRequestToolCallsHoldNoThreadWhileTheRequestIsOut) {
   testing::TempDir dir("sinew-proxy");
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
-  std::mutex mu;
-  std::condition_variable all_there;
-  int arrived = 0;
+  Gathering gathering(kSessions);
   TestHttpServer target([&](const TestHttpServer::Request&) {
-    std::unique_lock<std::mutex> lock(mu);
-    ++arrived;
-    all_there.notify_all();
-    all_there.wait_for(lock, std::chrono::seconds(30), [&] { return arrived >= kSessions; });
+    const int together = gathering.Arrive();
     TestHttpServer::Response r;
     r.content_type = "text/plain";
-    r.body = "together=" + std::to_string(arrived);
+    r.body = "together=" + std::to_string(together);
     return r;
   });
   WriteFile(dir.Sub("script.json"), R"({"responses": [
@@ -314,16 +333,10 @@ TEST(HarnessScaleTest, ModelCallsHoldNoThreadWhileTheModelServerThinks) {
   testing::TempDir dir("sinew-model-calls");
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
-  std::mutex mu;
-  std::condition_variable all_there;
-  int arrived = 0;
-  int streamed = 0;
+  Gathering gathering(kSessions);
+  std::atomic<int> streamed{0};
   TestHttpServer model([&](const TestHttpServer::Request& request) {
-    std::unique_lock<std::mutex> lock(mu);
-    ++arrived;
-    all_there.notify_all();
-    all_there.wait_for(lock, std::chrono::seconds(30), [&] { return arrived >= kSessions; });
-    const std::string text = "together=" + std::to_string(arrived);
+    const std::string text = "together=" + std::to_string(gathering.Arrive());
     TestHttpServer::Response r;
     if (request.body.find("\"stream\":true") != std::string::npos) {
       ++streamed;
@@ -358,9 +371,8 @@ TEST(HarnessScaleTest, ModelCallsHoldNoThreadWhileTheModelServerThinks) {
     }
     EXPECT_EQ(text, "together=4");
   }
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(arrived, kSessions);
-  EXPECT_EQ(streamed, kSessions / 2);
+  EXPECT_EQ(gathering.arrived(), kSessions);
+  EXPECT_EQ(streamed.load(), kSessions / 2);
 }
 
 

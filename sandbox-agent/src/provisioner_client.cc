@@ -100,14 +100,14 @@ class GrpcProvisionerClient final : public ProvisionerClient {
                                                                   Resp*),
                     std::chrono::milliseconds timeout = {}) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + (timeout.count() > 0 ? timeout : timeout_));
-    AddTraceMetadata(&ctx);
+    Prepare(&ctx, timeout, OutgoingTraceparent());
     Resp resp;
     grpc::Status s = (stub_.get()->*method)(&ctx, req, &resp);
     if (!s.ok()) return FromGrpcStatus(s).WithContext("provisioner " + std::string(what));
     return resp;
   }
 
+  // Sets the call's deadline (`timeout`, or the call timeout when 0) and its trace.
   void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout, const std::string& traceparent) const {
     ctx->set_deadline(std::chrono::system_clock::now() + (timeout.count() > 0 ? timeout : timeout_));
     if (!traceparent.empty()) ctx->AddMetadata(kTraceparentMetadata, traceparent);

@@ -26,7 +26,6 @@ struct Context {
   enum class Control { kNone, kBreak, kContinue } control = Control::kNone;
   int depth = 0;  // macro call depth, bounded
   uint64_t steps = 0;  // statements and loop iterations run so far
-  uint64_t max_steps = 0;  // the render's bound on `steps` (RenderBounds)
 
   Value Lookup(const std::string& name) const;
   void Set(const std::string& name, Value value) { frame->vars[name] = std::move(value); }
@@ -50,7 +49,7 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 // Runs statements in order, stopping at a break or continue.
 void ExecBody(const Body& body, Context& ctx, std::string& out);
-// Counts one step of the render; fails past ctx.max_steps.
+// Counts one step of the render; fails past Bounds().max_steps.
 void CountStep(Context& ctx);
 
 struct CallArgExprs {

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <map>
 
+#include "bounds.h"
 #include "methods.h"
 
 namespace sinew::jinja {

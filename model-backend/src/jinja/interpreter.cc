@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ast.h"
+#include "bounds.h"
 #include "builtins.h"
 #include "methods.h"
 
@@ -167,8 +168,8 @@ Value Context::Lookup(const std::string& name) const {
 }
 
 void CountStep(Context& ctx) {
-  if (++ctx.steps > ctx.max_steps) {
-    Fail("the template ran past the renderer's bound of " + std::to_string(ctx.max_steps) + " steps");
+  if (++ctx.steps > Bounds().max_steps) {
+    Fail("the template ran past the renderer's bound of " + std::to_string(Bounds().max_steps) + " steps");
   }
 }
 

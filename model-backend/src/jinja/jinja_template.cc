@@ -1,6 +1,7 @@
 #include "sinew/model/jinja_template.h"
 
 #include "ast.h"
+#include "bounds.h"
 #include "builtins.h"
 
 namespace sinew::model {
@@ -39,7 +40,6 @@ Result<std::string> JinjaTemplate::Render(const boost::json::object& variables,
   jinja::Context ctx;
   ctx.frame = &root;
   ctx.root = &root;
-  ctx.max_steps = bounds.max_steps;
   std::string out;
   try {
     jinja::ExecBody(program_->body, ctx, out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "bounds.h"
 #include "builtins.h"
 
 namespace sinew::jinja {
