@@ -247,6 +247,44 @@ TEST(HttpServerTest, OnRoomHoldsAWriterBackForASlowReaderAndReportsTheHangUp) {
   pump->stream.reset();
 }
 
+// Stop closes the acceptor while connections keep arriving on several I/O threads; an
+// accept finishing on one thread must never restart on an acceptor another thread is
+// closing (a crash CI once caught in a test's server teardown: about 1 stop in 2,000).
+TEST(HttpServerTest, StoppingWhileConnectionsArriveIsSafe) {
+  for (int round = 0; round < 150; ++round) {
+    ServerOptions options;
+    options.io_threads = 4;
+    auto server = StartServer(options);
+    ASSERT_NE(server, nullptr);
+    const uint16_t port = server->port();
+    std::atomic<bool> done{false};
+    std::vector<std::thread> dialers;
+    for (int d = 0; d < 3; ++d) {
+      dialers.emplace_back([&] {
+        while (!done.load()) {
+          int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+          sockaddr_in addr{};
+          addr.sin_family = AF_INET;
+          addr.sin_port = htons(port);
+          addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+          ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+          // Closed with a reset: no TIME_WAIT, so thousands of dials use no ports up.
+          linger reset{1, 0};
+          ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+          ::close(fd);
+        }
+      });
+    }
+    // The server answers while the dialers run; then it stops under them.
+    auto response = Fetch(Req("http://" + server->address() + "/live", 5000));
+    ASSERT_TRUE(response.ok()) << "round " << round << ": " << response.status().ToString();
+    EXPECT_EQ(response->status, 200);
+    server->Stop();
+    done = true;
+    for (auto& t : dialers) t.join();
+  }
+}
+
 TEST(HttpServerTest, ABadHostOrTakenPortIsAnError) {
   ServerOptions bad_host;
   bad_host.host = "not-an-ip";

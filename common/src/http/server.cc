@@ -461,7 +461,11 @@ class Session final : public Connection {
 class ServerImpl final : public Server {
  public:
   ServerImpl(const ServerOptions& options, Handler handler)
-      : shared_(std::make_shared<Shared>()), acceptor_(shared_->ioc), watch_timer_(shared_->ioc), sighup_(shared_->ioc) {
+      : shared_(std::make_shared<Shared>()),
+        control_(net::make_strand(shared_->ioc)),
+        acceptor_(control_),
+        watch_timer_(control_),
+        sighup_(control_) {
     shared_->options = options;
     shared_->handler = std::move(handler);
   }
@@ -511,7 +515,7 @@ class ServerImpl final : public Server {
 
   void Stop(std::chrono::milliseconds drain) override {
     if (stopped_.exchange(true)) return;
-    net::post(shared_->ioc, [this] {
+    net::post(control_, [this] {
       beast::error_code ignored;
       acceptor_.close(ignored);
       watch_timer_.cancel();
@@ -617,6 +621,9 @@ class ServerImpl final : public Server {
   }
 
   std::shared_ptr<Shared> shared_;
+  // The acceptor, the TLS watch timer and the SIGHUP set are not thread-safe and the
+  // I/O threads are many: their handlers and Stop's close all run on this strand.
+  net::strand<net::io_context::executor_type> control_;
   tcp::acceptor acceptor_;
   net::steady_timer watch_timer_;
   net::signal_set sighup_;
