@@ -71,6 +71,9 @@ Result<ModelReply> HttpModelClient::Complete(const ModelCall& call, const TokenC
         if (error) std::rethrow_exception(error);
       });
   io.run();
+  // The coroutine's last wake-up came from the HTTP client's thread, which may still be
+  // inside asio::post on `io`.
+  WaitForForeignPosts();
   return std::move(*out);
 }
 
