@@ -154,4 +154,17 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
+RefusingPort::RefusingPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+  if (fd_ < 0) Die("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) Die("bind");
+  socklen_t len = sizeof addr;
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+}
+
+RefusingPort::~RefusingPort() { close(fd_); }
+
 }  // namespace sinew::testing

@@ -15,6 +15,7 @@
 
 #include "model_clients.h"
 #include "sinew/harness/model_client.h"
+#include "sinew/testing/subprocess.h"
 #include "test_util.h"
 
 namespace sinew::harness {
@@ -409,13 +410,9 @@ TEST(ModelRetryTest, RetryAfterIsHonouredAndTooLongAWaitFailsAtOnce) {
 }
 
 TEST(ModelRetryTest, ConnectionErrorsAreRetriedAndReportNoHttpStatus) {
-  int port = 0;
-  {
-    TestHttpServer gone([](const TestHttpServer::Request&) { return TestHttpServer::Response{}; });
-    port = gone.port();
-  }  // closed: connections are refused
+  sinew::testing::RefusingPort gone;
   ModelFailure failure;
-  auto reply = CallOff("http://127.0.0.1:" + std::to_string(port), &failure);
+  auto reply = CallOff("http://127.0.0.1:" + std::to_string(gone.port()), &failure);
   EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(failure.attempts, 4u);  // max_retries 3
   EXPECT_EQ(failure.http_status, 0);

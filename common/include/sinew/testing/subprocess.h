@@ -74,4 +74,20 @@ class Subprocess {
 // Returns a TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort();
 
+// A TCP port on 127.0.0.1 that refuses every connection for as long as this object
+// lives: it holds a socket bound to the port without listening, so no other process can
+// take the port meanwhile (a closed server's port can be, under parallel tests).
+class RefusingPort {
+ public:
+  RefusingPort();
+  ~RefusingPort();
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 }  // namespace sinew::testing
