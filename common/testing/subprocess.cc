@@ -140,19 +140,7 @@ int Subprocess::Wait() {
   return status;
 }
 
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Die("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) Die("bind");
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+int FreeLoopbackPort() { return RefusingPort().port(); }
 
 RefusingPort::RefusingPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
   if (fd_ < 0) Die("socket");

@@ -34,9 +34,8 @@ void MakeCerts(const std::string& dir, const std::string& names) {
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 }
 
-// Sends `raw` on a fresh connection and returns everything the server answers until it
-// closes (or 5 s pass).
-std::string RawExchange(uint16_t port, const std::string& raw) {
+// A TCP socket connected to 127.0.0.1:port, or -1.
+int DialLoopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -44,8 +43,16 @@ std::string RawExchange(uint16_t port, const std::string& raw) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    return "connect failed";
+    return -1;
   }
+  return fd;
+}
+
+// Sends `raw` on a fresh connection and returns everything the server answers until it
+// closes (or 5 s pass).
+std::string RawExchange(uint16_t port, const std::string& raw) {
+  const int fd = DialLoopback(port);
+  if (fd < 0) return "connect failed";
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   size_t sent = 0;
@@ -262,12 +269,8 @@ TEST(HttpServerTest, StoppingWhileConnectionsArriveIsSafe) {
     for (int d = 0; d < 3; ++d) {
       dialers.emplace_back([&] {
         while (!done.load()) {
-          int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-          sockaddr_in addr{};
-          addr.sin_family = AF_INET;
-          addr.sin_port = htons(port);
-          addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-          ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+          const int fd = DialLoopback(port);
+          if (fd < 0) continue;
           // Closed with a reset: no TIME_WAIT, so thousands of dials use no ports up.
           linger reset{1, 0};
           ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
