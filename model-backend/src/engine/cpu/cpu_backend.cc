@@ -121,8 +121,9 @@ class CpuOps final : public BackendOps {
     return Status::Ok();
   }
 
-  // Dot4 kernels give each row the arithmetic of the one-row Dot of the same
-  // table (backend_ops_test checks it bit for bit); the other ops are per row.
+  // Tile kernels give every element the same arithmetic whatever the tile's shape,
+  // and Dot4 kernels each row the arithmetic of the one-row Dot of the same table
+  // (backend_ops_test checks both bit for bit); the other ops are per row.
   bool RowInvariant() const override { return true; }
 
   Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
@@ -132,16 +133,23 @@ class CpuOps final : public BackendOps {
     const int64_t M = x.rows();
     cpu::VecDotFn dot = nullptr;
     cpu::VecDot4Fn dot4 = nullptr;
+    cpu::GemmTileFn tile = nullptr;
     cpu::QuantizeActFn quantize = nullptr;
     int64_t act_row_bytes = K * 4;
     switch (w.type) {
-      case GgmlType::kF32: dot = k_.dot_f32, dot4 = k_.dot4_f32; break;
-      case GgmlType::kF16: dot = k_.dot_f16, dot4 = k_.dot4_f16; break;
-      case GgmlType::kBF16: dot = k_.dot_bf16, dot4 = k_.dot4_bf16; break;
+      case GgmlType::kF32: dot = k_.dot_f32, dot4 = k_.dot4_f32, tile = k_.tile_f32; break;
+      case GgmlType::kF16: dot = k_.dot_f16, dot4 = k_.dot4_f16, tile = k_.tile_f16; break;
+      case GgmlType::kBF16: dot = k_.dot_bf16, dot4 = k_.dot4_bf16, tile = k_.tile_bf16; break;
       case GgmlType::kQ8_0:
       case GgmlType::kQ4_0:
         dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
         dot4 = w.type == GgmlType::kQ8_0 ? k_.dot4_q8_0 : nullptr;
+        if (w.type == GgmlType::kQ8_0 && k_.tile_q8_0 != nullptr) {
+          tile = k_.tile_q8_0;
+          quantize = k_.quantize_q8_0_tile;
+          act_row_bytes = cpu::Q8TileActRowBytes(K);
+          break;
+        }
         quantize = k_.quantize_q8_0;
         act_row_bytes = K / quant::kQK8_0 * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
         break;
@@ -168,7 +176,24 @@ class CpuOps final : public BackendOps {
     // Blocks of kRowBlock weight rows stay in L2 while each group of four
     // activation rows (in L1) passes over them.
     constexpr int64_t kRowBlock = 32;
-    pool_.ParallelFor(N, std::max(Grain(K * M), int64_t{8}), [&](int64_t begin, int64_t end) {
+    const int64_t grain = std::max(Grain(K * M), int64_t{8});
+    if (tile != nullptr) {
+      pool_.ParallelFor(N, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
+          const int64_t n1 = std::min(end, n0 + kRowBlock);
+          for (int64_t m = 0; m < M; m += cpu::kTileRows) {
+            const int rows_x = static_cast<int>(std::min<int64_t>(cpu::kTileRows, M - m));
+            for (int64_t n = n0; n < n1; n += cpu::kTileRows) {
+              const int rows_w = static_cast<int>(std::min<int64_t>(cpu::kTileRows, n1 - n));
+              tile(K, wdata + n * w_row_bytes, w_row_bytes, rows_w, act + m * act_row_bytes, act_row_bytes,
+                   rows_x, out + m * N + n, N);
+            }
+          }
+        }
+      });
+      return Status::Ok();
+    }
+    pool_.ParallelFor(N, grain, [&](int64_t begin, int64_t end) {
       for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
         const int64_t n1 = std::min(end, n0 + kRowBlock);
         int64_t m = 0;

@@ -23,6 +23,18 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
 // Four dot products of one weight row with four activation rows that lie
 // `x_stride` bytes apart (prompt processing: the weight row is loaded once).
 using VecDot4Fn = void (*)(int64_t n, const void* w, const void* x, int64_t x_stride, float* out);
+// A tile of a matrix product: out[c * out_stride + r] = dot(weight row r, activation
+// row c) for r < rows_w weight rows (w_stride bytes apart) and c < rows_x activation
+// rows (x_stride bytes apart), 1 <= rows_w, rows_x <= kTileRows. Every element gets
+// the same arithmetic whatever the tile's shape (one accumulator per element over the
+// row, in the same order), so a matrix product built of tiles is batch invariant.
+inline constexpr int kTileRows = 4;
+using GemmTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, int rows_w, const void* x,
+                            int64_t x_stride, int rows_x, float* out, int64_t out_stride);
+// The activation layout of tile_q8_0: per pair of 32-value blocks, 64 quants offset to
+// unsigned (q + 128) and 16 float scales (the first block's 8 times, then the
+// second's); a last unpaired block has zero quants and scales in its second half.
+inline constexpr int64_t Q8TileActRowBytes(int64_t n) { return (n / 32 + 1) / 2 * 128; }
 // Converts n F32 values to an activation format.
 using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
 // y[i] += a * x[i] where x is F32 or F16 (for attention over the V cache).
@@ -44,6 +56,13 @@ struct KernelTable {
   VecDot4Fn dot4_bf16 = nullptr;
   VecDot4Fn dot4_q8_0 = nullptr;
   VecDot4Fn dot4_q4_k = nullptr;
+  // Optional register-tiled matrix products; when set, MatMul uses them for every
+  // batch size instead of dot/dot4 (so the results differ from dot's in rounding).
+  GemmTileFn tile_f32 = nullptr;
+  GemmTileFn tile_f16 = nullptr;
+  GemmTileFn tile_bf16 = nullptr;
+  GemmTileFn tile_q8_0 = nullptr;  // takes activations from quantize_q8_0_tile
+  QuantizeActFn quantize_q8_0_tile = nullptr;
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
   AxpyFn axpy_f32 = nullptr;
