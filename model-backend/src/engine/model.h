@@ -79,6 +79,11 @@ class Model {
   bool PadsRows(bool batch_invariant) const {
     return batch_invariant && !backend_.ops().RowInvariant();
   }
+  // A step's rows come in groups of this many: padded (PadsRows) or sharing each
+  // weight load (BackendOps::RowGroup); rows up to the next multiple are cheap.
+  int32_t CheapRowGroup(bool batch_invariant) const {
+    return PadsRows(batch_invariant) ? 4 : backend_.ops().RowGroup();
+  }
 
  private:
   explicit Model(Backend& backend) : backend_(backend) {}

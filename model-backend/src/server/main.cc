@@ -86,8 +86,8 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   bool spec_any_rows = false;
   app.add_flag("--spec-any-rows", spec_any_rows,
-               "speculate in every decode, adding rows (default: only into the rows the "
-               "batch-invariant padding computes anyway)");
+               "speculate in every decode, adding rows (default: only into the rows up to "
+               "the step's next group of four, which the kernels compute at little cost)");
   app.add_option("--device", engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   std::string cache_type_k = "f16", cache_type_v = "f16";
   app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")

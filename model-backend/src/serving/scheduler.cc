@@ -171,12 +171,12 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
   if (options_.speculative_draft_tokens <= 0) return;
   int32_t rows = budget;  // what the step may still take
   if (options_.speculative_free_rows_only) {
-    // Only the rows the batch-invariant padding computes anyway.
+    // Only the rows up to the step's next group: padded anyway, or sharing the
+    // weight loads of the step's own rows.
     int32_t n_tokens = 0;
     for (const Planned& p : plan) n_tokens += p.take;
-    rows = model_.PadsRows(options_.batch_invariant)
-               ? std::min(rows, (n_tokens + 3) / 4 * 4 - n_tokens)
-               : 0;
+    const int32_t group = model_.CheapRowGroup(options_.batch_invariant);
+    rows = group > 1 ? std::min(rows, (n_tokens + group - 1) / group * group - n_tokens) : 0;
   }
   for (Planned& p : plan) {
     if (rows <= 0) break;

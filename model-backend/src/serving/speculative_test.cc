@@ -131,7 +131,7 @@ TEST_P(SpeculativeRandomModelTest, SpeculativeOutputEqualsPlainOutput) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     expected.push_back(Ids(*r));
   }
-  // The default (drafts only in padding rows, 3 at most), and every decode with
+  // The default (drafts only in the rows up to a group of four), and every decode with
   // drafts of 3 and 7.
   for (int32_t draft : {0, 3, 7}) {
     auto spec = Load(draft == 0 ? ServingOptions{} : Speculative(draft));
@@ -144,8 +144,14 @@ TEST_P(SpeculativeRandomModelTest, SpeculativeOutputEqualsPlainOutput) {
     EXPECT_EQ(RunAll(*spec, prompts, params), expected) << "draft " << draft << " concurrent";
     const ServingStats stats = spec->stats();
     if (draft == 0) {
-      // The default drafts only into padding rows; the CPU backend pads nothing.
-      EXPECT_EQ(stats.spec_verifications, 0u);
+      // The default drafts only into the rows of a step's last group of four:
+      // the SIMD CPU kernels take four rows per weight load, scalar ones one.
+      if (spec->info().simd == "cpu-scalar") {
+        EXPECT_EQ(stats.spec_verifications, 0u);
+      } else {
+        EXPECT_GT(stats.spec_verifications, 0u) << spec->info().simd;
+        EXPECT_GT(stats.spec_accepted_tokens, 0u);
+      }
       continue;
     }
     EXPECT_GT(stats.spec_verifications, 0u);

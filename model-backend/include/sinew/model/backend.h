@@ -131,6 +131,11 @@ class BackendOps {
   // to a multiple of four.
   virtual bool RowInvariant() const { return false; }
 
+  // How many rows (tokens) a matrix product takes per load of each weight vector:
+  // up to the next multiple of it, extra rows cost little more than memory-bound
+  // decode already pays (speculative drafts fill them). Optional: 1 (the default).
+  virtual int32_t RowGroup() const { return 1; }
+
   // out[:, i] = dequantized table row ids[i]. table: any type [n_embd, n_rows];
   // out: F32 [n_embd, ids.size()]. REQUIRES: ids in range.
   [[nodiscard]] virtual Status GetRows(const Tensor& table, std::span<const int32_t> ids,

@@ -61,13 +61,13 @@ struct ServingOptions {
   // the same (bit-identical with batch_invariant), only sooner when drafts are
   // right. 0 disables. Default: 3
   int32_t speculative_draft_tokens = 3;
-  // Drafts only take the rows that the batch-invariant padding computes anyway
-  // (where the backend pads: a step of T tokens runs ceil(T / 4) * 4 rows), so
-  // speculation costs next to nothing when drafts are wrong: a lone decode gets
-  // 3 rows, two decodes 2, three 1, four none. The CPU backend does not pad
-  // (RowInvariant), so there this means no speculation. False: any decode
-  // drafts, adding rows to the step (pays when drafts are mostly right and
-  // extra rows are cheap). Default: true
+  // Drafts only take the rows up to the step's next group of four, which cost
+  // next to nothing when drafts are wrong: where the backend pads (a step of T
+  // tokens runs ceil(T / 4) * 4 rows) and where its matrix products load each
+  // weight vector once per four rows (the CPU with AVX2 or AVX-512:
+  // BackendOps::RowGroup). A lone decode gets 3 rows, two decodes 2, three 1,
+  // four none; scalar CPU kernels none. False: any decode drafts, adding rows to
+  // the step (pays when drafts are mostly right). Default: true
   bool speculative_free_rows_only = true;
 };
 

@@ -126,6 +126,10 @@ class CpuOps final : public BackendOps {
   // (backend_ops_test checks both bit for bit); the other ops are per row.
   bool RowInvariant() const override { return true; }
 
+  // The AVX2 and AVX-512 matrix products go four rows per weight load (tiles or
+  // four-row dot products); scalar ones one row at a time.
+  int32_t RowGroup() const override { return k_.level == cpu::SimdLevel::kScalar ? 1 : 4; }
+
   Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
     if (x.type != GgmlType::kF32 || y.type != GgmlType::kF32) return NotF32(Op::kMatMul);
     const int64_t K = w.ne[0];
