@@ -15,7 +15,7 @@
 #            reply re-emitting it with a small change; generation tok/s
 # Then, sinew alone on the same models plus --spec-models (default stories260K,
 # which does copy text from its context): the edit turn with speculative decoding
-# off, default (on the CPU: off, see docs/model-serving.md) and 3- and 7-token
+# off, default (a lone decode drafts 3 on SIMD CPUs, see docs/model-serving.md) and 3- and 7-token
 # drafts in every decode (--spec-any-rows): tok/s, speed-up, acceptance,
 # tokens per verifying forward, and whether the outputs are identical.
 # Machine load (uptime) is printed with every phase: the machine is shared.

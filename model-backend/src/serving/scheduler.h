@@ -52,7 +52,7 @@ class Scheduler {
   std::vector<Planned> Plan();
   // Speculative decoding: gives planned decodes a prompt-lookup draft, within
   // `budget` more tokens and, with speculative_free_rows_only, within the rows
-  // the batch-invariant padding adds anyway. Allocates the drafts' blocks.
+  // up to the step's next group (Model::CheapRowGroup). Allocates the drafts' blocks.
   void AddDrafts(std::vector<Planned>& plan, int32_t budget);
   // Samples the next token of `seq` from its logits `row` (mutex held): the
   // constraint, the sampler, the outbox and the finish checks of one decode.
