@@ -339,9 +339,13 @@ test('cancel and send a message from the page', async () => {
   await page.click('button[data-action=cancel]');
   await waitFor(() => document.querySelector('.session')?.dataset.status === 'cancelled', {timeout: 30000});
   assert.equal((await stack.waitStatus(id, ['cancelled'])).status, 'cancelled');
+  // The task's prompt is a user_message already: wait for one more.
+  const userMessages = () =>
+    [...document.querySelectorAll('.tr-row .badge')].filter((b) => b.textContent === 'user_message').length;
+  const before = await page.evaluate(userMessages);
   await page.type('.actions textarea', 'please go on');
   await page.click('.actions form.inline button[type=submit]');
-  await waitFor(() => [...document.querySelectorAll('.tr-row .badge')].some((b) => b.textContent === 'user_message'));
+  await waitFor(`(${userMessages})() > ${before}`);
   const evs = await stack.allEvents(id);
   assert.ok(evs.some((e) => e.type === 'user_message' && e.user_message.text === 'please go on'));
 });
