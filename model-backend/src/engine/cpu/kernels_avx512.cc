@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "cpu/kernels.h"
 #include "quant/quants.h"
@@ -501,7 +502,7 @@ void QuantizeQ8_0Tile(const float* x, void* y, int64_t n) {
     BlockQ8_0 blocks[2] = {};
     QuantizeRowQ8_0(x + b * kQK8_0, blocks, std::min<int64_t>(2, nb - b) * kQK8_0);
     uint8_t* pair = out + b / 2 * 128;
-    float* scales = reinterpret_cast<float*>(pair + 64);
+    float scales[16];
     for (int h = 0; h < 2; ++h) {
       const bool real = b + h < nb;
       for (int i = 0; i < kQK8_0; ++i) {
@@ -509,6 +510,7 @@ void QuantizeQ8_0Tile(const float* x, void* y, int64_t n) {
       }
       for (int i = 0; i < 8; ++i) scales[h * 8 + i] = real ? F16ToF32(blocks[h].d) : 0.0f;
     }
+    std::memcpy(pair + 64, scales, sizeof(scales));
   }
 }
 
