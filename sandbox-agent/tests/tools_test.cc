@@ -372,6 +372,40 @@ TEST_F(ToolsTest, GrepSkipsALineWhoseMatchingExceedsTheWorkBoundAndSaysWhere) {
   EXPECT_EQ(needle.output().substr(0, 13), "bundle.js:3: ") << needle.output().substr(0, 100);
 }
 
+// Found by sandbox_tools_fuzz: a pattern of many ambiguous groups costs its length squared
+// at every position of a line. Boost.Regex's own bound for a line grows with that square
+// (about 8 s for this 3.3 KB pattern on a 60-character line, 25 s on 200 characters), so a
+// few such lines took the whole call and the call's time budget, checked between lines,
+// overran by a line. grep bounds each line's work itself and checks the budget inside it.
+std::string AmbiguousGroups() {
+  std::string p;
+  for (int i = 0; i < 300; ++i) p += "(a|aa|a*)*x";
+  return p;
+}
+
+TEST_F(ToolsTest, GrepBoundsEachLinesWorkAgainstAmbiguousPatterns) {
+  std::string lines;
+  for (int i = 0; i < 4; ++i) lines += std::string(200, 'a') + "\n";
+  WriteFile("x.txt", lines);
+  auto out = Run("grep", GrepJson(AmbiguousGroups()));
+  EXPECT_FALSE(out.is_error()) << out.output();
+  EXPECT_TRUE(out.truncated());
+  // Every line is given up at the per-line bound, well inside the 30 s budget of the call.
+  EXPECT_NE(out.output().find("[4 line(s) not searched"), std::string::npos) << out.output();
+  EXPECT_EQ(out.output().find("[stopped after"), std::string::npos) << out.output();
+}
+
+TEST_F(ToolsTest, GrepKeepsItsTimeBudgetInsideALine) {
+  WriteFile("x.txt", std::string(60, 'a') + "\n");
+  ToolConfig tight = config_;
+  tight.grep_time_budget = std::chrono::milliseconds(20);
+  auto out = ToolRegistry(tight).Execute("grep", GrepJson(AmbiguousGroups()));
+  EXPECT_FALSE(out.is_error()) << out.output();
+  EXPECT_TRUE(out.truncated());
+  EXPECT_NE(out.output().find("[stopped after 20 ms"), std::string::npos) << out.output();
+  EXPECT_EQ(out.output().find("not searched"), std::string::npos) << out.output();
+}
+
 TEST_F(ToolsTest, GrepStopsAtItsTimeBudgetAndAtCancellationAndSaysSo) {
   WriteFile("a.txt", "one\ntwo\n");
   WriteFile("b.txt", "one\n");

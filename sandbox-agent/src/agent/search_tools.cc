@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <boost/regex.hpp>
 #include <chrono>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -150,11 +151,124 @@ class ListFilesTool final : public Tool {
   ToolConfig config_;
 };
 
-// grep's pattern, compiled by Boost.Regex: a backtracking matcher that bounds the work of
-// each search (it throws instead of running on), so that no pattern and line can make a
-// call run for minutes. glibc's regexec, used before, searched an unanchored pattern in
-// time quadratic in the line (`a.*b.*z` on a 1 MB minified line: minutes), exponential
-// with back-references, and regcomp expanded repetitions into gigabytes.
+// The work one grep call may still do: a per-line allowance of matcher steps and the
+// call's deadline. Boost.Regex bounds a search by itself, but its bound grows with the
+// pattern's length squared times the line's (seconds per line for a 4 KB pattern of
+// ambiguous groups), so grep counts the matcher's reads of the line as well.
+class SearchBudget {
+ public:
+  // What stopped a search early.
+  enum class Stop { kNone, kLineWork, kDeadline };
+
+  explicit SearchBudget(std::chrono::steady_clock::time_point deadline) : deadline_(deadline) {}
+
+  // Starts a line of `bytes` bytes: a fixed allowance plus a few steps per byte, so that
+  // an ordinary pattern reads the longest line to its end.
+  void StartLine(size_t bytes) {
+    steps_ = 0;
+    limit_ = kLineSteps + kStepsPerByte * static_cast<uint64_t>(bytes);
+    stop_ = Stop::kNone;
+  }
+  // One step of the matcher; throws Exhausted once the line's allowance or the deadline
+  // is spent (the deadline is read once every 2^16 steps).
+  void Step() {
+    ++steps_;
+    if (steps_ > limit_) Exhaust(Stop::kLineWork);
+    if ((steps_ & 0xffff) == 0 && std::chrono::steady_clock::now() >= deadline_)
+      Exhaust(Stop::kDeadline);
+  }
+  Stop stop() const { return stop_; }
+  bool past_deadline() const { return std::chrono::steady_clock::now() >= deadline_; }
+
+  // Unwinds the matcher (which releases its state on the way out, as on its own bound).
+  struct Exhausted {};
+
+ private:
+  // About 0.1-0.2 s of one core in an optimised build.
+  static constexpr uint64_t kLineSteps = 16'000'000;
+  static constexpr uint64_t kStepsPerByte = 16;
+
+  [[noreturn]] void Exhaust(Stop why) {
+    stop_ = why;
+    throw Exhausted{};
+  }
+
+  const std::chrono::steady_clock::time_point deadline_;
+  uint64_t steps_ = 0;
+  uint64_t limit_ = 0;
+  Stop stop_ = Stop::kNone;
+};
+
+// A position in a line that charges the budget for every character the matcher reads.
+// Random access, so that Boost.Regex keeps its own bound and search strategies as well.
+class BudgetedChar {
+ public:
+  using iterator_category = std::random_access_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  BudgetedChar() = default;
+  BudgetedChar(const char* p, SearchBudget* budget) : p_(p), budget_(budget) {}
+
+  reference operator*() const {
+    budget_->Step();
+    return *p_;
+  }
+  reference operator[](difference_type n) const { return *(*this + n); }
+  BudgetedChar& operator++() {
+    ++p_;
+    return *this;
+  }
+  BudgetedChar operator++(int) {
+    BudgetedChar before = *this;
+    ++p_;
+    return before;
+  }
+  BudgetedChar& operator--() {
+    --p_;
+    return *this;
+  }
+  BudgetedChar operator--(int) {
+    BudgetedChar before = *this;
+    --p_;
+    return before;
+  }
+  BudgetedChar& operator+=(difference_type n) {
+    p_ += n;
+    return *this;
+  }
+  BudgetedChar& operator-=(difference_type n) {
+    p_ -= n;
+    return *this;
+  }
+  friend BudgetedChar operator+(BudgetedChar a, difference_type n) { return a += n; }
+  // The rest of a random-access iterator's operations, which this Boost does not all use.
+  [[maybe_unused]] friend BudgetedChar operator+(difference_type n, BudgetedChar a) {
+    return a += n;
+  }
+  [[maybe_unused]] friend BudgetedChar operator-(BudgetedChar a, difference_type n) {
+    return a -= n;
+  }
+  friend difference_type operator-(const BudgetedChar& a, const BudgetedChar& b) {
+    return a.p_ - b.p_;
+  }
+  friend bool operator==(const BudgetedChar& a, const BudgetedChar& b) { return a.p_ == b.p_; }
+  [[maybe_unused]] friend auto operator<=>(const BudgetedChar& a, const BudgetedChar& b) {
+    return a.p_ <=> b.p_;
+  }
+
+ private:
+  const char* p_ = nullptr;
+  SearchBudget* budget_ = nullptr;
+};
+
+// grep's pattern, compiled by Boost.Regex: a backtracking matcher, searched through
+// BudgetedChar so that no pattern and line can make a call run past its budget. glibc's
+// regexec, used before, searched an unanchored pattern in time quadratic in the line
+// (`a.*b.*z` on a 1 MB minified line: minutes), exponential with back-references, and
+// regcomp expanded repetitions into gigabytes.
 class GrepPattern {
  public:
   static Result<GrepPattern> Compile(const std::string& pattern, bool ignore_case) {
@@ -176,11 +290,19 @@ class GrepPattern {
     }
   }
 
-  // True when `line` holds a match; an error when deciding it took more work than the
-  // matcher allows.
-  Result<bool> Search(const std::string& line) const {
+  // True when `line` holds a match. ResourceExhausted when deciding it took more work than
+  // Boost.Regex or the line's allowance in `budget` allows; DeadlineExceeded when the
+  // budget's deadline passed first.
+  Result<bool> Search(const std::string& line, SearchBudget& budget) const {
+    budget.StartLine(line.size());
+    const BudgetedChar begin(line.data(), &budget);
+    const BudgetedChar end(line.data() + line.size(), &budget);
     try {
-      return boost::regex_search(line, re_, boost::match_any | boost::match_not_dot_newline);
+      return boost::regex_search(begin, end, re_, boost::match_any | boost::match_not_dot_newline);
+    } catch (const SearchBudget::Exhausted&) {
+      if (budget.stop() == SearchBudget::Stop::kDeadline)
+        return Status::DeadlineExceeded("the call's time budget ran out inside a line");
+      return Status::ResourceExhausted("the line's work allowance ran out");
     } catch (const std::runtime_error& e) {
       return Status::ResourceExhausted(e.what());
     }
@@ -199,8 +321,8 @@ class GrepScan {
            std::chrono::milliseconds budget, const RunContext& ctx)
       : pattern_(pattern),
         limit_(limit),
-        deadline_(std::chrono::steady_clock::now() + budget),
         budget_(budget),
+        search_budget_(std::chrono::steady_clock::now() + budget),
         ctx_(ctx),
         out_(max_output_bytes) {}
 
@@ -241,7 +363,7 @@ class GrepScan {
 
  private:
   bool Line(std::string& line, const std::string& shown_name, size_t line_no) {
-    if (std::chrono::steady_clock::now() >= deadline_) {
+    if (search_budget_.past_deadline()) {
       out_of_time_ = true;
       return false;
     }
@@ -249,7 +371,11 @@ class GrepScan {
       cancelled_ = true;
       return false;
     }
-    Result<bool> hit = pattern_.Search(line);
+    Result<bool> hit = pattern_.Search(line, search_budget_);
+    if (!hit.ok() && hit.status().code() == StatusCode::kDeadlineExceeded) {
+      out_of_time_ = true;
+      return false;
+    }
     if (!hit.ok()) {
       if (too_complex_++ == 0) first_too_complex_ = shown_name + ":" + std::to_string(line_no);
       return true;
@@ -267,8 +393,8 @@ class GrepScan {
 
   const GrepPattern& pattern_;
   const size_t limit_;
-  const std::chrono::steady_clock::time_point deadline_;
   const std::chrono::milliseconds budget_;
+  SearchBudget search_budget_;
   const RunContext& ctx_;
   OutputLimiter out_;
   size_t files_ = 0;
