@@ -18,12 +18,19 @@
 # off, default (a lone decode drafts 3 on SIMD CPUs, see docs/model-serving.md) and 3- and 7-token
 # drafts in every decode (--spec-any-rows): tok/s, speed-up, acceptance,
 # tokens per verifying forward, and whether the outputs are identical.
+# Then, for each --draft-pairs TARGET:DRAFT (a draft model over the target's vocabulary),
+# sinew and llama-server side by side on one stream generating from a prompt with nothing
+# to copy: no speculation, then the draft model (sinew --draft-model with and without
+# prompt lookup; llama-server -md with its defaults and with sinew's 3 tokens and no
+# probability cut-off), generation tok/s, speed-up over the same server without it,
+# sinew's acceptance, and whether each server's outputs are identical to its own plain ones.
 # Machine load (uptime) is printed with every phase: the machine is shared.
 #
 # usage: model-backend/bench/run_server_bench.sh [--llama-server PATH] [--work-dir DIR]
 #            [-t 2] [--types F16,Q8_0,Q4_K] [-m EXTRA.gguf]... [-n 64] [-r 3]
 #            [--streams 8,32] [--turns 20] [--sinew-args "--no-batch-invariance"]
 #            [--spec-models A.gguf,B.gguf] [--llama-args "--poll 0"]
+#            [--draft-pairs TARGET.gguf:DRAFT.gguf,...]
 # env:   SINEW_BUILD_DIR (default build): where bin/sinew-model(-bench) were built.
 # The random models (~470 MB, sinew-model-bench --write-random) go to --work-dir
 # (default: a temporary directory, removed at exit); existing files are reused.
@@ -44,6 +51,7 @@ TURNS=20
 SINEW_ARGS=""
 LLAMA_ARGS=""
 SPEC_MODELS="$(pwd)/../shared/models/stories260K.gguf"
+DRAFT_PAIRS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-server) LLAMA_SERVER=$2; shift 2 ;;
@@ -58,7 +66,8 @@ while [ $# -gt 0 ]; do
     --sinew-args) SINEW_ARGS=$2; shift 2 ;;
     --spec-models) SPEC_MODELS=$2; shift 2 ;;
     --llama-args) LLAMA_ARGS=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --draft-pairs) DRAFT_PAIRS=$2; shift 2 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -83,11 +92,12 @@ fi
 MODELS+=("${EXTRA_MODELS[@]}")
 
 exec python3 - "$SERVER" "$LLAMA_SERVER" "$THREADS" "$N_GEN" "$REPS" "$STREAMS" "$TURNS" \
-  "$SINEW_ARGS" "$SPEC_MODELS" "$LLAMA_ARGS" "${MODELS[@]}" <<'PY'
+  "$SINEW_ARGS" "$SPEC_MODELS" "$LLAMA_ARGS" "$DRAFT_PAIRS" "${MODELS[@]}" <<'PY'
 import http.client, json, os, shlex, socket, subprocess, sys, threading, time
 
 (server_bin, llama_bin, threads, n_gen, reps, streams, turns, sinew_args, spec_models,
- llama_args), models = sys.argv[1:11], sys.argv[11:]
+ llama_args, draft_pairs), models = sys.argv[1:12], sys.argv[12:]
+draft_pairs = [tuple(p.split(":", 1)) for p in draft_pairs.split(",") if p]
 spec_models = [m for m in spec_models.split(",") if m]
 n_gen, reps, turns = int(n_gen), int(reps), int(turns)
 streams = [int(s) for s in streams.split(",") if s]
@@ -120,7 +130,8 @@ class Server:
                    "--grpc-port", "-1", "--ctx", "2048"] + shlex.split(sinew_args) + list(extra_args)
         else:
             cmd = [llama_bin, "-m", model, "-t", threads, "-tb", threads, "--port", str(self.port),
-                   "-np", str(parallel), "-c", str(max(2048, 256 * parallel))] + shlex.split(llama_args)
+                   "-np", str(parallel), "-c", str(max(2048, 256 * parallel))] + \
+                  shlex.split(llama_args) + list(extra_args)
         self.log = open("/tmp/server-bench-%s-%d.log" % (kind, self.port), "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 120
@@ -334,6 +345,60 @@ def speculation(model):
 
 for model in models + spec_models:
     speculation(model)
+
+def free_generation(srv, tag):
+    """One stream generating 2 * n_gen tokens from a prompt it cannot copy from: best
+    generation tok/s of reps, and the text of the last rep."""
+    best, out = 0.0, None
+    for rep in range(reps):
+        body = {"prompt": "[%s-free-%d] Once upon a time" % (tag, rep), "max_tokens": 2 * n_gen}
+        ttft, gen_s, usage = srv.stream(body)
+        best = max(best, (usage["completion_tokens"] - 1) / gen_s if gen_s > 0 else 0.0)
+        out = srv.post(body)["choices"][0]["text"]
+    return best, out
+
+def draft_model(target, draft):
+    """sinew and llama-server, each with and without the draft model, on one stream."""
+    tag = os.path.basename(target)
+    configs = [("sinew", "off", ["--spec-draft", "0"]),
+               ("sinew", "draft model", ["--draft-model", draft, "--no-prompt-lookup"]),
+               ("sinew", "draft + lookup", ["--draft-model", draft])]
+    if llama_bin:
+        configs += [("llama", "off", []),
+                    ("llama", "-md (defaults)", ["-md", draft]),
+                    ("llama", "-md, 3, p-min 0", ["-md", draft, "--draft-max", "3", "--draft-min", "0",
+                                                  "--draft-p-min", "0"])]
+    rows, plain = [], {}
+    for kind, name, args in configs:
+        srv = Server(kind, target, 1, args)
+        try:
+            load_before = load()
+            tps, out = free_generation(srv, tag)
+            acc = ""
+            if kind == "sinew" and name != "off":
+                drafted = srv.metric("sinew_model_spec_model_draft_tokens_total")
+                accepted = srv.metric("sinew_model_spec_model_accepted_tokens_total")
+                acc = "%.0f%%" % (100 * accepted / drafted) if drafted else "-"
+        finally:
+            srv.stop()
+        if name == "off":
+            plain[kind] = (tps, out)
+        rows.append((kind, name, tps, tps / plain[kind][0], acc, out == plain[kind][1], load_before))
+    print("\n## draft model %s for %s: one stream, %d tokens from a prompt with nothing to copy"
+          % (os.path.basename(draft), tag, 2 * n_gen))
+    print("%-6s %-18s %10s %9s %9s %10s %6s" % ("server", "speculation", "gen tok/s", "speed-up",
+                                              "accepted", "identical", "load"))
+    for kind, name, tps, up, acc, same, ld in rows:
+        print("%-6s %-18s %10.1f %8.2fx %9s %10s %6s" % (kind, name, tps, up, acc or "-", same, ld))
+    if "llama" in plain:
+        print("sinew / llama.cpp, no speculation: %.2fx" % (plain["sinew"][0] / plain["llama"][0]))
+        for _, n1, t1, *_ in rows[1:3]:
+            for _, n2, t2, *_ in rows[4:]:
+                print("sinew %s / llama.cpp %s: %.2fx" % (n1, n2, t1 / t2))
+    sys.stdout.flush()
+
+for target, draft in draft_pairs:
+    draft_model(target, draft)
 print("\n# ratio: sinew / llama.cpp for rates, llama.cpp / sinew for times (>1: sinew better)")
 print("# uptime at end: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 PY

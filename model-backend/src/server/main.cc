@@ -88,6 +88,17 @@ int Run(int argc, char** argv) {
   app.add_flag("--spec-any-rows", spec_any_rows,
                "speculate in every decode, adding rows (default: only into the rows up to "
                "the step's next group of four, which the kernels compute at little cost)");
+  app.add_option("--draft-model", serving.draft_model_path,
+                 "a smaller GGUF with the model's vocabulary: it drafts for the decodes that "
+                 "prompt lookup finds nothing for (same --spec-draft tokens and rows)")
+      ->check(CLI::ExistingFile);
+  bool draft_always = false;
+  app.add_flag("--draft-always", draft_always,
+               "draft --spec-draft tokens with --draft-model in every decode (default: as "
+               "much as it pays by the measured acceptance and times)");
+  bool no_prompt_lookup = false;
+  app.add_flag("--no-prompt-lookup", no_prompt_lookup,
+               "draft with --draft-model alone, not by looking the context up first");
   app.add_option("--device", engine.device, "cpu, cuda or cuda:N")->capture_default_str();
   std::string cache_type_k = "f16", cache_type_v = "f16";
   app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")
@@ -153,6 +164,8 @@ int Run(int argc, char** argv) {
   serving.prefix_cache = !no_prefix_cache;
   serving.batch_invariant = !no_batch_invariance;
   serving.speculative_free_rows_only = !spec_any_rows;
+  serving.prompt_lookup = !no_prompt_lookup;
+  serving.draft_model_adaptive = !draft_always;
   serving.max_waiting = static_cast<int32_t>(std::min<size_t>(queue_capacity, INT32_MAX));
   http.read_timeout = std::chrono::seconds(std::max(1, read_timeout_s));
   http.write_timeout = std::chrono::seconds(std::max(1, write_timeout_s));

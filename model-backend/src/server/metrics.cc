@@ -120,14 +120,20 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
   metric("sinew_model_batch_tokens_total", "counter", "Tokens run in batched steps.",
          s.step_tokens);
   metric("sinew_model_spec_verifications_total", "counter",
-         "Decodes that carried a prompt-lookup draft (speculative decoding).",
-         s.spec_verifications);
-  metric("sinew_model_spec_draft_tokens_total", "counter", "Tokens drafted by prompt lookup.",
-         s.spec_drafted_tokens);
+         "Decodes that carried a draft (speculative decoding).", s.spec_verifications);
+  metric("sinew_model_spec_draft_tokens_total", "counter",
+         "Tokens drafted, by prompt lookup or the draft model.", s.spec_drafted_tokens);
   metric("sinew_model_spec_accepted_tokens_total", "counter",
          "Drafted tokens that equalled the sampled ones.", s.spec_accepted_tokens);
   metric("sinew_model_spec_emitted_tokens_total", "counter",
          "Tokens produced by decodes that carried a draft.", s.spec_emitted_tokens);
+  metric("sinew_model_spec_model_draft_tokens_total", "counter",
+         "Tokens drafted by the draft model (--draft-model).", s.spec_model_drafted_tokens);
+  metric("sinew_model_spec_model_accepted_tokens_total", "counter",
+         "Draft-model tokens that equalled the sampled ones.", s.spec_model_accepted_tokens);
+  metric("sinew_model_spec_model_prefix_hit_tokens_total", "counter",
+         "Tokens whose draft-model KV came from its prefix cache.",
+         s.spec_model_prefix_hit_tokens);
   auto ratio = [&out](const char* name, const char* help, double value) {
     char text[64];
     std::snprintf(text, sizeof(text), "%.6g", value);

@@ -28,6 +28,38 @@ std::string CompletionBody(const std::string& prompt, bool stream) {
   return json::serialize(body);
 }
 
+// --draft-model through the real server: stories260K drafting for itself gives the
+// text of a server without speculation, and /metrics counts its drafts.
+TEST(ServerServing, DraftModelKeepsTheTextAndShowsInMetrics) {
+  auto plain = StartServer({"--spec-draft", "0"});
+  auto drafted = StartServer({"--draft-model", testing::StoriesPath(), "--draft-always"});
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(drafted, nullptr);
+  for (const char* prompt : {"Once upon a time", "Tom had a dog", "The sun was hot and"}) {
+    testing::HttpResult want =
+        HttpCall(plain->http_port(), "POST", "/v1/completions", CompletionBody(prompt, false));
+    testing::HttpResult got =
+        HttpCall(drafted->http_port(), "POST", "/v1/completions", CompletionBody(prompt, true));
+    ASSERT_EQ(want.status, 200) << want.body;
+    ASSERT_EQ(got.status, 200) << got.body;
+    std::string streamed;
+    for (const std::string& e : SseData(got.body)) {
+      if (e != "[DONE]") streamed += std::string(json::parse(e).at("choices").at(0).at("text").as_string());
+    }
+    EXPECT_EQ(streamed, std::string(json::parse(want.body).at("choices").at(0).at("text").as_string()))
+        << prompt;
+  }
+  const std::string metrics = HttpCall(drafted->http_port(), "GET", "/metrics").body;
+  auto value = [&metrics](const std::string& key) {
+    const size_t pos = metrics.find("\n" + key + " ");
+    return pos == std::string::npos ? -1.0 : std::stod(metrics.substr(pos + key.size() + 2));
+  };
+  EXPECT_GT(value("sinew_model_spec_model_draft_tokens_total"), 0) << metrics;
+  EXPECT_GT(value("sinew_model_spec_model_accepted_tokens_total"), 0) << metrics;
+  EXPECT_LE(value("sinew_model_spec_model_accepted_tokens_total"),
+            value("sinew_model_spec_model_draft_tokens_total"));
+}
+
 TEST(ServerServing, ConcurrentStreamsAllCompleteWithTheSingleRequestText) {
   auto server = StartServer({});
   ASSERT_NE(server, nullptr);

@@ -43,6 +43,24 @@ TEST(ServerStartup, TruncatedAndGarbageModels) {
   }
 }
 
+TEST(ServerStartup, UnreadableDraftModel) {
+  const std::string path = TempFileWith("GGUF\x03garbage");
+  std::string output;
+  EXPECT_EQ(RunServerToExit({"--model", testing::StoriesPath(), "--draft-model", path, "--port",
+                             "0", "--grpc-port", "-1"},
+                            &output),
+            1)
+      << output;
+  EXPECT_NE(output.find(path), std::string::npos) << output;
+  std::remove(path.c_str());
+  output.clear();
+  EXPECT_NE(RunServerToExit({"--model", testing::StoriesPath(), "--draft-model",
+                             "/nonexistent/draft.gguf", "--port", "0"},
+                            &output),
+            0);
+  EXPECT_NE(output.find("/nonexistent/draft.gguf"), std::string::npos) << output;
+}
+
 TEST(ServerStartup, BadFlags) {
   std::string output;
   EXPECT_NE(RunServerToExit({"--port", "0"}, &output), 0) << "--model is required";

@@ -80,4 +80,48 @@ void BlockManager::Register(int32_t id, uint64_t hash, std::span<const int32_t> 
   by_hash_.emplace(hash, id);
 }
 
+bool BlockManager::Ensure(BlockTable& table, int32_t n_positions) {
+  while (static_cast<int32_t>(table.blocks.size()) * block_size_ < n_positions) {
+    std::optional<int32_t> block = Allocate();
+    if (!block) return false;
+    table.blocks.push_back(*block);
+  }
+  return true;
+}
+
+int32_t BlockManager::MatchPrefix(std::span<const int32_t> tokens, int32_t max_blocks,
+                                  BlockTable& table) {
+  uint64_t hash = 0;
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    std::span<const int32_t> part = tokens.subspan(static_cast<size_t>(i) * block_size_,
+                                                   static_cast<size_t>(block_size_));
+    const uint64_t h = ChainHash(hash, part);
+    std::optional<int32_t> block = Lookup(h, part);
+    if (!block) break;
+    table.blocks.push_back(*block);
+    hash = h;
+  }
+  table.n_keyed = static_cast<int32_t>(table.blocks.size());
+  table.last_hash = hash;
+  return table.n_keyed * block_size_;
+}
+
+void BlockManager::RegisterFull(std::span<const int32_t> tokens, int32_t n_computed,
+                                BlockTable& table) {
+  while ((table.n_keyed + 1) * block_size_ <= n_computed) {
+    std::span<const int32_t> part = tokens.subspan(static_cast<size_t>(table.n_keyed) * block_size_,
+                                                   static_cast<size_t>(block_size_));
+    table.last_hash = ChainHash(table.last_hash, part);
+    Register(table.blocks[static_cast<size_t>(table.n_keyed)], table.last_hash, part);
+    ++table.n_keyed;
+  }
+}
+
+void BlockManager::ReleaseAll(BlockTable& table) {
+  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) Release(*it);
+  table.blocks.clear();
+  table.n_keyed = 0;
+  table.last_hash = 0;
+}
+
 }  // namespace sinew::model

@@ -21,6 +21,14 @@
 
 namespace sinew::model {
 
+// One sequence's blocks in one cache, in position order, and how far they are
+// keyed for the prefix cache.
+struct BlockTable {
+  std::vector<int32_t> blocks;
+  int32_t n_keyed = 0;     // leading blocks registered with the prefix cache
+  uint64_t last_hash = 0;  // chained hash of block n_keyed - 1
+};
+
 class BlockManager {
  public:
   BlockManager(int32_t n_blocks, int32_t block_size, bool prefix_cache);
@@ -48,6 +56,19 @@ class BlockManager {
   // Keys a full block that `block`'s owner has just computed. Does nothing if
   // prefix caching is off or another block already holds the key.
   void Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
+
+  // What a sequence's table does with the methods above.
+  // Grows `table` to cover n_positions; false (with what it got kept) when the
+  // cache has no block left.
+  bool Ensure(BlockTable& table, int32_t n_positions);
+  // Fills the empty `table` with the cached blocks of the longest prefix of
+  // `tokens` of at most max_blocks whole blocks; returns the positions they hold.
+  int32_t MatchPrefix(std::span<const int32_t> tokens, int32_t max_blocks, BlockTable& table);
+  // Keys the blocks of `table` that the first n_computed of `tokens` fill.
+  void RegisterFull(std::span<const int32_t> tokens, int32_t n_computed, BlockTable& table);
+  // Releases every block of `table`, tail first so that the LRU evicts the ends
+  // of prefixes before their starts, and empties it.
+  void ReleaseAll(BlockTable& table);
 
  private:
   struct Block {

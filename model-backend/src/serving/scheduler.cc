@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "prompt_lookup.h"
@@ -8,31 +9,23 @@
 namespace sinew::model {
 
 Scheduler::Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options,
-                     const ModelInfo& info, std::mutex& mutex)
+                     const ModelInfo& info, std::mutex& mutex, DraftModel* draft_model)
     : model_(model),
       kv_(kv),
+      draft_model_(draft_model),
       options_(options),
       info_(info),
       mutex_(mutex),
       blocks_(kv.n_blocks(), kv.block_size(), options.prefix_cache) {}
 
 bool Scheduler::EnsureBlocks(Sequence& seq, int32_t n_positions) {
-  const int32_t bs = blocks_.block_size();
-  while (static_cast<int32_t>(seq.blocks.size()) * bs < n_positions) {
-    std::optional<int32_t> block = blocks_.Allocate();
-    if (!block) return false;
-    seq.blocks.push_back(*block);
-  }
-  return true;
+  return blocks_.Ensure(seq.kv, n_positions);
 }
 
 void Scheduler::ReleaseBlocks(Sequence& seq) {
-  // Tail first, so that the LRU evicts the ends of prefixes before their starts.
-  for (auto it = seq.blocks.rbegin(); it != seq.blocks.rend(); ++it) blocks_.Release(*it);
-  seq.blocks.clear();
+  blocks_.ReleaseAll(seq.kv);
+  if (draft_model_ != nullptr) draft_model_->Release(seq);
   seq.n_computed = 0;
-  seq.n_keyed = 0;
-  seq.last_hash = 0;
 }
 
 void Scheduler::Preempt(Sequence& seq) {
@@ -65,33 +58,13 @@ bool Scheduler::Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
 }
 
 void Scheduler::MatchPrefix(Sequence& seq) {
-  const int32_t bs = blocks_.block_size();
-  const int32_t n = static_cast<int32_t>(seq.tokens.size());
   // At least the last token is computed: its logits pick the next token.
-  const int32_t max_blocks = (n - 1) / bs;
-  uint64_t hash = 0;
-  for (int32_t i = 0; i < max_blocks; ++i) {
-    std::span<const int32_t> part(seq.tokens.data() + int64_t{i} * bs, static_cast<size_t>(bs));
-    const uint64_t h = BlockManager::ChainHash(hash, part);
-    std::optional<int32_t> block = blocks_.Lookup(h, part);
-    if (!block) break;
-    seq.blocks.push_back(*block);
-    hash = h;
-  }
-  seq.n_keyed = static_cast<int32_t>(seq.blocks.size());
-  seq.n_computed = seq.n_keyed * bs;
-  seq.last_hash = hash;
+  const int32_t n = static_cast<int32_t>(seq.tokens.size());
+  seq.n_computed = blocks_.MatchPrefix(seq.tokens, (n - 1) / blocks_.block_size(), seq.kv);
 }
 
 void Scheduler::RegisterFullBlocks(Sequence& seq) {
-  const int32_t bs = blocks_.block_size();
-  while ((seq.n_keyed + 1) * bs <= seq.n_computed) {
-    std::span<const int32_t> part(seq.tokens.data() + int64_t{seq.n_keyed} * bs,
-                                  static_cast<size_t>(bs));
-    seq.last_hash = BlockManager::ChainHash(seq.last_hash, part);
-    blocks_.Register(seq.blocks[static_cast<size_t>(seq.n_keyed)], seq.last_hash, part);
-    ++seq.n_keyed;
-  }
+  blocks_.RegisterFull(seq.tokens, seq.n_computed, seq.kv);
 }
 
 std::vector<Scheduler::Planned> Scheduler::Plan() {
@@ -178,6 +151,10 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
     const int32_t group = model_.CheapRowGroup(options_.batch_invariant);
     rows = group > 1 ? std::min(rows, (n_tokens + group - 1) / group * group - n_tokens) : 0;
   }
+  // Prompt lookup first: free, and right where an agent re-emits its context.
+  // The decodes it finds nothing for ask the draft model, in one batch.
+  std::vector<DraftModel::Request> requests;
+  std::vector<Planned*> asking;
   for (Planned& p : plan) {
     if (rows <= 0) break;
     Sequence& s = *p.seq;
@@ -188,18 +165,53 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
     const int32_t room = std::min({options_.speculative_draft_tokens, rows,
                                    s.params.max_tokens - s.n_generated - 1,
                                    info_.n_ctx - static_cast<int32_t>(s.tokens.size())});
-    std::vector<int32_t> draft = PromptLookupDraft(s.tokens, room);
-    if (draft.empty()) continue;
-    const int32_t take = 1 + static_cast<int32_t>(draft.size());
-    // Drafts never preempt anyone, nor eat the block reserve of running decodes.
-    if (!EnsureBlocks(s, s.n_computed + take) ||
-        blocks_.available() < static_cast<int32_t>(running_.size())) {
-      continue;
+    if (room <= 0) continue;
+    std::vector<int32_t> draft;
+    if (options_.prompt_lookup) draft = PromptLookupDraft(s.tokens, room);
+    if (!draft.empty()) {
+      const int32_t drafted = static_cast<int32_t>(draft.size());
+      if (TakeDraft(p, std::move(draft), /*from_model=*/false)) rows -= drafted;
+    } else if (draft_model_ != nullptr && s.draft_model_use != DraftUse::kOff) {
+      DraftLengthPolicy& policy = draft_model_->policy();
+      if (s.draft_model_use == DraftUse::kUndecided) {
+        s.draft_model_use = options_.draft_model_adaptive
+                                ? policy.Admit(options_.speculative_draft_tokens)
+                                : DraftUse::kOn;
+        if (s.draft_model_use == DraftUse::kOff) continue;
+      }
+      const int32_t length =
+          options_.draft_model_adaptive ? policy.Length(room, s.draft_model_use) : room;
+      if (length <= 0) {
+        // Drafting stopped paying: stop keeping the draft KV up for good.
+        s.draft_model_use = DraftUse::kOff;
+        draft_model_->Release(s);
+        continue;
+      }
+      requests.push_back({&s, length});
+      asking.push_back(&p);
+      rows -= length;  // held for the draft model's tokens
     }
-    s.draft = std::move(draft);
-    p.take = take;
-    rows -= take - 1;
   }
+  if (requests.empty()) return;
+  std::vector<std::vector<int32_t>> drafts;
+  if (!draft_model_->Draft(requests, &drafts).ok()) return;  // speculation only: go on without
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!drafts[i].empty()) TakeDraft(*asking[i], std::move(drafts[i]), /*from_model=*/true);
+  }
+}
+
+bool Scheduler::TakeDraft(Planned& p, std::vector<int32_t> draft, bool from_model) {
+  Sequence& s = *p.seq;
+  const int32_t take = 1 + static_cast<int32_t>(draft.size());
+  // Drafts never preempt anyone, nor eat the block reserve of running decodes.
+  if (!EnsureBlocks(s, s.n_computed + take) ||
+      blocks_.available() < static_cast<int32_t>(running_.size())) {
+    return false;
+  }
+  s.draft = std::move(draft);
+  s.draft_from_model = from_model;
+  p.take = take;
+  return true;
 }
 
 void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) {
@@ -258,14 +270,25 @@ void Scheduler::Step() {
     PagedSeq ps;
     ps.n_tokens = p.take;
     ps.pos0 = s.n_computed;
-    ps.block_table = s.blocks;
+    ps.block_table = s.kv.blocks;
     const bool reaches_end = s.n_computed + real == static_cast<int32_t>(s.tokens.size());
     ps.n_logits = reaches_end ? 1 + static_cast<int32_t>(s.draft.size()) : 0;
     n_out += ps.n_logits;
     batch_.seqs.push_back(ps);
   }
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
+  const auto start = std::chrono::steady_clock::now();
   Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant, logits_.data());
+  if (draft_model_ != nullptr && status.ok()) {
+    // The draft length weighs draft rounds against the steps of decodes.
+    const bool decodes_only = std::all_of(plan.begin(), plan.end(), [](const Planned& p) {
+      return p.seq->n_generated > 0 && p.take == 1 + static_cast<int32_t>(p.seq->draft.size());
+    });
+    if (decodes_only) {
+      draft_model_->policy().ObserveModelStep(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
 
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.steps;
@@ -287,6 +310,7 @@ void Scheduler::Step() {
     // the sampled token equals the drafted one (then that row's input was right).
     const int32_t n_draft = static_cast<int32_t>(s.draft.size());
     const int32_t generated_before = s.n_generated;
+    const int32_t tokens_before = static_cast<int32_t>(s.tokens.size());
     int32_t accepted = 0;
     for (int32_t r = 0; r < n_logits; ++r) {
       const std::span<float> row(
@@ -305,7 +329,14 @@ void Scheduler::Step() {
       stats_.spec_drafted_tokens += static_cast<uint64_t>(n_draft);
       stats_.spec_accepted_tokens += static_cast<uint64_t>(accepted);
       stats_.spec_emitted_tokens += static_cast<uint64_t>(s.n_generated - generated_before);
+      if (s.draft_from_model) {
+        stats_.spec_model_drafted_tokens += static_cast<uint64_t>(n_draft);
+        stats_.spec_model_accepted_tokens += static_cast<uint64_t>(accepted);
+        draft_model_->policy().ObserveVerification(n_draft, accepted);
+      }
     }
+    // The draft model was fed its drafted tokens; only the accepted ones stay.
+    DraftModel::Truncate(s, tokens_before + accepted);
     s.draft.clear();
     RegisterFullBlocks(s);
   }
@@ -317,6 +348,7 @@ void Scheduler::Step() {
 }
 
 void Scheduler::UpdateGauges() {
+  if (draft_model_ != nullptr) stats_.spec_model_prefix_hit_tokens = draft_model_->prefix_hit_tokens();
   stats_.blocks_total = blocks_.n_blocks();
   stats_.blocks_available = blocks_.available();
   stats_.running = static_cast<int32_t>(running_.size());

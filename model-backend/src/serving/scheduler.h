@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "block_manager.h"
+#include "draft_model.h"
 #include "model.h"
 #include "paged_kv.h"
 #include "sequence.h"
@@ -22,8 +23,9 @@ namespace sinew::model {
 
 class Scheduler {
  public:
+  // `draft_model` may be null (no draft-model speculation).
   Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options, const ModelInfo& info,
-            std::mutex& mutex);
+            std::mutex& mutex, DraftModel* draft_model = nullptr);
 
   // Adds a sequence to the waiting queue. Scheduler thread only.
   void Enqueue(std::shared_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
@@ -50,10 +52,14 @@ class Scheduler {
   void MatchPrefix(Sequence& seq);
   void RegisterFullBlocks(Sequence& seq);
   std::vector<Planned> Plan();
-  // Speculative decoding: gives planned decodes a prompt-lookup draft, within
-  // `budget` more tokens and, with speculative_free_rows_only, within the rows
-  // up to the step's next group (Model::CheapRowGroup). Allocates the drafts' blocks.
+  // Speculative decoding: gives planned decodes a prompt-lookup draft, or else
+  // one from the draft model, within `budget` more tokens and, with
+  // speculative_free_rows_only, within the rows up to the step's next group
+  // (Model::CheapRowGroup). Allocates the drafts' blocks.
   void AddDrafts(std::vector<Planned>& plan, int32_t budget);
+  // Makes `draft` the draft of planned decode `p` if its blocks can be had
+  // without preempting anyone; false if not.
+  bool TakeDraft(Planned& p, std::vector<int32_t> draft, bool from_model);
   // Samples the next token of `seq` from its logits `row` (mutex held): the
   // constraint, the sampler, the outbox and the finish checks of one decode.
   // False if `seq` is done (finished or failed) after it.
@@ -65,6 +71,7 @@ class Scheduler {
 
   Model& model_;
   PagedKvStore& kv_;
+  DraftModel* draft_model_;  // may be null
   const ServingOptions options_;
   const ModelInfo& info_;
   std::mutex& mutex_;

@@ -11,6 +11,8 @@
 #include <deque>
 #include <vector>
 
+#include "block_manager.h"
+#include "draft_length_policy.h"
 #include "sinew/model/constraint.h"
 #include "sinew/model/engine.h"
 #include "sinew/model/sampling.h"
@@ -30,11 +32,15 @@ struct Sequence {
   std::unique_ptr<TokenConstraint> constraint;  // may be null
   int32_t n_generated = 0;
   int32_t n_computed = 0;       // positions whose KV is in the cache
-  std::vector<int32_t> blocks;  // block table
-  int32_t n_keyed = 0;          // leading blocks registered with the prefix cache
-  uint64_t last_hash = 0;       // chained hash of block n_keyed - 1
+  BlockTable kv;                // its blocks in the paged KV cache
   bool preempted = false;       // set while planning a step
   std::vector<int32_t> draft;   // speculative tokens planned after the next one
+  bool draft_from_model = false;  // `draft` came from the draft model (draft_model.h)
+  // The draft model's KV cache of this sequence (draft_model.h): its blocks,
+  // how many leading tokens it holds, and whether the sequence uses it.
+  BlockTable draft_model_kv;
+  int32_t draft_model_computed = 0;
+  DraftUse draft_model_use = DraftUse::kUndecided;
 
   // Guarded by the engine's mutex.
   std::deque<GeneratedToken> outbox;

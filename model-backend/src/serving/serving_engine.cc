@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "draft_model.h"
 #include "model.h"
 #include "paged_kv.h"
 #include "scheduler.h"
@@ -55,6 +56,7 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<PagedKvStore> kv_;
+  std::unique_ptr<DraftModel> draft_model_;  // null without ServingOptions::draft_model_path
   ServingOptions options_;
 
   mutable std::mutex mutex_;
@@ -99,7 +101,19 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
       kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks, options_.block_size,
                                 int64_t{mi.n_head_kv} * mi.head_dim, engine_options.cache_type_k,
                                 engine_options.cache_type_v));
-  scheduler_ = std::make_unique<Scheduler>(*model_, *kv_, options_, engine_->info(), mutex_);
+  if (!options_.draft_model_path.empty()) {
+    DraftModelOptions draft_options;
+    draft_options.n_blocks = options_.n_blocks;
+    draft_options.block_size = options_.block_size;
+    draft_options.type_k = engine_options.cache_type_k;
+    draft_options.type_v = engine_options.cache_type_v;
+    draft_options.catch_up_tokens = options_.step_tokens;
+    SINEW_ASSIGN_OR_RETURN(draft_model_, DraftModel::Load(options_.draft_model_path,
+                                                          engine_->gguf(), *backend_,
+                                                          draft_options));
+  }
+  scheduler_ = std::make_unique<Scheduler>(*model_, *kv_, options_, engine_->info(), mutex_,
+                                           draft_model_.get());
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }

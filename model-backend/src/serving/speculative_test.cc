@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "draft_length_policy.h"
 #include "prompt_lookup.h"
 #include "random_model.h"
 #include "random_model_fixture.h"
@@ -43,6 +44,41 @@ TEST(PromptLookupTest, DraftsWhatFollowedTheLatestLongestMatch) {
   single.ngram_min = 1;
   EXPECT_EQ(PromptLookupDraft(std::vector<int32_t>{1, 2, 3, 2}, 4, single),
             (std::vector<int32_t>{3, 2}));
+}
+
+TEST(DraftLengthPolicyTest, DraftsAsMuchAsPaysAndStopsWhenNothingDoes) {
+  DraftLengthPolicy policy;
+  EXPECT_EQ(policy.Admit(3), DraftUse::kOn) << "nothing measured yet: draft";
+  EXPECT_EQ(policy.Length(3, DraftUse::kOn), 3) << "nothing measured yet: draft in full";
+  EXPECT_EQ(policy.Length(0, DraftUse::kOn), 0);
+  policy.ObserveModelStep(0.010);
+  policy.ObserveDraftRound(0.001);  // a draft round costs a tenth of a step
+  for (int i = 0; i < 200; ++i) policy.ObserveVerification(3, 3);
+  EXPECT_GT(policy.acceptance(), 0.99);
+  EXPECT_EQ(policy.Length(3, DraftUse::kOn), 3);
+  EXPECT_EQ(policy.Length(7, DraftUse::kOn), 7);
+  // Half the drafted tokens right: (1 + 0.5 + 0.25) / 1.2 beats both 1 and 3 tokens.
+  for (int i = 0; i < 400; ++i) policy.ObserveVerification(1, i % 2);
+  EXPECT_NEAR(policy.acceptance(), 0.5, 0.02);
+  EXPECT_EQ(policy.Length(3, DraftUse::kOn), 2);
+  EXPECT_EQ(policy.Admit(3), DraftUse::kOn);
+  // Drafts that are never right never pay, however cheap: sequences stop using
+  // the draft model, and one new sequence in kTrialEvery drafts one token a step.
+  for (int i = 0; i < 400; ++i) policy.ObserveVerification(3, 0);
+  EXPECT_EQ(policy.Length(3, DraftUse::kOn), 0);
+  EXPECT_EQ(policy.Length(3, DraftUse::kTrial), 1);
+  std::vector<DraftUse> uses;
+  for (int i = 0; i < 2 * DraftLengthPolicy::kTrialEvery; ++i) uses.push_back(policy.Admit(3));
+  EXPECT_EQ(std::count(uses.begin(), uses.end(), DraftUse::kTrial), 2);
+  EXPECT_EQ(std::count(uses.begin(), uses.end(), DraftUse::kOff),
+            2 * DraftLengthPolicy::kTrialEvery - 2);
+  // Always right but as slow as the model itself (a model drafting for itself):
+  // k drafted tokens cost k steps for k more tokens, no gain.
+  DraftLengthPolicy same_size;
+  same_size.ObserveModelStep(0.010);
+  same_size.ObserveDraftRound(0.010);
+  for (int i = 0; i < 200; ++i) same_size.ObserveVerification(3, 3);
+  EXPECT_EQ(same_size.Length(3, DraftUse::kOn), 0);
 }
 
 std::vector<int32_t> Ids(const GenerationResult& r) {
@@ -162,6 +198,139 @@ TEST_P(SpeculativeRandomModelTest, SpeculativeOutputEqualsPlainOutput) {
   EXPECT_EQ(plain->stats().spec_verifications, 0u);
 }
 
+// Prompts of random tokens, no phrase repeated: prompt lookup finds little, so
+// the draft model drafts.
+std::vector<std::vector<int32_t>> RandomPrompts(int count) {
+  std::vector<std::vector<int32_t>> prompts;
+  uint32_t state = 77;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> p = {1};
+    for (int j = 0; j < 5 + i % 11; ++j) {
+      state = state * 1664525u + 1013904223u;
+      p.push_back(static_cast<int32_t>((state >> 8) % 290u) + 3);
+    }
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+// Draft-model speculation against plain decoding, with three draft models over
+// the same vocabulary: the model itself (its greedy drafts are right), a model
+// of another seed (mostly wrong) and a smaller one (other sizes and one layer).
+// Outputs must be identical, alone and concurrent, greedy and seeded.
+TEST_P(SpeculativeRandomModelTest, DraftModelOutputEqualsPlainOutput) {
+  const std::string other = path_ + ".other.gguf", small = path_ + ".small.gguf";
+  testing::RandomModelSpec spec;
+  spec.n_vocab = 300;
+  spec.n_embd = 128;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  spec.n_ctx = 256;
+  spec.weight_type = GetParam();
+  spec.seed = 99;
+  ASSERT_TRUE(testing::WriteRandomModel(spec, other).ok());
+  spec.n_embd = 64;
+  spec.n_head = 2;
+  spec.n_head_kv = 1;
+  spec.n_ff = 128;
+  spec.n_layer = 1;
+  ASSERT_TRUE(testing::WriteRandomModel(spec, small).ok());
+
+  auto plain = Load(Plain());
+  ASSERT_NE(plain, nullptr);
+  const auto prompts = RandomPrompts(12);
+  const auto params = GreedyAndSampled(32);
+  std::vector<std::vector<int32_t>> expected;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto r = plain->Generate(prompts[i], params[i % params.size()], nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    expected.push_back(Ids(*r));
+  }
+  // Each draft model in every decode, whatever it pays; then the small one as
+  // much as the measured times say (which decodes draft then varies by machine).
+  for (const auto& [draft_path, adaptive] : std::vector<std::pair<std::string, bool>>{
+           {path_, false}, {other, false}, {small, false}, {small, true}}) {
+    ServingOptions options = Speculative(3);
+    options.draft_model_path = draft_path;
+    options.draft_model_adaptive = adaptive;
+    auto spec_engine = Load(options);
+    ASSERT_NE(spec_engine, nullptr);
+    for (size_t i = 0; i < 3; ++i) {  // alone
+      auto r = spec_engine->Generate(prompts[i], params[i % params.size()], nullptr);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(Ids(*r), expected[i]) << draft_path << " prompt " << i << " alone";
+    }
+    EXPECT_EQ(RunAll(*spec_engine, prompts, params), expected) << draft_path << " concurrent";
+    const ServingStats stats = spec_engine->stats();
+    if (!adaptive) {
+      EXPECT_GT(stats.spec_model_drafted_tokens, 0u) << draft_path;
+    }
+    EXPECT_LE(stats.spec_model_accepted_tokens, stats.spec_model_drafted_tokens);
+    EXPECT_LE(stats.spec_model_drafted_tokens, stats.spec_drafted_tokens);
+  }
+  // The model drafting for itself, greedy only: the CPU computes a row alike in
+  // any batch, so every draft is right; a wrong one would mean the draft KV had
+  // drifted from the sequence (catch-up or truncation out of step).
+  ServingOptions options = Speculative(3);
+  options.draft_model_path = path_;
+  options.prompt_lookup = false;  // every draft from the draft model
+  options.draft_model_adaptive = false;
+  auto self = Load(options);
+  ASSERT_NE(self, nullptr);
+  const std::vector<SamplingParams> greedy = {params[0]};
+  std::vector<std::vector<int32_t>> expected_greedy;
+  for (size_t i = 0; i < prompts.size(); i += 3) expected_greedy.push_back(expected[i]);
+  std::vector<std::vector<int32_t>> greedy_prompts;
+  for (size_t i = 0; i < prompts.size(); i += 3) greedy_prompts.push_back(prompts[i]);
+  EXPECT_EQ(RunAll(*self, greedy_prompts, greedy), expected_greedy);
+  // The same prompts again, after a long shared prefix: the draft model starts
+  // from its prefix cache, and its drafts are still all right.
+  std::vector<int32_t> shared;
+  for (int32_t i = 0; i < 40; ++i) shared.push_back(3 + (i * 37) % 290);
+  std::vector<std::vector<int32_t>> long_prompts;
+  for (const auto& p : greedy_prompts) {
+    long_prompts.push_back(shared);
+    long_prompts.back().insert(long_prompts.back().end(), p.begin(), p.end());
+  }
+  const auto long_expected = RunAll(*plain, long_prompts, greedy);
+  EXPECT_EQ(RunAll(*self, long_prompts, greedy), long_expected);
+  EXPECT_EQ(RunAll(*self, long_prompts, greedy), long_expected);
+  const ServingStats stats = self->stats();
+  EXPECT_GE(stats.spec_model_prefix_hit_tokens, 32u * long_prompts.size())
+      << "the second run finds at least the two full blocks of the shared prefix";
+  EXPECT_GT(stats.spec_model_drafted_tokens, 0u);
+  EXPECT_EQ(stats.spec_model_drafted_tokens, stats.spec_drafted_tokens);
+  EXPECT_EQ(stats.spec_model_accepted_tokens, stats.spec_model_drafted_tokens);
+  std::filesystem::remove(other);
+  std::filesystem::remove(small);
+}
+
+TEST_P(SpeculativeRandomModelTest, DraftModelWithAnotherVocabularyIsRefusedAtLoad) {
+  const std::string other = path_ + ".vocab.gguf";
+  testing::RandomModelSpec spec;
+  spec.n_vocab = 320;
+  spec.weight_type = GetParam();
+  ASSERT_TRUE(testing::WriteRandomModel(spec, other).ok());
+  ServingOptions options;
+  options.draft_model_path = other;
+  EngineOptions eo;
+  eo.n_threads = 2;
+  auto engine = ServingEngine::Load(path_, eo, options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("another vocabulary than the model (320 tokens "
+                                           "against 300, first difference at token 300)"),
+            std::string::npos)
+      << engine.status().ToString();
+  options.draft_model_path = path_ + ".missing.gguf";
+  auto missing = ServingEngine::Load(path_, eo, options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(".missing.gguf"), std::string::npos)
+      << missing.status().ToString();
+  std::filesystem::remove(other);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, SpeculativeRandomModelTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
 
@@ -200,6 +369,36 @@ TEST(SpeculativeStories260K, RetoldStoryEqualsPlainDecodingAndReference) {
   RecordProperty("tokens_per_verification",
                  std::to_string(static_cast<double>(stats.spec_emitted_tokens) /
                                 static_cast<double>(stats.spec_verifications)));
+}
+
+// stories260K drafting for itself through the draft-model path, on prompts
+// with nothing to look up: the output is the plain output, and the greedy
+// drafts are right.
+TEST(SpeculativeStories260K, DraftModelOutputEqualsPlainDecoding) {
+  const std::string path = testutil::Stories260KPath();
+  EngineOptions eo;
+  eo.n_threads = 2;
+  ServingOptions options = Speculative(3);
+  options.draft_model_path = path;
+  options.draft_model_adaptive = false;
+  auto plain = ServingEngine::Load(path, eo, Plain());
+  auto spec = ServingEngine::Load(path, eo, options);
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  auto tokenizer = Tokenizer::FromGguf((*spec)->gguf());
+  ASSERT_TRUE(tokenizer.ok());
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* start : {"Once upon a time", "Tom had a dog", "Lily and Ben went to the park",
+                            "The sun was hot"}) {
+    prompts.push_back((*tokenizer)->Encode(start));
+  }
+  const auto params = GreedyAndSampled(40);
+  EXPECT_EQ(RunAll(**spec, prompts, params), RunAll(**plain, prompts, params));
+  const ServingStats stats = (*spec)->stats();
+  EXPECT_GT(stats.spec_model_drafted_tokens, 0u);
+  EXPECT_GT(stats.spec_model_accepted_tokens, 0u);
+  RecordProperty("model_acceptance",
+                 std::to_string(static_cast<double>(stats.spec_model_accepted_tokens) /
+                                static_cast<double>(stats.spec_model_drafted_tokens)));
 }
 
 }  // namespace

@@ -69,6 +69,21 @@ struct ServingOptions {
   // four none; scalar CPU kernels none. False: any decode drafts, adding rows to
   // the step (pays when drafts are mostly right). Default: true
   bool speculative_free_rows_only = true;
+  // Speculative decoding with a draft model (src/serving/draft_model.h): the
+  // path of a smaller GGUF with the model's vocabulary. Decodes that prompt
+  // lookup finds no draft for get up to speculative_draft_tokens greedy tokens
+  // from it, within the same rows, verified the same way: outputs do not
+  // change. Its KV cache has as many blocks as the model's (n_blocks) of the
+  // cache types of EngineOptions. Empty: none. Default: ""
+  std::string draft_model_path;
+  // Draft with the draft model only as much as it pays by the measured
+  // acceptance and times (src/serving/draft_length_policy.h). False: every
+  // decode that prompt lookup leaves drafts speculative_draft_tokens tokens
+  // with it. Default: true
+  bool draft_model_adaptive = true;
+  // Draft by prompt lookup (first, where it finds a match). False leaves the
+  // drafting to the draft model alone. Default: true
+  bool prompt_lookup = true;
 };
 
 struct ServingStats {
@@ -85,6 +100,11 @@ struct ServingStats {
   uint64_t spec_drafted_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   uint64_t spec_emitted_tokens = 0;
+  // The draft model's share of spec_drafted_tokens and spec_accepted_tokens.
+  uint64_t spec_model_drafted_tokens = 0;
+  uint64_t spec_model_accepted_tokens = 0;
+  // Tokens whose draft-model KV came from its own prefix cache.
+  uint64_t spec_model_prefix_hit_tokens = 0;
   int32_t blocks_total = 0;
   int32_t blocks_available = 0;  // free or evictable
   int32_t running = 0;
