@@ -5,6 +5,7 @@
 
 #include <future>
 
+#include "sinew/grpc_callback_queue.h"
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_trace.h"
@@ -21,7 +22,9 @@ class GrpcProvisionerClient final : public ProvisionerClient {
  public:
   GrpcProvisionerClient(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
                         std::chrono::milliseconds provision_timeout)
-      : stub_(v1::Provisioner::NewStub(channel)), timeout_(timeout), provision_timeout_(provision_timeout) {}
+      : stub_(v1::Provisioner::NewStub(channel)), timeout_(timeout), provision_timeout_(provision_timeout) {
+    PinGrpcCallbackQueue();  // ProvisionAsync and Destroy use the callback API
+  }
 
   // The asynchronous form waited on: one code path for both.
   Result<v1::SandboxInfo> Provision(const v1::Resources& resources, std::string_view label) override {

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "auth/agent_proof.h"
+#include "sinew/grpc_callback_queue.h"
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_trace.h"
 #include "sinew/proto/sandbox.grpc.pb.h"
@@ -79,7 +80,9 @@ Result<UniqueFd> DialUnix(const std::string& path, uint32_t expected_uid) {
 class GrpcSandboxClient final : public SandboxClient {
  public:
   GrpcSandboxClient(std::string endpoint, SandboxClientOptions options)
-      : endpoint_(std::move(endpoint)), options_(std::move(options)) {}
+      : endpoint_(std::move(endpoint)), options_(std::move(options)) {
+    PinGrpcCallbackQueue();  // ExecuteAsync uses the callback API
+  }
 
   // Opens the channel (again, after a failure); waits until it is connected.
   Status Dial() {

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "event_util.h"
+#include "sinew/grpc_callback_queue.h"
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_trace.h"
@@ -28,6 +29,7 @@ using Stub = v1::SessionStore::Stub;
 class RemoteWatcher final : public EventWatcher, private grpc::ClientReadReactor<v1::Event> {
  public:
   RemoteWatcher(Stub* stub, const v1::WatchRequest& req) : req_(req) {
+    PinGrpcCallbackQueue();
     stub->async()->Watch(&ctx_, &req_, this);
     StartRead(&incoming_);
     StartCall();

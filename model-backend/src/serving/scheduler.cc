@@ -171,22 +171,7 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
     if (!draft.empty()) {
       const int32_t drafted = static_cast<int32_t>(draft.size());
       if (TakeDraft(p, std::move(draft), /*from_model=*/false)) rows -= drafted;
-    } else if (draft_model_ != nullptr && s.draft_model_use != DraftUse::kOff) {
-      DraftLengthPolicy& policy = draft_model_->policy();
-      if (s.draft_model_use == DraftUse::kUndecided) {
-        s.draft_model_use = options_.draft_model_adaptive
-                                ? policy.Admit(options_.speculative_draft_tokens)
-                                : DraftUse::kOn;
-        if (s.draft_model_use == DraftUse::kOff) continue;
-      }
-      const int32_t length =
-          options_.draft_model_adaptive ? policy.Length(room, s.draft_model_use) : room;
-      if (length <= 0) {
-        // Drafting stopped paying: stop keeping the draft KV up for good.
-        s.draft_model_use = DraftUse::kOff;
-        draft_model_->Release(s);
-        continue;
-      }
+    } else if (const int32_t length = DraftModelLength(s, room); length > 0) {
       requests.push_back({&s, length});
       asking.push_back(&p);
       rows -= length;  // held for the draft model's tokens
@@ -198,6 +183,26 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!drafts[i].empty()) TakeDraft(*asking[i], std::move(drafts[i]), /*from_model=*/true);
   }
+}
+
+int32_t Scheduler::DraftModelLength(Sequence& s, int32_t room) {
+  if (draft_model_ == nullptr || s.draft_model_use == DraftUse::kOff) return 0;
+  if (!options_.draft_model_adaptive) {
+    s.draft_model_use = DraftUse::kOn;
+    return room;
+  }
+  DraftLengthPolicy& policy = draft_model_->policy();
+  if (s.draft_model_use == DraftUse::kUndecided) {
+    s.draft_model_use = policy.Admit(options_.speculative_draft_tokens);
+    if (s.draft_model_use == DraftUse::kOff) return 0;
+  }
+  const int32_t length = policy.Length(room, s.draft_model_use);
+  if (length <= 0) {
+    // Drafting stopped paying: stop keeping the draft KV up, for good.
+    s.draft_model_use = DraftUse::kOff;
+    draft_model_->Release(s);
+  }
+  return length;
 }
 
 bool Scheduler::TakeDraft(Planned& p, std::vector<int32_t> draft, bool from_model) {

@@ -57,6 +57,10 @@ class Scheduler {
   // speculative_free_rows_only, within the rows up to the step's next group
   // (Model::CheapRowGroup). Allocates the drafts' blocks.
   void AddDrafts(std::vector<Planned>& plan, int32_t budget);
+  // The draft model's draft length for decode `s` this step, within `room`
+  // (0: none). Decides the sequence's use of the draft model at its first
+  // decode, and releases its draft KV when drafting stops paying.
+  int32_t DraftModelLength(Sequence& s, int32_t room);
   // Makes `draft` the draft of planned decode `p` if its blocks can be had
   // without preempting anyone; false if not.
   bool TakeDraft(Planned& p, std::vector<int32_t> draft, bool from_model);
