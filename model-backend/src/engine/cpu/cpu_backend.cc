@@ -342,39 +342,65 @@ class CpuOps final : public BackendOps {
     for (int64_t t = 0; t < n_tokens; ++t) {
       max_keys = std::max<int64_t>(max_keys, positions[static_cast<size_t>(t)] + 1);
     }
-    pool_.ParallelFor(n_tokens * n_head, Grain(max_keys * head_dim * 2), [&](int64_t begin,
-                                                                             int64_t end) {
-      thread_local std::vector<float> scores, row;
-      scores.resize(static_cast<size_t>(max_keys));
-      row.resize(static_cast<size_t>(head_dim));
-      for (int64_t item = begin; item < end; ++item) {
-        const int64_t t = item / n_head, h = item % n_head;
-        const int64_t kvh = h / group;
-        const int64_t n_keys = positions[static_cast<size_t>(t)] + 1;
-        const float* qv = q.f32() + (t * n_head + h) * head_dim;
-        float max_score = -INFINITY;
-        for (int64_t j = 0; j < n_keys; ++j) {
-          const float s = HeadDot(k, KvRow(k, blocks, j), kvh * head_dim, head_dim, qv, row.data()) *
-                          scale;
-          scores[static_cast<size_t>(j)] = s;
-          max_score = std::max(max_score, s);
-        }
-        float sum = 0;
-        for (int64_t j = 0; j < n_keys; ++j) {
-          const float e = std::exp(scores[static_cast<size_t>(j)] - max_score);
-          scores[static_cast<size_t>(j)] = e;
-          sum += e;
-        }
-        float* o = out.f32() + (t * n_head + h) * head_dim;
-        std::fill(o, o + head_dim, 0.0f);
-        for (int64_t j = 0; j < n_keys; ++j) {
-          HeadAxpy(v, KvRow(v, blocks, j), kvh * head_dim, head_dim,
-                   scores[static_cast<size_t>(j)], o, row.data());
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
-      }
-    });
+    const cpu::GemmTileFn tile = k.type == GgmlType::kF16   ? k_.tile_f16
+                                 : k.type == GgmlType::kF32 ? k_.tile_f32
+                                                            : nullptr;
+    // One item: a token's `group` query heads on one KV head, which share each K and V
+    // row they read.
+    pool_.ParallelFor(
+        n_tokens * n_head_kv, Grain(max_keys * head_dim * 2 * group), [&](int64_t begin, int64_t end) {
+          thread_local std::vector<float> scores, row, inv_sum;
+          scores.resize(static_cast<size_t>(group * max_keys));
+          row.resize(static_cast<size_t>(head_dim));
+          inv_sum.resize(static_cast<size_t>(group));
+          for (int64_t item = begin; item < end; ++item) {
+            const int64_t t = item / n_head_kv, kvh = item % n_head_kv;
+            const int64_t n_keys = positions[static_cast<size_t>(t)] + 1;
+            const float* q0 = q.f32() + (t * n_head + kvh * group) * head_dim;
+            if (tile != nullptr) {
+              TileScores(tile, k, blocks, kvh, head_dim, q0, group, n_keys, max_keys,
+                         scores.data());
+            } else {
+              for (int64_t g = 0; g < group; ++g) {
+                for (int64_t j = 0; j < n_keys; ++j) {
+                  scores[static_cast<size_t>(g * max_keys + j)] =
+                      HeadDot(k, KvRow(k, blocks, j), kvh * head_dim, head_dim,
+                              q0 + g * head_dim, row.data());
+                }
+              }
+            }
+            float* o0 = out.f32() + (t * n_head + kvh * group) * head_dim;
+            for (int64_t g = 0; g < group; ++g) {
+              float* p = scores.data() + g * max_keys;
+              float max_score = -INFINITY;
+              for (int64_t j = 0; j < n_keys; ++j) {
+                p[j] *= scale;
+                max_score = std::max(max_score, p[j]);
+              }
+              float sum = 0;
+              for (int64_t j = 0; j < n_keys; ++j) {
+                p[j] = std::exp(p[j] - max_score);
+                sum += p[j];
+              }
+              inv_sum[static_cast<size_t>(g)] = 1.0f / sum;
+              std::fill(o0 + g * head_dim, o0 + (g + 1) * head_dim, 0.0f);
+            }
+            // Each head's values in key order, as one head alone would add them.
+            for (int64_t j = 0; j < n_keys; ++j) {
+              const uint8_t* v_row = KvRow(v, blocks, j);
+              for (int64_t g = 0; g < group; ++g) {
+                HeadAxpy(v, v_row, kvh * head_dim, head_dim,
+                         scores[static_cast<size_t>(g * max_keys + j)], o0 + g * head_dim,
+                         row.data());
+              }
+            }
+            for (int64_t g = 0; g < group; ++g) {
+              float* o = o0 + g * head_dim;
+              const float inv = inv_sum[static_cast<size_t>(g)];
+              for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
+            }
+          }
+        });
     return Status::Ok();
   }
 
@@ -398,6 +424,29 @@ class CpuOps final : public BackendOps {
   static Status Unsupported(Op op, GgmlType type) {
     return Status::Unimplemented(std::string(OpName(op)) + " on the CPU backend does not take " +
                                  std::string(GgmlTypeName(type)));
+  }
+
+  // The unscaled scores of `group` query rows (q0, head_dim floats apart) against keys
+  // [0, n_keys) of KV head kvh: scores[g * stride + j]. Through the matrix-product tile
+  // kernel, up to four keys (never across a block's end) by up to four heads a call:
+  // each K row is loaded once for its heads, and every score gets the tile's arithmetic
+  // whatever the tile's shape, so a token's attention does not depend on its batch.
+  static void TileScores(cpu::GemmTileFn tile, const Tensor& k, const KvBlocks& blocks,
+                         int64_t kvh, int64_t head_dim, const float* q0, int64_t group,
+                         int64_t n_keys, int64_t stride, float* scores) {
+    const int64_t elem = k.type == GgmlType::kF16 ? 2 : 4;
+    const int64_t row_bytes = k.row_bytes();
+    for (int64_t j = 0; j < n_keys;) {
+      const int64_t in_block = blocks.block_size - j % blocks.block_size;
+      const int rows_w = static_cast<int>(std::min<int64_t>({cpu::kTileRows, n_keys - j, in_block}));
+      const uint8_t* w = KvRow(k, blocks, j) + kvh * head_dim * elem;
+      for (int64_t g = 0; g < group; g += cpu::kTileRows) {
+        const int rows_x = static_cast<int>(std::min<int64_t>(cpu::kTileRows, group - g));
+        tile(head_dim, w, row_bytes, rows_w, q0 + g * head_dim, head_dim * 4, rows_x,
+             scores + g * stride + j, stride);
+      }
+      j += rows_w;
+    }
   }
 
   // Dot product of q with elements [off, off + n) of a cache row; `tmp` holds n

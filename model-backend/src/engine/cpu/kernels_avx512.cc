@@ -567,6 +567,16 @@ void AxpyF32(int64_t n, float a, const void* x, float* y) {
   for (; i < n; ++i) y[i] += a * v[i];
 }
 
+// Attention's values from an F16 cache: one FMA per element, as AxpyF32.
+void AxpyF16(int64_t n, float a, const void* x, float* y) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, LoadF16x16(x, i), _mm512_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * ScalarF16(x, i);
+}
+
 }  // namespace
 
 void FillAvx512Kernels(KernelTable* t) {
@@ -588,6 +598,7 @@ void FillAvx512Kernels(KernelTable* t) {
   t->tile_q8_0 = DispatchTile<TileQ8_0>;
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
   t->axpy_f32 = AxpyF32;
+  t->axpy_f16 = AxpyF16;
 }
 
 }  // namespace sinew::model::cpu
