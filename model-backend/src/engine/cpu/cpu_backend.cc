@@ -345,6 +345,9 @@ class CpuOps final : public BackendOps {
     const cpu::GemmTileFn tile = k.type == GgmlType::kF16   ? k_.tile_f16
                                  : k.type == GgmlType::kF32 ? k_.tile_f32
                                                             : nullptr;
+    const cpu::AttnValuesFn values = v.type == GgmlType::kF16   ? k_.attn_values_f16
+                                     : v.type == GgmlType::kF32 ? k_.attn_values_f32
+                                                                : nullptr;
     // One item: a token's `group` query heads on one KV head, which share each K and V
     // row they read.
     pool_.ParallelFor(
@@ -386,12 +389,17 @@ class CpuOps final : public BackendOps {
               std::fill(o0 + g * head_dim, o0 + (g + 1) * head_dim, 0.0f);
             }
             // Each head's values in key order, as one head alone would add them.
-            for (int64_t j = 0; j < n_keys; ++j) {
-              const uint8_t* v_row = KvRow(v, blocks, j);
-              for (int64_t g = 0; g < group; ++g) {
-                HeadAxpy(v, v_row, kvh * head_dim, head_dim,
-                         scores[static_cast<size_t>(g * max_keys + j)], o0 + g * head_dim,
-                         row.data());
+            if (values != nullptr) {
+              TileValues(values, v, blocks, kvh, head_dim, scores.data(), max_keys, group,
+                         n_keys, o0);
+            } else {
+              for (int64_t j = 0; j < n_keys; ++j) {
+                const uint8_t* v_row = KvRow(v, blocks, j);
+                for (int64_t g = 0; g < group; ++g) {
+                  HeadAxpy(v, v_row, kvh * head_dim, head_dim,
+                           scores[static_cast<size_t>(g * max_keys + j)], o0 + g * head_dim,
+                           row.data());
+                }
               }
             }
             for (int64_t g = 0; g < group; ++g) {
@@ -446,6 +454,23 @@ class CpuOps final : public BackendOps {
              scores + g * stride + j, stride);
       }
       j += rows_w;
+    }
+  }
+
+  // Adds to the `group` output rows (o0, head_dim floats apart) the values of keys
+  // [0, n_keys) of KV head kvh weighted by p[g * p_stride + j], up to four value rows
+  // (never across a block's end) a call, each row read once for all heads; every
+  // element gets what HeadAxpy row after row gives it.
+  static void TileValues(cpu::AttnValuesFn values, const Tensor& v, const KvBlocks& blocks,
+                         int64_t kvh, int64_t head_dim, const float* p, int64_t p_stride,
+                         int64_t group, int64_t n_keys, float* o0) {
+    const int64_t elem = v.type == GgmlType::kF16 ? 2 : 4;
+    for (int64_t j = 0; j < n_keys;) {
+      const int64_t in_block = blocks.block_size - j % blocks.block_size;
+      const int rows_v = static_cast<int>(std::min<int64_t>({cpu::kTileRows, n_keys - j, in_block}));
+      values(head_dim, KvRow(v, blocks, j) + kvh * head_dim * elem, v.row_bytes(), rows_v,
+             p + j, p_stride, static_cast<int>(group), o0, head_dim);
+      j += rows_v;
     }
   }
 

@@ -432,10 +432,6 @@ SINEW_ALWAYS_INLINE __m512i LoadQ8Pair(const BlockQ8_0* blocks, int64_t b) {
 SINEW_ALWAYS_INLINE __m512i LoadQ8Last(const BlockQ8_0* blocks, int64_t b) {
   return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].qs)));
 }
-SINEW_ALWAYS_INLINE __m512 ScalePair(float lo, float hi) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(lo)),
-                                             _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
-}
 
 // Q8_0 weights times Q8_0 activations in tile_q8_0's layout (Q8TileActRowBytes).
 // vpdpbusd multiplies unsigned by signed bytes: the activations come offset to
@@ -577,6 +573,48 @@ void AxpyF16(int64_t n, float a, const void* x, float* y) {
   for (; i < n; ++i) y[i] += a * ScalarF16(x, i);
 }
 
+// AttnValuesFn over `Load` (16 floats from element i of a value row) and `Scalar` (one):
+// per 16 elements, the value rows are loaded once and each head's accumulator takes
+// them in row order with one FMA each, as AxpyF16/AxpyF32 row after row; the tail as
+// their scalar tails.
+template <typename Load, typename Scalar>
+SINEW_ALWAYS_INLINE void AttnValues(int64_t n, const void* v, int64_t v_stride, int rows_v,
+                                    const float* p, int64_t p_stride, int heads, float* o,
+                                    int64_t o_stride, Load load, Scalar scalar) {
+  const auto* base = static_cast<const uint8_t*>(v);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 rows[kTileRows];
+    for (int j = 0; j < rows_v; ++j) rows[j] = load(base + j * v_stride, i);
+    for (int g = 0; g < heads; ++g) {
+      float* y = o + g * o_stride + i;
+      __m512 acc = _mm512_loadu_ps(y);
+      for (int j = 0; j < rows_v; ++j) {
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(p[g * p_stride + j]), rows[j], acc);
+      }
+      _mm512_storeu_ps(y, acc);
+    }
+  }
+  for (; i < n; ++i) {
+    for (int g = 0; g < heads; ++g) {
+      for (int j = 0; j < rows_v; ++j) {
+        o[g * o_stride + i] += p[g * p_stride + j] * scalar(base + j * v_stride, i);
+      }
+    }
+  }
+}
+
+void AttnValuesF16(int64_t n, const void* v, int64_t v_stride, int rows_v, const float* p,
+                   int64_t p_stride, int heads, float* o, int64_t o_stride) {
+  AttnValues(n, v, v_stride, rows_v, p, p_stride, heads, o, o_stride, LoadF16x16, ScalarF16);
+}
+
+void AttnValuesF32(int64_t n, const void* v, int64_t v_stride, int rows_v, const float* p,
+                   int64_t p_stride, int heads, float* o, int64_t o_stride) {
+  AttnValues(n, v, v_stride, rows_v, p, p_stride, heads, o, o_stride, LoadF32x16,
+             [](const void* row, int64_t i) { return static_cast<const float*>(row)[i]; });
+}
+
 }  // namespace
 
 void FillAvx512Kernels(KernelTable* t) {
@@ -599,6 +637,8 @@ void FillAvx512Kernels(KernelTable* t) {
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
   t->axpy_f32 = AxpyF32;
   t->axpy_f16 = AxpyF16;
+  t->attn_values_f16 = AttnValuesF16;
+  t->attn_values_f32 = AttnValuesF32;
 }
 
 }  // namespace sinew::model::cpu

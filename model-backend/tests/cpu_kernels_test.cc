@@ -1,0 +1,72 @@
+// Kernel-level contracts of the CPU kernel table (src/engine/cpu/kernels.h) that the ops
+// tests cannot see from outside: a fused kernel gives exactly what the simple one it
+// replaces gives.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "quant/quants.h"
+
+namespace sinew::model::cpu {
+namespace {
+
+// AttnValuesFn equals the AxpyFn of its type called value row after value row, bit for
+// bit: attention's values are the same whichever path adds them.
+TEST(CpuKernelsTest, AttnValuesEqualsAxpyRowAfterRow) {
+  std::vector<SimdLevel> levels = {SimdLevel::kScalar};
+  if (CpuHasAvx2()) levels.push_back(SimdLevel::kAvx2);
+  if (CpuHasAvx512()) levels.push_back(SimdLevel::kAvx512);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  int checked = 0;
+  for (SimdLevel level : levels) {
+    const KernelTable t = MakeKernelTable(level);
+    for (bool f16 : {false, true}) {
+      const AttnValuesFn values = f16 ? t.attn_values_f16 : t.attn_values_f32;
+      const AxpyFn axpy = f16 ? t.axpy_f16 : t.axpy_f32;
+      if (values == nullptr) continue;
+      for (int64_t n : {8, 64, 72, 128}) {
+        for (int rows = 1; rows <= kTileRows; ++rows) {
+          const int heads = 3;
+          const int64_t elem = f16 ? 2 : 4, stride = (n + 5) * elem;
+          std::vector<uint8_t> v(static_cast<size_t>(rows * stride));
+          for (int j = 0; j < rows; ++j) {
+            for (int64_t i = 0; i < n; ++i) {
+              const float x = dist(rng);
+              uint8_t* at = v.data() + j * stride + i * elem;
+              if (f16) {
+                const uint16_t h = quant::F32ToF16(x);
+                std::memcpy(at, &h, 2);
+              } else {
+                std::memcpy(at, &x, 4);
+              }
+            }
+          }
+          const int64_t p_stride = 11;
+          std::vector<float> p(static_cast<size_t>(heads * p_stride));
+          for (float& x : p) x = dist(rng);
+          std::vector<float> start(static_cast<size_t>(heads * n));
+          for (float& x : start) x = dist(rng);
+          std::vector<float> fused = start, simple = start;
+          values(n, v.data(), stride, rows, p.data(), p_stride, heads, fused.data(), n);
+          for (int j = 0; j < rows; ++j) {
+            for (int g = 0; g < heads; ++g) {
+              axpy(n, p[static_cast<size_t>(g * p_stride + j)], v.data() + j * stride,
+                   simple.data() + g * n);
+            }
+          }
+          ASSERT_EQ(0, std::memcmp(fused.data(), simple.data(), fused.size() * sizeof(float)))
+              << t.name << (f16 ? " F16" : " F32") << " n=" << n << " rows=" << rows;
+          ++checked;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no kernel table here has attention-values kernels (AVX-512)";
+}
+
+}  // namespace
+}  // namespace sinew::model::cpu
