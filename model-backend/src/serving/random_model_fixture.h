@@ -21,7 +21,8 @@ class RandomServingModelTest : public ::testing::TestWithParam<GgmlType> {
   RandomServingModelTest(int32_t n_vocab, uint64_t seed, std::string file_prefix)
       : n_vocab_(n_vocab), seed_(seed), file_prefix_(std::move(file_prefix)) {}
 
-  void SetUp() override {
+  // The model's spec: a small llama of the parameter's weight type.
+  testing::RandomModelSpec Spec() const {
     testing::RandomModelSpec spec;
     spec.n_vocab = n_vocab_;
     spec.n_embd = 128;
@@ -31,6 +32,11 @@ class RandomServingModelTest : public ::testing::TestWithParam<GgmlType> {
     spec.n_ctx = 256;
     spec.weight_type = GetParam();
     spec.seed = seed_;
+    return spec;
+  }
+
+  void SetUp() override {
+    const testing::RandomModelSpec spec = Spec();
     path_ = (std::filesystem::temp_directory_path() /
              (file_prefix_ + std::to_string(static_cast<int>(GetParam())) + "_" + std::to_string(::getpid()) +
               ".gguf"))
