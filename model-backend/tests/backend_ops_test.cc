@@ -323,29 +323,43 @@ OPS_TEST(RopeBothStylesAndHeadSizes) {
 // Paged attention: a sequence of `n_pos` positions in blocks of 16 scattered
 // over a cache of 8 blocks (the table is not in order), queries for its last
 // `tokens` positions; every KV type, head size and GQA ratio.
+// Random queries for `tokens` tokens at the last positions of n_pos = 37 (across block
+// boundaries), and keys and values for every position; `seed` picks the numbers.
+struct AttentionCase {
+  AttentionCase(int64_t head_dim, int64_t kv_heads, int64_t group, int64_t tokens, uint32_t seed)
+      : hd(head_dim), n_kv(kv_heads), n_head(kv_heads * group),
+        q(Random(static_cast<size_t>(hd * n_head * tokens), seed)),
+        k(Random(static_cast<size_t>(hd * n_kv * n_pos), seed + 1)),
+        v(Random(static_cast<size_t>(hd * n_kv * n_pos), seed + 2)) {
+    for (int32_t p = n_pos - static_cast<int32_t>(tokens); p < n_pos; ++p) pos.push_back(p);
+  }
+  int64_t hd, n_kv, n_head;
+  int32_t n_pos = 37;
+  std::vector<float> q, k, v;
+  std::vector<int32_t> pos;
+};
+
 // Attention over a cache of kv_type with blocks of `block` positions placed by `table`,
-// keys at positions [0, n_pos) stored in two pieces (the second starting inside a
-// block), for queries at `pos`; the output rows of the batch.
+// the keys and values of `c` stored in two pieces (the second starting inside a block),
+// for the queries `q` at positions `pos` (by default all of `c`'s); the output rows.
 std::vector<float> RunAttention(Backend& b, GgmlType kv_type, int32_t block,
-                                const std::vector<int32_t>& table, int64_t hd, int64_t n_kv,
-                                int64_t n_head, int32_t n_pos, const std::vector<float>& q,
-                                const std::vector<float>& k, const std::vector<float>& v,
-                                const std::vector<int32_t>& pos) {
-  const int64_t kv_dim = hd * n_kv;
+                                const std::vector<int32_t>& table, const AttentionCase& c,
+                                const std::vector<float>& q, const std::vector<int32_t>& pos) {
+  const int64_t kv_dim = c.hd * c.n_kv;
   const int64_t tokens = static_cast<int64_t>(pos.size());
   Buf kc = Upload(b, kv_type, {kv_dim, 8 * block, 1, 1}, nullptr);
   Buf vc = Upload(b, kv_type, {kv_dim, 8 * block, 1, 1}, nullptr);
   const KvBlocks blocks{table, block};
   for (int32_t p0 : {0, 20}) {
-    const int32_t p1 = p0 == 0 ? 20 : n_pos;
-    const std::vector<float> ks(k.begin() + p0 * kv_dim, k.begin() + p1 * kv_dim);
-    const std::vector<float> vs(v.begin() + p0 * kv_dim, v.begin() + p1 * kv_dim);
+    const int32_t p1 = p0 == 0 ? 20 : c.n_pos;
+    const std::vector<float> ks(c.k.begin() + p0 * kv_dim, c.k.begin() + p1 * kv_dim);
+    const std::vector<float> vs(c.v.begin() + p0 * kv_dim, c.v.begin() + p1 * kv_dim);
     Buf kt = UploadF32(b, ks, kv_dim, p1 - p0), vt = UploadF32(b, vs, kv_dim, p1 - p0);
     Must(b.ops().StoreKv(kt.t, kc.t, blocks, p0));
     Must(b.ops().StoreKv(vt.t, vc.t, blocks, p0));
   }
-  Buf qt = UploadF32(b, q, hd, n_head, tokens), o = ZerosF32(b, hd, n_head, tokens);
-  Must(b.ops().Attention(qt.t, kc.t, vc.t, blocks, static_cast<int32_t>(n_kv), pos, 0.17f, o.t));
+  Buf qt = UploadF32(b, q, c.hd, c.n_head, tokens), o = ZerosF32(b, c.hd, c.n_head, tokens);
+  Must(b.ops().Attention(qt.t, kc.t, vc.t, blocks, static_cast<int32_t>(c.n_kv), pos, 0.17f, o.t));
   return Download(b, o);
 }
 
@@ -356,22 +370,13 @@ OPS_TEST(PagedAttentionEveryCacheType) {
     for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
       for (int64_t hd : {64, 80, 128}) {
         for (int64_t group : {1, 3, 4, 8}) {
-          const int64_t n_kv = 2, n_head = n_kv * group, tokens = 3;
-          const int32_t n_pos = 37;  // across block boundaries
-          const int64_t kv_dim = hd * n_kv;
-          const std::vector<float> q = Random(static_cast<size_t>(hd * n_head * tokens), 11);
-          const std::vector<float> k = Random(static_cast<size_t>(kv_dim * n_pos), 12);
-          const std::vector<float> v = Random(static_cast<size_t>(kv_dim * n_pos), 13);
-          std::vector<int32_t> pos;
-          for (int32_t p = n_pos - static_cast<int32_t>(tokens); p < n_pos; ++p) pos.push_back(p);
+          const AttentionCase c(hd, 2, group, 3, 11);
           const bool exact = kv_type != GgmlType::kQ8_0;
           Compare(std::string("Attention ") + std::string(GgmlTypeName(kv_type)) + " block=" +
                       std::to_string(block) + " hd=" + std::to_string(hd) +
                       " gqa=" + std::to_string(group),
-                  exact ? 1e-6 : 1e-4, [&](Backend& b) {
-                    return RunAttention(b, kv_type, block, table, hd, n_kv, n_head, n_pos, q, k,
-                                        v, pos);
-                  });
+                  exact ? 1e-6 : 1e-4,
+                  [&](Backend& b) { return RunAttention(b, kv_type, block, table, c, c.q, c.pos); });
         }
       }
     }
@@ -387,23 +392,16 @@ OPS_TEST(AttentionRowsBitIdenticalWhateverTheBatch) {
   for (Backend* b : all) {
     if (!b->ops().RowInvariant()) continue;
     for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
-      const int64_t hd = 64, n_kv = 2, group = 3, n_head = n_kv * group, tokens = 9;
-      const int32_t n_pos = 37;
-      const int64_t kv_dim = hd * n_kv;
-      const std::vector<float> q = Random(static_cast<size_t>(hd * n_head * tokens), 21);
-      const std::vector<float> k = Random(static_cast<size_t>(kv_dim * n_pos), 22);
-      const std::vector<float> v = Random(static_cast<size_t>(kv_dim * n_pos), 23);
-      std::vector<int32_t> pos;
-      for (int32_t p = n_pos - static_cast<int32_t>(tokens); p < n_pos; ++p) pos.push_back(p);
-      const std::vector<float> batched =
-          RunAttention(*b, kv_type, 16, table, hd, n_kv, n_head, n_pos, q, k, v, pos);
-      const int64_t row = hd * n_head;
-      for (int64_t t = 0; t < tokens; ++t) {
-        const std::vector<float> qt(q.begin() + t * row, q.begin() + (t + 1) * row);
-        const std::vector<float> alone = RunAttention(*b, kv_type, 16, table, hd, n_kv, n_head,
-                                                      n_pos, qt, k, v, {pos[static_cast<size_t>(t)]});
+      const AttentionCase c(64, 2, 3, 9, 21);
+      const std::vector<float> batched = RunAttention(*b, kv_type, 16, table, c, c.q, c.pos);
+      const int64_t row = c.hd * c.n_head;
+      for (size_t t = 0; t < c.pos.size(); ++t) {
+        const std::vector<float> qt(c.q.begin() + static_cast<int64_t>(t) * row,
+                                    c.q.begin() + static_cast<int64_t>(t + 1) * row);
+        const std::vector<float> alone = RunAttention(*b, kv_type, 16, table, c, qt, {c.pos[t]});
         for (int64_t i = 0; i < row; ++i) {
-          ASSERT_EQ(batched[static_cast<size_t>(t * row + i)], alone[static_cast<size_t>(i)])
+          ASSERT_EQ(batched[t * static_cast<size_t>(row) + static_cast<size_t>(i)],
+                    alone[static_cast<size_t>(i)])
               << GgmlTypeName(kv_type) << " token " << t << " element " << i << " on " << b->name();
         }
       }
