@@ -434,44 +434,48 @@ class CpuOps final : public BackendOps {
                                  std::string(GgmlTypeName(type)));
   }
 
-  // The unscaled scores of `group` query rows (q0, head_dim floats apart) against keys
-  // [0, n_keys) of KV head kvh: scores[g * stride + j]. Through the matrix-product tile
-  // kernel, up to four keys (never across a block's end) by up to four heads a call:
-  // each K row is loaded once for its heads, and every score gets the tile's arithmetic
-  // whatever the tile's shape, so a token's attention does not depend on its batch.
-  static void TileScores(cpu::GemmTileFn tile, const Tensor& k, const KvBlocks& blocks,
-                         int64_t kvh, int64_t head_dim, const float* q0, int64_t group,
-                         int64_t n_keys, int64_t stride, float* scores) {
-    const int64_t elem = k.type == GgmlType::kF16 ? 2 : 4;
-    const int64_t row_bytes = k.row_bytes();
+  // Calls fn(j, rows) over keys [0, n_keys) in runs of up to kTileRows consecutive
+  // keys that never cross a block's end (so a run's cache rows are evenly spaced).
+  template <typename Fn>
+  static void ForKeyRuns(const KvBlocks& blocks, int64_t n_keys, Fn fn) {
     for (int64_t j = 0; j < n_keys;) {
       const int64_t in_block = blocks.block_size - j % blocks.block_size;
-      const int rows_w = static_cast<int>(std::min<int64_t>({cpu::kTileRows, n_keys - j, in_block}));
-      const uint8_t* w = KvRow(k, blocks, j) + kvh * head_dim * elem;
-      for (int64_t g = 0; g < group; g += cpu::kTileRows) {
-        const int rows_x = static_cast<int>(std::min<int64_t>(cpu::kTileRows, group - g));
-        tile(head_dim, w, row_bytes, rows_w, q0 + g * head_dim, head_dim * 4, rows_x,
-             scores + g * stride + j, stride);
-      }
-      j += rows_w;
+      const int rows = static_cast<int>(std::min<int64_t>({cpu::kTileRows, n_keys - j, in_block}));
+      fn(j, rows);
+      j += rows;
     }
   }
 
+  // The unscaled scores of `group` query rows (q0, head_dim floats apart) against keys
+  // [0, n_keys) of KV head kvh: scores[g * stride + j]. Through the matrix-product tile
+  // kernel, up to four keys by up to four heads a call: each K row is loaded once for
+  // its heads, and every score gets the tile's arithmetic whatever the tile's shape, so
+  // a token's attention does not depend on its batch.
+  static void TileScores(cpu::GemmTileFn tile, const Tensor& k, const KvBlocks& blocks,
+                         int64_t kvh, int64_t head_dim, const float* q0, int64_t group,
+                         int64_t n_keys, int64_t stride, float* scores) {
+    const int64_t head_offset = GgmlRowSize(k.type, kvh * head_dim);
+    ForKeyRuns(blocks, n_keys, [&](int64_t j, int rows_w) {
+      for (int64_t g = 0; g < group; g += cpu::kTileRows) {
+        const int rows_x = static_cast<int>(std::min<int64_t>(cpu::kTileRows, group - g));
+        tile(head_dim, KvRow(k, blocks, j) + head_offset, k.row_bytes(), rows_w,
+             q0 + g * head_dim, head_dim * 4, rows_x, scores + g * stride + j, stride);
+      }
+    });
+  }
+
   // Adds to the `group` output rows (o0, head_dim floats apart) the values of keys
-  // [0, n_keys) of KV head kvh weighted by p[g * p_stride + j], up to four value rows
-  // (never across a block's end) a call, each row read once for all heads; every
-  // element gets what HeadAxpy row after row gives it.
+  // [0, n_keys) of KV head kvh weighted by p[g * p_stride + j], up to four value rows a
+  // call, each row read once for all heads; every element gets what HeadAxpy row after
+  // row gives it.
   static void TileValues(cpu::AttnValuesFn values, const Tensor& v, const KvBlocks& blocks,
                          int64_t kvh, int64_t head_dim, const float* p, int64_t p_stride,
                          int64_t group, int64_t n_keys, float* o0) {
-    const int64_t elem = v.type == GgmlType::kF16 ? 2 : 4;
-    for (int64_t j = 0; j < n_keys;) {
-      const int64_t in_block = blocks.block_size - j % blocks.block_size;
-      const int rows_v = static_cast<int>(std::min<int64_t>({cpu::kTileRows, n_keys - j, in_block}));
-      values(head_dim, KvRow(v, blocks, j) + kvh * head_dim * elem, v.row_bytes(), rows_v,
-             p + j, p_stride, static_cast<int>(group), o0, head_dim);
-      j += rows_v;
-    }
+    const int64_t head_offset = GgmlRowSize(v.type, kvh * head_dim);
+    ForKeyRuns(blocks, n_keys, [&](int64_t j, int rows_v) {
+      values(head_dim, KvRow(v, blocks, j) + head_offset, v.row_bytes(), rows_v, p + j,
+             p_stride, static_cast<int>(group), o0, head_dim);
+    });
   }
 
   // Dot product of q with elements [off, off + n) of a cache row; `tmp` holds n

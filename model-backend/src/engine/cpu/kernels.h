@@ -84,6 +84,8 @@ struct KernelTable {
 void FillScalarKernels(KernelTable* table);
 void FillAvx2Kernels(KernelTable* table);
 void FillAvx512Kernels(KernelTable* table);
+// The attention entries of FillAvx512Kernels (kernels_avx512_attention.cc).
+void FillAvx512AttentionKernels(KernelTable* table);
 
 bool CpuHasAvx2();
 bool CpuHasAvx512();

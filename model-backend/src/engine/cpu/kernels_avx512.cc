@@ -10,18 +10,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/avx512_loads.h"
 #include "cpu/kernels.h"
 #include "quant/quants.h"
 
 namespace sinew::model::cpu {
 namespace {
 
-#define SINEW_ALWAYS_INLINE inline __attribute__((always_inline))
 // Tile loops over rows must unroll so that the accumulators stay in registers.
 #define SINEW_UNROLL _Pragma("GCC unroll 16")
-
-// F16C scalar conversion (the portable F16ToF32 branches; this does not).
-inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
 
 inline float Hsum256(__m256 v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -85,24 +82,6 @@ inline void Dot4(int64_t n, const void* w, const void* xv, int64_t stride, float
     const float wi = scalar(w, i);
     for (int j = 0; j < 4; ++j) out[j] += wi * x[j][i];
   }
-}
-
-SINEW_ALWAYS_INLINE __m512 LoadF32x16(const void* p, int64_t i) {
-  return _mm512_loadu_ps(static_cast<const float*>(p) + i);
-}
-SINEW_ALWAYS_INLINE __m512 LoadF16x16(const void* p, int64_t i) {
-  return _mm512_cvtph_ps(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
-}
-SINEW_ALWAYS_INLINE __m512 LoadBF16x16(const void* p, int64_t i) {
-  const __m512i v = _mm512_cvtepu16_epi32(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-}
-inline float ScalarF32(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
-inline float ScalarF16(const void* p, int64_t i) { return H2F(static_cast<const uint16_t*>(p)[i]); }
-inline float ScalarBF16(const void* p, int64_t i) {
-  return BF16ToF32(static_cast<const uint16_t*>(p)[i]);
 }
 
 void Dot4F32(int64_t n, const void* w, const void* x, int64_t stride, float* out) {
@@ -553,68 +532,6 @@ struct TileQ8_0 {
   }
 };
 
-void AxpyF32(int64_t n, float a, const void* x, float* y) {
-  const float* v = static_cast<const float*>(x);
-  const __m512 va = _mm512_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(v + i), _mm512_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += a * v[i];
-}
-
-// Attention's values from an F16 cache: one FMA per element, as AxpyF32.
-void AxpyF16(int64_t n, float a, const void* x, float* y) {
-  const __m512 va = _mm512_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, LoadF16x16(x, i), _mm512_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += a * ScalarF16(x, i);
-}
-
-// AttnValuesFn over `Load` (16 floats from element i of a value row) and `Scalar` (one):
-// per 16 elements, the value rows are loaded once and each head's accumulator takes
-// them in row order with one FMA each, as AxpyF16/AxpyF32 row after row; the tail as
-// their scalar tails.
-template <typename Load, typename Scalar>
-SINEW_ALWAYS_INLINE void AttnValues(int64_t n, const void* v, int64_t v_stride, int rows_v,
-                                    const float* p, int64_t p_stride, int heads, float* o,
-                                    int64_t o_stride, Load load, Scalar scalar) {
-  const auto* base = static_cast<const uint8_t*>(v);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 rows[kTileRows];
-    for (int j = 0; j < rows_v; ++j) rows[j] = load(base + j * v_stride, i);
-    for (int g = 0; g < heads; ++g) {
-      float* y = o + g * o_stride + i;
-      __m512 acc = _mm512_loadu_ps(y);
-      for (int j = 0; j < rows_v; ++j) {
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(p[g * p_stride + j]), rows[j], acc);
-      }
-      _mm512_storeu_ps(y, acc);
-    }
-  }
-  for (; i < n; ++i) {
-    for (int g = 0; g < heads; ++g) {
-      for (int j = 0; j < rows_v; ++j) {
-        o[g * o_stride + i] += p[g * p_stride + j] * scalar(base + j * v_stride, i);
-      }
-    }
-  }
-}
-
-void AttnValuesF16(int64_t n, const void* v, int64_t v_stride, int rows_v, const float* p,
-                   int64_t p_stride, int heads, float* o, int64_t o_stride) {
-  AttnValues(n, v, v_stride, rows_v, p, p_stride, heads, o, o_stride, LoadF16x16, ScalarF16);
-}
-
-void AttnValuesF32(int64_t n, const void* v, int64_t v_stride, int rows_v, const float* p,
-                   int64_t p_stride, int heads, float* o, int64_t o_stride) {
-  AttnValues(n, v, v_stride, rows_v, p, p_stride, heads, o, o_stride, LoadF32x16,
-             [](const void* row, int64_t i) { return static_cast<const float*>(row)[i]; });
-}
-
 }  // namespace
 
 void FillAvx512Kernels(KernelTable* t) {
@@ -635,10 +552,7 @@ void FillAvx512Kernels(KernelTable* t) {
   t->tile_bf16 = DispatchTile<TileBF16>;
   t->tile_q8_0 = DispatchTile<TileQ8_0>;
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
-  t->axpy_f32 = AxpyF32;
-  t->axpy_f16 = AxpyF16;
-  t->attn_values_f16 = AttnValuesF16;
-  t->attn_values_f32 = AttnValuesF32;
+  FillAvx512AttentionKernels(t);
 }
 
 }  // namespace sinew::model::cpu
