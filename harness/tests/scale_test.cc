@@ -13,12 +13,14 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -43,6 +45,25 @@ long ProcStatus(int pid, const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
   }
   return -1;
+}
+
+// True once every thread of process `pid` is stopped (state T in /proc/PID/task/*/stat):
+// kill(SIGSTOP) returns before the threads have stopped, and a request that reaches the
+// process meanwhile is still answered. False if that takes longer than 5 s.
+bool WaitUntilStopped(int pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (int i = 0; i < 500; ++i) {
+    bool all = true;
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream in(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t paren = stat.rfind(')');  // the state follows the command's ") "
+      all = all && paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+    }
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 // The value of an unlabelled metric in a Prometheus text page; -1 when absent.
@@ -400,6 +421,7 @@ TEST(HarnessScaleTest, OrdinaryRequestsWaitOnABoundedPoolNotAThreadEach) {
   const long base_threads = ProcStatus(pid, "Threads");
 
   store.proc->Signal(SIGSTOP);
+  ASSERT_TRUE(WaitUntilStopped(store.proc->pid()));
   std::atomic<int> answered{0};
   std::atomic<int> ok{0};
   std::vector<std::thread> clients;
