@@ -4,6 +4,7 @@
 // benchmark models.
 //
 //   sinew-model-bench --write-random DIR         writes bench-{F16,Q8_0,Q4_K}.gguf (~125M params)
+//                     [--write-types F16,Q8_0,Q4_K] (any of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)
 //   sinew-model-bench --write-llama-1b DIR       writes llama1b-{F16,Q8_0,Q4_K}.gguf (1.1B params)
 //   sinew-model-bench -m A.gguf [-m B.gguf] [-t 1,2] [-p 128] [-n 32] [-r 3]
 //                     [--device cpu|cuda[:N]] [--cache-type-k f16] [--cache-type-v f16]
@@ -33,12 +34,11 @@ using sinew::model::SamplingParams;
 
 // ~125M parameters (CPU benchmark) or, with `large`, the 1.1B llama of the
 // GPU benchmark: embedding 2048, 16 layers, feed-forward 8192, 32 heads, 8 KV
-// heads. The three files are written by three threads at once.
-int WriteRandomModels(const std::string& dir, bool large) {
-  const GgmlType types[] = {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K};
-  int failures[3] = {0, 0, 0};
+// heads. The files are written by one thread each, at once.
+int WriteRandomModels(const std::string& dir, bool large, const std::vector<GgmlType>& types) {
+  std::vector<int> failures(types.size(), 0);
   std::vector<std::thread> writers;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < types.size(); ++i) {
     writers.emplace_back([&, i] {
       const GgmlType type = types[i];
       sinew::model::testing::RandomModelSpec spec;
@@ -69,7 +69,7 @@ int WriteRandomModels(const std::string& dir, bool large) {
     });
   }
   for (std::thread& t : writers) t.join();
-  return failures[0] + failures[1] + failures[2] == 0 ? 0 : 1;
+  return std::count(failures.begin(), failures.end(), 1) == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
   std::string write_1b_dir;
   app.add_option("--write-llama-1b", write_1b_dir,
                  "write the 1.1B random llama of the GPU benchmark (F16, Q8_0, Q4_K) to DIR");
+  std::vector<std::string> write_types = {"F16", "Q8_0", "Q4_K"};
+  app.add_option("--write-types", write_types, "weight types of the written models")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"}))
+      ->capture_default_str();
   app.add_option("-m,--model", models, "GGUF model(s) to benchmark");
   app.add_option("-t,--threads", threads, "thread counts")->delimiter(',');
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(1, 4096));
@@ -105,8 +110,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", (type_k.ok() ? type_v : type_k).status().ToString().c_str());
     return 2;
   }
-  if (!write_dir.empty()) return WriteRandomModels(write_dir, false);
-  if (!write_1b_dir.empty()) return WriteRandomModels(write_1b_dir, true);
+  std::vector<GgmlType> types;
+  for (const std::string& name : write_types) {
+    for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                       GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      if (name == sinew::model::GgmlTypeName(t)) types.push_back(t);
+    }
+  }
+  if (!write_dir.empty()) return WriteRandomModels(write_dir, false, types);
+  if (!write_1b_dir.empty()) return WriteRandomModels(write_1b_dir, true, types);
   if (models.empty()) {
     std::fprintf(stderr, "nothing to do: give --write-random DIR or -m MODEL\n");
     return 2;
