@@ -148,8 +148,8 @@ class CpuOps final : public BackendOps {
       case GgmlType::kQ4_0:
         dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
         dot4 = w.type == GgmlType::kQ8_0 ? k_.dot4_q8_0 : nullptr;
-        if (w.type == GgmlType::kQ8_0 && k_.tile_q8_0 != nullptr) {
-          tile = k_.tile_q8_0;
+        tile = w.type == GgmlType::kQ8_0 ? k_.tile_q8_0 : k_.tile_q4_0;
+        if (tile != nullptr) {
           quantize = k_.quantize_q8_0_tile;
           act_row_bytes = cpu::Q8TileActRowBytes(K);
           break;
@@ -161,6 +161,7 @@ class CpuOps final : public BackendOps {
       case GgmlType::kQ6_K:
         dot = w.type == GgmlType::kQ4_K ? k_.dot_q4_k : k_.dot_q6_k;
         dot4 = w.type == GgmlType::kQ4_K ? k_.dot4_q4_k : nullptr;
+        tile = w.type == GgmlType::kQ4_K ? k_.tile_q4_k : k_.tile_q6_k;
         quantize = k_.quantize_q8_k;
         act_row_bytes = K / quant::kQKK * static_cast<int64_t>(sizeof(quant::BlockQ8_K));
         break;

@@ -70,7 +70,10 @@ struct KernelTable {
   GemmTileFn tile_f32 = nullptr;
   GemmTileFn tile_f16 = nullptr;
   GemmTileFn tile_bf16 = nullptr;
-  GemmTileFn tile_q8_0 = nullptr;  // takes activations from quantize_q8_0_tile
+  GemmTileFn tile_q8_0 = nullptr;  // Q8_0 and Q4_0 take activations from quantize_q8_0_tile
+  GemmTileFn tile_q4_0 = nullptr;
+  GemmTileFn tile_q4_k = nullptr;  // Q4_K and Q6_K take Q8_K activations (quantize_q8_k)
+  GemmTileFn tile_q6_k = nullptr;
   QuantizeActFn quantize_q8_0_tile = nullptr;
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
@@ -86,6 +89,8 @@ void FillAvx2Kernels(KernelTable* table);
 void FillAvx512Kernels(KernelTable* table);
 // The attention entries of FillAvx512Kernels (kernels_avx512_attention.cc).
 void FillAvx512AttentionKernels(KernelTable* table);
+// The K-quant tile entries of FillAvx512Kernels (kernels_avx512_kquants.cc).
+void FillAvx512KQuantKernels(KernelTable* table);
 
 bool CpuHasAvx2();
 bool CpuHasAvx512();
