@@ -160,7 +160,6 @@ class CpuOps final : public BackendOps {
       case GgmlType::kQ4_K:
       case GgmlType::kQ6_K:
         dot = w.type == GgmlType::kQ4_K ? k_.dot_q4_k : k_.dot_q6_k;
-        dot4 = w.type == GgmlType::kQ4_K ? k_.dot4_q4_k : nullptr;
         tile = w.type == GgmlType::kQ4_K ? k_.tile_q4_k : k_.tile_q6_k;
         quantize = k_.quantize_q8_k;
         act_row_bytes = K / quant::kQKK * static_cast<int64_t>(sizeof(quant::BlockQ8_K));

@@ -64,7 +64,6 @@ struct KernelTable {
   VecDot4Fn dot4_f16 = nullptr;
   VecDot4Fn dot4_bf16 = nullptr;
   VecDot4Fn dot4_q8_0 = nullptr;
-  VecDot4Fn dot4_q4_k = nullptr;
   // Optional register-tiled matrix products; when set, MatMul uses them for every
   // batch size instead of dot/dot4 (so the results differ from dot's in rounding).
   GemmTileFn tile_f32 = nullptr;
