@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "copy_circuit.h"
 #include "sinew/model/gguf_writer.h"
 
 namespace sinew::model::testing {
@@ -92,6 +93,7 @@ int64_t RandomModelParams(const RandomModelSpec& s) {
 }
 
 Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
+  if (s.copy_circuit) SINEW_RETURN_IF_ERROR(CheckCopyCircuitSpec(s));
   GgufWriter w;
   const std::string a = s.arch;
   const int32_t hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
@@ -132,19 +134,22 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
   auto matrix = [&](const std::string& name, int64_t k, int64_t n, GgmlType type) {
     const GgmlType t = Fit(type, k);
     // Scaled so that activations keep roughly unit size through the layers.
-    const auto v = fill.Values(k * n, 0.0f, 1.7f / std::sqrt(static_cast<float>(k)));
+    const auto v = s.copy_circuit ? CopyCircuitTensor(s, name, k, n)
+                                  : fill.Values(k * n, 0.0f, 1.7f / std::sqrt(static_cast<float>(k)));
     w.AddTensor(name, t, {k, n}, EncodeTensorData(t, v.data(), k * n));
   };
   auto vec = [&](const std::string& name, int64_t n, float center, float spread) {
-    const auto v = fill.Values(n, center, spread);
+    const auto v = s.copy_circuit ? CopyCircuitTensor(s, name, n, 1) : fill.Values(n, center, spread);
     w.AddTensor(name, GgmlType::kF32, {n}, EncodeTensorData(GgmlType::kF32, v.data(), n));
   };
   const int64_t E = s.n_embd, qd = int64_t{hd} * s.n_head, kd = int64_t{hd} * s.n_head_kv;
   {
     const GgmlType t = Fit(s.embd_type, E);
-    const auto v = fill.Values(E * s.n_vocab, 0.0f, 1.0f);
+    const auto v = s.copy_circuit ? CopyCircuitTensor(s, "token_embd.weight", E, s.n_vocab)
+                                  : fill.Values(E * s.n_vocab, 0.0f, 1.0f);
     w.AddTensor("token_embd.weight", t, {E, s.n_vocab}, EncodeTensorData(t, v.data(), E * s.n_vocab));
   }
+  if (s.copy_circuit) vec("rope_freqs.weight", hd / 2, 0.0f, 0.0f);
   vec("output_norm.weight", E, 1.0f, 0.2f);
   if (!s.tied_output) matrix("output.weight", E, s.n_vocab, s.weight_type);
   for (int32_t l = 0; l < s.n_layer; ++l) {

@@ -41,6 +41,9 @@ struct RandomModelSpec {
   int32_t eos_id = 2;  // tokenizer.ggml.eos_token_id
   std::string chat_template;  // tokenizer.chat_template (Jinja). Default: "" (none)
   uint64_t seed = 1;
+  // Hand-set weights instead of random ones: the induction circuit of copy_circuit.h,
+  // whose greedy output continues its context as it went before (llama shapes only).
+  bool copy_circuit = false;
 };
 
 // Total parameter count of the model `spec` describes.

@@ -327,6 +327,78 @@ TEST_P(SpeculativeRandomModelTest, DraftModelWithAnotherVocabularyIsRefusedAtLoa
 INSTANTIATE_TEST_SUITE_P(Types, SpeculativeRandomModelTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
 
+// The copy circuit (tests/copy_circuit.h): a model whose greedy output re-emits its
+// context, as an agent's model does when it writes a file out again with a change.
+// Its output must be the file's continuation (the circuit works in this weight type),
+// the same with speculation as without, and prompt lookup's drafts mostly right.
+class SpeculativeCopyModelTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(SpeculativeCopyModelTest, ReEmittedFileKeepsItsTextAndMostDraftsAreAccepted) {
+  testing::RandomModelSpec spec;
+  spec.n_vocab = 300;
+  spec.n_embd = 768;
+  spec.n_head = 12;
+  spec.n_head_kv = 4;
+  spec.n_layer = 2;
+  spec.n_ff = 256;
+  spec.n_ctx = 512;
+  spec.weight_type = GetParam();
+  spec.copy_circuit = true;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("sinew_copy_" + std::to_string(static_cast<int>(GetParam())) + "_" +
+                             std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  ASSERT_TRUE(testing::WriteRandomModel(spec, path).ok());
+  // The file: 120 distinct tokens. The prompt: the file, a separator, then the file
+  // again with token 3 changed, cut after token 20.
+  std::vector<int32_t> file;
+  for (int32_t i = 0; i < 120; ++i) file.push_back(3 + (i * 97) % 297);
+  std::vector<int32_t> prompt = {1};
+  prompt.insert(prompt.end(), file.begin(), file.end());
+  prompt.insert(prompt.end(), {299, 298});
+  std::vector<int32_t> copy(file.begin(), file.begin() + 21);
+  copy[3] = 7;
+  prompt.insert(prompt.end(), copy.begin(), copy.end());
+  SamplingParams greedy;
+  greedy.greedy = true;
+  greedy.max_tokens = 60;
+  greedy.stop_at_eos = false;
+  const std::vector<int32_t> expected(file.begin() + 21, file.begin() + 81);
+
+  EngineOptions eo;
+  eo.n_threads = 2;
+  auto plain = ServingEngine::Load(path, eo, Plain());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  auto r = (*plain)->Generate(prompt, greedy, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Ids(*r), expected) << "the circuit does not copy in " << GgmlTypeName(GetParam());
+  for (const ServingOptions& options : {ServingOptions{}, Speculative(7)}) {
+    auto spec_engine = ServingEngine::Load(path, eo, options);
+    ASSERT_TRUE(spec_engine.ok()) << spec_engine.status().ToString();
+    auto s = (*spec_engine)->Generate(prompt, greedy, nullptr);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(Ids(*s), Ids(*r));
+    const ServingStats stats = (*spec_engine)->stats();
+    if ((*spec_engine)->info().simd == "cpu-scalar" && options.speculative_free_rows_only) continue;
+    ASSERT_GT(stats.spec_drafted_tokens, 0u);
+    // Copying 60 tokens from the context: every draft after the first is right.
+    EXPECT_GE(static_cast<double>(stats.spec_accepted_tokens) / static_cast<double>(stats.spec_drafted_tokens),
+              0.9)
+        << stats.spec_accepted_tokens << " of " << stats.spec_drafted_tokens;
+  }
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SpeculativeCopyModelTest,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
+
+TEST(CopyCircuitTest, ShapesItCannotHoldAreRefused) {
+  testing::RandomModelSpec spec;  // n_embd 256: no room for the circuit's slots
+  spec.copy_circuit = true;
+  const Status status = testing::WriteRandomModel(spec, "/nonexistent/never-written.gguf");
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+}
+
 // stories260K asked to tell again a story it has in its context (the shape of an
 // agent re-emitting a file with small changes): drafts are mostly right, and
 // the output is the same as without speculation and as the reference Engine.
