@@ -5,6 +5,8 @@
 //
 //   sinew-model-bench --write-random DIR         writes bench-{F16,Q8_0,Q4_K}.gguf (~125M params)
 //                     [--write-types F16,Q8_0,Q4_K] (any of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)
+//                     [--copy-circuit]  copy-TYPE.gguf instead: the induction circuit that
+//                                       re-emits its context (tests/copy_circuit.h)
 //   sinew-model-bench --write-llama-1b DIR       writes llama1b-{F16,Q8_0,Q4_K}.gguf (1.1B params)
 //   sinew-model-bench -m A.gguf [-m B.gguf] [-t 1,2] [-p 128] [-n 32] [-r 3]
 //                     [--device cpu|cuda[:N]] [--cache-type-k f16] [--cache-type-v f16]
@@ -35,7 +37,8 @@ using sinew::model::SamplingParams;
 // ~125M parameters (CPU benchmark) or, with `large`, the 1.1B llama of the
 // GPU benchmark: embedding 2048, 16 layers, feed-forward 8192, 32 heads, 8 KV
 // heads. The files are written by one thread each, at once.
-int WriteRandomModels(const std::string& dir, bool large, const std::vector<GgmlType>& types) {
+int WriteRandomModels(const std::string& dir, bool large, const std::vector<GgmlType>& types,
+                      bool copy_circuit) {
   std::vector<int> failures(types.size(), 0);
   std::vector<std::thread> writers;
   for (size_t i = 0; i < types.size(); ++i) {
@@ -54,7 +57,8 @@ int WriteRandomModels(const std::string& dir, bool large, const std::vector<Ggml
       // Embeddings in Q8_0 for the quantized models (rows are looked up, not multiplied).
       spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
       spec.seed = 42;
-      const std::string path = dir + (large ? "/llama1b-" : "/bench-") +
+      spec.copy_circuit = copy_circuit;
+      const std::string path = dir + (large ? "/llama1b-" : copy_circuit ? "/copy-" : "/bench-") +
                                std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
       const auto start = std::chrono::steady_clock::now();
       auto status = sinew::model::testing::WriteRandomModel(spec, path);
@@ -90,6 +94,10 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"}))
       ->capture_default_str();
+  bool copy_circuit = false;
+  app.add_flag("--copy-circuit", copy_circuit,
+               "with --write-random: copy-TYPE.gguf, the same shape with the hand-set induction "
+               "circuit of tests/copy_circuit.h (its greedy output continues its context as it went before)");
   app.add_option("-m,--model", models, "GGUF model(s) to benchmark");
   app.add_option("-t,--threads", threads, "thread counts")->delimiter(',');
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(1, 4096));
@@ -117,8 +125,8 @@ int main(int argc, char** argv) {
       if (name == sinew::model::GgmlTypeName(t)) types.push_back(t);
     }
   }
-  if (!write_dir.empty()) return WriteRandomModels(write_dir, false, types);
-  if (!write_1b_dir.empty()) return WriteRandomModels(write_1b_dir, true, types);
+  if (!write_dir.empty()) return WriteRandomModels(write_dir, false, types, copy_circuit);
+  if (!write_1b_dir.empty()) return WriteRandomModels(write_1b_dir, true, types, false);
   if (models.empty()) {
     std::fprintf(stderr, "nothing to do: give --write-random DIR or -m MODEL\n");
     return 2;

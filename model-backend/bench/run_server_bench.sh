@@ -13,11 +13,16 @@
 #            time to first token, total wall time
 #   edit     an edit-heavy turn: a file (a short story) in the context and the
 #            reply re-emitting it with a small change; generation tok/s
-# Then, sinew alone on the same models plus --spec-models (default stories260K,
-# which does copy text from its context): the edit turn with speculative decoding
-# off, default (a lone decode drafts 3 on SIMD CPUs, see docs/model-serving.md) and 3- and 7-token
-# drafts in every decode (--spec-any-rows): tok/s, speed-up, acceptance,
-# tokens per verifying forward, and whether the outputs are identical.
+# Then, sinew alone on the same models, on --copy-types models and on --spec-models
+# (default stories260K, which does copy text from its context): the edit turn with
+# speculative decoding off, default (a lone decode drafts 3 on SIMD CPUs, see
+# docs/model-serving.md) and 3- and 7-token drafts in every decode (--spec-any-rows):
+# tok/s, speed-up, acceptance, tokens per verifying forward, and whether the outputs
+# are identical. The random models hardly copy the file, so their acceptance says
+# little; the copy models (copy-TYPE.gguf: the same shape with the hand-set induction
+# circuit of model-backend/tests/copy_circuit.h, written by sinew-model-bench
+# --copy-circuit) do re-emit it, as an agent's model does. For those, llama-server's
+# rate on the same turn (it has no prompt lookup) is printed beside sinew's.
 # Then, for each --draft-pairs TARGET:DRAFT (a draft model over the target's vocabulary),
 # sinew and llama-server side by side on one stream generating from a prompt with nothing
 # to copy: no speculation, then the draft model (sinew --draft-model with and without
@@ -30,9 +35,9 @@
 #            [-t 2] [--types F16,Q8_0,Q4_K] [-m EXTRA.gguf]... [-n 64] [-r 3]
 #            [--streams 8,32] [--turns 20] [--sinew-args "--no-batch-invariance"]
 #            [--spec-models A.gguf,B.gguf] [--llama-args "--poll 0"]
-#            [--draft-pairs TARGET.gguf:DRAFT.gguf,...]
+#            [--draft-pairs TARGET.gguf:DRAFT.gguf,...] [--copy-types F16,Q8_0,Q4_K]
 # env:   SINEW_BUILD_DIR (default build): where bin/sinew-model(-bench) were built.
-# The random models (~470 MB, sinew-model-bench --write-random) go to --work-dir
+# The random and copy models (~470 MB each set, sinew-model-bench --write-random) go to --work-dir
 # (default: a temporary directory, removed at exit); existing files are reused.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,6 +48,7 @@ LLAMA_SERVER=""
 WORK=""
 THREADS=2
 TYPES=F16,Q8_0,Q4_K
+COPY_TYPES=F16,Q8_0,Q4_K
 EXTRA_MODELS=()
 N_GEN=64
 REPS=3
@@ -67,7 +73,8 @@ while [ $# -gt 0 ]; do
     --spec-models) SPEC_MODELS=$2; shift 2 ;;
     --llama-args) LLAMA_ARGS=$2; shift 2 ;;
     --draft-pairs) DRAFT_PAIRS=$2; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    --copy-types) COPY_TYPES=$2; shift 2 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -90,13 +97,22 @@ if [ -n "$TYPES" ]; then
   for t in "${type_list[@]}"; do MODELS+=("$WORK/bench-$t.gguf"); done
 fi
 MODELS+=("${EXTRA_MODELS[@]}")
+COPY_MODELS=""
+if [ -n "$COPY_TYPES" ]; then
+  IFS=, read -r -a copy_list <<< "$COPY_TYPES"
+  for t in "${copy_list[@]}"; do
+    [ -f "$WORK/copy-$t.gguf" ] || "$WRITER" --write-random "$WORK" --copy-circuit --write-types "$t"
+    COPY_MODELS+="${COPY_MODELS:+,}$WORK/copy-$t.gguf"
+  done
+fi
 
 exec python3 - "$SERVER" "$LLAMA_SERVER" "$THREADS" "$N_GEN" "$REPS" "$STREAMS" "$TURNS" \
-  "$SINEW_ARGS" "$SPEC_MODELS" "$LLAMA_ARGS" "$DRAFT_PAIRS" "${MODELS[@]}" <<'PY'
+  "$SINEW_ARGS" "$SPEC_MODELS" "$LLAMA_ARGS" "$DRAFT_PAIRS" "$COPY_MODELS" "${MODELS[@]}" <<'PY'
 import http.client, json, os, shlex, socket, subprocess, sys, threading, time
 
 (server_bin, llama_bin, threads, n_gen, reps, streams, turns, sinew_args, spec_models,
- llama_args, draft_pairs), models = sys.argv[1:12], sys.argv[12:]
+ llama_args, draft_pairs, copy_models), models = sys.argv[1:13], sys.argv[13:]
+copy_models = [m for m in copy_models.split(",") if m]
 draft_pairs = [tuple(p.split(":", 1)) for p in draft_pairs.split(",") if p]
 spec_models = [m for m in spec_models.split(",") if m]
 n_gen, reps, turns = int(n_gen), int(reps), int(turns)
@@ -313,9 +329,10 @@ for model in models:
     if theirs and theirs["prompt_tokens"] != ours["prompt_tokens"]:
         print("note: prompt token counts differ (llama.cpp %d)" % theirs["prompt_tokens"])
     sys.stdout.flush()
-def speculation(model):
-    """sinew alone: the edit turn without speculation, with the default rule, and
-    with 7-token drafts in every decode; outputs must be identical."""
+def speculation(model, beside_llama=False):
+    """sinew: the edit turn without speculation, with the default rule, and with 3-
+    and 7-token drafts in every decode; outputs must be identical. With beside_llama,
+    llama-server's rate on the same turn too."""
     tag = os.path.basename(model)
     rows, texts = [], []
     for name, args in (("off", ["--spec-draft", "0"]), ("default", []),
@@ -341,10 +358,22 @@ def speculation(model):
         print("%-14s %12.1f %8.2fx %9.0f%% %12.2f %6s" % (name, tps, tps / rows[0][1] if rows[0][1] else 0,
                                                      100 * acc, per, ld))
     print("outputs identical to no speculation: %s" % all(t == texts[0] for t in texts))
+    if beside_llama and llama_bin:
+        srv = Server("llama", model, 1)
+        try:
+            load_before = load()
+            tps, text = edit(srv, tag)
+        finally:
+            srv.stop()
+        print("llama-server   %12.1f (load %s); sinew default / llama-server: %.2fx; "
+              "sinew off / llama-server: %.2fx; same text as sinew: %s"
+              % (tps, load_before, rows[1][1] / tps, rows[0][1] / tps, text == texts[0]))
     sys.stdout.flush()
 
 for model in models + spec_models:
     speculation(model)
+for model in copy_models:
+    speculation(model, beside_llama=True)
 
 def free_generation(srv, tag):
     """One stream generating 2 * n_gen tokens from a prompt it cannot copy from: best
