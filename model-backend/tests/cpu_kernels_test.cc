@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernels.h"
@@ -29,8 +30,9 @@ TEST(CpuKernelsTest, AttnValuesEqualsAxpyRowAfterRow) {
       const AxpyFn axpy = f16 ? t.axpy_f16 : t.axpy_f32;
       if (values == nullptr) continue;
       for (int64_t n : {8, 64, 72, 128}) {
-        for (int rows = 1; rows <= kTileRows; ++rows) {
-          const int heads = 3;
+        // Runs of 1 to 4 rows, a block's 16 and 33; GQA groups of 3 and 8 heads.
+        for (const auto& [rows, heads] : {std::pair{1, 3}, {2, 3}, {3, 3}, {4, 3}, {16, 3}, {33, 3},
+                                         {5, 8}, {16, 8}, {1, 1}}) {
           const int64_t elem = f16 ? 2 : 4, stride = (n + 5) * elem;
           std::vector<uint8_t> v(static_cast<size_t>(rows * stride));
           for (int j = 0; j < rows; ++j) {
@@ -45,7 +47,7 @@ TEST(CpuKernelsTest, AttnValuesEqualsAxpyRowAfterRow) {
               }
             }
           }
-          const int64_t p_stride = 11;
+          const int64_t p_stride = 41;
           std::vector<float> p(static_cast<size_t>(heads * p_stride));
           for (float& x : p) x = dist(rng);
           std::vector<float> start(static_cast<size_t>(heads * n));
@@ -59,7 +61,8 @@ TEST(CpuKernelsTest, AttnValuesEqualsAxpyRowAfterRow) {
             }
           }
           ASSERT_EQ(0, std::memcmp(fused.data(), simple.data(), fused.size() * sizeof(float)))
-              << t.name << (f16 ? " F16" : " F32") << " n=" << n << " rows=" << rows;
+              << t.name << (f16 ? " F16" : " F32") << " n=" << n << " rows=" << rows
+              << " heads=" << heads;
           ++checked;
         }
       }

@@ -434,13 +434,13 @@ class CpuOps final : public BackendOps {
                                  std::string(GgmlTypeName(type)));
   }
 
-  // Calls fn(j, rows) over keys [0, n_keys) in runs of up to kTileRows consecutive
+  // Calls fn(j, rows) over keys [0, n_keys) in runs of up to max_rows consecutive
   // keys that never cross a block's end (so a run's cache rows are evenly spaced).
   template <typename Fn>
-  static void ForKeyRuns(const KvBlocks& blocks, int64_t n_keys, Fn fn) {
+  static void ForKeyRuns(const KvBlocks& blocks, int64_t n_keys, int64_t max_rows, Fn fn) {
     for (int64_t j = 0; j < n_keys;) {
       const int64_t in_block = blocks.block_size - j % blocks.block_size;
-      const int rows = static_cast<int>(std::min<int64_t>({cpu::kTileRows, n_keys - j, in_block}));
+      const int rows = static_cast<int>(std::min<int64_t>({max_rows, n_keys - j, in_block}));
       fn(j, rows);
       j += rows;
     }
@@ -455,7 +455,7 @@ class CpuOps final : public BackendOps {
                          int64_t kvh, int64_t head_dim, const float* q0, int64_t group,
                          int64_t n_keys, int64_t stride, float* scores) {
     const int64_t head_offset = GgmlRowSize(k.type, kvh * head_dim);
-    ForKeyRuns(blocks, n_keys, [&](int64_t j, int rows_w) {
+    ForKeyRuns(blocks, n_keys, cpu::kTileRows, [&](int64_t j, int rows_w) {
       for (int64_t g = 0; g < group; g += cpu::kTileRows) {
         const int rows_x = static_cast<int>(std::min<int64_t>(cpu::kTileRows, group - g));
         tile(head_dim, KvRow(k, blocks, j) + head_offset, k.row_bytes(), rows_w,
@@ -465,14 +465,13 @@ class CpuOps final : public BackendOps {
   }
 
   // Adds to the `group` output rows (o0, head_dim floats apart) the values of keys
-  // [0, n_keys) of KV head kvh weighted by p[g * p_stride + j], up to four value rows a
-  // call, each row read once for all heads; every element gets what HeadAxpy row after
-  // row gives it.
+  // [0, n_keys) of KV head kvh weighted by p[g * p_stride + j], a block's run of value
+  // rows a call; every element gets what HeadAxpy row after row gives it.
   static void TileValues(cpu::AttnValuesFn values, const Tensor& v, const KvBlocks& blocks,
                          int64_t kvh, int64_t head_dim, const float* p, int64_t p_stride,
                          int64_t group, int64_t n_keys, float* o0) {
     const int64_t head_offset = GgmlRowSize(v.type, kvh * head_dim);
-    ForKeyRuns(blocks, n_keys, [&](int64_t j, int rows_v) {
+    ForKeyRuns(blocks, n_keys, blocks.block_size, [&](int64_t j, int rows_v) {
       values(head_dim, KvRow(v, blocks, j) + head_offset, v.row_bytes(), rows_v, p + j,
              p_stride, static_cast<int>(group), o0, head_dim);
     });

@@ -39,12 +39,12 @@ inline constexpr int64_t Q8TileActRowBytes(int64_t n) { return (n / 32 + 1) / 2 
 using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
 // y[i] += a * x[i] where x is F32 or F16 (for attention over the V cache).
 using AxpyFn = void (*)(int64_t n, float a, const void* x, float* y);
-// Attention's values for a group of heads, rows_v <= kTileRows value rows (n elements
-// each, v_stride bytes apart) at a time: for each head g < heads and each row j in
-// order, o[g * o_stride + i] += p[g * p_stride + j] * v_j[i]. Each element gets the
-// arithmetic of the AxpyFn of the same type called row after row, so the result is
-// that of the one-row-at-a-time loop, bit for bit; each value row is read once for
-// all heads.
+// Attention's values for a group of heads, rows_v >= 1 value rows (n elements each,
+// v_stride bytes apart, e.g. a KV block's run of keys) at a time: for each head
+// g < heads and each row j in order, o[g * o_stride + i] += p[g * p_stride + j] * v_j[i].
+// Each element gets the arithmetic of the AxpyFn of the same type called row after
+// row, so the result is that of the one-row-at-a-time loop, bit for bit, however the
+// rows are split into calls.
 using AttnValuesFn = void (*)(int64_t n, const void* v, int64_t v_stride, int rows_v,
                               const float* p, int64_t p_stride, int heads, float* o,
                               int64_t o_stride);

@@ -96,11 +96,7 @@ SINEW_ALWAYS_INLINE void FloatTile(int64_t n, const uint8_t* w, int64_t ws, cons
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
     }
   }
-  SINEW_UNROLL
-  for (int c = 0; c < C; ++c) {
-    SINEW_UNROLL
-    for (int r = 0; r < R; ++r) out[c * os + r] = _mm512_reduce_add_ps(acc[r][c]);
-  }
+  StoreTileSums<R, C>(acc, out, os);
 }
 
 SINEW_ALWAYS_INLINE __m512 LoadMaskedF32(const void* p, int64_t i, __mmask16 m) {
@@ -188,11 +184,7 @@ SINEW_ALWAYS_INLINE void Q8Tile(int64_t n, const uint8_t* w, int64_t ws, const u
     Q8Step<R, C>(wb, xp, b, true, acc);
   }
   if (b < nb) Q8Step<R, C>(wb, xp, b, false, acc);
-  SINEW_UNROLL
-  for (int c = 0; c < C; ++c) {
-    SINEW_UNROLL
-    for (int r = 0; r < R; ++r) out[c * os + r] = _mm512_reduce_add_ps(acc[r][c]);
-  }
+  StoreTileSums<R, C>(acc, out, os);
 }
 
 // Quantizes like quantize_q8_0, into tile_q8_0's layout.

@@ -1,12 +1,15 @@
 // AVX-512 kernels of the CPU attention over the V cache: AxpyFn for F32 and F16 values,
-// and AttnValuesFn, which adds up to four value rows to a group of heads reading each
-// row once. Compiled with the AVX-512 -m flags; reached through FillAvx512Kernels.
+// and AttnValuesFn, which adds a run of value rows to a group of heads, reading each
+// row once per four heads and keeping the heads' sums in registers across the run. Compiled with the AVX-512 -m flags; reached through FillAvx512Kernels.
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (_mm512_undefined_*).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "cpu/avx512_loads.h"
+#include "cpu/avx512_tile.h"
 #include "cpu/kernels.h"
 
 namespace sinew::model::cpu {
@@ -32,29 +35,64 @@ void AxpyF16(int64_t n, float a, const void* x, float* y) {
   for (; i < n; ++i) y[i] += a * ScalarF16(x, i);
 }
 
+// Up to four heads' accumulators (16 elements each) take RS value rows, row by row in
+// key order, one FMA each; the rows are loaded once for all the heads.
+template <int H, int RS, typename Load>
+SINEW_ALWAYS_INLINE void AddRows(__m512 (&acc)[H], const uint8_t* rows, int64_t v_stride, int64_t i,
+                                 const float* p, int64_t p_stride, Load load) {
+  __m512 r[RS];
+  SINEW_UNROLL
+  for (int j = 0; j < RS; ++j) r[j] = load(rows + j * v_stride, i);
+  SINEW_UNROLL
+  for (int g = 0; g < H; ++g) {
+    SINEW_UNROLL
+    for (int j = 0; j < RS; ++j) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g * p_stride + j]), r[j], acc[g]);
+  }
+}
+
+// H heads (H <= 4), every value row, the elements in steps of 16: each head's
+// accumulator stays in a register across all the rows.
+template <int H, typename Load>
+SINEW_ALWAYS_INLINE void HeadsValues(int64_t n16, const uint8_t* v, int64_t v_stride, int rows_v,
+                                     const float* p, int64_t p_stride, float* o, int64_t o_stride,
+                                     Load load) {
+  for (int64_t i = 0; i < n16; i += 16) {
+    __m512 acc[H];
+    SINEW_UNROLL
+    for (int g = 0; g < H; ++g) acc[g] = _mm512_loadu_ps(o + g * o_stride + i);
+    int j = 0;
+    for (; j + 4 <= rows_v; j += 4) AddRows<H, 4>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load);
+    switch (rows_v - j) {
+      case 3: AddRows<H, 3>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load); break;
+      case 2: AddRows<H, 2>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load); break;
+      case 1: AddRows<H, 1>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load); break;
+      default: break;
+    }
+    SINEW_UNROLL
+    for (int g = 0; g < H; ++g) _mm512_storeu_ps(o + g * o_stride + i, acc[g]);
+  }
+}
+
 // AttnValuesFn over `Load` (16 floats from element i of a value row) and `Scalar` (one):
-// per 16 elements, the value rows are loaded once and each head's accumulator takes
-// them in row order with one FMA each, as AxpyF16/AxpyF32 row after row; the tail as
-// their scalar tails.
+// the heads four at a time, each head's accumulator taking the value rows in row order
+// with one FMA each, as AxpyF16/AxpyF32 row after row; the tail as their scalar tails.
 template <typename Load, typename Scalar>
 SINEW_ALWAYS_INLINE void AttnValues(int64_t n, const void* v, int64_t v_stride, int rows_v,
                                     const float* p, int64_t p_stride, int heads, float* o,
                                     int64_t o_stride, Load load, Scalar scalar) {
   const auto* base = static_cast<const uint8_t*>(v);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 rows[kTileRows];
-    for (int j = 0; j < rows_v; ++j) rows[j] = load(base + j * v_stride, i);
-    for (int g = 0; g < heads; ++g) {
-      float* y = o + g * o_stride + i;
-      __m512 acc = _mm512_loadu_ps(y);
-      for (int j = 0; j < rows_v; ++j) {
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(p[g * p_stride + j]), rows[j], acc);
-      }
-      _mm512_storeu_ps(y, acc);
+  const int64_t n16 = n / 16 * 16;
+  for (int g = 0; g < heads; g += 4) {
+    const float* pg = p + g * p_stride;
+    float* og = o + g * o_stride;
+    switch (std::min(4, heads - g)) {
+      case 4: HeadsValues<4>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
+      case 3: HeadsValues<3>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
+      case 2: HeadsValues<2>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
+      default: HeadsValues<1>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
     }
   }
-  for (; i < n; ++i) {
+  for (int64_t i = n16; i < n; ++i) {
     for (int g = 0; g < heads; ++g) {
       for (int j = 0; j < rows_v; ++j) {
         o[g * o_stride + i] += p[g * p_stride + j] * scalar(base + j * v_stride, i);

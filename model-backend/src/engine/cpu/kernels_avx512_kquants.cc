@@ -37,15 +37,6 @@ SINEW_ALWAYS_INLINE __m512 AddBlock(__m512 acc, float d, __m512i sumi, float off
   return _mm512_fnmadd_ps(_mm512_set1_ps(offset_scale), _mm512_cvtepi32_ps(offset), acc);
 }
 
-template <int R, int C>
-SINEW_ALWAYS_INLINE void StoreTile(const __m512 (&acc)[R][C], float* out, int64_t os) {
-  SINEW_UNROLL
-  for (int c = 0; c < C; ++c) {
-    SINEW_UNROLL
-    for (int r = 0; r < R; ++r) out[c * os + r] = _mm512_reduce_add_ps(acc[r][c]);
-  }
-}
-
 // --- Q4_K: 8 sub-blocks of 32 with 6-bit scales and minimums. Byte i of quant pair p
 // holds element 64p + i in its low nibble and 64p + 32 + i in its high one.
 
@@ -125,7 +116,7 @@ SINEW_ALWAYS_INLINE void Q4KPass(int64_t nb, const uint8_t* w, int64_t ws, const
       }
     }
   }
-  StoreTile<R, C>(acc, out, os);
+  StoreTileSums<R, C>(acc, out, os);
 }
 
 // --- Q6_K: 16 sub-blocks of 16 with signed 8-bit scales; quants 0..63 stand for q - 32.
@@ -214,7 +205,7 @@ SINEW_ALWAYS_INLINE void Q6KPass(int64_t nb, const uint8_t* w, int64_t ws, const
       }
     }
   }
-  StoreTile<R, C>(acc, out, os);
+  StoreTileSums<R, C>(acc, out, os);
 }
 
 // A tile in at most two passes (R <= 4, PassRows >= 2); each pass prefetches its own
