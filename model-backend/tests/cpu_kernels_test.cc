@@ -71,5 +71,32 @@ TEST(CpuKernelsTest, AttnValuesEqualsAxpyRowAfterRow) {
   if (checked == 0) GTEST_SKIP() << "no kernel table here has attention-values kernels (AVX-512)";
 }
 
+// Every table's SoftmaxFn against the scalar one (std::exp): the same largest score, and
+// each numerator and the sum within a few float roundings.
+TEST(CpuKernelsTest, SoftmaxMatchesTheScalarOne) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-40.0f, 40.0f);
+  const KernelTable scalar = MakeKernelTable(SimdLevel::kScalar);
+  std::vector<SimdLevel> levels;
+  if (CpuHasAvx2()) levels.push_back(SimdLevel::kAvx2);
+  if (CpuHasAvx512()) levels.push_back(SimdLevel::kAvx512);
+  if (levels.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  for (SimdLevel level : levels) {
+    const KernelTable t = MakeKernelTable(level);
+    for (int64_t n : {1, 5, 16, 17, 100, 1340}) {
+      std::vector<float> scores(static_cast<size_t>(n));
+      for (float& x : scores) x = dist(rng);
+      std::vector<float> ours = scores, want = scores;
+      const float sum = t.softmax(ours.data(), n, 0.125f);
+      const float want_sum = scalar.softmax(want.data(), n, 0.125f);
+      EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << t.name << " n=" << n;
+      for (int64_t j = 0; j < n; ++j) {
+        const float w = want[static_cast<size_t>(j)];
+        EXPECT_NEAR(ours[static_cast<size_t>(j)], w, 1e-6 * w + 1e-30) << t.name << " n=" << n << " j=" << j;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sinew::model::cpu

@@ -49,6 +49,11 @@ using AttnValuesFn = void (*)(int64_t n, const void* v, int64_t v_stride, int ro
                               const float* p, int64_t p_stride, int heads, float* o,
                               int64_t o_stride);
 
+// Attention's softmax numerators over one head's scores: p[j] = exp(p[j] * scale - m)
+// for j < n, m the largest p[j] * scale; returns their sum. Every row of a given n gets
+// the same arithmetic (batch invariance holds).
+using SoftmaxFn = float (*)(float* p, int64_t n, float scale);
+
 struct KernelTable {
   SimdLevel level = SimdLevel::kScalar;
   const char* name = "scalar";
@@ -78,6 +83,7 @@ struct KernelTable {
   QuantizeActFn quantize_q8_k = nullptr;
   AxpyFn axpy_f32 = nullptr;
   AxpyFn axpy_f16 = nullptr;
+  SoftmaxFn softmax = nullptr;
   AttnValuesFn attn_values_f32 = nullptr;
   AttnValuesFn attn_values_f16 = nullptr;
 };

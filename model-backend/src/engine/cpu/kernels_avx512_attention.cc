@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "cpu/avx512_loads.h"
 #include "cpu/avx512_tile.h"
@@ -111,9 +112,49 @@ void AttnValuesF32(int64_t n, const void* v, int64_t v_stride, int rows_v, const
   AttnValues(n, v, v_stride, rows_v, p, p_stride, heads, o, o_stride, LoadF32x16, ScalarF32);
 }
 
+// e^x for x <= 0: 2^k * e^r with k = round(x / ln 2) and |r| <= ln 2 / 2, e^r by its
+// Taylor polynomial to degree 7 (relative error below 1e-8 there, under a float's
+// rounding), 2^k applied by scalef; below -88 the result is 0 or a denormal, as
+// std::exp's.
+SINEW_ALWAYS_INLINE __m512 ExpNonPositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-88.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - k ln 2, with ln 2 split so that k * the high part is exact.
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  for (const float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) {
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  }
+  return _mm512_scalef_ps(p, k);
+}
+
+// SoftmaxFn, 16 scores at a time (a masked last step for the tail).
+float Softmax(float* p, int64_t n, float scale) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), vscale);
+    _mm512_mask_storeu_ps(p + j, m, s);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, s);
+  }
+  const __m512 max_score = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), max_score));
+    _mm512_mask_storeu_ps(p + j, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
 }  // namespace
 
 void FillAvx512AttentionKernels(KernelTable* t) {
+  t->softmax = Softmax;
   t->axpy_f32 = AxpyF32;
   t->axpy_f16 = AxpyF16;
   t->attn_values_f16 = AttnValuesF16;

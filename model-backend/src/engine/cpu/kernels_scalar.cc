@@ -1,6 +1,9 @@
 // Scalar kernels: the reference every SIMD kernel is tested against, and the
 // fallback on CPUs without AVX2.
 #include <cpuid.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "cpu/kernels.h"
@@ -130,6 +133,20 @@ void AxpyF16(int64_t n, float a, const void* x, float* y) {
 
 }  // namespace
 
+float Softmax(float* p, int64_t n, float scale) {
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    p[j] *= scale;
+    max_score = std::max(max_score, p[j]);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    p[j] = std::exp(p[j] - max_score);
+    sum += p[j];
+  }
+  return sum;
+}
+
 void FillScalarKernels(KernelTable* t) {
   t->dot_f32 = DotF32;
   t->dot_f16 = DotF16;
@@ -142,6 +159,7 @@ void FillScalarKernels(KernelTable* t) {
   t->quantize_q8_k = QuantizeQ8_K;
   t->axpy_f32 = AxpyF32;
   t->axpy_f16 = AxpyF16;
+  t->softmax = Softmax;
 }
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
