@@ -228,19 +228,16 @@ struct TileBF16 {
     FloatTile<R, C>(n, w, ws, x, xs, out, os, LoadBF16x16, LoadMaskedBF16);
   }
 };
-template <int R, int C>
-struct TileQ8_0 {
-  static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
-                  int64_t os) {
-    Q8Tile<R, C, BlockQ8_0>(n, w, ws, x, xs, out, os);
-  }
-};
-template <int R, int C>
-struct TileQ4_0 {
-  static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
-                  int64_t os) {
-    Q8Tile<R, C, BlockQ4_0>(n, w, ws, x, xs, out, os);
-  }
+// The Q8_0-activation tile over weight blocks of type Block as DispatchTile takes it.
+template <typename Block>
+struct Q8TileOf {
+  template <int R, int C>
+  struct Kernel {
+    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
+                    int64_t os) {
+      Q8Tile<R, C, Block>(n, w, ws, x, xs, out, os);
+    }
+  };
 };
 
 }  // namespace
@@ -251,8 +248,8 @@ void FillAvx512Kernels(KernelTable* t) {
   t->tile_f32 = DispatchTile<TileF32>;
   t->tile_f16 = DispatchTile<TileF16>;
   t->tile_bf16 = DispatchTile<TileBF16>;
-  t->tile_q8_0 = DispatchTile<TileQ8_0>;
-  t->tile_q4_0 = DispatchTile<TileQ4_0>;
+  t->tile_q8_0 = DispatchTile<Q8TileOf<BlockQ8_0>::Kernel>;
+  t->tile_q4_0 = DispatchTile<Q8TileOf<BlockQ4_0>::Kernel>;
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
   FillAvx512AttentionKernels(t);
   FillAvx512KQuantKernels(t);

@@ -196,26 +196,23 @@ SINEW_ALWAYS_INLINE void KQuantTile(int64_t n, const uint8_t* w, int64_t ws, con
   }
 }
 
-template <int R, int C>
-struct TileQ4_K {
-  static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
-                  int64_t os) {
-    KQuantTile<Q4K, R, C>(n, w, ws, x, xs, out, os);
-  }
-};
-template <int R, int C>
-struct TileQ6_K {
-  static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
-                  int64_t os) {
-    KQuantTile<Q6K, R, C>(n, w, ws, x, xs, out, os);
-  }
+// The tile of format F as DispatchTile takes it.
+template <typename F>
+struct KQuantTileOf {
+  template <int R, int C>
+  struct Kernel {
+    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
+                    int64_t os) {
+      KQuantTile<F, R, C>(n, w, ws, x, xs, out, os);
+    }
+  };
 };
 
 }  // namespace
 
 void FillAvx512KQuantKernels(KernelTable* t) {
-  t->tile_q4_k = DispatchTile<TileQ4_K>;
-  t->tile_q6_k = DispatchTile<TileQ6_K>;
+  t->tile_q4_k = DispatchTile<KQuantTileOf<Q4K>::Kernel>;
+  t->tile_q6_k = DispatchTile<KQuantTileOf<Q6K>::Kernel>;
 }
 
 }  // namespace sinew::model::cpu
