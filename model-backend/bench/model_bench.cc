@@ -58,7 +58,10 @@ int WriteRandomModels(const std::string& dir, bool large, const std::vector<Ggml
       spec.embd_type = type == GgmlType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0;
       spec.seed = 42;
       spec.copy_circuit = copy_circuit;
-      const std::string path = dir + (large ? "/llama1b-" : copy_circuit ? "/copy-" : "/bench-") +
+      const std::string path = dir +
+                               (large          ? "/llama1b-"
+                                : copy_circuit ? "/copy-"
+                                               : "/bench-") +
                                std::string(sinew::model::GgmlTypeName(type)) + ".gguf";
       const auto start = std::chrono::steady_clock::now();
       auto status = sinew::model::testing::WriteRandomModel(spec, path);
@@ -97,7 +100,8 @@ int main(int argc, char** argv) {
   bool copy_circuit = false;
   app.add_flag("--copy-circuit", copy_circuit,
                "with --write-random: copy-TYPE.gguf, the same shape with the hand-set induction "
-               "circuit of tests/copy_circuit.h (its greedy output continues its context as it went before)");
+               "circuit of tests/copy_circuit.h (its greedy output continues its context as it "
+               "went before)");
   app.add_option("-m,--model", models, "GGUF model(s) to benchmark");
   app.add_option("-t,--threads", threads, "thread counts")->delimiter(',');
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(1, 4096));
@@ -120,8 +124,8 @@ int main(int argc, char** argv) {
   }
   std::vector<GgmlType> types;
   for (const std::string& name : write_types) {
-    for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
-                       GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                       GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
       if (name == sinew::model::GgmlTypeName(t)) types.push_back(t);
     }
   }

@@ -7,16 +7,16 @@ namespace {
 
 constexpr int64_t kHeadDim = 64;
 constexpr int64_t kKvHeads = 4;
-constexpr int64_t kCodeDims = 192;  // residual [0, 192): the token's code
-constexpr int64_t kConst = 192;     // a constant, the layer-0 queries' and keys' source
-constexpr int64_t kBack = 5;        // layer 0 brings in the 5 tokens before each position
-constexpr int64_t kSlot = 48;       // code values [0, 48) of each of them, in a slot:
-constexpr int64_t kPrev = 256;      // [256 + 48 (d - 1), + 48): the token d back
-constexpr int64_t kOut = 512;       // [512, 704): the code of the token layer 1 predicts
-constexpr int64_t kOutSlot = 64;    // of it, each of 3 layer-1 heads writes 64 values
-constexpr int kLivePairs = 8;       // RoPE pairs that rotate; the rest are stopped
-constexpr int64_t kContext = kBack;  // layer 1 matches the current token and the 4 before it
-constexpr int64_t kMatch = 9;       // code values per token a layer-1 head compares
+constexpr int64_t kCodeDims = 192;     // residual [0, 192): the token's code
+constexpr int64_t kConst = 192;        // a constant, the layer-0 queries' and keys' source
+constexpr int64_t kBack = 5;           // layer 0 brings in the 5 tokens before each position
+constexpr int64_t kSlot = 48;          // code values [0, 48) of each of them, in a slot:
+constexpr int64_t kPrev = 256;         // [256 + 48 (d - 1), + 48): the token d back
+constexpr int64_t kOut = 512;          // [512, 704): the code of the token layer 1 predicts
+constexpr int64_t kOutSlot = 64;       // of it, each of 3 layer-1 heads writes 64 values
+constexpr int kLivePairs = 8;          // RoPE pairs that rotate; the rest are stopped
+constexpr int64_t kContext = kBack;    // layer 1 matches the current token and the 4 before it
+constexpr int64_t kMatch = 9;          // code values per token a layer-1 head compares
 constexpr double kPositionScore = 20;  // layer-0 score per live pair (sharp: > 0.9999)
 constexpr double kMatchScore = 2;      // layer-1 score per matching code value
 
@@ -46,14 +46,17 @@ Shape ShapeOf(const RandomModelSpec& s) {
   sh.rope_base = s.rope_base;
   sh.constant = std::sqrt(static_cast<double>(kCodeDims));
   sh.rms0 = std::sqrt((kCodeDims + sh.constant * sh.constant) / static_cast<double>(sh.E));
-  sh.rms1 = std::sqrt((kCodeDims + sh.constant * sh.constant + kBack * kSlot) / static_cast<double>(sh.E));
+  sh.rms1 = std::sqrt((kCodeDims + sh.constant * sh.constant + kBack * kSlot) /
+                      static_cast<double>(sh.E));
   return sh;
 }
 
 class Matrix {
  public:
   Matrix(int64_t k, int64_t n) : k_(k), v_(static_cast<size_t>(k * n), 0.0f) {}
-  void Set(int64_t row, int64_t col, double value) { v_[static_cast<size_t>(row * k_ + col)] = static_cast<float>(value); }
+  void Set(int64_t row, int64_t col, double value) {
+    v_[static_cast<size_t>(row * k_ + col)] = static_cast<float>(value);
+  }
   std::vector<float> Take() { return std::move(v_); }
 
  private:
@@ -65,12 +68,14 @@ class Matrix {
 // the constant and its values the code's first kSlot values.
 void Layer0(const Shape& sh, const std::string& what, Matrix& m) {
   const double x_const = sh.constant / sh.rms0;  // the constant after the RMS norm
-  const double gain = std::sqrt(kPositionScore * std::sqrt(static_cast<double>(kHeadDim))) / x_const;
+  const double gain =
+      std::sqrt(kPositionScore * std::sqrt(static_cast<double>(kHeadDim))) / x_const;
   for (int64_t qh = 0; qh < kBack; ++qh) {
     if (what == "attn_q") {
       for (int i = 0; i < kLivePairs; ++i) {
         // Rotated by (t - s) * theta against the key's (1, 0): peaks at t - s = qh + 1.
-        const double angle = static_cast<double>(qh + 1) * std::pow(sh.rope_base, -2.0 * i / kHeadDim);
+        const double angle =
+            static_cast<double>(qh + 1) * std::pow(sh.rope_base, -2.0 * i / kHeadDim);
         m.Set(qh * kHeadDim + 2 * i, kConst, gain * std::cos(angle));
         m.Set(qh * kHeadDim + 2 * i + 1, kConst, -gain * std::sin(angle));
       }
@@ -107,13 +112,15 @@ void Layer1(const Shape& sh, const std::string& what, Matrix& m) {
     } else if (what == "attn_k") {
       for (int64_t part = 0; part < kContext; ++part) {
         for (int64_t j = 0; j < kMatch; ++j) {
-          m.Set(h * kHeadDim + unrotated + part * kMatch + j, kPrev + part * kSlot + slice + j, gain);
+          m.Set(h * kHeadDim + unrotated + part * kMatch + j, kPrev + part * kSlot + slice + j,
+                gain);
         }
       }
     } else if (h < 3 && what == "attn_v") {
       for (int64_t j = 0; j < kOutSlot; ++j) m.Set(h * kHeadDim + j, h * kOutSlot + j, sh.rms1);
     } else if (h < 3 && what == "attn_output") {
-      for (int64_t j = 0; j < kOutSlot; ++j) m.Set(kOut + h * kOutSlot + j, h * sh.group * kHeadDim + j, 1.0);
+      for (int64_t j = 0; j < kOutSlot; ++j)
+        m.Set(kOut + h * kOutSlot + j, h * sh.group * kHeadDim + j, 1.0);
     }
   }
 }
@@ -123,11 +130,11 @@ void Layer1(const Shape& sh, const std::string& what, Matrix& m) {
 Status CheckCopyCircuitSpec(const RandomModelSpec& s) {
   const int64_t hd = s.head_dim > 0 ? s.head_dim : (s.n_head > 0 ? s.n_embd / s.n_head : 0);
   if (s.arch != "llama" || hd != kHeadDim || s.n_head_kv != kKvHeads || s.n_head % kKvHeads != 0 ||
-      s.n_head < 8 || (s.rope_dims != 0 && s.rope_dims != kHeadDim) || s.n_embd < kOut + 3 * kOutSlot ||
-      s.n_layer < 2 ||
-      s.tied_output) {
+      s.n_head < 8 || (s.rope_dims != 0 && s.rope_dims != kHeadDim) ||
+      s.n_embd < kOut + 3 * kOutSlot || s.n_layer < 2 || s.tied_output) {
     return Status::InvalidArgument(
-        "the copy circuit needs a llama with head_dim 64, 4 KV heads and 8 or more heads, full RoPE, "
+        "the copy circuit needs a llama with head_dim 64, 4 KV heads and 8 or more heads, full "
+        "RoPE, "
         "n_embd >= 704, "
         "2 or more layers and its own output matrix");
   }

@@ -37,7 +37,7 @@ namespace sinew::model::testing {
 [[nodiscard]] Status CheckCopyCircuitSpec(const RandomModelSpec& spec);
 
 // The values of tensor `name` (n rows of k, row-major) in the circuit.
-std::vector<float> CopyCircuitTensor(const RandomModelSpec& spec, const std::string& name, int64_t k,
-                                     int64_t n);
+std::vector<float> CopyCircuitTensor(const RandomModelSpec& spec, const std::string& name,
+                                     int64_t k, int64_t n);
 
 }  // namespace sinew::model::testing

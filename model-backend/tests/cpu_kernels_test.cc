@@ -31,8 +31,8 @@ TEST(CpuKernelsTest, AttnValuesEqualsAxpyRowAfterRow) {
       if (values == nullptr) continue;
       for (int64_t n : {8, 64, 72, 128}) {
         // Runs of 1 to 4 rows, a block's 16 and 33; GQA groups of 3 and 8 heads.
-        for (const auto& [rows, heads] : {std::pair{1, 3}, {2, 3}, {3, 3}, {4, 3}, {16, 3}, {33, 3},
-                                         {5, 8}, {16, 8}, {1, 1}}) {
+        for (const auto& [rows, heads] :
+             {std::pair{1, 3}, {2, 3}, {3, 3}, {4, 3}, {16, 3}, {33, 3}, {5, 8}, {16, 8}, {1, 1}}) {
           const int64_t elem = f16 ? 2 : 4, stride = (n + 5) * elem;
           std::vector<uint8_t> v(static_cast<size_t>(rows * stride));
           for (int j = 0; j < rows; ++j) {
@@ -92,7 +92,8 @@ TEST(CpuKernelsTest, SoftmaxMatchesTheScalarOne) {
       EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << t.name << " n=" << n;
       for (int64_t j = 0; j < n; ++j) {
         const float w = want[static_cast<size_t>(j)];
-        EXPECT_NEAR(ours[static_cast<size_t>(j)], w, 1e-6 * w + 1e-30) << t.name << " n=" << n << " j=" << j;
+        EXPECT_NEAR(ours[static_cast<size_t>(j)], w, 1e-6 * w + 1e-30)
+            << t.name << " n=" << n << " j=" << j;
       }
     }
   }

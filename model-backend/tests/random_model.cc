@@ -134,12 +134,14 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path) {
   auto matrix = [&](const std::string& name, int64_t k, int64_t n, GgmlType type) {
     const GgmlType t = Fit(type, k);
     // Scaled so that activations keep roughly unit size through the layers.
-    const auto v = s.copy_circuit ? CopyCircuitTensor(s, name, k, n)
-                                  : fill.Values(k * n, 0.0f, 1.7f / std::sqrt(static_cast<float>(k)));
+    const auto v = s.copy_circuit
+                       ? CopyCircuitTensor(s, name, k, n)
+                       : fill.Values(k * n, 0.0f, 1.7f / std::sqrt(static_cast<float>(k)));
     w.AddTensor(name, t, {k, n}, EncodeTensorData(t, v.data(), k * n));
   };
   auto vec = [&](const std::string& name, int64_t n, float center, float spread) {
-    const auto v = s.copy_circuit ? CopyCircuitTensor(s, name, n, 1) : fill.Values(n, center, spread);
+    const auto v =
+        s.copy_circuit ? CopyCircuitTensor(s, name, n, 1) : fill.Values(n, center, spread);
     w.AddTensor(name, GgmlType::kF32, {n}, EncodeTensorData(GgmlType::kF32, v.data(), n));
   };
   const int64_t E = s.n_embd, qd = int64_t{hd} * s.n_head, kd = int64_t{hd} * s.n_head_kv;

@@ -382,7 +382,8 @@ TEST_P(SpeculativeCopyModelTest, ReEmittedFileKeepsItsTextAndMostDraftsAreAccept
     if ((*spec_engine)->info().simd == "cpu-scalar" && options.speculative_free_rows_only) continue;
     ASSERT_GT(stats.spec_drafted_tokens, 0u);
     // Copying 60 tokens from the context: every draft after the first is right.
-    EXPECT_GE(static_cast<double>(stats.spec_accepted_tokens) / static_cast<double>(stats.spec_drafted_tokens),
+    EXPECT_GE(static_cast<double>(stats.spec_accepted_tokens) /
+                  static_cast<double>(stats.spec_drafted_tokens),
               0.9)
         << stats.spec_accepted_tokens << " of " << stats.spec_drafted_tokens;
   }

@@ -26,7 +26,9 @@ namespace {
 constexpr int64_t kPrefetchTiles = 4;
 struct NextTilePrefetch {
   SINEW_ALWAYS_INLINE NextTilePrefetch(const uint8_t* tile_end, int64_t bytes, int64_t steps)
-      : at(tile_end), end(tile_end + bytes), per_step((bytes / 64 + steps) / std::max<int64_t>(steps, 1)) {}
+      : at(tile_end),
+        end(tile_end + bytes),
+        per_step((bytes / 64 + steps) / std::max<int64_t>(steps, 1)) {}
   SINEW_ALWAYS_INLINE void Step() {
     for (int64_t l = 0; l < per_step && at < end; ++l, at += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
@@ -52,7 +54,8 @@ SINEW_ALWAYS_INLINE __m128 ReduceAdd4(__m512 a, __m512 b, __m512 c, __m512 d) {
                                  _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512 x = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));
   const __m512 y = _mm512_add_ps(x, _mm512_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), y));
+  return _mm512_castps512_ps128(
+      _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), y));
 }
 
 // out[c * os + r] = the sum of acc[r][c]'s lanes, for R, C <= 4.
@@ -61,10 +64,12 @@ SINEW_ALWAYS_INLINE void StoreTileSums(const __m512 (&acc)[R][C], float* out, in
   static_assert(R >= 1 && R <= 4 && C >= 1 && C <= 4);
   SINEW_UNROLL
   for (int c = 0; c < C; ++c) {
-    __m512 v[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 v[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
     SINEW_UNROLL
     for (int r = 0; r < R; ++r) v[r] = acc[r][c];
-    _mm_mask_storeu_ps(out + c * os, static_cast<__mmask8>((1u << R) - 1), ReduceAdd4(v[0], v[1], v[2], v[3]));
+    _mm_mask_storeu_ps(out + c * os, static_cast<__mmask8>((1u << R) - 1),
+                       ReduceAdd4(v[0], v[1], v[2], v[3]));
   }
 }
 
@@ -78,8 +83,8 @@ void DispatchTile(int64_t n, const void* w, int64_t ws, int rows_w, const void* 
       {Kernel<2, 1>::Run, Kernel<2, 2>::Run, Kernel<2, 3>::Run, Kernel<2, 4>::Run},
       {Kernel<3, 1>::Run, Kernel<3, 2>::Run, Kernel<3, 3>::Run, Kernel<3, 4>::Run},
       {Kernel<4, 1>::Run, Kernel<4, 2>::Run, Kernel<4, 3>::Run, Kernel<4, 4>::Run}};
-  kTable[rows_w - 1][rows_x - 1](n, static_cast<const uint8_t*>(w), ws, static_cast<const uint8_t*>(x),
-                                 xs, out, os);
+  kTable[rows_w - 1][rows_x - 1](n, static_cast<const uint8_t*>(w), ws,
+                                 static_cast<const uint8_t*>(x), xs, out, os);
 }
 
 }  // namespace

@@ -374,7 +374,8 @@ class CpuOps final : public BackendOps {
             }
             float* o0 = out.f32() + (t * n_head + kvh * group) * head_dim;
             for (int64_t g = 0; g < group; ++g) {
-              inv_sum[static_cast<size_t>(g)] = 1.0f / k_.softmax(scores.data() + g * max_keys, n_keys, scale);
+              inv_sum[static_cast<size_t>(g)] =
+                  1.0f / k_.softmax(scores.data() + g * max_keys, n_keys, scale);
               std::fill(o0 + g * head_dim, o0 + (g + 1) * head_dim, 0.0f);
             }
             // Each head's values in key order, as one head alone would add them.

@@ -124,11 +124,13 @@ SINEW_ALWAYS_INLINE __m512i LoadQ8Last(const BlockQ8_0* blocks, int64_t b) {
 // holds element i in its low nibble and i + 16 in its high one.
 SINEW_ALWAYS_INLINE __m256i LoadQ4Block(const BlockQ4_0& block) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
-  const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+  const __m256i nibbles =
+      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
   return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
 }
 SINEW_ALWAYS_INLINE __m512i LoadQ8Pair(const BlockQ4_0* blocks, int64_t b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(LoadQ4Block(blocks[b])), LoadQ4Block(blocks[b + 1]), 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(LoadQ4Block(blocks[b])),
+                            LoadQ4Block(blocks[b + 1]), 1);
 }
 SINEW_ALWAYS_INLINE __m512i LoadQ8Last(const BlockQ4_0* blocks, int64_t b) {
   return _mm512_zextsi256_si512(LoadQ4Block(blocks[b]));
@@ -162,8 +164,8 @@ SINEW_ALWAYS_INLINE void Q8Step(const Block* const (&wb)[R], const uint8_t* cons
 }
 
 template <int R, int C, typename Block>
-SINEW_ALWAYS_INLINE void Q8Tile(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
-                                float* out, int64_t os) {
+SINEW_ALWAYS_INLINE void Q8Tile(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
+                                int64_t xs, float* out, int64_t os) {
   const Block* wb[R];
   const uint8_t* xp[C];
   SINEW_UNROLL
@@ -233,8 +235,8 @@ template <typename Block>
 struct Q8TileOf {
   template <int R, int C>
   struct Kernel {
-    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
-                    int64_t os) {
+    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
+                    float* out, int64_t os) {
       Q8Tile<R, C, Block>(n, w, ws, x, xs, out, os);
     }
   };

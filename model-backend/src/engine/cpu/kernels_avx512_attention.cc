@@ -1,6 +1,7 @@
-// AVX-512 kernels of the CPU attention over the V cache: AxpyFn for F32 and F16 values,
-// and AttnValuesFn, which adds a run of value rows to a group of heads, reading each
-// row once per four heads and keeping the heads' sums in registers across the run. Compiled with the AVX-512 -m flags; reached through FillAvx512Kernels.
+// AVX-512 kernels of the CPU attention: AxpyFn for F32 and F16 values; AttnValuesFn,
+// which adds a run of value rows to a group of heads, reading each row once per four
+// heads and keeping the heads' sums in registers across the run; and SoftmaxFn.
+// Compiled with the AVX-512 -m flags; reached through FillAvx512Kernels.
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (_mm512_undefined_*).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -47,7 +48,8 @@ SINEW_ALWAYS_INLINE void AddRows(__m512 (&acc)[H], const uint8_t* rows, int64_t 
   SINEW_UNROLL
   for (int g = 0; g < H; ++g) {
     SINEW_UNROLL
-    for (int j = 0; j < RS; ++j) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g * p_stride + j]), r[j], acc[g]);
+    for (int j = 0; j < RS; ++j)
+      acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g * p_stride + j]), r[j], acc[g]);
   }
 }
 
@@ -62,12 +64,20 @@ SINEW_ALWAYS_INLINE void HeadsValues(int64_t n16, const uint8_t* v, int64_t v_st
     SINEW_UNROLL
     for (int g = 0; g < H; ++g) acc[g] = _mm512_loadu_ps(o + g * o_stride + i);
     int j = 0;
-    for (; j + 4 <= rows_v; j += 4) AddRows<H, 4>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load);
+    for (; j + 4 <= rows_v; j += 4)
+      AddRows<H, 4>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load);
     switch (rows_v - j) {
-      case 3: AddRows<H, 3>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load); break;
-      case 2: AddRows<H, 2>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load); break;
-      case 1: AddRows<H, 1>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load); break;
-      default: break;
+      case 3:
+        AddRows<H, 3>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load);
+        break;
+      case 2:
+        AddRows<H, 2>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load);
+        break;
+      case 1:
+        AddRows<H, 1>(acc, v + j * v_stride, v_stride, i, p + j, p_stride, load);
+        break;
+      default:
+        break;
     }
     SINEW_UNROLL
     for (int g = 0; g < H; ++g) _mm512_storeu_ps(o + g * o_stride + i, acc[g]);
@@ -87,10 +97,18 @@ SINEW_ALWAYS_INLINE void AttnValues(int64_t n, const void* v, int64_t v_stride, 
     const float* pg = p + g * p_stride;
     float* og = o + g * o_stride;
     switch (std::min(4, heads - g)) {
-      case 4: HeadsValues<4>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
-      case 3: HeadsValues<3>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
-      case 2: HeadsValues<2>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
-      default: HeadsValues<1>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load); break;
+      case 4:
+        HeadsValues<4>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load);
+        break;
+      case 3:
+        HeadsValues<3>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load);
+        break;
+      case 2:
+        HeadsValues<2>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load);
+        break;
+      default:
+        HeadsValues<1>(n16, base, v_stride, rows_v, pg, p_stride, og, o_stride, load);
+        break;
     }
   }
   for (int64_t i = n16; i < n; ++i) {
@@ -135,7 +153,8 @@ float Softmax(float* p, int64_t n, float scale) {
   const __m512 vscale = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 m =
+        n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
     const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), vscale);
     _mm512_mask_storeu_ps(p + j, m, s);
     vmax = _mm512_mask_max_ps(vmax, m, vmax, s);
@@ -143,7 +162,8 @@ float Softmax(float* p, int64_t n, float scale) {
   const __m512 max_score = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 m =
+        n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
     const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), max_score));
     _mm512_mask_storeu_ps(p + j, m, e);
     sum = _mm512_mask_add_ps(sum, m, sum, e);

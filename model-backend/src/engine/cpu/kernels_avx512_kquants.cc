@@ -47,8 +47,10 @@ struct Q4K {
   static SINEW_ALWAYS_INLINE Row Load(const Block& b) {
     alignas(16) uint8_t sc[8], m[8];
     Q4KScalesMins(b.scales, sc, m);
-    return {_mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)))),
-            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))), H2F(b.d), H2F(b.dmin)};
+    return {_mm512_castsi128_si512(
+                _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)))),
+            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))), H2F(b.d),
+            H2F(b.dmin)};
   }
   // int16 lanes 0-15 take the scale of sub-block 2p, lanes 16-31 that of 2p + 1.
   static SINEW_ALWAYS_INLINE __m512i ScaleIndex(int pair) {
@@ -63,8 +65,9 @@ struct Q4K {
   }
   // The sums of each 32-element sub-block of the activations.
   static SINEW_ALWAYS_INLINE __m256i ActSums(const BlockQ8_K& y) {
-    return _mm256_castsi128_si256(_mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums)),
-                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums + 8))));
+    return _mm256_castsi128_si256(
+        _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.bsums + 8))));
   }
   static SINEW_ALWAYS_INLINE __m512i Offset(const Row& row, __m256i sums) {
     return _mm512_zextsi128_si512(_mm_madd_epi16(row.mins, _mm256_castsi256_si128(sums)));
@@ -84,14 +87,17 @@ struct Q6K {
     float d;
   };
   static SINEW_ALWAYS_INLINE Row Load(const Block& b) {
-    return {_mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)))),
+    return {_mm512_castsi256_si512(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)))),
             H2F(b.d)};
   }
   // int16 lane l of part k's products covers elements 64k + 2l, 2l + 1: scale 4k + l / 8.
   static SINEW_ALWAYS_INLINE __m512i ScaleIndex(int part) {
-    const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
-                                          15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    return _mm512_add_epi16(_mm512_set1_epi16(static_cast<int16_t>(4 * part)), _mm512_srli_epi16(lane, 3));
+    const __m512i lane =
+        _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
+                         12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm512_add_epi16(_mm512_set1_epi16(static_cast<int16_t>(4 * part)),
+                            _mm512_srli_epi16(lane, 3));
   }
   // The 64 quants of elements 64 part .. + 63 (in half part / 2: quadrants 0, 1 or 2, 3).
   static SINEW_ALWAYS_INLINE __m512i Quants(const Block& b, int part) {
@@ -99,11 +105,13 @@ struct Q6K {
     const __m512i m0f = _mm512_set1_epi8(0x0F);
     const __m512i m30 = _mm512_set1_epi8(0x30);
     const __m512i ql = _mm512_loadu_si512(b.ql + 64 * half);
-    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half)));
+    const __m512i qh = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half)));
     if (part % 2 == 0) {
       // Quadrant 0 (low 256 bits) wants qh bits 0-1 at 4-5, quadrant 1 bits 2-3.
       const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-      return _mm512_or_si512(_mm512_and_si512(ql, m0f), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+      return _mm512_or_si512(_mm512_and_si512(ql, m0f),
+                             _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
     }
     const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f),
@@ -123,8 +131,9 @@ struct Q6K {
 // per 64 elements, in order; then its float accumulator takes the block's scale times
 // it and minus the offset term.
 template <typename F, int R, int C>
-SINEW_ALWAYS_INLINE void KQuantPass(int64_t nb, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
-                                    const uint8_t* prefetch_from, float* out, int64_t os) {
+SINEW_ALWAYS_INLINE void KQuantPass(int64_t nb, const uint8_t* w, int64_t ws, const uint8_t* x,
+                                    int64_t xs, const uint8_t* prefetch_from, float* out,
+                                    int64_t os) {
   using Block = typename F::Block;
   const Block* wb[R];
   const BlockQ8_K* xb[C];
@@ -171,7 +180,8 @@ SINEW_ALWAYS_INLINE void KQuantPass(int64_t nb, const uint8_t* w, int64_t ws, co
       const __m256i sums = F::ActSums(xb[c][blk]);
       SINEW_UNROLL
       for (int r = 0; r < R; ++r) {
-        acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(yd * rows[r].d), _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(yd * rows[r].d), _mm512_cvtepi32_ps(sumi[r][c]),
+                                    acc[r][c]);
         acc[r][c] = _mm512_fnmadd_ps(_mm512_set1_ps(yd * F::OffsetScale(rows[r])),
                                      _mm512_cvtepi32_ps(F::Offset(rows[r], sums)), acc[r][c]);
       }
@@ -183,8 +193,8 @@ SINEW_ALWAYS_INLINE void KQuantPass(int64_t nb, const uint8_t* w, int64_t ws, co
 // A tile in at most two passes (R <= 4, PassRows >= 2); each pass prefetches its own
 // rows of the tile kPrefetchTiles ahead.
 template <typename F, int R, int C>
-SINEW_ALWAYS_INLINE void KQuantTile(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
-                                    float* out, int64_t os) {
+SINEW_ALWAYS_INLINE void KQuantTile(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
+                                    int64_t xs, float* out, int64_t os) {
   constexpr int P = PassRows(C);
   const int64_t nb = n / kQKK;
   const int64_t ahead = kPrefetchTiles * R * ws;
@@ -201,8 +211,8 @@ template <typename F>
 struct KQuantTileOf {
   template <int R, int C>
   struct Kernel {
-    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
-                    int64_t os) {
+    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
+                    float* out, int64_t os) {
       KQuantTile<F, R, C>(n, w, ws, x, xs, out, os);
     }
   };
