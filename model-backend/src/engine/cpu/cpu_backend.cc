@@ -364,13 +364,8 @@ class CpuOps final : public BackendOps {
               TileScores(tile, k, blocks, kvh, head_dim, q0, group, n_keys, max_keys,
                          scores.data());
             } else {
-              for (int64_t g = 0; g < group; ++g) {
-                for (int64_t j = 0; j < n_keys; ++j) {
-                  scores[static_cast<size_t>(g * max_keys + j)] =
-                      HeadDot(k, KvRow(k, blocks, j), kvh * head_dim, head_dim,
-                              q0 + g * head_dim, row.data());
-                }
-              }
+              RowScores(k, blocks, kvh, head_dim, q0, group, n_keys, max_keys, scores.data(),
+                        row.data());
             }
             float* o0 = out.f32() + (t * n_head + kvh * group) * head_dim;
             for (int64_t g = 0; g < group; ++g) {
@@ -383,14 +378,8 @@ class CpuOps final : public BackendOps {
               TileValues(values, v, blocks, kvh, head_dim, scores.data(), max_keys, group,
                          n_keys, o0);
             } else {
-              for (int64_t j = 0; j < n_keys; ++j) {
-                const uint8_t* v_row = KvRow(v, blocks, j);
-                for (int64_t g = 0; g < group; ++g) {
-                  HeadAxpy(v, v_row, kvh * head_dim, head_dim,
-                           scores[static_cast<size_t>(g * max_keys + j)], o0 + g * head_dim,
-                           row.data());
-                }
-              }
+              RowValues(v, blocks, kvh, head_dim, scores.data(), max_keys, group, n_keys, o0,
+                        row.data());
             }
             for (int64_t g = 0; g < group; ++g) {
               float* o = o0 + g * head_dim;
@@ -467,33 +456,74 @@ class CpuOps final : public BackendOps {
     });
   }
 
-  // Dot product of q with elements [off, off + n) of a cache row; `tmp` holds n
-  // floats for dequantizing a Q8_0 slice.
-  float HeadDot(const Tensor& t, const uint8_t* row, int64_t off, int64_t n, const float* q,
-                float* tmp) const {
-    switch (t.type) {
-      case GgmlType::kF16: return k_.dot_f16(n, row + off * 2, q);
-      case GgmlType::kF32: {
-        const float* r = reinterpret_cast<const float*>(row) + off;
-        if (n > 16) return k_.dot_f32(n, r, q);
-        // Small heads (e.g. 8 wide): a plain loop beats a kernel call per key.
-        float s = 0;
-        for (int64_t d = 0; d < n; ++d) s += r[d] * q[d];
-        return s;
+  // The scores and values of caches the tile kernels do not take (Q8_0, or a kernel
+  // table without tiles), one key row at a time: each row's slice of KV head kvh is
+  // read (dequantized into `tmp`, head_dim floats, where quantized) once for the group.
+  void RowScores(const Tensor& k, const KvBlocks& blocks, int64_t kvh, int64_t head_dim,
+                 const float* q0, int64_t group, int64_t n_keys, int64_t stride, float* scores,
+                 float* tmp) const {
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const HeadSlice key = SliceOf(k, KvRow(k, blocks, j), kvh * head_dim, head_dim, tmp);
+      for (int64_t g = 0; g < group; ++g) {
+        scores[g * stride + j] = HeadDot(key, head_dim, q0 + g * head_dim);
       }
-      default:
-        quant::DequantizeSpan(static_cast<uint32_t>(t.type), row, off, n, tmp);
-        return k_.dot_f32(n, tmp, q);
+    }
+  }
+  void RowValues(const Tensor& v, const KvBlocks& blocks, int64_t kvh, int64_t head_dim,
+                 const float* p, int64_t p_stride, int64_t group, int64_t n_keys, float* o0,
+                 float* tmp) const {
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const HeadSlice value = SliceOf(v, KvRow(v, blocks, j), kvh * head_dim, head_dim, tmp);
+      for (int64_t g = 0; g < group; ++g) {
+        HeadAxpy(value, head_dim, p[g * p_stride + j], o0 + g * head_dim);
+      }
     }
   }
 
-  // o += a * elements [off, off + n) of a cache row.
-  void HeadAxpy(const Tensor& t, const uint8_t* row, int64_t off, int64_t n, float a, float* o,
-                float* tmp) const {
+  // Elements [off, off + n) of a cache row of `type`: F16 and F32 in place, other types
+  // dequantized into `tmp` (then `data` holds F32).
+  struct HeadSlice {
+    GgmlType type;
+    const void* data;
+  };
+  static HeadSlice SliceOf(const Tensor& t, const uint8_t* row, int64_t off, int64_t n,
+                           float* tmp) {
     switch (t.type) {
-      case GgmlType::kF16: k_.axpy_f16(n, a, row + off * 2, o); return;
+      case GgmlType::kF16:
+        return {t.type, row + off * 2};
+      case GgmlType::kF32:
+        return {t.type, row + off * 4};
+      default:
+        quant::DequantizeSpan(static_cast<uint32_t>(t.type), row, off, n, tmp);
+        return {t.type, tmp};
+    }
+  }
+
+  float HeadDot(HeadSlice s, int64_t n, const float* q) const {
+    switch (s.type) {
+      case GgmlType::kF16:
+        return k_.dot_f16(n, s.data, q);
       case GgmlType::kF32: {
-        const float* r = reinterpret_cast<const float*>(row) + off;
+        const float* r = static_cast<const float*>(s.data);
+        if (n > 16) return k_.dot_f32(n, r, q);
+        // Small heads (e.g. 8 wide): a plain loop beats a kernel call per key.
+        float sum = 0;
+        for (int64_t d = 0; d < n; ++d) sum += r[d] * q[d];
+        return sum;
+      }
+      default:
+        return k_.dot_f32(n, s.data, q);
+    }
+  }
+
+  // o += a * the slice.
+  void HeadAxpy(HeadSlice s, int64_t n, float a, float* o) const {
+    switch (s.type) {
+      case GgmlType::kF16:
+        k_.axpy_f16(n, a, s.data, o);
+        return;
+      case GgmlType::kF32: {
+        const float* r = static_cast<const float*>(s.data);
         if (n > 16) {
           k_.axpy_f32(n, a, r, o);
         } else {
@@ -502,8 +532,7 @@ class CpuOps final : public BackendOps {
         return;
       }
       default:
-        quant::DequantizeSpan(static_cast<uint32_t>(t.type), row, off, n, tmp);
-        k_.axpy_f32(n, a, tmp, o);
+        k_.axpy_f32(n, a, s.data, o);
     }
   }
 

@@ -83,7 +83,7 @@ SINEW_ALWAYS_INLINE void FloatTile(int64_t n, const uint8_t* w, int64_t ws, cons
     }
   }
   if (i < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 mask = FirstLanes(n - i);
     __m512 xv[C];
     SINEW_UNROLL
     for (int c = 0; c < C; ++c) {

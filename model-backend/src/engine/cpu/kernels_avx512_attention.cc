@@ -17,24 +17,26 @@
 namespace sinew::model::cpu {
 namespace {
 
-void AxpyF32(int64_t n, float a, const void* x, float* y) {
-  const float* v = static_cast<const float*>(x);
+// AxpyFn over `Load` (16 floats from element i of a row) and `Scalar` (one): one FMA
+// per element.
+template <typename Load, typename Scalar>
+SINEW_ALWAYS_INLINE void Axpy(int64_t n, float a, const void* x, float* y, Load load,
+                              Scalar scalar) {
   const __m512 va = _mm512_set1_ps(a);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(v + i), _mm512_loadu_ps(y + i)));
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, load(x, i), _mm512_loadu_ps(y + i)));
   }
-  for (; i < n; ++i) y[i] += a * v[i];
+  for (; i < n; ++i) y[i] += a * scalar(x, i);
+}
+
+void AxpyF32(int64_t n, float a, const void* x, float* y) {
+  Axpy(n, a, x, y, LoadF32x16, ScalarF32);
 }
 
 // Attention's values from an F16 cache: one FMA per element, as AxpyF32.
 void AxpyF16(int64_t n, float a, const void* x, float* y) {
-  const __m512 va = _mm512_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, LoadF16x16(x, i), _mm512_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += a * ScalarF16(x, i);
+  Axpy(n, a, x, y, LoadF16x16, ScalarF16);
 }
 
 // Up to four heads' accumulators (16 elements each) take RS value rows, row by row in
@@ -153,8 +155,7 @@ float Softmax(float* p, int64_t n, float scale) {
   const __m512 vscale = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m =
-        n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 m = FirstLanes(n - j);
     const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), vscale);
     _mm512_mask_storeu_ps(p + j, m, s);
     vmax = _mm512_mask_max_ps(vmax, m, vmax, s);
@@ -162,8 +163,7 @@ float Softmax(float* p, int64_t n, float scale) {
   const __m512 max_score = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m =
-        n - j >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 m = FirstLanes(n - j);
     const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), max_score));
     _mm512_mask_storeu_ps(p + j, m, e);
     sum = _mm512_mask_add_ps(sum, m, sum, e);
