@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -92,10 +93,16 @@ int main(int argc, char** argv) {
   std::string write_1b_dir;
   app.add_option("--write-llama-1b", write_1b_dir,
                  "write the 1.1B random llama of the GPU benchmark (F16, Q8_0, Q4_K) to DIR");
+  // Weight types a model can be written in, by name.
+  std::map<std::string, GgmlType> writable;
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                     GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    writable.emplace(sinew::model::GgmlTypeName(t), t);
+  }
   std::vector<std::string> write_types = {"F16", "Q8_0", "Q4_K"};
   app.add_option("--write-types", write_types, "weight types of the written models")
       ->delimiter(',')
-      ->check(CLI::IsMember({"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"}))
+      ->check(CLI::IsMember(writable))
       ->capture_default_str();
   bool copy_circuit = false;
   app.add_flag("--copy-circuit", copy_circuit,
@@ -123,12 +130,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<GgmlType> types;
-  for (const std::string& name : write_types) {
-    for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                       GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-      if (name == sinew::model::GgmlTypeName(t)) types.push_back(t);
-    }
-  }
+  for (const std::string& name : write_types) types.push_back(writable.at(name));
   if (!write_dir.empty()) return WriteRandomModels(write_dir, false, types, copy_circuit);
   if (!write_1b_dir.empty()) return WriteRandomModels(write_1b_dir, true, types, false);
   if (models.empty()) {

@@ -133,10 +133,8 @@ Status CheckCopyCircuitSpec(const RandomModelSpec& s) {
       s.n_head < 8 || (s.rope_dims != 0 && s.rope_dims != kHeadDim) ||
       s.n_embd < kOut + 3 * kOutSlot || s.n_layer < 2 || s.tied_output) {
     return Status::InvalidArgument(
-        "the copy circuit needs a llama with head_dim 64, 4 KV heads and 8 or more heads, full "
-        "RoPE, "
-        "n_embd >= 704, "
-        "2 or more layers and its own output matrix");
+        "the copy circuit needs a llama with head_dim 64, 4 KV heads and 8 or more heads, "
+        "full RoPE, n_embd >= 704, 2 or more layers and its own output matrix");
   }
   return Status::Ok();
 }
