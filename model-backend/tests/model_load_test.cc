@@ -29,6 +29,9 @@ class LimitedMemory final : public BackendMemory {
   Result<std::unique_ptr<BackendBuffer>> WrapHost(const void*, size_t) override {
     return Status::Unimplemented("test double: no host memory in place");
   }
+  Result<std::unique_ptr<BackendBuffer>> AllocateHost(size_t bytes) override {
+    return real_.AllocateHost(bytes);
+  }
 
  private:
   BackendMemory& real_;

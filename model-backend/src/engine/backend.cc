@@ -1,7 +1,8 @@
-// Backend helpers shared by every backend: op names and the device-string
-// factory. The CUDA factory lives in cuda/cuda_backend.cu when the build has
+// Backend helpers shared by every backend: host buffers, op names and the
+// device-string factory. The CUDA factory lives in cuda/cuda_backend.cu when the build has
 // CUDA (SINEW_HAVE_CUDA), and is a stub here otherwise.
 #include <charconv>
+#include <cstring>
 #include <string>
 
 #include "sinew/model/backend.h"
@@ -22,6 +23,18 @@ std::pair<float, float> YarnCorrDims(int32_t n_rot, int32_t n_ctx_orig, float fr
   const float low = std::floor(dim(beta_fast));
   const float high = std::ceil(dim(beta_slow));
   return {std::max(0.0f, low), std::min(static_cast<float>(n_rot - 1), high)};
+}
+
+Status HostMemoryBuffer::Write(size_t offset, const void* src, size_t n) {
+  if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer write out of range");
+  std::memcpy(static_cast<uint8_t*>(data_) + offset, src, n);
+  return Status::Ok();
+}
+
+Status HostMemoryBuffer::Read(size_t offset, void* dst, size_t n) const {
+  if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer read out of range");
+  std::memcpy(dst, static_cast<const uint8_t*>(data_) + offset, n);
+  return Status::Ok();
 }
 
 std::string_view OpName(Op op) {

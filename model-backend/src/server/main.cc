@@ -67,9 +67,18 @@ int Run(int argc, char** argv) {
                  "generations batched together at most (continuous batching)")
       ->capture_default_str();
   app.add_option("--kv-blocks", serving.n_blocks,
-                 "paged KV cache blocks (0: four full contexts)")
+                 "paged KV cache blocks (0: on a GPU what --gpu-memory-fraction leaves after "
+                 "the weights, on the CPU four full contexts)")
+      ->capture_default_str();
+  app.add_option("--gpu-memory-fraction", serving.gpu_memory_fraction,
+                 "share of the GPU's memory in use at most once the KV cache is allocated")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--block-size", serving.block_size, "positions per KV block")
+      ->capture_default_str();
+  app.add_option("--swap-space", serving.swap_space_mib,
+                 "MiB of host memory for the KV of preempted generations (0: recompute them)")
+      ->check(CLI::Range(0.0, 16777216.0))
       ->capture_default_str();
   app.add_option("--step-tokens", serving.step_tokens, "tokens per batched step at most")
       ->capture_default_str();

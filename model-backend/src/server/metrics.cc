@@ -115,7 +115,13 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
   metric("sinew_model_prefix_cache_miss_tokens_total", "counter",
          "Prompt tokens that had to be computed.", s.prefix_miss_tokens);
   metric("sinew_model_preemptions_total", "counter",
-         "Generations preempted (recomputed later) when KV blocks ran out.", s.preemptions);
+         "Generations preempted when KV blocks ran out (swapped out or recomputed later).",
+         s.preemptions);
+  metric("sinew_model_kv_swap_outs_total", "counter",
+         "Preemptions that swapped the generation's KV out to host memory.", s.swap_outs);
+  metric("sinew_model_kv_swap_in_tokens_total", "counter",
+         "Positions whose KV came back from the swap space instead of being recomputed.",
+         s.swap_in_tokens);
   metric("sinew_model_batch_steps_total", "counter", "Batched forward steps.", s.steps);
   metric("sinew_model_batch_tokens_total", "counter", "Tokens run in batched steps.",
          s.step_tokens);
@@ -154,6 +160,14 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
          static_cast<uint64_t>(s.blocks_total));
   metric("sinew_model_kv_blocks_available", "gauge", "KV blocks free or evictable.",
          static_cast<uint64_t>(s.blocks_available));
+  metric("sinew_model_kv_blocks_used", "gauge",
+         "KV blocks held by generations (not free, not evictable).",
+         static_cast<uint64_t>(s.blocks_total - s.blocks_available));
+  metric("sinew_model_kv_swap_slots", "gauge", "KV blocks the host swap space holds.",
+         static_cast<uint64_t>(s.swap_slots_total));
+  metric("sinew_model_kv_swap_slots_used", "gauge",
+         "Swap slots holding the KV of preempted generations.",
+         static_cast<uint64_t>(s.swap_slots_used));
   metric("sinew_model_running_sequences", "gauge", "Generations in the running batch.",
          static_cast<uint64_t>(s.running));
   metric("sinew_model_waiting_sequences", "gauge", "Generations waiting for admission.",

@@ -28,6 +28,59 @@ std::string CompletionBody(const std::string& prompt, bool stream) {
   return json::serialize(body);
 }
 
+// The value of metric `key` in a /metrics text; -1 if it is missing.
+double MetricValue(const std::string& metrics, const std::string& key) {
+  const size_t pos = metrics.find("\n" + key + " ");
+  return pos == std::string::npos ? -1.0 : std::stod(metrics.substr(pos + key.size() + 2));
+}
+
+// The text of a non-streamed completion answer; empty if it failed.
+std::string CompletionText(const testing::HttpResult& r) {
+  if (r.status != 200) return "";
+  return std::string(json::parse(r.body).at("choices").at(0).at("text").as_string());
+}
+
+// A KV cache of one context (8 blocks of 16 positions) and eight generations of
+// about 60 positions at once: the server must preempt, and with a swap space
+// it swaps their KV out and back. Every text is the one a lone request gets,
+// and in the end no block and no swap slot is held.
+TEST(ServerServing, PreemptedGenerationsSwapAndKeepTheirText) {
+  auto server = StartServer({"--ctx", "128", "--kv-blocks", "8", "--swap-space", "4"});
+  ASSERT_NE(server, nullptr);
+  const uint16_t port = server->http_port();
+  std::vector<std::string> prompts;
+  for (const char* start :
+       {"Once upon a time", "Tom had a dog", "The sun was hot and", "One day a bird",
+        "Lily and Ben", "The little cat", "Mom said", "A big red ball"}) {
+    prompts.push_back(start);
+  }
+  auto body = [](const std::string& prompt) {
+    return json::serialize(json::object{
+        {"prompt", prompt}, {"max_tokens", 48}, {"temperature", 0}, {"ignore_eos", true}});
+  };
+  std::vector<std::string> expected;
+  for (const std::string& p : prompts) {
+    expected.push_back(CompletionText(HttpCall(port, "POST", "/v1/completions", body(p))));
+    ASSERT_FALSE(expected.back().empty()) << p;
+  }
+  std::vector<std::string> got(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      got[i] = CompletionText(HttpCall(port, "POST", "/v1/completions", body(prompts[i])));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got, expected);
+  const std::string metrics = HttpCall(port, "GET", "/metrics").body;
+  EXPECT_GT(MetricValue(metrics, "sinew_model_kv_swap_outs_total"), 0) << metrics;
+  EXPECT_GT(MetricValue(metrics, "sinew_model_kv_swap_in_tokens_total"), 0) << metrics;
+  EXPECT_GT(MetricValue(metrics, "sinew_model_kv_swap_slots"), 0) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "sinew_model_kv_swap_slots_used"), 0) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "sinew_model_kv_blocks_used"), 0) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "sinew_model_kv_blocks"), 8) << metrics;
+}
+
 // --draft-model through the real server: stories260K drafting for itself gives the
 // text of a server without speculation, and /metrics counts its drafts.
 TEST(ServerServing, DraftModelKeepsTheTextAndShowsInMetrics) {
@@ -50,10 +103,7 @@ TEST(ServerServing, DraftModelKeepsTheTextAndShowsInMetrics) {
         << prompt;
   }
   const std::string metrics = HttpCall(drafted->http_port(), "GET", "/metrics").body;
-  auto value = [&metrics](const std::string& key) {
-    const size_t pos = metrics.find("\n" + key + " ");
-    return pos == std::string::npos ? -1.0 : std::stod(metrics.substr(pos + key.size() + 2));
-  };
+  auto value = [&metrics](const std::string& key) { return MetricValue(metrics, key); };
   EXPECT_GT(value("sinew_model_spec_model_draft_tokens_total"), 0) << metrics;
   EXPECT_GT(value("sinew_model_spec_model_accepted_tokens_total"), 0) << metrics;
   EXPECT_LE(value("sinew_model_spec_model_accepted_tokens_total"),

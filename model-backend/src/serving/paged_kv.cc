@@ -1,5 +1,7 @@
 #include "paged_kv.h"
 
+#include <algorithm>
+
 #include "kv_cache.h"
 
 namespace sinew::model {
@@ -19,6 +21,7 @@ Result<std::unique_ptr<PagedKvStore>> PagedKvStore::Create(Backend& backend, int
   std::unique_ptr<PagedKvStore> store(new PagedKvStore());
   store->block_size_ = block_size;
   store->n_blocks_ = n_blocks;
+  store->block_bytes_ = BlockBytes(n_layer, block_size, kv_dim, type_k, type_v);
   auto buffer = backend.memory().Allocate(static_cast<size_t>((k_bytes + v_bytes) * n_layer));
   if (!buffer.ok()) return buffer.status().WithContext("paged KV cache");
   store->buffer_ = std::move(buffer).value();
@@ -34,6 +37,56 @@ Result<std::unique_ptr<PagedKvStore>> PagedKvStore::Create(Backend& backend, int
     }
   }
   return store;
+}
+
+size_t PagedKvStore::BlockBytes(int32_t n_layer, int32_t block_size, int64_t kv_dim,
+                                GgmlType type_k, GgmlType type_v) {
+  return static_cast<size_t>((GgmlRowSize(type_k, kv_dim) + GgmlRowSize(type_v, kv_dim)) *
+                             block_size * n_layer);
+}
+
+int64_t KvBlocksForDeviceMemory(const BackendMemory::DeviceMemoryInfo& mem, double fraction,
+                                size_t block_bytes) {
+  const double in_use =
+      static_cast<double>(mem.total_bytes - std::min(mem.free_bytes, mem.total_bytes));
+  const double room = fraction * static_cast<double>(mem.total_bytes) - in_use;
+  if (room <= 0 || block_bytes == 0) return 0;
+  return static_cast<int64_t>(room / static_cast<double>(block_bytes));
+}
+
+namespace {
+
+// Where block `block` of `t` starts in `buffer`, and how many bytes it has.
+std::pair<size_t, size_t> BlockRange(BackendBuffer& buffer, const Tensor& t, int32_t block,
+                                     int32_t block_size) {
+  const size_t bytes = static_cast<size_t>(t.row_bytes() * block_size);
+  const size_t start = static_cast<size_t>(static_cast<const uint8_t*>(t.data) -
+                                           static_cast<const uint8_t*>(buffer.data()));
+  return {start + bytes * static_cast<size_t>(block), bytes};
+}
+
+}  // namespace
+
+Status PagedKvStore::SaveBlock(int32_t block, uint8_t* dst) const {
+  for (size_t l = 0; l < k_.size(); ++l) {
+    for (const Tensor* t : {&k_[l], &v_[l]}) {
+      const auto [offset, bytes] = BlockRange(*buffer_, *t, block, block_size_);
+      SINEW_RETURN_IF_ERROR(buffer_->Read(offset, dst, bytes));
+      dst += bytes;
+    }
+  }
+  return Status::Ok();
+}
+
+Status PagedKvStore::LoadBlock(int32_t block, const uint8_t* src) {
+  for (size_t l = 0; l < k_.size(); ++l) {
+    for (const Tensor* t : {&k_[l], &v_[l]}) {
+      const auto [offset, bytes] = BlockRange(*buffer_, *t, block, block_size_);
+      SINEW_RETURN_IF_ERROR(buffer_->Write(offset, src, bytes));
+      src += bytes;
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace sinew::model

@@ -27,18 +27,38 @@ class PagedKvStore {
       Backend& backend, int32_t n_layer, int32_t n_blocks, int32_t block_size, int64_t kv_dim,
       GgmlType type_k, GgmlType type_v);
 
+  // The bytes of one block in all layers, K and V (block_bytes() of a store of
+  // these dimensions).
+  static size_t BlockBytes(int32_t n_layer, int32_t block_size, int64_t kv_dim, GgmlType type_k,
+                           GgmlType type_v);
+
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return n_blocks_; }
   Tensor k(int32_t layer) const { return k_[static_cast<size_t>(layer)]; }
   Tensor v(int32_t layer) const { return v_[static_cast<size_t>(layer)]; }
 
+  // Bytes that one block holds in all layers, K and V.
+  size_t block_bytes() const { return block_bytes_; }
+  // Copies block `block` of every layer to block_bytes() of host memory at
+  // `dst` (layer by layer, K rows then V rows), and back (the swap space,
+  // kv_swap.h). Errors: the backend's, for a failed copy.
+  [[nodiscard]] Status SaveBlock(int32_t block, uint8_t* dst) const;
+  [[nodiscard]] Status LoadBlock(int32_t block, const uint8_t* src);
+
  private:
   PagedKvStore() = default;
   int32_t block_size_ = 0;
   int32_t n_blocks_ = 0;
+  size_t block_bytes_ = 0;
   std::unique_ptr<BackendBuffer> buffer_;
   std::vector<Tensor> k_, v_;
 };
+
+// How many KV blocks of `block_bytes` fit on a device with memory `mem` (after
+// the weights are loaded) when at most `fraction` of its memory may be in use:
+// (fraction * total - (total - free)) / block_bytes, and 0 when that is negative.
+int64_t KvBlocksForDeviceMemory(const BackendMemory::DeviceMemoryInfo& mem, double fraction,
+                                size_t block_bytes);
 
 // One sequence's part of a batch: n_tokens consecutive tokens from position
 // pos0, whose KV rows go to (and whose attention reads) the blocks of

@@ -9,14 +9,18 @@
 namespace sinew::model {
 
 Scheduler::Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options,
-                     const ModelInfo& info, std::mutex& mutex, DraftModel* draft_model)
+                     const ModelInfo& info, std::mutex& mutex, DraftModel* draft_model,
+                     KvSwapSpace* swap)
     : model_(model),
       kv_(kv),
       draft_model_(draft_model),
+      swap_(swap),
       options_(options),
       info_(info),
       mutex_(mutex),
-      blocks_(kv.n_blocks(), kv.block_size(), options.prefix_cache) {}
+      blocks_(kv.n_blocks(), kv.block_size(), options.prefix_cache) {
+  UpdateGauges();  // /metrics shows the cache's size before the first step
+}
 
 bool Scheduler::EnsureBlocks(Sequence& seq, int32_t n_positions) {
   return blocks_.Ensure(seq.kv, n_positions);
@@ -29,9 +33,48 @@ void Scheduler::ReleaseBlocks(Sequence& seq) {
 }
 
 void Scheduler::Preempt(Sequence& seq) {
+  const bool swapped = SwapOut(seq);
   ReleaseBlocks(seq);
   seq.preempted = true;
+  std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.preemptions;
+  stats_.swap_outs += swapped ? 1 : 0;
+}
+
+bool Scheduler::SwapOut(Sequence& seq) {
+  const int32_t bs = blocks_.block_size();
+  if (swap_ == nullptr || seq.n_computed < bs) return false;  // recompute: at most one chunk
+  DropSwap(seq);
+  const auto n = static_cast<size_t>((seq.n_computed + bs - 1) / bs);
+  if (n > static_cast<size_t>(swap_->available())) return false;
+  if (!swap_->SwapOut(kv_, std::span<const int32_t>(seq.kv.blocks).first(n), seq.swap_slots).ok()) {
+    return false;  // a failed copy: recompute instead
+  }
+  seq.swapped_positions = seq.n_computed;
+  return true;
+}
+
+int32_t Scheduler::SwapIn(Sequence& seq, int32_t hit) {
+  int32_t resume = hit;
+  if (seq.swapped_positions > hit) {
+    const int32_t bs = blocks_.block_size();
+    const auto first = static_cast<size_t>(hit / bs);  // the prefix cache gives whole blocks
+    const auto n = static_cast<size_t>((seq.swapped_positions + bs - 1) / bs) - first;
+    if (swap_
+            ->SwapIn(kv_, std::span<const int32_t>(seq.swap_slots).subspan(first, n),
+                     std::span<const int32_t>(seq.kv.blocks).subspan(first, n))
+            .ok()) {
+      resume = seq.swapped_positions;
+    }
+  }
+  DropSwap(seq);
+  seq.n_computed = resume;
+  return resume;
+}
+
+void Scheduler::DropSwap(Sequence& seq) {
+  if (swap_ != nullptr) swap_->Release(seq.swap_slots);
+  seq.swapped_positions = 0;
 }
 
 bool Scheduler::Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
@@ -73,6 +116,9 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
     if (s->cancelled.load()) ReleaseBlocks(*s);
   }
   std::erase_if(running_, [](const auto& s) { return s->cancelled.load(); });
+  for (auto& s : waiting_) {
+    if (s->cancelled.load()) DropSwap(*s);
+  }
   std::erase_if(waiting_, [](const auto& s) { return s->cancelled.load(); });
 
   std::vector<Planned> plan;
@@ -111,9 +157,12 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
     std::shared_ptr<Sequence> s = waiting_.front();
     MatchPrefix(*s);
     s->draft.clear();
-    const int32_t need = static_cast<int32_t>(s->tokens.size()) - s->n_computed;
+    const int32_t hit = s->n_computed;
+    // Where it resumes: past its swapped-out KV, if the swap space holds more.
+    const int32_t from = std::max(hit, s->swapped_positions);
+    const int32_t need = static_cast<int32_t>(s->tokens.size()) - from;
     const int32_t take = std::min({need, options_.prefill_chunk, budget});
-    if (!EnsureBlocks(*s, s->n_computed + take) ||
+    if (!EnsureBlocks(*s, from + take) ||
         blocks_.available() < static_cast<int32_t>(running_.size())) {
       ReleaseBlocks(*s);
       if (running_.empty() && plan.empty()) {
@@ -127,14 +176,18 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
       }
       break;
     }
-    const int32_t hit = s->n_computed;
+    const int32_t resume = SwapIn(*s, hit);
     waiting_.pop_front();
     running_.push_back(s);
-    plan.push_back({s, take});
-    budget -= take;
+    // A failed swap-in recomputes from `hit`: the chunk grows, within the budget.
+    const int32_t run =
+        std::min({static_cast<int32_t>(s->tokens.size()) - resume, options_.prefill_chunk, budget});
+    plan.push_back({s, run});
+    budget -= run;
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.prefix_hit_tokens += static_cast<uint64_t>(hit);
-    stats_.prefix_miss_tokens += s->tokens.size() - static_cast<uint64_t>(hit);
+    stats_.swap_in_tokens += static_cast<uint64_t>(resume - hit);
+    stats_.prefix_miss_tokens += s->tokens.size() - static_cast<uint64_t>(resume);
   }
   AddDrafts(plan, budget);
   return plan;
@@ -220,6 +273,7 @@ bool Scheduler::TakeDraft(Planned& p, std::vector<int32_t> draft, bool from_mode
 }
 
 void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) {
+  DropSwap(seq);
   seq.done = true;
   seq.finish = reason;
   seq.error = error;
@@ -356,6 +410,8 @@ void Scheduler::UpdateGauges() {
   if (draft_model_ != nullptr) stats_.spec_model_prefix_hit_tokens = draft_model_->prefix_hit_tokens();
   stats_.blocks_total = blocks_.n_blocks();
   stats_.blocks_available = blocks_.available();
+  stats_.swap_slots_total = swap_ != nullptr ? swap_->n_slots() : 0;
+  stats_.swap_slots_used = swap_ != nullptr ? swap_->n_slots() - swap_->available() : 0;
   stats_.running = static_cast<int32_t>(running_.size());
   stats_.waiting = static_cast<int32_t>(waiting_.size());
 }

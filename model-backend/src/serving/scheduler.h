@@ -1,6 +1,6 @@
 // Scheduler: one step of continuous batching at a time over the paged KV cache.
 // Plans a step (decodes first, then prompt chunks, then admissions, preempting
-// by recompute when blocks run out), runs it through Model::ForwardPaged,
+// by swap or recompute when blocks run out), runs it through Model::ForwardPaged,
 // samples, and hands tokens to the sequences' outboxes.
 //
 // Thread-safety: Step() runs on the serving engine's scheduler thread only; it
@@ -14,6 +14,7 @@
 
 #include "block_manager.h"
 #include "draft_model.h"
+#include "kv_swap.h"
 #include "model.h"
 #include "paged_kv.h"
 #include "sequence.h"
@@ -23,9 +24,10 @@ namespace sinew::model {
 
 class Scheduler {
  public:
-  // `draft_model` may be null (no draft-model speculation).
+  // `draft_model` may be null (no draft-model speculation), and so may `swap`
+  // (preemption always recomputes).
   Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options, const ModelInfo& info,
-            std::mutex& mutex, DraftModel* draft_model = nullptr);
+            std::mutex& mutex, DraftModel* draft_model = nullptr, KvSwapSpace* swap = nullptr);
 
   // Adds a sequence to the waiting queue. Scheduler thread only.
   void Enqueue(std::shared_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
@@ -47,7 +49,20 @@ class Scheduler {
   // sequences not already planned; false if `seq` itself had to be preempted.
   bool Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
                const std::vector<Planned>& plan);
+  // Frees the blocks of `seq` and sends it back to wait, its KV swapped out
+  // first where ServingOptions::swap_space_mib's rule says so.
   void Preempt(Sequence& seq);
+  // Swaps the KV of `seq` out (the rule's other half: room for every block);
+  // false, with nothing taken, where it recomputes instead.
+  bool SwapOut(Sequence& seq);
+  // Admission of a sequence whose first `hit` positions came from the prefix
+  // cache: brings back what the swap space holds beyond them, into the blocks
+  // it already has, and frees its slots. Returns the positions it resumes
+  // from (hit when nothing comes back, or the copy failed: then recompute).
+  int32_t SwapIn(Sequence& seq, int32_t hit);
+  // Frees the swap slots of a sequence that will not resume (finished,
+  // cancelled, failed).
+  void DropSwap(Sequence& seq);
   void ReleaseBlocks(Sequence& seq);
   void MatchPrefix(Sequence& seq);
   void RegisterFullBlocks(Sequence& seq);
@@ -76,6 +91,7 @@ class Scheduler {
   Model& model_;
   PagedKvStore& kv_;
   DraftModel* draft_model_;  // may be null
+  KvSwapSpace* swap_;        // may be null
   const ServingOptions options_;
   const ModelInfo& info_;
   std::mutex& mutex_;

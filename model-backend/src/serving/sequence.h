@@ -34,6 +34,10 @@ struct Sequence {
   int32_t n_computed = 0;       // positions whose KV is in the cache
   BlockTable kv;                // its blocks in the paged KV cache
   bool preempted = false;       // set while planning a step
+  // Swap preemption (kv_swap.h): while it waits to resume, the swap slots that
+  // hold the KV of its first swapped_positions positions, one per block.
+  std::vector<int32_t> swap_slots;
+  int32_t swapped_positions = 0;
   std::vector<int32_t> draft;   // speculative tokens planned after the next one
   bool draft_from_model = false;  // `draft` came from the draft model (draft_model.h)
   // The draft model's KV cache of this sequence (draft_model.h): its blocks,

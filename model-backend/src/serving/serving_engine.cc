@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "draft_model.h"
@@ -51,12 +52,16 @@ class ServingEngineImpl final : public ServingEngine {
 
  private:
   void Loop();
+  // ServingOptions::n_blocks 0: what gpu_memory_fraction leaves on a device,
+  // 4 contexts on the host. ResourceExhausted if a device holds not even one.
+  Result<int32_t> DefaultKvBlocks(int32_t ctx_blocks, size_t block_bytes) const;
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<PagedKvStore> kv_;
   std::unique_ptr<DraftModel> draft_model_;  // null without ServingOptions::draft_model_path
+  std::unique_ptr<KvSwapSpace> swap_;        // null when ServingOptions::swap_space_mib is 0
   ServingOptions options_;
 
   mutable std::mutex mutex_;
@@ -73,34 +78,46 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
   if (options.block_size < 1 || options.block_size > 4096 || options.n_blocks < 0 ||
       options.max_running < 1 || options.max_waiting < 0 || options.step_tokens < 1 ||
       options.prefill_chunk < 1 || options.speculative_draft_tokens < 0 ||
-      options.speculative_draft_tokens > 64) {
+      options.speculative_draft_tokens > 64 ||
+      !(options.swap_space_mib >= 0 && options.swap_space_mib <= 1 << 24) ||
+      !(options.gpu_memory_fraction > 0 && options.gpu_memory_fraction <= 1)) {
     return Status::InvalidArgument(
         "serving options: block_size in [1, 4096], n_blocks >= 0, max_running >= 1, "
-        "max_waiting >= 0, step_tokens >= 1, prefill_chunk >= 1 and speculative_draft_tokens "
-        "in [0, 64]");
+        "max_waiting >= 0, step_tokens >= 1, prefill_chunk >= 1, speculative_draft_tokens "
+        "in [0, 64], swap_space_mib in [0, 2^24] and gpu_memory_fraction in (0, 1]");
   }
   options_ = options;
   SINEW_ASSIGN_OR_RETURN(engine_, Engine::Load(path, engine_options));
   const ModelInfo& mi = engine_->info();
   const int32_t ctx_blocks = (mi.n_ctx + options.block_size - 1) / options.block_size;
-  if (options_.n_blocks == 0) options_.n_blocks = 4 * ctx_blocks;
-  if (options_.n_blocks < ctx_blocks) {
+  if (options_.n_blocks != 0 && options_.n_blocks < ctx_blocks) {
     return Status::InvalidArgument("serving options: " + std::to_string(options_.n_blocks) +
                                    " KV blocks cannot hold one context of " +
                                    std::to_string(mi.n_ctx) + " positions (" +
                                    std::to_string(ctx_blocks) + " blocks)");
   }
-  options_.step_tokens = std::max(options_.step_tokens, 1);
   CpuBackendOptions backend_options;
   backend_options.n_threads = engine_options.n_threads;
   backend_options.simd = engine_options.simd;
   SINEW_ASSIGN_OR_RETURN(backend_,
                          CreateBackendForDevice(engine_options.device, backend_options));
   SINEW_ASSIGN_OR_RETURN(model_, Model::Load(engine_->gguf(), *backend_));
+  const int64_t kv_dim = int64_t{mi.n_head_kv} * mi.head_dim;
+  if (options_.n_blocks == 0) {
+    SINEW_ASSIGN_OR_RETURN(
+        options_.n_blocks,
+        DefaultKvBlocks(ctx_blocks, PagedKvStore::BlockBytes(mi.n_layer, options_.block_size,
+                                                             kv_dim, engine_options.cache_type_k,
+                                                             engine_options.cache_type_v)));
+  }
   SINEW_ASSIGN_OR_RETURN(
       kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks, options_.block_size,
-                                int64_t{mi.n_head_kv} * mi.head_dim, engine_options.cache_type_k,
-                                engine_options.cache_type_v));
+                                kv_dim, engine_options.cache_type_k, engine_options.cache_type_v));
+  if (options_.swap_space_mib > 0) {
+    SINEW_ASSIGN_OR_RETURN(
+        swap_, KvSwapSpace::Create(*backend_, *kv_,
+                                   static_cast<size_t>(options_.swap_space_mib * (1 << 20))));
+  }
   if (!options_.draft_model_path.empty()) {
     DraftModelOptions draft_options;
     draft_options.n_blocks = options_.n_blocks;
@@ -113,9 +130,26 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
                                                           draft_options));
   }
   scheduler_ = std::make_unique<Scheduler>(*model_, *kv_, options_, engine_->info(), mutex_,
-                                           draft_model_.get());
+                                           draft_model_.get(), swap_.get());
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
+}
+
+Result<int32_t> ServingEngineImpl::DefaultKvBlocks(int32_t ctx_blocks, size_t block_bytes) const {
+  const std::optional<BackendMemory::DeviceMemoryInfo> mem = backend_->memory().DeviceBytes();
+  if (!mem) return 4 * ctx_blocks;  // host memory, mapped: it costs only as it fills
+  const int64_t fit = KvBlocksForDeviceMemory(*mem, options_.gpu_memory_fraction, block_bytes);
+  if (fit < ctx_blocks) {
+    return Status::ResourceExhausted(
+        "the KV cache does not fit on " + backend_->device() + ": with " +
+        std::to_string(mem->free_bytes) + " of " + std::to_string(mem->total_bytes) +
+        " bytes free after the weights and gpu_memory_fraction " +
+        std::to_string(options_.gpu_memory_fraction) + ", " + std::to_string(fit) + " blocks of " +
+        std::to_string(block_bytes) + " bytes fit; one context needs " +
+        std::to_string(ctx_blocks) + " (" +
+        std::to_string(static_cast<uint64_t>(ctx_blocks) * block_bytes) + " bytes)");
+  }
+  return static_cast<int32_t>(std::min<int64_t>(fit, int64_t{1} << 30));
 }
 
 void ServingEngineImpl::Loop() {

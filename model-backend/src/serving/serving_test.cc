@@ -77,7 +77,7 @@ class ServingRandomModelTest : public RandomServingModelTest {
   ServingRandomModelTest() : RandomServingModelTest(256, 7, "sinew_serving_") {}
 };
 
-TEST_P(ServingRandomModelTest, BatchedEqualsSingleAndPrefixCacheAndPreemptionChangeNothing) {
+TEST_P(ServingRandomModelTest, BatchedEqualsSingleAndPrefixCacheChangesNothing) {
   ServingOptions single_opts;
   single_opts.max_running = 1;
   single_opts.prefix_cache = false;
@@ -113,25 +113,65 @@ TEST_P(ServingRandomModelTest, BatchedEqualsSingleAndPrefixCacheAndPreemptionCha
   EXPECT_EQ(RunConcurrently(*cached, prompts, params), expected);
   EXPECT_GT(cached->stats().prefix_hit_tokens, 0u);
   EXPECT_GT(cached->stats().prefix_miss_tokens, 0u);
+}
 
-  // Memory pressure: the cache holds one context (16 blocks of 16 positions),
-  // the prefix cache is off, and twelve sequences of 45 to 120 positions run
-  // at once: the later ones must preempt (and later recompute) earlier ones.
-  const SamplingParams long_params = Greedy(48);
-  std::vector<std::vector<int32_t>> expected_long;
+// Memory pressure: the cache holds one context (16 blocks of 16 positions) and
+// twelve sequences of 45 to 120 positions run at once, so the later ones must
+// preempt earlier ones. Whether a preempted sequence's KV is swapped out to host
+// memory or recomputed, the outputs are those of single runs, and in the end
+// every block and every swap slot is free again.
+TEST_P(ServingRandomModelTest, PreemptionBySwapOrRecomputeChangesNothingAndFreesEverything) {
+  ServingOptions single_opts;
+  single_opts.max_running = 1;
+  single_opts.prefix_cache = false;
+  single_opts.speculative_draft_tokens = 0;
+  auto single = Load(single_opts);
+  ASSERT_NE(single, nullptr);
+  const auto prompts = MakePrompts(single->info().n_vocab, 12, 3);
+  const SamplingParams params = Greedy(48);
+  std::vector<std::vector<int32_t>> expected;
   for (const auto& p : prompts) {
-    auto r = single->Generate(p, long_params, nullptr);
+    auto r = single->Generate(p, params, nullptr);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    expected_long.push_back(Ids(*r));
+    expected.push_back(Ids(*r));
   }
-  ServingOptions tight_opts;
-  tight_opts.n_blocks = 16;
-  tight_opts.prefix_cache = false;
-  auto tight = Load(tight_opts);
-  ASSERT_NE(tight, nullptr);
-  EXPECT_EQ(RunConcurrently(*tight, prompts, long_params), expected_long);
-  EXPECT_GT(tight->stats().preemptions, 0u);
-  EXPECT_EQ(tight->stats().blocks_available, 16);
+  struct Case {
+    const char* name;
+    double swap_space_mib;
+    bool prefix_cache;
+  };
+  // The swap space of 0.05 MiB has a few slots only, so that preemptions may
+  // find it full and recompute while others swap.
+  for (const Case& c : {Case{"recompute", 0, false}, Case{"swap", 64, false},
+                        Case{"swap and prefix cache", 64, true},
+                        Case{"a swap space too small for all", 0.05, false}}) {
+    SCOPED_TRACE(c.name);
+    ServingOptions tight_opts;
+    tight_opts.n_blocks = 16;
+    tight_opts.prefix_cache = c.prefix_cache;
+    tight_opts.swap_space_mib = c.swap_space_mib;
+    auto tight = Load(tight_opts);
+    ASSERT_NE(tight, nullptr);
+    EXPECT_EQ(RunConcurrently(*tight, prompts, params), expected);
+    const ServingStats stats = tight->stats();
+    EXPECT_GT(stats.preemptions, 0u);
+    EXPECT_EQ(stats.blocks_available, 16);
+    EXPECT_EQ(stats.swap_slots_used, 0);
+    if (c.swap_space_mib == 0) {
+      EXPECT_EQ(stats.swap_outs, 0u);
+      EXPECT_EQ(stats.swap_slots_total, 0);
+      continue;
+    }
+    EXPECT_LE(stats.swap_outs, stats.preemptions);
+    if (c.swap_space_mib < 1) {
+      // Whether a preemption finds room here depends on the threads' timing;
+      // either way nothing may change or leak.
+      EXPECT_LT(stats.swap_slots_total, 16);
+      continue;
+    }
+    EXPECT_GT(stats.swap_outs, 0u);
+    EXPECT_GT(stats.swap_in_tokens, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ServingRandomModelTest,

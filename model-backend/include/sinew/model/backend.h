@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +40,23 @@ class BackendBuffer {
   [[nodiscard]] virtual Status Read(size_t offset, void* dst, size_t n) const = 0;
 };
 
+// A buffer in host memory: Read and Write copy with memcpy. The subclass owns
+// (and frees) the memory, or not.
+class HostMemoryBuffer : public BackendBuffer {
+ public:
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+  [[nodiscard]] Status Write(size_t offset, const void* src, size_t n) override;
+  [[nodiscard]] Status Read(size_t offset, void* dst, size_t n) const override;
+
+ protected:
+  HostMemoryBuffer(void* data, size_t size) : data_(data), size_(size) {}
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
 // The memory part of a backend.
 class BackendMemory {
  public:
@@ -50,6 +68,18 @@ class BackendMemory {
   // backend cannot (then Allocate + Write).
   [[nodiscard]] virtual Result<std::unique_ptr<BackendBuffer>> WrapHost(const void* data,
                                                                         size_t bytes) = 0;
+  // Host memory that this backend's buffers copy to and from fastest (the KV
+  // swap space): page-locked on CUDA, so that Read and Write into it go by DMA
+  // with no staging; on the CPU, memory the kernel provides as it is touched.
+  // data() is a host pointer. ResourceExhausted if it cannot be allocated.
+  [[nodiscard]] virtual Result<std::unique_ptr<BackendBuffer>> AllocateHost(size_t bytes) = 0;
+  // The device's memory, free and in all, for sizing the KV cache after the
+  // weights; nullopt for backends on host memory (the CPU).
+  struct DeviceMemoryInfo {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+  };
+  virtual std::optional<DeviceMemoryInfo> DeviceBytes() const { return std::nullopt; }
 };
 
 enum class RopeStyle {

@@ -7,8 +7,10 @@
 // decoding one token, then spends what is left of the per-step token budget on
 // prompt chunks (at most prefill_chunk tokens per sequence), then admits
 // waiting sequences while the batch and the KV blocks allow. When blocks run
-// out it preempts the most recently admitted sequence (its blocks are freed and
-// it is recomputed later, mostly from the prefix cache); outputs do not change.
+// out it preempts the most recently admitted sequence: its KV goes to the host
+// swap space and comes back when it resumes, or its blocks are freed and it is
+// recomputed then (the rule: ServingOptions::swap_space_mib). Outputs do not
+// change either way.
 //
 // Prefix caching: full KV blocks are keyed by a hash of their whole token
 // prefix; a new sequence starts from the longest cached prefix of its tokens,
@@ -34,9 +36,18 @@ namespace sinew::model {
 struct ServingOptions {
   // Positions per KV block. Default: 16
   int32_t block_size = 16;
-  // KV blocks in the cache; 0 means enough for 4 full contexts. It must hold
-  // at least one full context (n_ctx / block_size, rounded up). Default: 0
+  // KV blocks in the cache; 0 sizes it by itself: on a GPU, what
+  // gpu_memory_fraction leaves after the weights; on the CPU, 4 full contexts.
+  // It must hold at least one full context (n_ctx / block_size, rounded up).
+  // Default: 0
   int32_t n_blocks = 0;
+  // On a GPU with n_blocks 0: the share of the device's memory that may be in
+  // use once the KV cache is allocated. The cache gets the blocks that fit in
+  // it once the weights (the model's, and the one-request engine's copy) are
+  // loaded; the rest is left for activations and other processes. A draft
+  // model's weights and KV cache (of as many blocks) come on top: with a large
+  // draft model, set n_blocks. In (0, 1]. Default: 0.9
+  double gpu_memory_fraction = 0.9;
   // Sequences in the running batch at most. Default: 32
   int32_t max_running = 32;
   // Generations waiting for admission at most; more get ResourceExhausted. Default: 256
@@ -47,6 +58,18 @@ struct ServingOptions {
   int32_t prefill_chunk = 256;
   // Reuse KV blocks of identical token prefixes. Default: true
   bool prefix_cache = true;
+  // Host memory for the KV of preempted sequences, in MiB (src/serving/kv_swap.h;
+  // page-locked on CUDA, allocated at load; on the CPU it costs memory only as
+  // it is used). The rule when blocks run out: a preempted sequence with at
+  // least one whole block of positions computed is swapped (its blocks copied
+  // out, and back when it resumes) if the swap space has a slot for each of
+  // its blocks; otherwise its blocks are freed and its positions recomputed
+  // when it resumes, from the prefix cache as far as that still holds them.
+  // Copying a block out and in costs far less than a forward pass over its
+  // positions on either backend, so the rule swaps whenever there is room; a
+  // sequence with less than one block is cheaper to recompute than to copy.
+  // Fractions of a MiB are allowed. 0: always recompute. Default: 1024
+  double swap_space_mib = 1024;
   // Keep every token's outputs bit-identical to a single-request run whatever
   // else is batched. Backends whose ops compute each row alike whatever the
   // batch (BackendOps::RowInvariant: the CPU) need nothing for it; others get
@@ -89,7 +112,9 @@ struct ServingOptions {
 struct ServingStats {
   uint64_t prefix_hit_tokens = 0;   // prompt tokens whose KV came from the prefix cache
   uint64_t prefix_miss_tokens = 0;  // prompt tokens that had to be computed
-  uint64_t preemptions = 0;
+  uint64_t preemptions = 0;         // swapped or recomputed
+  uint64_t swap_outs = 0;           // preemptions that swapped the sequence's KV out
+  uint64_t swap_in_tokens = 0;      // positions whose KV came back from the swap space
   uint64_t steps = 0;
   uint64_t step_tokens = 0;  // tokens run in all steps
   // Speculative decoding: decodes that carried a draft, tokens drafted, drafted
@@ -107,6 +132,8 @@ struct ServingStats {
   uint64_t spec_model_prefix_hit_tokens = 0;
   int32_t blocks_total = 0;
   int32_t blocks_available = 0;  // free or evictable
+  int32_t swap_slots_total = 0;  // blocks the swap space holds
+  int32_t swap_slots_used = 0;
   int32_t running = 0;
   int32_t waiting = 0;
 };

@@ -21,30 +21,16 @@ using cpu::KernelTable;
 
 enum class Ownership { kBorrowed, kMalloc, kMmap };
 
-class HostBuffer final : public BackendBuffer {
+class HostBuffer final : public HostMemoryBuffer {
  public:
   HostBuffer(void* data, size_t size, Ownership owned, size_t mapped = 0)
-      : data_(data), size_(size), owned_(owned), mapped_(mapped) {}
+      : HostMemoryBuffer(data, size), owned_(owned), mapped_(mapped) {}
   ~HostBuffer() override {
-    if (owned_ == Ownership::kMalloc) std::free(data_);
-    if (owned_ == Ownership::kMmap) munmap(data_, mapped_);
-  }
-  void* data() override { return data_; }
-  size_t size() const override { return size_; }
-  Status Write(size_t offset, const void* src, size_t n) override {
-    if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer write out of range");
-    std::memcpy(static_cast<uint8_t*>(data_) + offset, src, n);
-    return Status::Ok();
-  }
-  Status Read(size_t offset, void* dst, size_t n) const override {
-    if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer read out of range");
-    std::memcpy(dst, static_cast<const uint8_t*>(data_) + offset, n);
-    return Status::Ok();
+    if (owned_ == Ownership::kMalloc) std::free(data());
+    if (owned_ == Ownership::kMmap) munmap(data(), mapped_);
   }
 
  private:
-  void* data_;
-  size_t size_;
   Ownership owned_;
   size_t mapped_;
 };
@@ -57,15 +43,7 @@ class HostMemory final : public BackendMemory {
  public:
   Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override {
     const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    if (rounded >= kMmapThreshold) {
-      void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-                     MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) {
-        return Status::ResourceExhausted("cannot map " + std::to_string(bytes) + " bytes");
-      }
-      return std::unique_ptr<BackendBuffer>(
-          std::make_unique<HostBuffer>(p, bytes, Ownership::kMmap, rounded));
-    }
+    if (rounded >= kMmapThreshold) return Map(bytes);
     void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
       return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes");
@@ -77,6 +55,20 @@ class HostMemory final : public BackendMemory {
   Result<std::unique_ptr<BackendBuffer>> WrapHost(const void* data, size_t bytes) override {
     return std::unique_ptr<BackendBuffer>(
         std::make_unique<HostBuffer>(const_cast<void*>(data), bytes, Ownership::kBorrowed));
+  }
+  // Host memory is what the CPU computes in; mapped, so it costs only as it fills.
+  Result<std::unique_ptr<BackendBuffer>> AllocateHost(size_t bytes) override { return Map(bytes); }
+
+ private:
+  static Result<std::unique_ptr<BackendBuffer>> Map(size_t bytes) {
+    const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      return Status::ResourceExhausted("cannot map " + std::to_string(bytes) + " bytes");
+    }
+    return std::unique_ptr<BackendBuffer>(
+        std::make_unique<HostBuffer>(p, bytes, Ownership::kMmap, rounded));
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,17 @@ struct Context {
 
 constexpr size_t kStagingBytes = size_t{32} << 20;
 
+// Whether host memory at `p` is page-locked (AllocateHost), so that copies to
+// and from it need no staging.
+bool IsPinned(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // not an error to keep: plain host memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 class DeviceBuffer final : public BackendBuffer {
  public:
   DeviceBuffer(Context& ctx, void* data, size_t size) : ctx_(ctx), data_(data), size_(size) {}
@@ -82,6 +94,12 @@ class DeviceBuffer final : public BackendBuffer {
       return Status::OutOfRange("buffer write out of range");
     }
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (IsPinned(src)) {
+      SINEW_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(data_) + offset, src, n,
+                                        cudaMemcpyHostToDevice, ctx_.stream));
+      SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+      return Status::Ok();
+    }
     std::lock_guard<std::mutex> lock(ctx_.staging_mutex);
     for (size_t done = 0; done < n;) {
       const size_t chunk = std::min(n - done, ctx_.staging_bytes);
@@ -103,6 +121,12 @@ class DeviceBuffer final : public BackendBuffer {
       return Status::OutOfRange("buffer read out of range");
     }
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (IsPinned(dst)) {
+      SINEW_CUDA_RETURN(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(data_) + offset, n,
+                                        cudaMemcpyDeviceToHost, ctx_.stream));
+      SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+      return Status::Ok();
+    }
     std::lock_guard<std::mutex> lock(ctx_.staging_mutex);
     for (size_t done = 0; done < n;) {
       const size_t chunk = std::min(n - done, ctx_.staging_bytes);
@@ -120,6 +144,13 @@ class DeviceBuffer final : public BackendBuffer {
   Context& ctx_;
   void* data_;
   size_t size_;
+};
+
+// Page-locked host memory (cudaHostAlloc): the KV swap space.
+class PinnedBuffer final : public HostMemoryBuffer {
+ public:
+  PinnedBuffer(void* data, size_t size) : HostMemoryBuffer(data, size) {}
+  ~PinnedBuffer() override { cudaFreeHost(data()); }
 };
 
 class DeviceMemory final : public BackendMemory {
@@ -145,6 +176,28 @@ class DeviceMemory final : public BackendMemory {
 
   Result<std::unique_ptr<BackendBuffer>> WrapHost(const void*, size_t) override {
     return Status::Unimplemented("the CUDA backend copies host memory (Allocate + Write)");
+  }
+
+  Result<std::unique_ptr<BackendBuffer>> AllocateHost(size_t bytes) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, std::max<size_t>(bytes, 256), cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return Status::ResourceExhausted("cudaHostAlloc of " + std::to_string(bytes) +
+                                       " bytes failed: " + cudaGetErrorString(err));
+    }
+    return std::unique_ptr<BackendBuffer>(std::make_unique<PinnedBuffer>(p, bytes));
+  }
+
+  std::optional<DeviceMemoryInfo> DeviceBytes() const override {
+    if (!ctx_.Use().ok()) return std::nullopt;
+    DeviceMemoryInfo info;
+    if (cudaMemGetInfo(&info.free_bytes, &info.total_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return std::nullopt;
+    }
+    return info;
   }
 
  private:
