@@ -1,13 +1,17 @@
 // bench_serving: what the ServingEngine buys over the same engine run one
 // request at a time.
 //   bench_serving [--model FILE.gguf] [--threads N] [--tokens N] [--turns N]
-//                 [--embd 512] [--layers 8] [--ff 1408]
+//                 [--embd 512] [--layers 8] [--ff 1408] [--pressure-only 1]
 // Without --model it writes a random-weight llama (by default ~28M parameters,
 // Q8_0, vocab 4096; --embd/--layers/--ff change its shape) to a temporary file. Prints:
 //  1. aggregate generation throughput with 1, 8 and 32 concurrent streams
 //     against Engine::Generate run one request at a time (ratio);
 //  2. an agent-shaped workload: each turn re-sends the whole history plus a
-//     short new message; time to first token per turn, prefix cache on and off.
+//     short new message; time to first token per turn, prefix cache on and off;
+//  3. memory pressure: 16 streams of 32 prompt + 224 new tokens in a KV cache of
+//     one context (2048 positions): all are admitted, then outgrow the cache
+//     as they decode, so that preemption is constant. Wall time with preempted
+//     sequences swapped to host memory against recomputed.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -104,11 +108,57 @@ std::vector<double> AgentTurns(ServingEngine& serving, int turns) {
   return ttft;
 }
 
+// Section 3: the same streams with preemption by swap and by recompute.
+void Pressure(const std::string& model, const EngineOptions& eo) {
+  constexpr int kPrompt = 32, kNew = 224;
+  std::printf("== memory pressure: 16 streams of %d + %d tokens, KV cache of one context ==\n",
+              kPrompt, kNew);
+  double recompute_s = 0;
+  for (double swap_mib : {0.0, 1024.0}) {
+    ServingOptions so;
+    so.n_blocks = (eo.n_ctx + so.block_size - 1) / so.block_size;
+    so.swap_space_mib = swap_mib;
+    auto serving = ServingEngine::Load(model, eo, so);
+    if (!serving.ok()) {
+      std::printf("  %s\n", serving.status().ToString().c_str());
+      return;
+    }
+    uint32_t state = 5;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 16; ++i) {
+      std::vector<int32_t> p = {1};
+      auto rest = RandomTokens((*serving)->info().n_vocab, kPrompt - 1, state);
+      p.insert(p.end(), rest.begin(), rest.end());
+      prompts.push_back(std::move(p));
+    }
+    std::vector<std::thread> threads;
+    const auto start = Clock::now();
+    for (const auto& p : prompts) {
+      threads.emplace_back(
+          [&serving, &p] { (void)(*serving)->Generate(p, Params(kNew), nullptr); });
+    }
+    for (auto& t : threads) t.join();
+    const double s = Seconds(start);
+    const ServingStats st = (*serving)->stats();
+    std::printf(
+        "  %-9s %7.2f s   %6.1f new tok/s   preemptions %llu (swapped %llu), "
+        "step tokens %llu%s\n",
+        swap_mib > 0 ? "swap" : "recompute", s, 16 * kNew / s,
+        static_cast<unsigned long long>(st.preemptions),
+        static_cast<unsigned long long>(st.swap_outs),
+        static_cast<unsigned long long>(st.step_tokens),
+        swap_mib > 0 && recompute_s > 0
+            ? ("   recompute / swap time = " + std::to_string(recompute_s / s)).c_str()
+            : "");
+    if (swap_mib == 0) recompute_s = s;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model;
-  int threads = 2, tokens = 32, turns = 20, embd = 512, layers = 8, ff = 1408;
+  int threads = 2, tokens = 32, turns = 20, embd = 512, layers = 8, ff = 1408, pressure_only = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--model") == 0) model = argv[i + 1];
     else if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
@@ -117,6 +167,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--embd") == 0) embd = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--layers") == 0) layers = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--ff") == 0) ff = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--pressure-only") == 0)
+      pressure_only = std::atoi(argv[i + 1]);
   }
   std::string temp;
   if (model.empty()) {
@@ -140,6 +192,7 @@ int main(int argc, char** argv) {
   eo.n_threads = threads;
   eo.n_ctx = 2048;
   for (bool cache : {true, false}) {
+    if (pressure_only != 0) break;
     ServingOptions so;
     so.prefix_cache = cache;
     auto serving = ServingEngine::Load(model, eo, so);
@@ -176,6 +229,7 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>((*serving)->stats().prefix_miss_tokens));
     }
   }
+  Pressure(model, eo);
   if (!temp.empty()) std::filesystem::remove(temp);
   return 0;
 }
