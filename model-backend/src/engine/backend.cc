@@ -25,6 +25,16 @@ std::pair<float, float> YarnCorrDims(int32_t n_rot, int32_t n_ctx_orig, float fr
   return {std::max(0.0f, low), std::min(static_cast<float>(n_rot - 1), high)};
 }
 
+Status BackendBuffer::ReadMany(std::span<const HostCopy> copies) const {
+  for (const HostCopy& c : copies) SINEW_RETURN_IF_ERROR(Read(c.offset, c.host, c.n));
+  return Status::Ok();
+}
+
+Status BackendBuffer::WriteMany(std::span<const HostCopy> copies) {
+  for (const HostCopy& c : copies) SINEW_RETURN_IF_ERROR(Write(c.offset, c.host, c.n));
+  return Status::Ok();
+}
+
 Status HostMemoryBuffer::Write(size_t offset, const void* src, size_t n) {
   if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer write out of range");
   std::memcpy(static_cast<uint8_t*>(data_) + offset, src, n);

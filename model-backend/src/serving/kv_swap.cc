@@ -33,9 +33,9 @@ Status KvSwapSpace::SwapOut(const PagedKvStore& kv, std::span<const int32_t> blo
   }
   std::vector<int32_t> taken(free_.end() - static_cast<std::ptrdiff_t>(blocks.size()), free_.end());
   std::reverse(taken.begin(), taken.end());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    SINEW_RETURN_IF_ERROR(kv.SaveBlock(blocks[i], slot(taken[i])));
-  }
+  std::vector<uint8_t*> host;
+  for (int32_t t : taken) host.push_back(slot(t));
+  SINEW_RETURN_IF_ERROR(kv.SaveBlocks(blocks, host));
   free_.resize(free_.size() - blocks.size());
   slots.insert(slots.end(), taken.begin(), taken.end());
   return Status::Ok();
@@ -43,10 +43,9 @@ Status KvSwapSpace::SwapOut(const PagedKvStore& kv, std::span<const int32_t> blo
 
 Status KvSwapSpace::SwapIn(PagedKvStore& kv, std::span<const int32_t> slots,
                            std::span<const int32_t> blocks) const {
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    SINEW_RETURN_IF_ERROR(kv.LoadBlock(blocks[i], slot(slots[i])));
-  }
-  return Status::Ok();
+  std::vector<uint8_t*> host;
+  for (size_t i = 0; i < blocks.size(); ++i) host.push_back(slot(slots[i]));
+  return kv.LoadBlocks(blocks, host);
 }
 
 void KvSwapSpace::Release(std::vector<int32_t>& slots) {

@@ -54,39 +54,32 @@ int64_t KvBlocksForDeviceMemory(const BackendMemory::DeviceMemoryInfo& mem, doub
   return static_cast<int64_t>(room / static_cast<double>(block_bytes));
 }
 
-namespace {
-
-// Where block `block` of `t` starts in `buffer`, and how many bytes it has.
-std::pair<size_t, size_t> BlockRange(BackendBuffer& buffer, const Tensor& t, int32_t block,
-                                     int32_t block_size) {
-  const size_t bytes = static_cast<size_t>(t.row_bytes() * block_size);
-  const size_t start = static_cast<size_t>(static_cast<const uint8_t*>(t.data) -
-                                           static_cast<const uint8_t*>(buffer.data()));
-  return {start + bytes * static_cast<size_t>(block), bytes};
-}
-
-}  // namespace
-
-Status PagedKvStore::SaveBlock(int32_t block, uint8_t* dst) const {
-  for (size_t l = 0; l < k_.size(); ++l) {
-    for (const Tensor* t : {&k_[l], &v_[l]}) {
-      const auto [offset, bytes] = BlockRange(*buffer_, *t, block, block_size_);
-      SINEW_RETURN_IF_ERROR(buffer_->Read(offset, dst, bytes));
-      dst += bytes;
+std::vector<BackendBuffer::HostCopy> PagedKvStore::BlockCopies(
+    std::span<const int32_t> blocks, std::span<uint8_t* const> host) const {
+  const auto* base = static_cast<const uint8_t*>(buffer_->data());
+  std::vector<BackendBuffer::HostCopy> copies;
+  copies.reserve(blocks.size() * k_.size() * 2);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    uint8_t* at = host[i];
+    for (size_t l = 0; l < k_.size(); ++l) {
+      for (const Tensor* t : {&k_[l], &v_[l]}) {
+        const auto bytes = static_cast<size_t>(t->row_bytes() * block_size_);
+        const auto start = static_cast<size_t>(static_cast<const uint8_t*>(t->data) - base);
+        copies.push_back({start + bytes * static_cast<size_t>(blocks[i]), at, bytes});
+        at += bytes;
+      }
     }
   }
-  return Status::Ok();
+  return copies;
 }
 
-Status PagedKvStore::LoadBlock(int32_t block, const uint8_t* src) {
-  for (size_t l = 0; l < k_.size(); ++l) {
-    for (const Tensor* t : {&k_[l], &v_[l]}) {
-      const auto [offset, bytes] = BlockRange(*buffer_, *t, block, block_size_);
-      SINEW_RETURN_IF_ERROR(buffer_->Write(offset, src, bytes));
-      src += bytes;
-    }
-  }
-  return Status::Ok();
+Status PagedKvStore::SaveBlocks(std::span<const int32_t> blocks,
+                                std::span<uint8_t* const> host) const {
+  return buffer_->ReadMany(BlockCopies(blocks, host));
+}
+
+Status PagedKvStore::LoadBlocks(std::span<const int32_t> blocks, std::span<uint8_t* const> host) {
+  return buffer_->WriteMany(BlockCopies(blocks, host));
 }
 
 }  // namespace sinew::model

@@ -39,14 +39,20 @@ class PagedKvStore {
 
   // Bytes that one block holds in all layers, K and V.
   size_t block_bytes() const { return block_bytes_; }
-  // Copies block `block` of every layer to block_bytes() of host memory at
-  // `dst` (layer by layer, K rows then V rows), and back (the swap space,
-  // kv_swap.h). Errors: the backend's, for a failed copy.
-  [[nodiscard]] Status SaveBlock(int32_t block, uint8_t* dst) const;
-  [[nodiscard]] Status LoadBlock(int32_t block, const uint8_t* src);
+  // Copies block blocks[i] of every layer to block_bytes() of host memory at
+  // host[i] (layer by layer, K rows then V rows), and back (the swap space,
+  // kv_swap.h), all in one BackendBuffer::ReadMany / WriteMany.
+  // REQUIRES: host.size() == blocks.size(). Errors: the backend's.
+  [[nodiscard]] Status SaveBlocks(std::span<const int32_t> blocks,
+                                  std::span<uint8_t* const> host) const;
+  [[nodiscard]] Status LoadBlocks(std::span<const int32_t> blocks, std::span<uint8_t* const> host);
 
  private:
   PagedKvStore() = default;
+  // The copies between blocks and host memory that SaveBlocks/LoadBlocks make.
+  std::vector<BackendBuffer::HostCopy> BlockCopies(std::span<const int32_t> blocks,
+                                                   std::span<uint8_t* const> host) const;
+
   int32_t block_size_ = 0;
   int32_t n_blocks_ = 0;
   size_t block_bytes_ = 0;

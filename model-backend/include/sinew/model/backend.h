@@ -38,6 +38,15 @@ class BackendBuffer {
   // Host <-> buffer copies. OutOfRange if [offset, offset+n) exceeds size().
   [[nodiscard]] virtual Status Write(size_t offset, const void* src, size_t n) = 0;
   [[nodiscard]] virtual Status Read(size_t offset, void* dst, size_t n) const = 0;
+  // Many copies at once, done when it returns (a device queues them all and
+  // waits once). Each as Read or Write; on an error some may have been done.
+  struct HostCopy {
+    size_t offset = 0;  // in this buffer
+    void* host = nullptr;
+    size_t n = 0;
+  };
+  [[nodiscard]] virtual Status ReadMany(std::span<const HostCopy> copies) const;
+  [[nodiscard]] virtual Status WriteMany(std::span<const HostCopy> copies);
 };
 
 // A buffer in host memory: Read and Write copy with memcpy. The subclass owns

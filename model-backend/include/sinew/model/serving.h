@@ -65,9 +65,13 @@ struct ServingOptions {
   // out, and back when it resumes) if the swap space has a slot for each of
   // its blocks; otherwise its blocks are freed and its positions recomputed
   // when it resumes, from the prefix cache as far as that still holds them.
-  // Copying a block out and in costs far less than a forward pass over its
-  // positions on either backend, so the rule swaps whenever there is room; a
-  // sequence with less than one block is cheaper to recompute than to copy.
+  // Measured on the CPU with the 125M bench model's blocks (590 KB in F16): 30
+  // us out and 25 us back in per block (the first use of a slot also pays its
+  // page faults, 3.4 ms on this VM), against about 12 ms to recompute its 16
+  // positions (prompt speed about 1,300 tokens/s on 2 threads). So the rule
+  // swaps whenever there is room; less than one block is one short chunk to
+  // recompute. On CUDA a swap queues one copy per layer, K and V, of each
+  // block into page-locked memory and waits once (not yet measured on a GPU).
   // Fractions of a MiB are allowed. 0: always recompute. Default: 1024
   double swap_space_mib = 1024;
   // Keep every token's outputs bit-identical to a single-request run whatever

@@ -78,6 +78,11 @@ bool IsPinned(const void* p) {
   return attributes.type == cudaMemoryTypeHost;
 }
 
+bool AllPinned(std::span<const BackendBuffer::HostCopy> copies) {
+  return std::all_of(copies.begin(), copies.end(),
+                     [](const BackendBuffer::HostCopy& c) { return IsPinned(c.host); });
+}
+
 class DeviceBuffer final : public BackendBuffer {
  public:
   DeviceBuffer(Context& ctx, void* data, size_t size) : ctx_(ctx), data_(data), size_(size) {}
@@ -110,6 +115,36 @@ class DeviceBuffer final : public BackendBuffer {
                                         ctx_.staging, chunk, cudaMemcpyHostToDevice,
                                         ctx_.stream));
       done += chunk;
+    }
+    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    return Status::Ok();
+  }
+
+  // Into page-locked memory, every copy is queued and the stream waited for
+  // once; otherwise one Write after another.
+  Status WriteMany(std::span<const HostCopy> copies) override {
+    if (!AllPinned(copies)) return BackendBuffer::WriteMany(copies);
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    for (const HostCopy& c : copies) {
+      if (c.offset > size_ || c.n > size_ - c.offset) {
+        return Status::OutOfRange("buffer write out of range");
+      }
+      SINEW_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(data_) + c.offset, c.host, c.n,
+                                        cudaMemcpyHostToDevice, ctx_.stream));
+    }
+    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    return Status::Ok();
+  }
+
+  Status ReadMany(std::span<const HostCopy> copies) const override {
+    if (!AllPinned(copies)) return BackendBuffer::ReadMany(copies);
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    for (const HostCopy& c : copies) {
+      if (c.offset > size_ || c.n > size_ - c.offset) {
+        return Status::OutOfRange("buffer read out of range");
+      }
+      SINEW_CUDA_RETURN(cudaMemcpyAsync(c.host, static_cast<const uint8_t*>(data_) + c.offset,
+                                        c.n, cudaMemcpyDeviceToHost, ctx_.stream));
     }
     SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     return Status::Ok();
