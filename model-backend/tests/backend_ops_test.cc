@@ -349,18 +349,92 @@ std::vector<float> RunAttention(Backend& b, GgmlType kv_type, int32_t block,
   const int64_t tokens = static_cast<int64_t>(pos.size());
   Buf kc = Upload(b, kv_type, {kv_dim, 8 * block, 1, 1}, nullptr);
   Buf vc = Upload(b, kv_type, {kv_dim, 8 * block, 1, 1}, nullptr);
-  const KvBlocks blocks{table, block};
   for (int32_t p0 : {0, 20}) {
     const int32_t p1 = p0 == 0 ? 20 : c.n_pos;
     const std::vector<float> ks(c.k.begin() + p0 * kv_dim, c.k.begin() + p1 * kv_dim);
     const std::vector<float> vs(c.v.begin() + p0 * kv_dim, c.v.begin() + p1 * kv_dim);
     Buf kt = UploadF32(b, ks, kv_dim, p1 - p0), vt = UploadF32(b, vs, kv_dim, p1 - p0);
-    Must(b.ops().StoreKv(kt.t, kc.t, blocks, p0));
-    Must(b.ops().StoreKv(vt.t, vc.t, blocks, p0));
+    std::vector<int32_t> piece;
+    for (int32_t p = p0; p < p1; ++p) piece.push_back(p);
+    const KvSeq seq{p1 - p0, table};
+    const KvBatch batch{std::span<const KvSeq>(&seq, 1), block};
+    Must(b.ops().StoreKv(kt.t, kc.t, batch, piece));
+    Must(b.ops().StoreKv(vt.t, vc.t, batch, piece));
   }
   Buf qt = UploadF32(b, q, c.hd, c.n_head, tokens), o = ZerosF32(b, c.hd, c.n_head, tokens);
-  Must(b.ops().Attention(qt.t, kc.t, vc.t, blocks, static_cast<int32_t>(c.n_kv), pos, 0.17f, o.t));
+  const KvSeq seq{static_cast<int32_t>(tokens), table};
+  const KvBatch batch{std::span<const KvSeq>(&seq, 1), block};
+  Must(b.ops().Attention(qt.t, kc.t, vc.t, batch, static_cast<int32_t>(c.n_kv), pos, 0.17f, o.t));
   return Download(b, o);
+}
+
+// Three sequences in one cache of 12 blocks of 16, each with its own scattered
+// blocks: a prompt chunk of 5 tokens at positions 30..34 (across a block's
+// end), a decode at position 40, and a chunk of 3 at positions 0..2. `batched`
+// stores all their new keys and values and attends in one call each;
+// otherwise each sequence gets its own calls. Returns the output rows in batch
+// order.
+std::vector<float> RunMixedBatch(Backend& b, GgmlType kv_type, bool batched) {
+  const int64_t hd = 64, n_kv = 2, n_head = 6, kv_dim = hd * n_kv;
+  const std::vector<std::vector<int32_t>> tables = {{3, 9, 0}, {11, 1, 6}, {4}};
+  const std::vector<std::vector<int32_t>> new_pos = {{30, 31, 32, 33, 34}, {40}, {0, 1, 2}};
+  const std::vector<int32_t> first_new = {30, 40, 0};
+  Buf kc = Upload(b, kv_type, {kv_dim, 12 * 16, 1, 1}, nullptr);
+  Buf vc = Upload(b, kv_type, {kv_dim, 12 * 16, 1, 1}, nullptr);
+  // The positions before the new ones, one sequence at a time.
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (first_new[i] == 0) continue;
+    std::vector<int32_t> old;
+    for (int32_t p = 0; p < first_new[i]; ++p) old.push_back(p);
+    const auto n = static_cast<int64_t>(old.size());
+    Buf kt = UploadF32(b, Random(static_cast<size_t>(kv_dim * n), 40 + static_cast<uint32_t>(i)),
+                       kv_dim, n);
+    Buf vt = UploadF32(b, Random(static_cast<size_t>(kv_dim * n), 50 + static_cast<uint32_t>(i)),
+                       kv_dim, n);
+    const KvSeq seq{static_cast<int32_t>(n), tables[i]};
+    const KvBatch one{std::span<const KvSeq>(&seq, 1), 16};
+    Must(b.ops().StoreKv(kt.t, kc.t, one, old));
+    Must(b.ops().StoreKv(vt.t, vc.t, one, old));
+  }
+  std::vector<int32_t> pos;
+  std::vector<KvSeq> seqs;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    pos.insert(pos.end(), new_pos[i].begin(), new_pos[i].end());
+    seqs.push_back({static_cast<int32_t>(new_pos[i].size()), tables[i]});
+  }
+  const auto rows = static_cast<int64_t>(pos.size());
+  const std::vector<float> k = Random(static_cast<size_t>(kv_dim * rows), 60);
+  const std::vector<float> v = Random(static_cast<size_t>(kv_dim * rows), 61);
+  const std::vector<float> q = Random(static_cast<size_t>(hd * n_head * rows), 62);
+  std::vector<float> out;
+  if (batched) {
+    const KvBatch all{seqs, 16};
+    Buf kt = UploadF32(b, k, kv_dim, rows), vt = UploadF32(b, v, kv_dim, rows);
+    Must(b.ops().StoreKv(kt.t, kc.t, all, pos));
+    Must(b.ops().StoreKv(vt.t, vc.t, all, pos));
+    Buf qt = UploadF32(b, q, hd, n_head, rows), o = ZerosF32(b, hd, n_head, rows);
+    Must(b.ops().Attention(qt.t, kc.t, vc.t, all, static_cast<int32_t>(n_kv), pos, 0.17f, o.t));
+    return Download(b, o);
+  }
+  int64_t r0 = 0;
+  for (const KvSeq& seq : seqs) {
+    const int64_t n = seq.n_rows;
+    const KvBatch one{std::span<const KvSeq>(&seq, 1), 16};
+    const std::span<const int32_t> p(pos.data() + r0, static_cast<size_t>(n));
+    auto slice = [&](const std::vector<float>& all, int64_t width) {
+      return std::vector<float>(all.begin() + r0 * width, all.begin() + (r0 + n) * width);
+    };
+    Buf kt = UploadF32(b, slice(k, kv_dim), kv_dim, n),
+        vt = UploadF32(b, slice(v, kv_dim), kv_dim, n);
+    Must(b.ops().StoreKv(kt.t, kc.t, one, p));
+    Must(b.ops().StoreKv(vt.t, vc.t, one, p));
+    Buf qt = UploadF32(b, slice(q, hd * n_head), hd, n_head, n), o = ZerosF32(b, hd, n_head, n);
+    Must(b.ops().Attention(qt.t, kc.t, vc.t, one, static_cast<int32_t>(n_kv), p, 0.17f, o.t));
+    const std::vector<float> got = Download(b, o);
+    out.insert(out.end(), got.begin(), got.end());
+    r0 += n;
+  }
+  return out;
 }
 
 OPS_TEST(PagedAttentionEveryCacheType) {
@@ -405,6 +479,53 @@ OPS_TEST(AttentionRowsBitIdenticalWhateverTheBatch) {
               << GgmlTypeName(kv_type) << " token " << t << " element " << i << " on " << b->name();
         }
       }
+    }
+  }
+}
+
+// Sequences of different lengths, decode rows and prompt chunks mixed, in one
+// StoreKv and one Attention call: the reference's results sequence by sequence,
+// on every backend (bit for bit on row-invariant ones).
+OPS_TEST(OneCallAttendsABatchOfSequencesThroughTheirOwnTables) {
+  std::vector<Backend*> all = {reference_.get()};
+  for (auto& b : backends_) all.push_back(b.get());
+  for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
+    Compare(std::string("batched attention ") + std::string(GgmlTypeName(kv_type)),
+            kv_type == GgmlType::kQ8_0 ? 1e-4 : 1e-6,
+            [&](Backend& b) { return RunMixedBatch(b, kv_type, /*batched=*/true); });
+    for (Backend* b : all) {
+      if (!b->ops().RowInvariant()) continue;
+      EXPECT_EQ(RunMixedBatch(*b, kv_type, true), RunMixedBatch(*b, kv_type, false))
+          << GgmlTypeName(kv_type) << " on " << b->name();
+    }
+  }
+}
+
+// Batches that do not fit their cache or tables are refused before anything
+// is written.
+OPS_TEST(KvBatchesOutsideTheirTablesAreRefused) {
+  for (auto& b : backends_) {
+    Buf kc = Upload(*b, GgmlType::kF16, {64, 4 * 16, 1, 1}, nullptr);
+    Buf kt = UploadF32(*b, Random(64 * 2, 70), 64, 2);
+    const std::vector<int32_t> table = {2, 1};
+    const std::vector<int32_t> inside = {5, 31};
+    const KvSeq two{2, table};
+    EXPECT_TRUE(b->ops().StoreKv(kt.t, kc.t, KvBatch{std::span(&two, 1), 16}, inside).ok());
+    const std::vector<int32_t> past_table = {5, 32};
+    const std::vector<int32_t> bad_block = {2, 4};
+    const KvSeq one{1, table}, bad{2, bad_block};
+    for (const auto& [what, seq, pos] :
+         std::vector<std::tuple<const char*, KvSeq, std::vector<int32_t>>>{
+             {"past the table", two, past_table},
+             {"block outside the cache", bad, inside},
+             {"rows that do not add up", one, inside},
+             {"too few positions", two, {5}}}) {
+      const Status s = b->ops().StoreKv(kt.t, kc.t, KvBatch{std::span(&seq, 1), 16}, pos);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what << ": " << s.ToString();
+      Buf q = UploadF32(*b, Random(64 * 2, 71), 64, 1, 2), o = ZerosF32(*b, 64, 1, 2);
+      const Status a =
+          b->ops().Attention(q.t, kc.t, kc.t, KvBatch{std::span(&seq, 1), 16}, 1, pos, 0.1f, o.t);
+      EXPECT_EQ(a.code(), StatusCode::kInvalidArgument) << what << ": " << a.ToString();
     }
   }
 }

@@ -77,5 +77,21 @@ TEST(CudaLoadElemOnHost, KvRowIndexFollowsTheBlockTable) {
   EXPECT_EQ(cuda::KvRowIndex(table, 16, 40), 7 * 16 + 8);
 }
 
+TEST(CudaLoadElemOnHost, KvRowsFindEachRowsOwnTable) {
+  // Two sequences: rows 0-1 use table {5, 2}, row 2 uses table {7}.
+  const int32_t tables[] = {5, 2, 7};
+  const int32_t start[] = {0, 0, 2};
+  const int32_t positions[] = {3, 17, 9};
+  cuda::KvRows rows;
+  rows.tables = tables;
+  rows.table_start = start;
+  rows.positions = positions;
+  rows.block_size = 16;
+  EXPECT_EQ(rows.CacheRow(0), 5 * 16 + 3);
+  EXPECT_EQ(rows.CacheRow(1), 2 * 16 + 1);
+  EXPECT_EQ(rows.CacheRow(2), 7 * 16 + 9);
+  EXPECT_EQ(rows.CacheRow(1, 4), 5 * 16 + 4);  // an earlier key of row 1's sequence
+}
+
 }  // namespace
 }  // namespace sinew::model

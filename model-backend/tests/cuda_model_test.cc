@@ -210,13 +210,17 @@ TEST(CudaErrors, TooLargeAllocationNamesTheBytes) {
   if (!q.ok() || !kv.ok() || !o.ok()) std::_Exit(4);
   Tensor qt = Tensor::F32(static_cast<float*>((*q)->data()), 64, 1, 1);
   Tensor ot = Tensor::F32(static_cast<float*>((*o)->data()), 64, 1, 1);
+  // A cache tensor that claims 2^32 rows over a buffer of 16: the batch passes
+  // CheckKvBatch, and the kernel reads 2^38 bytes past the buffer.
   Tensor kt;
   kt.type = GgmlType::kF16;
-  kt.ne = {64, 16, 1, 1};
+  kt.ne = {64, int64_t{1} << 32, 1, 1};
   kt.data = (*kv)->data();
-  const std::vector<int32_t> table = {1 << 28};
+  const std::vector<int32_t> table = {1 << 27};
   const std::vector<int32_t> pos = {15};
-  Status s = ops.Attention(qt, kt, kt, KvBlocks{table, 16}, 1, pos, 0.125f, ot);
+  const KvSeq seq{1, table};
+  Status s =
+      ops.Attention(qt, kt, kt, KvBatch{std::span<const KvSeq>(&seq, 1), 16}, 1, pos, 0.125f, ot);
   if (s.ok()) s = ops.Synchronize();
   std::fprintf(stderr, "status: %s\n", s.ToString().c_str());
   std::_Exit(!s.ok() && s.code() == StatusCode::kInternal ? 0 : 1);

@@ -47,6 +47,40 @@ Status HostMemoryBuffer::Read(size_t offset, void* dst, size_t n) const {
   return Status::Ok();
 }
 
+Status CheckKvBatch(const KvBatch& batch, std::span<const int32_t> positions, int64_t rows,
+                    int64_t cache_rows) {
+  if (batch.block_size < 1) return Status::InvalidArgument("KV batch: block_size below 1");
+  if (static_cast<int64_t>(positions.size()) < rows) {
+    return Status::InvalidArgument("KV batch: " + std::to_string(positions.size()) +
+                                   " positions for " + std::to_string(rows) + " rows");
+  }
+  const int64_t cache_blocks = cache_rows / batch.block_size;
+  int64_t r = 0;
+  for (const KvSeq& seq : batch.seqs) {
+    if (seq.n_rows < 0 || seq.n_rows > rows - r) {
+      return Status::InvalidArgument("KV batch: the sequences have more rows than the batch");
+    }
+    for (const int32_t block : seq.table) {
+      if (block < 0 || block >= cache_blocks) {
+        return Status::InvalidArgument("KV batch: block " + std::to_string(block) +
+                                       " outside a cache of " + std::to_string(cache_blocks));
+      }
+    }
+    for (int64_t end = r + seq.n_rows; r < end; ++r) {
+      const int32_t pos = positions[static_cast<size_t>(r)];
+      if (pos < 0 || pos / batch.block_size >= static_cast<int64_t>(seq.table.size())) {
+        return Status::InvalidArgument("KV batch: position " + std::to_string(pos) + " of row " +
+                                       std::to_string(r) + " is outside its block table");
+      }
+    }
+  }
+  if (r != rows) {
+    return Status::InvalidArgument("KV batch: the sequences have " + std::to_string(r) +
+                                   " rows, the batch " + std::to_string(rows));
+  }
+  return Status::Ok();
+}
+
 std::string_view OpName(Op op) {
   switch (op) {
     case Op::kGetRows: return "GetRows";

@@ -38,8 +38,9 @@ class KvCache {
   // the model (ne[1] = number of positions in use).
   Tensor k(int32_t layer) const { return k_[static_cast<size_t>(layer)]; }
   Tensor v(int32_t layer) const { return v_[static_cast<size_t>(layer)]; }
-  // The whole cache as one block (for StoreKv and Attention).
-  KvBlocks blocks() const { return KvBlocks{std::span<const int32_t>(&zero_, 1), n_ctx_}; }
+  // The whole cache as one block (for StoreKv and Attention): one sequence of
+  // n_rows rows in block_size n_ctx.
+  KvSeq seq(int32_t n_rows) const { return KvSeq{n_rows, std::span<const int32_t>(&zero_, 1)}; }
 
  private:
   KvCache() = default;

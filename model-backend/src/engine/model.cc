@@ -289,18 +289,19 @@ Status Model::Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& ca
   Tensor x = View(x_, E, n);
   SINEW_RETURN_IF_ERROR(ops.GetRows(tok_embd_, tokens, x));
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  const KvBlocks blocks = cache.blocks();
+  const KvSeq seq = cache.seq(static_cast<int32_t>(n));
+  const KvBatch kv_batch{std::span<const KvSeq>(&seq, 1), cache.n_ctx()};
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     SINEW_RETURN_IF_ERROR(ProjectQkv(w, n));
     Tensor k = View(k_, KD, n), v = View(v_, KD, n);
     Tensor qh = View(q_, HD, hp_.n_head, n);
     Tensor kc = cache.k(l), vc = cache.v(l);
-    SINEW_RETURN_IF_ERROR(ops.StoreKv(k, kc, blocks, pos0));
-    SINEW_RETURN_IF_ERROR(ops.StoreKv(v, vc, blocks, pos0));
+    SINEW_RETURN_IF_ERROR(ops.StoreKv(k, kc, kv_batch, positions_));
+    SINEW_RETURN_IF_ERROR(ops.StoreKv(v, vc, kv_batch, positions_));
     Tensor attn = View(attn_, HD, hp_.n_head, n);
     SINEW_RETURN_IF_ERROR(
-        ops.Attention(qh, kc, vc, blocks, hp_.n_head_kv, positions_, scale, attn));
+        ops.Attention(qh, kc, vc, kv_batch, hp_.n_head_kv, positions_, scale, attn));
     SINEW_RETURN_IF_ERROR(FinishLayer(w, n));
   }
   const int64_t n_out = all_logits ? n : 1;

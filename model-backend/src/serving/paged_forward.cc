@@ -1,7 +1,8 @@
 // Model::ForwardPaged: the forward pass of a continuous batch over a paged KV
-// cache. Linear layers run once over all tokens of all sequences; attention
-// runs per sequence as one backend op that reads the sequence's blocks through
-// its block table (no gathering on the host).
+// cache. Linear layers run once over all tokens of all sequences, and so do
+// the KV stores and attention: one backend op each per layer for the whole
+// batch, reading every sequence's blocks through its own block table (no
+// gathering into contiguous memory).
 #include <cmath>
 
 #include "model.h"
@@ -30,7 +31,6 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
   BackendOps& ops = backend_.ops();
   const int64_t E = hp_.n_embd, HD = hp_.head_dim;
   const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
-  const int32_t bs = kv.block_size();
 
   std::vector<int32_t> ids(static_cast<size_t>(n_pad), batch.tokens[0]);
   std::copy(batch.tokens.begin(), batch.tokens.end(), ids.begin());
@@ -42,6 +42,11 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
     }
     if (t != n) return Status::InvalidArgument("forward: sequence sizes disagree with the batch");
   }
+
+  std::vector<KvSeq> seqs;
+  seqs.reserve(batch.seqs.size());
+  for (const PagedSeq& s : batch.seqs) seqs.push_back({s.n_tokens, s.block_table});
+  const KvBatch kv_batch{seqs, kv.block_size()};
 
   Tensor x = View(x_, E, n_pad);
   SINEW_RETURN_IF_ERROR(ops.GetRows(tok_embd_, ids, x));
@@ -58,18 +63,13 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     SINEW_RETURN_IF_ERROR(ProjectQkv(w, n_pad));
     Tensor kc = kv.k(l), vc = kv.v(l);
-    int64_t t0 = 0;
-    for (const PagedSeq& s : batch.seqs) {
-      const KvBlocks blocks{s.block_table, bs};
-      Tensor ks = View(k_ + t0 * KD, KD, s.n_tokens), vs = View(v_ + t0 * KD, KD, s.n_tokens);
-      SINEW_RETURN_IF_ERROR(ops.StoreKv(ks, kc, blocks, s.pos0));
-      SINEW_RETURN_IF_ERROR(ops.StoreKv(vs, vc, blocks, s.pos0));
-      Tensor qs = View(q_ + t0 * QD, HD, hp_.n_head, s.n_tokens);
-      Tensor as = View(attn_ + t0 * QD, HD, hp_.n_head, s.n_tokens);
-      const std::span<const int32_t> pos(positions_.data() + t0, static_cast<size_t>(s.n_tokens));
-      SINEW_RETURN_IF_ERROR(ops.Attention(qs, kc, vc, blocks, hp_.n_head_kv, pos, scale, as));
-      t0 += s.n_tokens;
-    }
+    // The real rows only: padding rows have no place in the cache.
+    Tensor ks = View(k_, KD, n), vs = View(v_, KD, n);
+    SINEW_RETURN_IF_ERROR(ops.StoreKv(ks, kc, kv_batch, positions_));
+    SINEW_RETURN_IF_ERROR(ops.StoreKv(vs, vc, kv_batch, positions_));
+    Tensor qs = View(q_, HD, hp_.n_head, n), as = View(attn_, HD, hp_.n_head, n);
+    SINEW_RETURN_IF_ERROR(
+        ops.Attention(qs, kc, vc, kv_batch, hp_.n_head_kv, positions_, scale, as));
     SINEW_RETURN_IF_ERROR(FinishLayer(w, n_pad));
   }
   // Gather the rows whose logits are wanted (in order) into h; padding rows

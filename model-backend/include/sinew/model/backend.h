@@ -138,12 +138,31 @@ std::string_view OpName(Op op);
 // Where one sequence's positions live in a paged KV tensor (a tensor of
 // n_blocks * block_size rows): position p is row
 // table[p / block_size] * block_size + p % block_size. A contiguous cache is one
-// block of n_ctx rows with table {0}. The table is host memory; a device
-// backend copies it.
+// block of n_ctx rows with table {0}.
 struct KvBlocks {
   std::span<const int32_t> table;
   int32_t block_size = 0;
 };
+
+// The rows of a batch in a paged KV tensor, for StoreKv and Attention: the
+// batch holds its sequences' rows back to back, seqs[i].n_rows of them for
+// sequence i, whose positions live in the blocks of seqs[i].table (as in
+// KvBlocks). Decode rows and prompt chunks of different sequences mix in one
+// batch. Host memory; a device backend copies it.
+struct KvSeq {
+  int32_t n_rows = 0;
+  std::span<const int32_t> table;
+};
+struct KvBatch {
+  std::span<const KvSeq> seqs;
+  int32_t block_size = 0;
+};
+// InvalidArgument unless the sequences' rows add up to `rows`, every row has
+// a position, and each row's table covers its position with blocks inside a
+// cache tensor of cache_rows rows. What both backends check before touching
+// a cache.
+[[nodiscard]] Status CheckKvBatch(const KvBatch& batch, std::span<const int32_t> positions,
+                                  int64_t rows, int64_t cache_rows);
 
 // The compute part of a backend. Every op returns a Status: InvalidArgument
 // for shapes or types it was not given by contract, Unimplemented for a type
@@ -196,18 +215,19 @@ class BackendOps {
                                     const RopeParams& params) = 0;
   // out = silu(gate) * up, elementwise. out may alias gate or up.
   [[nodiscard]] virtual Status SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
-  // Writes the F32 rows of `src` [ne0, n] as positions pos0 .. pos0 + n - 1 of
-  // one sequence into the paged cache tensor `dst` (F32, F16 or Q8_0, same
-  // ne0), converting. REQUIRES: blocks cover positions up to pos0 + n - 1.
-  [[nodiscard]] virtual Status StoreKv(const Tensor& src, Tensor& dst, const KvBlocks& blocks,
-                                       int32_t pos0) = 0;
-  // Causal attention of one sequence over its paged cache. q: F32
-  // [head_dim, n_head, n_tokens]; k, v: paged cache tensors (F32, F16 or Q8_0)
-  // of rows head_dim * n_head_kv wide; query token t sits at position
-  // positions[t] and sees the positions 0..positions[t] of `blocks`.
-  // out: F32 [head_dim, n_head, n_tokens]. n_head must be a multiple of n_head_kv.
+  // Writes the F32 rows of `src` [ne0, n] into the paged cache tensor `dst`
+  // (F32, F16 or Q8_0, same ne0), converting: row r goes to position
+  // positions[r] of its sequence in `batch`. Errors: those of CheckKvBatch.
+  [[nodiscard]] virtual Status StoreKv(const Tensor& src, Tensor& dst, const KvBatch& batch,
+                                       std::span<const int32_t> positions) = 0;
+  // Causal attention of a batch of sequences over their paged caches, in one
+  // call. q: F32 [head_dim, n_head, n_tokens]; k, v: paged cache tensors (F32,
+  // F16 or Q8_0) of rows head_dim * n_head_kv wide; query token t sits at
+  // position positions[t] of its sequence in `batch` and sees that sequence's
+  // positions 0..positions[t]. out: F32 [head_dim, n_head, n_tokens]. n_head
+  // must be a multiple of n_head_kv. Errors: those of CheckKvBatch.
   [[nodiscard]] virtual Status Attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const KvBlocks& blocks, int32_t n_head_kv,
+                                         const KvBatch& batch, int32_t n_head_kv,
                                          std::span<const int32_t> positions, float scale,
                                          Tensor& out) = 0;
   // out[r] = index of the largest value of row r of x (F32 [n, rows]; the first

@@ -303,7 +303,8 @@ class CpuOps final : public BackendOps {
     return Status::Ok();
   }
 
-  Status StoreKv(const Tensor& src, Tensor& dst, const KvBlocks& blocks, int32_t pos0) override {
+  Status StoreKv(const Tensor& src, Tensor& dst, const KvBatch& batch,
+                 std::span<const int32_t> positions) override {
     if (!IsKvType(dst.type)) return Unsupported(Op::kStoreKv, dst.type);
     const int64_t n = src.ne[0];
     if (dst.ne[0] != n || n % GgmlBlockSize(dst.type) != 0) {
@@ -312,23 +313,29 @@ class CpuOps final : public BackendOps {
                                      std::to_string(dst.ne[0]) + " " +
                                      std::string(GgmlTypeName(dst.type)));
     }
+    SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, src.rows(), dst.rows()));
+    const std::vector<KvBlocks> rows = RowBlocks(batch, src.rows());
     for (int64_t r = 0; r < src.rows(); ++r) {
       quant::QuantizeRow(static_cast<uint32_t>(dst.type), src.f32() + r * n,
-                         const_cast<uint8_t*>(KvRow(dst, blocks, pos0 + r)), n);
+                         const_cast<uint8_t*>(KvRow(dst, rows[static_cast<size_t>(r)],
+                                                    positions[static_cast<size_t>(r)])),
+                         n);
     }
     return Status::Ok();
   }
 
-  Status Attention(const Tensor& q, const Tensor& k, const Tensor& v, const KvBlocks& blocks,
+  Status Attention(const Tensor& q, const Tensor& k, const Tensor& v, const KvBatch& batch,
                    int32_t n_head_kv, std::span<const int32_t> positions, float scale,
                    Tensor& out) override {
     if (!IsKvType(k.type)) return Unsupported(Op::kAttention, k.type);
     if (!IsKvType(v.type)) return Unsupported(Op::kAttention, v.type);
     const int64_t head_dim = q.ne[0], n_head = q.ne[1], n_tokens = q.ne[2];
-    if (n_head_kv < 1 || n_head % n_head_kv != 0 ||
-        static_cast<int64_t>(positions.size()) < n_tokens) {
-      return Status::InvalidArgument("Attention: bad head counts or positions");
+    if (n_head_kv < 1 || n_head % n_head_kv != 0) {
+      return Status::InvalidArgument("Attention: bad head counts");
     }
+    SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, n_tokens, k.rows()));
+    SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, n_tokens, v.rows()));
+    const std::vector<KvBlocks> row_blocks = RowBlocks(batch, n_tokens);
     const int64_t group = n_head / n_head_kv;
     int64_t max_keys = 0;
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -351,6 +358,7 @@ class CpuOps final : public BackendOps {
           for (int64_t item = begin; item < end; ++item) {
             const int64_t t = item / n_head_kv, kvh = item % n_head_kv;
             const int64_t n_keys = positions[static_cast<size_t>(t)] + 1;
+            const KvBlocks& blocks = row_blocks[static_cast<size_t>(t)];
             const float* q0 = q.f32() + (t * n_head + kvh * group) * head_dim;
             if (tile != nullptr) {
               TileScores(tile, k, blocks, kvh, head_dim, q0, group, n_keys, max_keys,
@@ -403,6 +411,16 @@ class CpuOps final : public BackendOps {
   static Status Unsupported(Op op, GgmlType type) {
     return Status::Unimplemented(std::string(OpName(op)) + " on the CPU backend does not take " +
                                  std::string(GgmlTypeName(type)));
+  }
+
+  // Each row's sequence's blocks, for a batch of `rows` rows (checked by CheckKvBatch).
+  static std::vector<KvBlocks> RowBlocks(const KvBatch& batch, int64_t rows) {
+    std::vector<KvBlocks> out;
+    out.reserve(static_cast<size_t>(rows));
+    for (const KvSeq& seq : batch.seqs) {
+      out.insert(out.end(), static_cast<size_t>(seq.n_rows), KvBlocks{seq.table, batch.block_size});
+    }
+    return out;
   }
 
   // Calls fn(j, rows) over keys [0, n_keys) in runs of up to max_rows consecutive

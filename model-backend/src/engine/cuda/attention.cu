@@ -24,9 +24,10 @@ __global__ void AttentionKernel(AttentionArgs a) {
     acc[i] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  const int64_t n_keys = static_cast<int64_t>(a.positions[t]) + 1;
+  const int64_t n_keys = static_cast<int64_t>(a.rows.positions[t]) + 1;
+  const int32_t* table = a.rows.Table(t);
   for (int64_t j = 0; j < n_keys; ++j) {
-    const int64_t row = KvRowIndex(a.table, a.block_size, j);
+    const int64_t row = KvRowIndex(table, a.rows.block_size, j);
     const uint8_t* kr = a.k + row * a.k_row_bytes;
     const uint8_t* vr = a.v + row * a.v_row_bytes;
     float partial = 0.0f;

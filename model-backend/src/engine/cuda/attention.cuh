@@ -1,6 +1,7 @@
-// Attention: fused causal GQA attention of one sequence with online softmax
-// (FlashAttention style: one pass over the keys, no score matrix), reading the
-// paged KV cache (F32, F16 or Q8_0) through the sequence's block table.
+// Attention: fused causal GQA attention of a batch of sequences in one launch,
+// with online softmax (FlashAttention style: one pass over the keys, no score
+// matrix), each token reading the paged KV cache (F32, F16 or Q8_0) through
+// its own sequence's block table.
 #pragma once
 #include "cuda/common.cuh"
 
@@ -14,9 +15,7 @@ struct AttentionArgs {
   const uint8_t* v = nullptr;
   GgmlType k_type = GgmlType::kF16, v_type = GgmlType::kF16;
   int64_t k_row_bytes = 0, v_row_bytes = 0;
-  const int32_t* table = nullptr;      // device
-  int32_t block_size = 0;
-  const int32_t* positions = nullptr;  // device, n_tokens
+  KvRows rows;  // token t: rows.positions[t] in its sequence's blocks
   int64_t head_dim = 0, n_head = 0, n_head_kv = 0, n_tokens = 0;
   float scale = 1.0f;
   float* out = nullptr;  // [head_dim, n_head, n_tokens]

@@ -193,4 +193,25 @@ __host__ __device__ __forceinline__ int64_t KvRowIndex(const int32_t* table, int
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
 }
 
+// A batch's rows in a paged cache (KvBatch on the device): row r is at
+// position positions[r] of the sequence whose block table starts at
+// tables + table_start[r]. Device arrays.
+struct KvRows {
+  const int32_t* tables = nullptr;       // every sequence's table, back to back
+  const int32_t* table_start = nullptr;  // per row
+  const int32_t* positions = nullptr;    // per row
+  int32_t block_size = 0;
+
+  __host__ __device__ __forceinline__ const int32_t* Table(int64_t r) const {
+    return tables + table_start[r];
+  }
+  // The cache row of batch row r, and of position `pos` of row r's sequence.
+  __host__ __device__ __forceinline__ int64_t CacheRow(int64_t r) const {
+    return KvRowIndex(Table(r), block_size, positions[r]);
+  }
+  __host__ __device__ __forceinline__ int64_t CacheRow(int64_t r, int64_t pos) const {
+    return KvRowIndex(Table(r), block_size, pos);
+  }
+};
+
 }  // namespace sinew::model::cuda

@@ -379,20 +379,21 @@ class CudaOps final : public BackendOps {
                       LaunchSwiGlu(gate.f32(), up.f32(), out.f32(), gate.elements(), ctx_.stream));
   }
 
-  Status StoreKv(const Tensor& src, Tensor& dst, const KvBlocks& blocks, int32_t pos0) override {
+  Status StoreKv(const Tensor& src, Tensor& dst, const KvBatch& batch,
+                 std::span<const int32_t> positions) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     if (!IsKvType(dst.type)) return Status::Unimplemented("StoreKv: unsupported cache type");
     if (dst.ne[0] != src.ne[0] || src.ne[0] % GgmlBlockSize(dst.type) != 0) {
       return Status::InvalidArgument("StoreKv: row width does not fit the cache rows");
     }
-    SINEW_ASSIGN_OR_RETURN(const int32_t* d_table, UploadInts(blocks.table, kTable));
+    SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, src.rows(), dst.rows()));
+    SINEW_ASSIGN_OR_RETURN(const KvRows rows, UploadKvBatch(batch, positions, src.rows()));
     return CudaStatus("StoreKv kernel",
                       LaunchStoreKv(src.f32(), src.ne[0], src.rows(), dst.type, dst.data,
-                                    dst.row_bytes(), d_table, blocks.block_size, pos0,
-                                    ctx_.stream));
+                                    dst.row_bytes(), rows, ctx_.stream));
   }
 
-  Status Attention(const Tensor& q, const Tensor& k, const Tensor& v, const KvBlocks& blocks,
+  Status Attention(const Tensor& q, const Tensor& k, const Tensor& v, const KvBatch& batch,
                    int32_t n_head_kv, std::span<const int32_t> positions, float scale,
                    Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
@@ -404,15 +405,13 @@ class CudaOps final : public BackendOps {
     a.n_head = q.ne[1];
     a.n_tokens = q.ne[2];
     a.n_head_kv = n_head_kv;
-    if (a.head_dim > kMaxHeadDim || n_head_kv < 1 || a.n_head % n_head_kv != 0 ||
-        static_cast<int64_t>(positions.size()) < a.n_tokens) {
+    if (a.head_dim > kMaxHeadDim || n_head_kv < 1 || a.n_head % n_head_kv != 0) {
       return Status::InvalidArgument("Attention: head size above " + std::to_string(kMaxHeadDim) +
-                                     ", bad head counts or too few positions");
+                                     " or bad head counts");
     }
-    SINEW_ASSIGN_OR_RETURN(a.table, UploadInts(blocks.table, kTable));
-    SINEW_ASSIGN_OR_RETURN(
-        a.positions,
-        UploadInts(positions.first(static_cast<size_t>(a.n_tokens)), kAttnPositions));
+    SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, a.n_tokens, k.rows()));
+    SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, a.n_tokens, v.rows()));
+    SINEW_ASSIGN_OR_RETURN(a.rows, UploadKvBatch(batch, positions, a.n_tokens));
     a.q = q.f32();
     a.k = static_cast<const uint8_t*>(k.data);
     a.v = static_cast<const uint8_t*>(v.data);
@@ -420,7 +419,6 @@ class CudaOps final : public BackendOps {
     a.v_type = v.type;
     a.k_row_bytes = k.row_bytes();
     a.v_row_bytes = v.row_bytes();
-    a.block_size = blocks.block_size;
     a.scale = scale;
     a.out = out.f32();
     return CudaStatus("Attention kernel", LaunchAttention(a, ctx_.stream));
@@ -449,7 +447,29 @@ class CudaOps final : public BackendOps {
 
  private:
   // Host arrays an op needs on the device, each kind in its own device slot.
-  enum Slot { kIds, kPositions, kTable, kFactors, kAttnPositions, kSlots };
+  enum Slot { kIds, kPositions, kTable, kTableStart, kFactors, kAttnPositions, kSlots };
+
+  // A checked KvBatch of `rows` rows on the device: the sequences' tables back
+  // to back, each row's table start, and the positions. The same batch in
+  // every layer (and in StoreKv and Attention) finds the slots holding it.
+  Result<KvRows> UploadKvBatch(const KvBatch& batch, std::span<const int32_t> positions,
+                               int64_t rows) {
+    tables_.clear();
+    table_start_.clear();
+    for (const KvSeq& seq : batch.seqs) {
+      table_start_.insert(table_start_.end(), static_cast<size_t>(seq.n_rows),
+                          static_cast<int32_t>(tables_.size()));
+      tables_.insert(tables_.end(), seq.table.begin(), seq.table.end());
+    }
+    KvRows out;
+    out.block_size = batch.block_size;
+    SINEW_ASSIGN_OR_RETURN(out.tables, UploadInts(std::span<const int32_t>(tables_), kTable));
+    SINEW_ASSIGN_OR_RETURN(out.table_start,
+                           UploadInts(std::span<const int32_t>(table_start_), kTableStart));
+    SINEW_ASSIGN_OR_RETURN(
+        out.positions, UploadInts(positions.first(static_cast<size_t>(rows)), kAttnPositions));
+    return out;
+  }
 
   // Copies `values` to the device slot of its kind, ordered on the stream
   // before the op's kernel, unless the slot already holds exactly these bytes
@@ -481,6 +501,7 @@ class CudaOps final : public BackendOps {
   Scratch weight_scratch_, act_scratch_, argmax_scratch_;
   Scratch slots_[kSlots];
   std::vector<uint8_t> shadow_[kSlots];  // what each slot holds (empty: unknown)
+  std::vector<int32_t> tables_, table_start_;  // UploadKvBatch's host arrays
 };
 
 class CudaBackend final : public Backend {

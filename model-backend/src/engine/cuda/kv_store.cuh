@@ -3,9 +3,9 @@
 #include "cuda/common.cuh"
 
 namespace sinew::model::cuda {
-// Row r of src (ne0 floats) goes to position pos0 + r of the sequence whose
-// block table (device) is `table`. For Q8_0, ne0 is a multiple of 32.
+// Row r of src (ne0 floats) goes to cache row rows.CacheRow(r): its position
+// in its sequence's blocks. For Q8_0, ne0 is a multiple of 32.
 cudaError_t LaunchStoreKv(const float* src, int64_t ne0, int64_t n_rows, GgmlType type,
-                          void* dst, int64_t dst_row_bytes, const int32_t* table,
-                          int32_t block_size, int32_t pos0, cudaStream_t stream);
+                          void* dst, int64_t dst_row_bytes, const KvRows& rows,
+                          cudaStream_t stream);
 }  // namespace sinew::model::cuda
