@@ -14,6 +14,7 @@
 
 #include "json_matcher.h"
 #include "random_model.h"
+#include "serving_test_device.h"
 #include "sinew/model/constraint.h"
 #include "sinew/model/serving.h"
 #include "sinew/model/tokenizer.h"
@@ -141,6 +142,7 @@ TEST(JsonMatcher, AcceptsTheSchemaLanguageAndNothingElse) {
 // Random weights, the stories260K vocabulary as token texts (SentencePiece
 // pieces, multi-character tokens included), sampled and greedy, batched.
 TEST(JsonSchemaConstraint, RandomWeightModelsAlwaysProduceValidOutput) {
+  SKIP_WITHOUT_TEST_DEVICE();
   auto vocab_source = Engine::Load(testutil::Stories260KPath(), EngineOptions{});
   ASSERT_TRUE(vocab_source.ok());
   auto tokenizer = Tokenizer::FromGguf((*vocab_source)->gguf());
@@ -166,8 +168,7 @@ TEST(JsonSchemaConstraint, RandomWeightModelsAlwaysProduceValidOutput) {
                               ("sinew_constraint_" + std::to_string(::getpid()) + ".gguf"))
                                  .string();
     ASSERT_TRUE(testing::WriteRandomModel(spec, path).ok());
-    EngineOptions eo;
-    eo.n_threads = 2;
+    EngineOptions eo = testing::ServingTestEngineOptions(2);
     auto engine = ServingEngine::Load(path, eo, ServingOptions{});
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
 

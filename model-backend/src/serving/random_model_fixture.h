@@ -11,6 +11,7 @@
 #include <string>
 
 #include "random_model.h"
+#include "serving_test_device.h"
 #include "sinew/model/serving.h"
 
 namespace sinew::model {
@@ -36,6 +37,7 @@ class RandomServingModelTest : public ::testing::TestWithParam<GgmlType> {
   }
 
   void SetUp() override {
+    SKIP_WITHOUT_TEST_DEVICE();
     const testing::RandomModelSpec spec = Spec();
     path_ = (std::filesystem::temp_directory_path() /
              (file_prefix_ + std::to_string(static_cast<int>(GetParam())) + "_" + std::to_string(::getpid()) +
@@ -47,8 +49,7 @@ class RandomServingModelTest : public ::testing::TestWithParam<GgmlType> {
 
   // The engine over the model with 2 threads; null (and a test failure) if it fails.
   std::unique_ptr<ServingEngine> Load(const ServingOptions& options) {
-    EngineOptions eo;
-    eo.n_threads = 2;
+    EngineOptions eo = testing::ServingTestEngineOptions(2);
     auto engine = ServingEngine::Load(path_, eo, options);
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
     return engine.ok() ? std::move(engine).value() : nullptr;

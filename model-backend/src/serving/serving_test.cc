@@ -11,6 +11,7 @@
 
 #include "random_model.h"
 #include "random_model_fixture.h"
+#include "serving_test_device.h"
 #include "sinew/model/tokenizer.h"
 #include "test_util.h"
 
@@ -178,9 +179,9 @@ INSTANTIATE_TEST_SUITE_P(Types, ServingRandomModelTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
 
 TEST(ServingStories260K, GreedyTextMatchesTheReferenceWhileBatched) {
+  SKIP_WITHOUT_TEST_DEVICE();
   const std::string path = testutil::Stories260KPath();
-  EngineOptions eo;
-  eo.n_threads = 2;
+  EngineOptions eo = testing::ServingTestEngineOptions(2);
   auto engine = ServingEngine::Load(path, eo, ServingOptions{});
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   auto tokenizer = Tokenizer::FromGguf((*engine)->gguf());
@@ -201,8 +202,8 @@ TEST(ServingStories260K, GreedyTextMatchesTheReferenceWhileBatched) {
 }
 
 TEST(ServingStories260K, OverloadIsRefusedAndCallbacksStop) {
-  EngineOptions eo;
-  eo.n_threads = 1;
+  SKIP_WITHOUT_TEST_DEVICE();
+  EngineOptions eo = testing::ServingTestEngineOptions(1);
   ServingOptions so;
   so.max_waiting = 0;  // nothing may wait: every request is refused
   auto engine = ServingEngine::Load(testutil::Stories260KPath(), eo, so);
