@@ -2,28 +2,39 @@
 # The GPU check of the model engine's CUDA backend, in two halves.
 #
 #   scripts/device-check.sh pack [PACK_DIR]   (here, on a build machine with nvcc)
-#       Builds the gpu-labelled test binaries, sinew-model and sinew-model-bench (SINEW_CUDA=ON,
-#       sm_90 + PTX) and packs them with their non-system shared libraries (from
-#       ldd), stories260K and the bench script into PACK_DIR (default:
-#       build/device-pack, under 64 MiB so a device run can carry it).
+#       Builds the gpu-labelled test binaries, sinew-model, sinew-model-bench and
+#       bench_serving (SINEW_CUDA=ON, sm_90 + PTX) and packs them with their
+#       non-system shared libraries (from ldd), stories260K and the bench scripts
+#       into PACK_DIR (default: build/device-pack), and that into PACK_DIR.tar.xz.
+#       With SINEW_LLAMA_BIN (a directory with llama.cpp's llama-bench and
+#       llama-batched-bench built here with nvcc for sm_90, e.g. b4747), they travel
+#       too, with their libraries (PACK_DIR/llama); with SINEW_LLAMA_SRC (a llama.cpp
+#       source tree) its sources do (llama-src.tar.xz), to be built there.
 #   scripts/device-check.sh run [PACK_DIR]    (there, on the GPU machine: Ubuntu 24.04,
 #       CUDA 13 driver and cuBLAS installed, nothing else)
 #       Runs the CUDA op tests, the whole-model parity tests, the serving tests
 #       (batched == single, prefix cache, preemption by swap and recompute,
 #       constrained outputs) and the real server with 64 SSE streams, and the GPU
-#       benchmark, writing everything under $OUT (default: ./device-out):
+#       benchmarks, writing everything under $OUT (default: ./device-out):
 #       nvidia-smi.txt, cuda_ops.{log,json}, cuda_model.{log,json},
-#       cuda_serving.{log,json}, cuda_server.{log,json}, gpu_bench.{log,txt},
-#       summary.txt. Each part has its own timeout; all of them take up to about
-#       10 minutes, so SINEW_DEVICE_PARTS picks some (default
-#       ops,model,serving,server,bench) to split them over two calls.
+#       cuda_serving.{log,json}, cuda_server.{log,json}, llama_build.log,
+#       gpu_bench.{log,txt}, gpu_serving_bench.{log,txt}, summary.txt. Each part has
+#       its own timeout; all of them take more than one call's 10 minutes, so
+#       SINEW_DEVICE_PARTS picks some: the parts are ops, model, serving, server,
+#       llama (builds llama-bench and llama-batched-bench with CUDA from packed
+#       sources under /tmp/sinew-llama: about 2 minutes, so in the same call as the
+#       benchmarks that use them), bench (issue 12's pp/tg table) and serving_bench
+#       (issue 16's streams and agent tables); default ops,model,serving,server.
 #
 # With the device tool: run `scripts/device-check.sh pack` here, then
 #   run(command="tar -C build -xJf build/device-pack.tar.xz && scripts/device-check.sh run",
 #       carry=["build/device-pack.tar.xz"], timeout_s=540)
 # (the directory itself is over the 64 MiB a call carries; the archive is not).
+# and a second call with SINEW_DEVICE_PARTS=bench,serving_bench.
 # env: SINEW_BUILD_DIR (default build), SINEW_BENCH_REPS (default 2),
-#      SINEW_LLAMA_BENCH (optional path of llama.cpp's CUDA llama-bench there),
+#      SINEW_LLAMA_BIN, SINEW_LLAMA_SRC (pack: see above; run: SINEW_LLAMA_BIN
+#      overrides where llama.cpp's binaries are: by default the pack's, else
+#      those the llama part built),
 #      SINEW_SKIP_BENCH=1 (tests only), SINEW_DEVICE_PARTS (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,11 +57,11 @@ pack() {
   cmake -S . -B "$build" -G Ninja -DSINEW_CUDA=ON -DSINEW_WERROR=ON > /dev/null
   cmake --build "$build" --target sinew_model_cuda_ops_test sinew_model_cuda_model_test \
     sinew_model_cuda_serving_test sinew_model_cuda_server_test sinew-model sinew-model-bench \
-    -j"$(nproc)"
+    bench_serving -j"$(nproc)"
   rm -rf "$PACK"
   mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/root/model-backend/bench" "$PACK/shared/models"
   for b in sinew_model_cuda_ops_test sinew_model_cuda_model_test sinew_model_cuda_serving_test \
-           sinew_model_cuda_server_test sinew-model sinew-model-bench; do
+           sinew_model_cuda_server_test sinew-model sinew-model-bench bench_serving; do
     cp "$build/bin/$b" "$PACK/bin/"
     strip --strip-debug "$PACK/bin/$b"
     ldd "$build/bin/$b" | awk '/=> \// { print $3 }' | while read -r lib; do
@@ -59,7 +70,23 @@ pack() {
       fi
     done
   done
-  cp model-backend/bench/run_gpu_bench.sh "$PACK/root/model-backend/bench/"
+  cp model-backend/bench/run_gpu_bench.sh model-backend/bench/run_gpu_serving_bench.sh \
+    "$PACK/root/model-backend/bench/"
+  if [ -n "${SINEW_LLAMA_BIN:-}" ]; then
+    mkdir -p "$PACK/llama"
+    for b in llama-bench llama-batched-bench; do
+      cp "$SINEW_LLAMA_BIN/$b" "$PACK/llama/"
+      ldd "$SINEW_LLAMA_BIN/$b" | awk '/=> \// { print $3 }' | while read -r lib; do
+        if ! is_system_lib "$lib" && [ ! -f "$PACK/llama/$(basename "$lib")" ]; then
+          cp -L "$lib" "$PACK/llama/"
+        fi
+      done
+    done
+  fi
+  if [ -n "${SINEW_LLAMA_SRC:-}" ]; then
+    tar -C "$SINEW_LLAMA_SRC" --exclude=./build --exclude=./.git --exclude=./models \
+      --exclude=./docs --exclude=./media -cJf "$PACK/llama-src.tar.xz" .
+  fi
   cp scripts/device-check.sh "$PACK/"
   cp "$ROOT/../shared/models/stories260K.gguf" "$PACK/shared/models/"
   for lib in "$PACK"/lib/*; do strip --strip-unneeded "$lib" 2>/dev/null || true; done
@@ -79,7 +106,7 @@ run() {
   export LD_LIBRARY_PATH="$pack_abs/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   export SINEW_SOURCE_DIR="$pack_abs/root"  # tests find ../shared/models/stories260K.gguf
   export SINEW_BIN_DIR="$pack_abs/bin"       # the server test starts sinew-model from here
-  local parts=",${SINEW_DEVICE_PARTS:-ops,model,serving,server,bench},"
+  local parts=",${SINEW_DEVICE_PARTS:-ops,model,serving,server},"
   local summary="$out/summary.txt"
   : > "$summary"
   { nvidia-smi || echo "nvidia-smi failed"; } > "$out/nvidia-smi.txt" 2>&1
@@ -111,11 +138,38 @@ run() {
     part cuda_server 60 "$pack_abs/bin/sinew_model_cuda_server_test" \
       --gtest_output="json:$out/cuda_server.json"
   fi
-  local bench_args=(--bin-dir "$pack_abs/bin" --work-dir /tmp/sinew-gpu-bench
-                    -r "${SINEW_BENCH_REPS:-2}" --out "$out/gpu_bench.txt")
-  if [ -n "${SINEW_LLAMA_BENCH:-}" ]; then bench_args+=(--llama-bench "$SINEW_LLAMA_BENCH"); fi
-  if [ "${SINEW_SKIP_BENCH:-0}" = 1 ] || ! want bench; then cat "$summary"; return; fi
-  part gpu_bench 230 "$pack_abs/root/model-backend/bench/run_gpu_bench.sh" "${bench_args[@]}"
+  if want llama; then
+    if [ -f "$pack_abs/llama-src.tar.xz" ]; then
+      part llama_build 300 bash -c "rm -rf /tmp/sinew-llama && mkdir -p /tmp/sinew-llama &&
+        tar -C /tmp/sinew-llama -xJf '$pack_abs/llama-src.tar.xz' &&
+        cmake -S /tmp/sinew-llama -B /tmp/sinew-llama/build -DGGML_CUDA=ON \
+          -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+          -DCMAKE_BUILD_TYPE=Release &&
+        cmake --build /tmp/sinew-llama/build --target llama-bench llama-batched-bench -j\$(nproc)"
+    else
+      echo "llama: no llama-src.tar.xz in the pack (SINEW_LLAMA_SRC at pack time)" | tee -a "$summary"
+    fi
+  fi
+  local llama_bin=${SINEW_LLAMA_BIN:-/tmp/sinew-llama/build/bin}
+  if [ -z "${SINEW_LLAMA_BIN:-}" ] && [ -x "$pack_abs/llama/llama-bench" ]; then
+    llama_bin=$pack_abs/llama
+  fi
+  export LD_LIBRARY_PATH="$llama_bin:$LD_LIBRARY_PATH"
+  if want bench; then
+    local bench_args=(--bin-dir "$pack_abs/bin" --work-dir /tmp/sinew-gpu-bench
+                      -r "${SINEW_BENCH_REPS:-2}" --out "$out/gpu_bench.txt")
+    if [ -x "$llama_bin/llama-bench" ]; then bench_args+=(--llama-bench "$llama_bin/llama-bench"); fi
+    part gpu_bench 230 "$pack_abs/root/model-backend/bench/run_gpu_bench.sh" "${bench_args[@]}"
+  fi
+  if want serving_bench; then
+    local serving_args=(--bin-dir "$pack_abs/bin" --work-dir /tmp/sinew-gpu-bench
+                        --out "$out/gpu_serving_bench.txt")
+    if [ -x "$llama_bin/llama-batched-bench" ]; then
+      serving_args+=(--llama-batched-bench "$llama_bin/llama-batched-bench")
+    fi
+    part gpu_serving_bench 280 "$pack_abs/root/model-backend/bench/run_gpu_serving_bench.sh" \
+      "${serving_args[@]}"
+  fi
   cat "$summary"
 }
 

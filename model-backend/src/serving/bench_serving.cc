@@ -1,17 +1,28 @@
 // bench_serving: what the ServingEngine buys over the same engine run one
 // request at a time.
-//   bench_serving [--model FILE.gguf] [--threads N] [--tokens N] [--turns N]
+//   bench_serving [--model FILE.gguf] [--device cpu|cuda:N] [--threads N]
+//                 [--streams 1,8,32] [--prompt 17] [--tokens 32] [--reference 1]
+//                 [--max-running 32] [--step-tokens 512] [--turns 20] [--sections
+//                 throughput,agent,pressure]
 //                 [--embd 512] [--layers 8] [--ff 1408] [--pressure-only 1]
 // Without --model it writes a random-weight llama (by default ~28M parameters,
 // Q8_0, vocab 4096; --embd/--layers/--ff change its shape) to a temporary file. Prints:
-//  1. aggregate generation throughput with 1, 8 and 32 concurrent streams
-//     against Engine::Generate run one request at a time (ratio);
+//  1. throughput: --streams concurrent streams of --prompt prompt tokens and
+//     --tokens new ones, greedy, with and without batch-invariant padding:
+//     aggregate generated tokens / wall time (prefill included) and the
+//     generation rate once every stream has its first token (tokens generated
+//     after that moment / the time after it: what llama-batched-bench calls
+//     S_TG), and with --reference 1 Engine::Generate run one request at a time
+//     (ratio);
 //  2. an agent-shaped workload: each turn re-sends the whole history plus a
 //     short new message; time to first token per turn, prefix cache on and off;
 //  3. memory pressure: 16 streams of 32 prompt + 224 new tokens in a KV cache of
 //     one context (2048 positions): all are admitted, then outgrow the cache
 //     as they decode, so that preemption is constant. Wall time with preempted
 //     sequences swapped to host memory against recomputed.
+// Lines starting with "RESULT" carry the figures in key=value form for scripts
+// (model-backend/bench/run_gpu_serving_bench.sh).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -49,41 +60,78 @@ SamplingParams Params(int32_t max_tokens) {
   return p;
 }
 
-void Throughput(ServingEngine& serving, int streams, int tokens) {
-  uint32_t state = 11u + static_cast<uint32_t>(streams);
+struct ThroughputShape {
+  int streams = 1;
+  int prompt = 17;
+  int tokens = 32;
+  bool reference = true;
+};
+
+void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char* mode) {
+  uint32_t state = 11u + static_cast<uint32_t>(shape.streams);
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < streams; ++i) {
+  for (int i = 0; i < shape.streams; ++i) {
     std::vector<int32_t> p = {1};
-    auto rest = RandomTokens(serving.info().n_vocab, 16, state);
+    auto rest = RandomTokens(serving.info().n_vocab, shape.prompt - 1, state);
     p.insert(p.end(), rest.begin(), rest.end());
     prompts.push_back(std::move(p));
   }
   // Reference: the same engine, one request at a time.
-  auto start = Clock::now();
-  int64_t ref_tokens = 0;
-  for (const auto& p : prompts) {
-    auto r = serving.engine().Generate(p, Params(tokens), nullptr);
-    if (r.ok()) ref_tokens += static_cast<int64_t>(r->tokens.size());
+  double ref_tps = 0;
+  if (shape.reference) {
+    const auto start = Clock::now();
+    int64_t ref_tokens = 0;
+    for (const auto& p : prompts) {
+      auto r = serving.engine().Generate(p, Params(shape.tokens), nullptr);
+      if (r.ok()) ref_tokens += static_cast<int64_t>(r->tokens.size());
+    }
+    ref_tps = static_cast<double>(ref_tokens) / Seconds(start);
   }
-  const double ref_s = Seconds(start);
-  // Served: all streams at once.
-  std::vector<int64_t> counts(prompts.size(), 0);
+  // Served: all streams at once; every token's arrival time is kept.
+  std::vector<std::vector<double>> arrivals(prompts.size());
+  std::vector<std::string> errors(prompts.size());
   std::vector<std::thread> threads;
-  start = Clock::now();
+  const auto start = Clock::now();
   for (size_t i = 0; i < prompts.size(); ++i) {
+    arrivals[i].reserve(static_cast<size_t>(shape.tokens));
     threads.emplace_back([&, i] {
-      auto r = serving.Generate(prompts[i], Params(tokens), nullptr);
-      if (r.ok()) counts[i] = static_cast<int64_t>(r->tokens.size());
+      auto r = serving.Generate(prompts[i], Params(shape.tokens), [&](const GeneratedToken&) {
+        arrivals[i].push_back(Seconds(start));
+        return true;
+      });
+      if (!r.ok()) errors[i] = r.status().ToString();
     });
   }
   for (auto& t : threads) t.join();
-  const double srv_s = Seconds(start);
-  int64_t srv_tokens = 0;
-  for (int64_t c : counts) srv_tokens += c;
-  const double ref_tps = static_cast<double>(ref_tokens) / ref_s;
-  const double srv_tps = static_cast<double>(srv_tokens) / srv_s;
-  std::printf("streams %2d: one-at-a-time %8.1f tok/s   batched %8.1f tok/s   ratio %.2fx\n",
-              streams, ref_tps, srv_tps, srv_tps / ref_tps);
+  const double wall = Seconds(start);
+  for (const std::string& e : errors) {
+    if (!e.empty()) {
+      std::printf("streams %d: a generation failed: %s\n", shape.streams, e.c_str());
+      return;
+    }
+  }
+  int64_t tokens = 0;
+  double all_started = 0;  // when the last stream got its first token
+  for (const auto& a : arrivals) {
+    tokens += static_cast<int64_t>(a.size());
+    if (!a.empty()) all_started = std::max(all_started, a.front());
+  }
+  int64_t after = 0;
+  for (const auto& a : arrivals) {
+    for (double t : a) after += t > all_started ? 1 : 0;
+  }
+  const double e2e_tps = static_cast<double>(tokens) / wall;
+  const double gen_tps = wall > all_started ? static_cast<double>(after) / (wall - all_started) : 0;
+  std::printf("streams %3d: %8.1f tok/s end to end, %8.1f tok/s generating", shape.streams, e2e_tps,
+              gen_tps);
+  if (shape.reference) {
+    std::printf("   one-at-a-time %8.1f tok/s   ratio %.2fx", ref_tps, e2e_tps / ref_tps);
+  }
+  std::printf(
+      "\nRESULT throughput mode=%s streams=%d prompt=%d tokens=%d wall_s=%.3f "
+      "all_started_s=%.3f e2e_tps=%.1f gen_tps=%.1f ref_tps=%.1f\n",
+      mode, shape.streams, shape.prompt, shape.tokens, wall, all_started, e2e_tps, gen_tps,
+      ref_tps);
   std::fflush(stdout);
 }
 
@@ -150,26 +198,99 @@ void Pressure(const std::string& model, const EngineOptions& eo) {
         swap_mib > 0 && recompute_s > 0
             ? ("   recompute / swap time = " + std::to_string(recompute_s / s)).c_str()
             : "");
+    std::printf("RESULT pressure mode=%s wall_s=%.3f preemptions=%llu swap_outs=%llu\n",
+                swap_mib > 0 ? "swap" : "recompute", s,
+                static_cast<unsigned long long>(st.preemptions),
+                static_cast<unsigned long long>(st.swap_outs));
     if (swap_mib == 0) recompute_s = s;
   }
+}
+
+// One short generation, so that no measurement pays first-touch costs (page
+// faults, CUDA module loading, cuBLAS handles).
+void WarmUp(ServingEngine& serving) {
+  uint32_t state = 7;
+  std::vector<int32_t> p = {1};
+  auto rest = RandomTokens(serving.info().n_vocab, 40, state);
+  p.insert(p.end(), rest.begin(), rest.end());
+  (void)serving.Generate(p, Params(8), nullptr);
+}
+
+std::vector<int> IntList(const char* text) {
+  std::vector<int> out;
+  for (const char* p = text; *p != '\0';) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || v <= 0) return {};
+    out.push_back(static_cast<int>(v));
+    p = *end == ',' ? end + 1 : end;
+    if (*end != ',' && *end != '\0') return {};
+  }
+  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model;
-  int threads = 2, tokens = 32, turns = 20, embd = 512, layers = 8, ff = 1408, pressure_only = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--model") == 0) model = argv[i + 1];
-    else if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--tokens") == 0) tokens = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--turns") == 0) turns = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--embd") == 0) embd = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--layers") == 0) layers = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--ff") == 0) ff = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--pressure-only") == 0)
-      pressure_only = std::atoi(argv[i + 1]);
+  std::string model, device = "cpu", sections = "throughput,agent,pressure";
+  int threads = 2, turns = 20, embd = 512, layers = 8, ff = 1408, max_running = 32;
+  int step_tokens = ServingOptions().step_tokens;
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "options come in pairs; see the comment at the top of bench_serving.cc\n");
+    return 2;
   }
+  ThroughputShape shape;
+  shape.prompt = 17;
+  shape.tokens = 32;
+  std::vector<int> streams = {1, 8, 32};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const char* v = argv[i + 1];
+    if (std::strcmp(argv[i], "--model") == 0)
+      model = v;
+    else if (std::strcmp(argv[i], "--device") == 0)
+      device = v;
+    else if (std::strcmp(argv[i], "--threads") == 0)
+      threads = std::atoi(v);
+    else if (std::strcmp(argv[i], "--tokens") == 0)
+      shape.tokens = std::atoi(v);
+    else if (std::strcmp(argv[i], "--prompt") == 0)
+      shape.prompt = std::atoi(v);
+    else if (std::strcmp(argv[i], "--reference") == 0)
+      shape.reference = std::atoi(v) != 0;
+    else if (std::strcmp(argv[i], "--streams") == 0)
+      streams = IntList(v);
+    else if (std::strcmp(argv[i], "--max-running") == 0)
+      max_running = std::atoi(v);
+    else if (std::strcmp(argv[i], "--step-tokens") == 0)
+      step_tokens = std::atoi(v);
+    else if (std::strcmp(argv[i], "--turns") == 0)
+      turns = std::atoi(v);
+    else if (std::strcmp(argv[i], "--sections") == 0)
+      sections = v;
+    else if (std::strcmp(argv[i], "--embd") == 0)
+      embd = std::atoi(v);
+    else if (std::strcmp(argv[i], "--layers") == 0)
+      layers = std::atoi(v);
+    else if (std::strcmp(argv[i], "--ff") == 0)
+      ff = std::atoi(v);
+    else if (std::strcmp(argv[i], "--pressure-only") == 0 && std::atoi(v) != 0)
+      sections = "pressure";
+    else {
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench_serving.cc)\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  if (streams.empty() || shape.prompt < 1 || shape.tokens < 1 || max_running < 1 ||
+      step_tokens < 1) {
+    std::fprintf(stderr,
+                 "--streams, --prompt, --tokens, --max-running and --step-tokens take "
+                 "positive numbers\n");
+    return 2;
+  }
+  auto section = [&sections](const char* name) {
+    return ("," + sections + ",").find("," + std::string(name) + ",") != std::string::npos;
+  };
   std::string temp;
   if (model.empty()) {
     testing::RandomModelSpec spec;
@@ -191,31 +312,57 @@ int main(int argc, char** argv) {
   EngineOptions eo;
   eo.n_threads = threads;
   eo.n_ctx = 2048;
+  eo.device = device;
+  const int most_streams = *std::max_element(streams.begin(), streams.end());
   for (bool cache : {true, false}) {
-    if (pressure_only != 0) break;
     ServingOptions so;
     so.prefix_cache = cache;
+    so.max_running = std::max(max_running, most_streams);
+    so.max_waiting = std::max(so.max_waiting, most_streams);
+    so.step_tokens = step_tokens;
     auto serving = ServingEngine::Load(model, eo, so);
     if (!serving.ok()) {
       std::fprintf(stderr, "%s\n", serving.status().ToString().c_str());
       return 1;
     }
+    WarmUp(**serving);
     const ModelInfo& mi = (*serving)->info();
     if (cache) {
-      std::printf("model %s: %s %s, %lld params, %d threads, simd %s\n", model.c_str(),
+      std::printf("model %s: %s %s, %lld params, device %s, %d threads, simd %s\n", model.c_str(),
                   mi.arch.c_str(), mi.weight_type.c_str(), static_cast<long long>(mi.n_params),
-                  threads, mi.simd.c_str());
-      std::printf("== throughput: %d new tokens per stream, greedy, batch-invariant ==\n",
-                  tokens);
-      for (int streams : {1, 8, 32}) Throughput(**serving, streams, tokens);
+                  mi.device.c_str(), threads, mi.simd.c_str());
+    }
+    if (cache && section("throughput")) {
+      std::printf(
+          "== throughput: %d prompt + %d new tokens per stream, greedy, "
+          "batch-invariant ==\n",
+          shape.prompt, shape.tokens);
+      for (int n : streams) {
+        shape.streams = n;
+        Throughput(**serving, shape, "invariant");
+      }
       ServingOptions loose = so;
       loose.batch_invariant = false;
-      auto fast = ServingEngine::Load(model, eo, loose);
-      if (fast.ok()) {
-        std::printf("== throughput without batch-invariant padding ==\n");
-        for (int streams : {1, 8, 32}) Throughput(**fast, streams, tokens);
+      serving->reset();  // one copy of the weights in memory at a time
+      {
+        auto fast = ServingEngine::Load(model, eo, loose);
+        if (fast.ok()) {
+          WarmUp(**fast);
+          std::printf("== throughput without batch-invariant padding ==\n");
+          for (int n : streams) {
+            shape.streams = n;
+            Throughput(**fast, shape, "loose");
+          }
+        }
       }
+      serving = ServingEngine::Load(model, eo, so);
+      if (!serving.ok()) {
+        std::fprintf(stderr, "%s\n", serving.status().ToString().c_str());
+        return 1;
+      }
+      WarmUp(**serving);
     }
+    if (!section("agent")) continue;
     std::vector<double> ttft = AgentTurns(**serving, turns);
     std::printf("== agent workload, prefix cache %s: time to first token per turn (ms) ==\n",
                 cache ? "ON" : "OFF");
@@ -227,9 +374,12 @@ int main(int argc, char** argv) {
                   ttft.size(), ttft.back() / ttft.front(),
                   static_cast<unsigned long long>((*serving)->stats().prefix_hit_tokens),
                   static_cast<unsigned long long>((*serving)->stats().prefix_miss_tokens));
+      std::printf("RESULT agent cache=%s turns=%zu ttft_ms=", cache ? "on" : "off", ttft.size());
+      for (size_t t = 0; t < ttft.size(); ++t) std::printf("%s%.1f", t ? "," : "", ttft[t]);
+      std::printf("\n");
     }
   }
-  Pressure(model, eo);
+  if (section("pressure")) Pressure(model, eo);
   if (!temp.empty()) std::filesystem::remove(temp);
   return 0;
 }
