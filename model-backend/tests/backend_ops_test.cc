@@ -549,6 +549,109 @@ OPS_TEST(ArgmaxPerRow) {
   EXPECT_EQ(ids, (std::vector<int32_t>{7, static_cast<int32_t>(n - 1), 100}));
 }
 
+// Every transform of RowSampling, masks, both vocabulary sizes of the models,
+// sampled on each backend from the same logits as on the scalar reference. The
+// CPU backends run ChooseToken itself: equal ids. A device sums in another
+// order (sample_select.h), so a draw within rounding of a boundary could pick
+// a neighbour: at most one such row is allowed there, and greedy rows never.
+OPS_TEST(SampleRowsEveryTransformAndMask) {
+  for (const int64_t n : {int64_t{32000}, int64_t{1001}}) {
+    const int64_t n_rows = 6;
+    std::vector<float> x = Random(static_cast<size_t>(n * n_rows), 33);
+    for (float& v : x) v *= 6.0f;
+    x[static_cast<size_t>(n + 40)] = x[static_cast<size_t>(n + 41)] = 30.0f;  // a tie at the top
+    const int64_t words = MaskWords(n);
+    std::vector<uint32_t> masks(static_cast<size_t>(2 * words), 0);
+    for (int64_t i = 0; i < n; i += 3) masks[static_cast<size_t>(i / 32)] |= 1u << (i % 32);
+    for (int64_t i : {int64_t{5}, n - 1, n / 2}) {  // a grammar's few choices
+      masks[static_cast<size_t>(words + i / 32)] |= 1u << (i % 32);
+    }
+    std::vector<RowSampling> rows;
+    uint32_t state = 9;
+    auto next_u = [&state] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<double>(state >> 8) / 16777216.0;
+    };
+    for (int32_t r = 0; r < n_rows; ++r) {
+      for (int variant = 0; variant < 8; ++variant) {
+        RowSampling s;
+        s.row = r;
+        s.greedy = variant == 0;
+        s.temperature = 0.3f + 0.25f * static_cast<float>(variant);
+        s.top_k = variant == 2 ? 40 : variant == 3 ? 1 : 0;
+        s.top_p = variant == 4 ? 0.9f : variant == 5 ? 0.3f : 1.0f;
+        s.min_p = variant == 6 ? 0.1f : 0.0f;
+        s.mask = variant == 7 ? r % 2 : -1;
+        s.u = next_u();
+        rows.push_back(s);
+      }
+    }
+    auto run = [&](Backend& b) {
+      Buf t = UploadF32(b, x, n, n_rows);
+      std::vector<SampledToken> out(rows.size());
+      Must(b.ops().SampleRows(t.t, rows, masks, out));
+      return out;
+    };
+    const std::vector<SampledToken> want = run(*reference_);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_GE(want[i].id, 0);
+      if (rows[i].mask >= 0) {
+        const uint32_t* m = masks.data() + rows[i].mask * words;
+        EXPECT_TRUE(m[want[i].id / 32] >> (want[i].id % 32) & 1u) << "entry " << i;
+      }
+    }
+    EXPECT_EQ(want[8].id, 40) << "greedy takes the first of a tie (row 1)";
+    for (size_t c = 0; c < backends_.size(); ++c) {
+      const std::vector<SampledToken> got = run(*backends_[c]);
+      int differ = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (got[i].id == want[i].id) {
+          EXPECT_NEAR(got[i].logprob, want[i].logprob, 1e-4 * (1 + std::fabs(want[i].logprob)));
+          continue;
+        }
+        ++differ;
+        EXPECT_FALSE(rows[i].greedy) << candidates_[c].label << " entry " << i;
+      }
+      EXPECT_LE(differ, candidates_[c].device ? 1 : 0) << candidates_[c].label << " n " << n;
+    }
+  }
+}
+
+OPS_TEST(SampleRowsRefusesWhatIsOutOfRange) {
+  const int64_t n = 100;
+  std::vector<float> x = Random(static_cast<size_t>(n * 2), 5);
+  const std::vector<uint32_t> one_mask(static_cast<size_t>(MaskWords(n)), ~0u);
+  for (const auto& b : backends_) {
+    Buf t = UploadF32(*b, x, n, 2);
+    for (const auto& [what, bad] : std::vector<std::pair<std::string, RowSampling>>{
+             {"row past the logits", RowSampling{.row = 2}},
+             {"negative row", RowSampling{.row = -1}},
+             {"mask past the masks", RowSampling{.mask = 1}},
+             {"top_p of 0", RowSampling{.greedy = false, .top_p = 0.0f}},
+             {"u of 1", RowSampling{.greedy = false, .u = 1.0}},
+             {"negative top_k", RowSampling{.top_k = -1}}}) {
+      std::vector<SampledToken> out(1);
+      const Status s = b->ops().SampleRows(t.t, std::span(&bad, 1), one_mask, out);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << b->name() << ": " << what;
+    }
+    RowSampling fine;
+    std::vector<SampledToken> none;
+    EXPECT_EQ(b->ops().SampleRows(t.t, std::span(&fine, 1), one_mask, none).code(),
+              StatusCode::kInvalidArgument)
+        << b->name() << ": no room for the token";
+    const std::vector<uint32_t> ragged(3, ~0u);
+    std::vector<SampledToken> out(1);
+    EXPECT_EQ(b->ops().SampleRows(t.t, std::span(&fine, 1), ragged, out).code(),
+              StatusCode::kInvalidArgument)
+        << b->name() << ": a partial mask";
+    // An empty mask allows nothing: no token, not an error.
+    const std::vector<uint32_t> empty(static_cast<size_t>(MaskWords(n)), 0u);
+    RowSampling masked{.mask = 0};
+    ASSERT_TRUE(b->ops().SampleRows(t.t, std::span(&masked, 1), empty, out).ok());
+    EXPECT_EQ(out[0].id, -1) << b->name();
+  }
+}
+
 OPS_TEST(SupportsEveryOpTheModelsUse) {
   for (const auto& b : backends_) {
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
@@ -562,6 +665,7 @@ OPS_TEST(SupportsEveryOpTheModelsUse) {
     }
     EXPECT_FALSE(b->ops().Supports(Op::kAttention, GgmlType::kQ4_K)) << b->name();
     EXPECT_FALSE(b->ops().Supports(Op::kRmsNorm, GgmlType::kQ8_0)) << b->name();
+    EXPECT_TRUE(b->ops().Supports(Op::kSampleRows, GgmlType::kF32)) << b->name();
   }
 }
 

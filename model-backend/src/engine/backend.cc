@@ -81,6 +81,40 @@ Status CheckKvBatch(const KvBatch& batch, std::span<const int32_t> positions, in
   return Status::Ok();
 }
 
+Status CheckRowSampling(std::span<const RowSampling> rows, int64_t n_rows, int64_t n_vocab,
+                        std::span<const uint32_t> masks, size_t out_size) {
+  if (out_size < rows.size()) {
+    return Status::InvalidArgument("SampleRows: " + std::to_string(rows.size()) +
+                                   " rows but room for " + std::to_string(out_size) + " tokens");
+  }
+  const int64_t words = MaskWords(n_vocab);
+  if (words == 0 || static_cast<int64_t>(masks.size()) % words != 0) {
+    return Status::InvalidArgument("SampleRows: masks are not whole masks of " +
+                                   std::to_string(words) + " words");
+  }
+  const int64_t n_masks = static_cast<int64_t>(masks.size()) / words;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowSampling& r = rows[i];
+    auto bad = [i](const std::string& what) {
+      return Status::InvalidArgument("SampleRows: entry " + std::to_string(i) + ": " + what);
+    };
+    if (r.row < 0 || r.row >= n_rows) {
+      return bad("row " + std::to_string(r.row) + " outside the " + std::to_string(n_rows) +
+                 " rows of logits");
+    }
+    if (r.mask < -1 || r.mask >= n_masks) {
+      return bad("mask " + std::to_string(r.mask) + " outside the " + std::to_string(n_masks) +
+                 " masks");
+    }
+    if (!(r.temperature >= 0 && r.temperature <= 100)) return bad("temperature outside [0, 100]");
+    if (r.top_k < 0) return bad("top_k below 0");
+    if (!(r.top_p > 0 && r.top_p <= 1)) return bad("top_p outside (0, 1]");
+    if (!(r.min_p >= 0 && r.min_p <= 1)) return bad("min_p outside [0, 1]");
+    if (!(r.u >= 0 && r.u < 1)) return bad("u outside [0, 1)");
+  }
+  return Status::Ok();
+}
+
 std::string_view OpName(Op op) {
   switch (op) {
     case Op::kGetRows: return "GetRows";
@@ -93,6 +127,8 @@ std::string_view OpName(Op op) {
     case Op::kStoreKv: return "StoreKv";
     case Op::kAttention: return "Attention";
     case Op::kArgmax: return "Argmax";
+    case Op::kSampleRows:
+      return "SampleRows";
   }
   return "unknown";
 }

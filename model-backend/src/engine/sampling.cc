@@ -57,77 +57,117 @@ void Sampler::Penalize(std::span<float> logits, std::span<const int32_t> history
   }
 }
 
-int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
-                        GeneratedToken* out) {
-  const int32_t n_vocab = static_cast<int32_t>(logits.size());
-  // Model log-probabilities, before any transform.
+float LogSumExp(std::span<const float> logits) {
   float max_logit = -INFINITY;
   for (float l : logits) max_logit = std::max(max_logit, l);
   double sum = 0;
   for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
-  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  return max_logit + static_cast<float>(std::log(sum));
+}
+
+int32_t ChooseToken(std::span<const float> logits, const RowSampling& row,
+                    std::vector<std::pair<float, int32_t>>& candidates) {
+  const int32_t n_vocab = static_cast<int32_t>(logits.size());
+  if (row.greedy || row.temperature <= 0) {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  candidates.clear();
+  candidates.reserve(logits.size());
+  for (int32_t i = 0; i < n_vocab; ++i) candidates.emplace_back(logits[static_cast<size_t>(i)], i);
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates.size();
+  if (row.top_k > 0 && static_cast<size_t>(row.top_k) < keep) {
+    keep = static_cast<size_t>(row.top_k);
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates.end(), by_logit);
+    candidates.resize(keep);
+  } else {
+    std::sort(candidates.begin(), candidates.end(), by_logit);
+  }
+  // Softmax with temperature; candidates are sorted, the first is the largest.
+  const float top = candidates[0].first;
+  double total = 0;
+  for (auto& c : candidates) {
+    c.first = std::exp((c.first - top) / row.temperature);
+    total += c.first;
+  }
+  for (auto& c : candidates) c.first = static_cast<float>(c.first / total);
+  if (row.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < candidates.size()) {
+      cum += candidates[n].first;
+      ++n;
+      if (cum >= row.top_p) break;
+    }
+    candidates.resize(std::max<size_t>(1, n));
+  }
+  if (row.min_p > 0.0f) {
+    const float threshold = row.min_p * candidates[0].first;
+    size_t n = 1;
+    while (n < candidates.size() && candidates[n].first >= threshold) ++n;
+    candidates.resize(n);
+  }
+  double mass = 0;
+  for (const auto& c : candidates) mass += c.first;
+  const double target = row.u * mass;
+  double acc = 0;
+  for (const auto& c : candidates) {
+    acc += c.first;
+    if (target < acc) return c.second;
+  }
+  return candidates.back().second;
+}
+
+bool Sampler::SamplesOnDevice() const {
+  return params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
+         params_.presence_penalty == 0.0f && params_.logprobs == 0;
+}
+
+RowSampling Sampler::Row(double draw) const {
+  RowSampling row;
+  row.greedy = params_.greedy || params_.temperature <= 0;
+  row.temperature = params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.u = row.greedy ? 0 : draw;
+  return row;
+}
+
+namespace {
+// Uniform in [0, 1) from 53 random bits: identical on every platform.
+double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+}  // namespace
+
+std::vector<double> Sampler::Draws(int32_t n) const {
+  std::vector<double> out;
+  if (params_.greedy || params_.temperature <= 0) return out;
+  std::mt19937_64 copy = rng_;
+  for (int32_t i = 0; i < n; ++i) out.push_back(Uniform(copy));
+  return out;
+}
+
+void Sampler::Took(int32_t token) {
+  if (!(params_.greedy || params_.temperature <= 0)) rng_.discard(1);
+  if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
+    ++generated_counts_[token];
+  }
+}
+
+int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
+                        GeneratedToken* out) {
+  const int32_t n_vocab = static_cast<int32_t>(logits.size());
+  // Model log-probabilities, before any transform.
+  const float log_z = LogSumExp(logits);
   logsoftmax_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) logsoftmax_[i] = logits[i] - log_z;
 
   Penalize(logits, history);
-
-  int32_t chosen = 0;
-  if (params_.greedy || params_.temperature <= 0) {
-    chosen = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  } else {
-    candidates_.clear();
-    candidates_.reserve(logits.size());
-    for (int32_t i = 0; i < n_vocab; ++i) candidates_.emplace_back(logits[static_cast<size_t>(i)], i);
-    auto by_logit = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    size_t keep = candidates_.size();
-    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-      keep = static_cast<size_t>(params_.top_k);
-      std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
-                        candidates_.end(), by_logit);
-      candidates_.resize(keep);
-    } else {
-      std::sort(candidates_.begin(), candidates_.end(), by_logit);
-    }
-    // Softmax with temperature; candidates are sorted, the first is the largest.
-    const float top = candidates_[0].first;
-    double total = 0;
-    for (auto& c : candidates_) {
-      c.first = static_cast<float>(std::exp((c.first - top) / params_.temperature));
-      total += c.first;
-    }
-    for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
-    if (params_.top_p < 1.0f) {
-      double cum = 0;
-      size_t n = 0;
-      while (n < candidates_.size()) {
-        cum += candidates_[n].first;
-        ++n;
-        if (cum >= params_.top_p) break;
-      }
-      candidates_.resize(std::max<size_t>(1, n));
-    }
-    if (params_.min_p > 0.0f) {
-      const float threshold = params_.min_p * candidates_[0].first;
-      size_t n = 1;
-      while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
-      candidates_.resize(n);
-    }
-    double mass = 0;
-    for (const auto& c : candidates_) mass += c.first;
-    // Uniform in [0, 1) from 53 random bits: identical on every platform.
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * mass;
-    double acc = 0;
-    chosen = candidates_.back().second;
-    for (const auto& c : candidates_) {
-      acc += c.first;
-      if (u < acc) {
-        chosen = c.second;
-        break;
-      }
-    }
-  }
+  const bool greedy = params_.greedy || params_.temperature <= 0;
+  const int32_t chosen = ChooseToken(logits, Row(greedy ? 0 : Uniform(rng_)), candidates_);
 
   if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
     ++generated_counts_[chosen];

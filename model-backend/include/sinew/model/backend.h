@@ -132,6 +132,7 @@ enum class Op {
   kStoreKv,
   kAttention,
   kArgmax,
+  kSampleRows,
 };
 std::string_view OpName(Op op);
 
@@ -163,6 +164,42 @@ struct KvBatch {
 // a cache.
 [[nodiscard]] Status CheckKvBatch(const KvBatch& batch, std::span<const int32_t> positions,
                                   int64_t rows, int64_t cache_rows);
+
+// How SampleRows turns one row of logits into a token: the transforms of
+// Sampler::Sample (sampling.h) that follow its penalties, with the random draw
+// made by the caller, so that the sampler's generator and its seed stay on the
+// host. Tokens outside the row's mask are -infinity first. Then greedy (or
+// temperature <= 0): the largest logit, the first on ties. Otherwise: the
+// tokens in order of logit (larger first, lower id first on ties), the first
+// top_k of them if top_k > 0, softmax at `temperature`, the shortest prefix whose
+// probability reaches top_p, those with probability >= min_p times the first's,
+// and the first token where the running sum of probabilities exceeds u times
+// their total (the last if rounding leaves none).
+struct RowSampling {
+  int32_t row = 0;  // which row of the logits
+  bool greedy = true;
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double u = 0;       // the draw, uniform in [0, 1)
+  int32_t mask = -1;  // which mask of `masks`; -1: every token allowed
+};
+// id: the token, -1 if the mask allowed none; logprob: its log-probability under
+// the softmax (temperature 1) of the masked logits, as Sampler reports it.
+struct SampledToken {
+  int32_t id = -1;
+  float logprob = 0.0f;
+};
+// Words of one mask in SampleRows: bit (i % 32) of word i / 32 allows token i.
+constexpr int64_t MaskWords(int64_t n_vocab) { return (n_vocab + 31) / 32; }
+// InvalidArgument unless every entry of `rows` names a row below n_rows, a mask
+// of `masks` (or -1) and parameters in range (temperature in [0, 100], top_k >=
+// 0, top_p in (0, 1], min_p in [0, 1], u in [0, 1)), and `out` has room for all.
+// What both backends check before SampleRows touches anything.
+[[nodiscard]] Status CheckRowSampling(std::span<const RowSampling> rows, int64_t n_rows,
+                                      int64_t n_vocab, std::span<const uint32_t> masks,
+                                      size_t out_size);
 
 // The compute part of a backend. Every op returns a Status: InvalidArgument
 // for shapes or types it was not given by contract, Unimplemented for a type
@@ -234,6 +271,15 @@ class BackendOps {
   // on ties), for greedy sampling without reading the logits back. out is host
   // memory of x.rows() entries; the call waits for the result.
   [[nodiscard]] virtual Status Argmax(const Tensor& x, std::span<int32_t> out) = 0;
+  // out[i] = the token sampled from row rows[i].row of x (F32 [n_vocab, n]) as
+  // RowSampling says, for a whole batch in one call, so that only tokens come
+  // back from a device, never the logits. masks: MaskWords(n_vocab) words per
+  // mask, back to back (host memory). The sampled rows of x may be overwritten
+  // (scratch). out is host memory; the call waits for the result. Errors:
+  // InvalidArgument for a row, mask or parameter out of range.
+  [[nodiscard]] virtual Status SampleRows(Tensor& x, std::span<const RowSampling> rows,
+                                          std::span<const uint32_t> masks,
+                                          std::span<SampledToken> out) = 0;
   // Waits until queued work is done; the first error of that work, if any.
   [[nodiscard]] virtual Status Synchronize() { return Status::Ok(); }
 };

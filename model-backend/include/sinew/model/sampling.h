@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sinew/model/backend.h"
 #include "sinew/status.h"
 
 namespace sinew::model {
@@ -75,6 +76,18 @@ struct GeneratedToken {
   std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, most likely first
 };
 
+// log(sum(exp(logits))), as the sampler computes it for log-probabilities: the
+// largest logit plus the log of a double sum of exp(logit - largest).
+float LogSumExp(std::span<const float> logits);
+
+// The token that `row` (backend.h: RowSampling) picks from `logits`, which
+// already carry the sampler's penalties and the mask (-infinity): the host
+// definition of BackendOps::SampleRows. Sampler::Sample picks its tokens with
+// it; the CPU backend runs it; a device kernel follows it. `candidates` is
+// scratch, reused between calls.
+int32_t ChooseToken(std::span<const float> logits, const RowSampling& row,
+                    std::vector<std::pair<float, int32_t>>& candidates);
+
 class Sampler {
  public:
   // REQUIRES: params.Validate().ok().
@@ -89,6 +102,20 @@ class Sampler {
   // `history`, then frequency and presence penalties over the tokens returned
   // so far. Changes nothing in the Sampler.
   void Penalize(std::span<float> logits, std::span<const int32_t> history) const;
+
+  // Whether Sample would pick its token exactly as BackendOps::SampleRows does
+  // with row(): no penalties and no top_logprobs to report.
+  bool SamplesOnDevice() const;
+  // The RowSampling of this sampler's next draw(s): `draw` (from Draws) is the
+  // uniform of the next token when not greedy.
+  RowSampling Row(double draw) const;
+  // The uniforms the next n calls of Sample would draw (none when greedy),
+  // without drawing them: a step samples several rows of a sequence at once
+  // (a speculative verification) before it knows how many it keeps.
+  std::vector<double> Draws(int32_t n) const;
+  // Takes the token sampled elsewhere with Row(Draws(..)[k]) as this sampler's
+  // own: advances the generator past one draw, as Sample would have.
+  void Took(int32_t token);
 
  private:
   SamplingParams params_;

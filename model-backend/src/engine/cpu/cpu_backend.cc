@@ -13,6 +13,7 @@
 #include "cpu/thread_pool.h"
 #include "quant/quants.h"
 #include "sinew/model/backend.h"
+#include "sinew/model/sampling.h"
 
 namespace sinew::model {
 namespace {
@@ -403,6 +404,37 @@ class CpuOps final : public BackendOps {
         if (row[i] > row[best]) best = i;
       }
       out[static_cast<size_t>(r)] = static_cast<int32_t>(best);
+    }
+    return Status::Ok();
+  }
+
+  Status SampleRows(Tensor& x, std::span<const RowSampling> rows, std::span<const uint32_t> masks,
+                    std::span<SampledToken> out) override {
+    const int64_t n = x.ne[0];
+    SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), n, masks, out.size()));
+    const int64_t words = MaskWords(n);
+    std::vector<std::pair<float, int32_t>> candidates;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const RowSampling& r = rows[i];
+      const std::span<float> logits(x.f32() + static_cast<int64_t>(r.row) * n,
+                                    static_cast<size_t>(n));
+      bool any = r.mask < 0;
+      if (r.mask >= 0) {
+        const uint32_t* mask = masks.data() + r.mask * words;
+        for (int64_t t = 0; t < n; ++t) {
+          if ((mask[t / 32] >> (t % 32) & 1u) == 0) {
+            logits[static_cast<size_t>(t)] = -INFINITY;
+          } else {
+            any = true;
+          }
+        }
+      }
+      if (!any) {
+        out[i] = SampledToken{};
+        continue;
+      }
+      const int32_t id = ChooseToken(logits, r, candidates);
+      out[i] = SampledToken{id, logits[static_cast<size_t>(id)] - LogSumExp(logits)};
     }
     return Status::Ok();
   }

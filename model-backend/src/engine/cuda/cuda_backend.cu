@@ -22,6 +22,7 @@
 #include "cuda/matmul.cuh"
 #include "cuda/norm.cuh"
 #include "cuda/rope.cuh"
+#include "cuda/sample.cuh"
 #include "sinew/model/backend.h"
 
 namespace sinew::model {
@@ -440,6 +441,25 @@ class CudaOps final : public BackendOps {
     return Status::Ok();
   }
 
+  Status SampleRows(Tensor& x, std::span<const RowSampling> rows, std::span<const uint32_t> masks,
+                    std::span<SampledToken> out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), x.ne[0], masks, out.size()));
+    if (rows.empty()) return Status::Ok();
+    SINEW_ASSIGN_OR_RETURN(const RowSampling* d_rows, Upload(rows, kSampleRows));
+    SINEW_ASSIGN_OR_RETURN(const uint32_t* d_masks, Upload(masks, kMasks));
+    const size_t out_bytes = rows.size() * sizeof(SampledToken);
+    SINEW_ASSIGN_OR_RETURN(void* d_out, sample_scratch_.Get(out_bytes));
+    SINEW_RETURN_IF_ERROR(
+        CudaStatus("SampleRows kernel",
+                   LaunchSampleRows(x.f32(), x.ne[0], d_rows, static_cast<int64_t>(rows.size()),
+                                    d_masks, static_cast<SampledToken*>(d_out), ctx_.stream)));
+    SINEW_CUDA_RETURN(
+        cudaMemcpyAsync(out.data(), d_out, out_bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    return Status::Ok();
+  }
+
   Status Synchronize() override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     return CudaStatus("cudaStreamSynchronize", cudaStreamSynchronize(ctx_.stream));
@@ -447,7 +467,17 @@ class CudaOps final : public BackendOps {
 
  private:
   // Host arrays an op needs on the device, each kind in its own device slot.
-  enum Slot { kIds, kPositions, kTable, kTableStart, kFactors, kAttnPositions, kSlots };
+  enum Slot {
+    kIds,
+    kPositions,
+    kTable,
+    kTableStart,
+    kFactors,
+    kAttnPositions,
+    kSampleRows,
+    kMasks,
+    kSlots
+  };
 
   // A checked KvBatch of `rows` rows on the device: the sequences' tables back
   // to back, each row's table start, and the positions. The same batch in
@@ -498,7 +528,7 @@ class CudaOps final : public BackendOps {
   }
 
   Context& ctx_;
-  Scratch weight_scratch_, act_scratch_, argmax_scratch_;
+  Scratch weight_scratch_, act_scratch_, argmax_scratch_, sample_scratch_;
   Scratch slots_[kSlots];
   std::vector<uint8_t> shadow_[kSlots];  // what each slot holds (empty: unknown)
   std::vector<int32_t> tables_, table_start_;  // UploadKvBatch's host arrays
