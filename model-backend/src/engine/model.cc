@@ -352,9 +352,27 @@ Status Model::OutputLogits(const Tensor& rows, int64_t n_read, float* logits) {
   SINEW_RETURN_IF_ERROR(ops.RmsNorm(rows, output_norm_, hp_.rms_eps, ho));
   Tensor out = View(logits_, hp_.n_vocab, n_rows);
   SINEW_RETURN_IF_ERROR(ops.MatMul(output_, ho, out));
+  kept_logits_ = n_read;
+  if (logits == nullptr) return Status::Ok();
+  return ReadLogits(0, n_read, logits);
+}
+
+Status Model::ReadLogits(int64_t first, int64_t n, float* dst) {
+  if (first < 0 || n < 0 || first + n > kept_logits_) {
+    return Status::InvalidArgument("logits rows [" + std::to_string(first) + ", " +
+                                   std::to_string(first + n) + ") outside the " +
+                                   std::to_string(kept_logits_) + " of the last forward");
+  }
   const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(logits_) -
-                                            static_cast<uint8_t*>(scratch_->data()));
-  return scratch_->Read(offset, logits, static_cast<size_t>(n_read * hp_.n_vocab) * 4);
+                                            static_cast<uint8_t*>(scratch_->data())) +
+                        static_cast<size_t>(first * hp_.n_vocab) * 4;
+  return scratch_->Read(offset, dst, static_cast<size_t>(n * hp_.n_vocab) * 4);
+}
+
+Status Model::SampleLogits(std::span<const RowSampling> rows, std::span<const uint32_t> masks,
+                           std::span<SampledToken> out) {
+  Tensor kept = View(logits_, hp_.n_vocab, kept_logits_);
+  return backend_.ops().SampleRows(kept, rows, masks, out);
 }
 
 }  // namespace sinew::model

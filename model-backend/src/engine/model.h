@@ -68,12 +68,21 @@ class Model {
 
   // Runs a batch of tokens from many sequences against a paged KV cache
   // (defined in src/serving/paged_forward.cc), writing n_vocab logits for each
-  // sequence that wants them, in batch order. With `batch_invariant` every
+  // sequence that wants them, in batch order, to host `logits`; with logits ==
+  // nullptr they stay in the backend's memory for ReadLogits and SampleLogits
+  // (until the next forward). With `batch_invariant` every
   // weight multiplication sees the rows padded to a multiple of four, so a
   // token's results do not depend on what else is in the batch (batched and
   // single runs agree exactly) at the price of up to 3 wasted rows per step.
   [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv,
                                     bool batch_invariant, float* logits);
+  // Copies rows [first, first + n) of the logits the last ForwardPaged kept
+  // to host `dst` (n * n_vocab floats). InvalidArgument outside them.
+  [[nodiscard]] Status ReadLogits(int64_t first, int64_t n, float* dst);
+  // BackendOps::SampleRows over the logits the last ForwardPaged kept (row i of
+  // RowSampling: its i-th logits row); the sampled rows become scratch.
+  [[nodiscard]] Status SampleLogits(std::span<const RowSampling> rows,
+                                    std::span<const uint32_t> masks, std::span<SampledToken> out);
   // Whether a batch-invariant ForwardPaged pads its rows to a multiple of four
   // (backends whose ops are not RowInvariant need it).
   bool PadsRows(bool batch_invariant) const {
@@ -133,6 +142,7 @@ class Model {
   float* gate_ = nullptr;
   float* up_ = nullptr;
   float* logits_ = nullptr;
+  int64_t kept_logits_ = 0;  // rows of logits_ the last ForwardPaged kept
   std::vector<int32_t> positions_;
 };
 

@@ -86,6 +86,11 @@ int Run(int argc, char** argv) {
                  "prompt tokens of one generation per step at most (chunked prefill)")
       ->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "do not reuse KV blocks of equal prefixes");
+  bool no_device_sampling = false;
+  app.add_flag("--no-device-sampling", no_device_sampling,
+               "read every row's logits back and sample on the host (default: requests "
+               "without penalties or top_logprobs are sampled by the backend, so a GPU "
+               "sends back tokens, not logits)");
   bool no_batch_invariance = false;
   app.add_flag("--no-batch-invariance", no_batch_invariance,
                "skip the padding that makes batched outputs bit-identical to single ones");
@@ -171,6 +176,7 @@ int Run(int argc, char** argv) {
     *dst = *type;
   }
   serving.prefix_cache = !no_prefix_cache;
+  serving.device_sampling = !no_device_sampling;
   serving.batch_invariant = !no_batch_invariance;
   serving.speculative_free_rows_only = !spec_any_rows;
   serving.prompt_lookup = !no_prompt_lookup;

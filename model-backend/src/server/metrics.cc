@@ -123,6 +123,13 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
          "Positions whose KV came back from the swap space instead of being recomputed.",
          s.swap_in_tokens);
   metric("sinew_model_batch_steps_total", "counter", "Batched forward steps.", s.steps);
+  metric("sinew_model_backend_sampled_tokens_total", "counter",
+         "Tokens sampled by the backend (on a GPU: only the token came back, not the logits).",
+         s.backend_sampled_tokens);
+  metric("sinew_model_host_sampled_tokens_total", "counter",
+         "Tokens sampled on the host from logits read back (penalties, top_logprobs, or "
+         "--no-device-sampling).",
+         s.host_sampled_tokens);
   metric("sinew_model_batch_tokens_total", "counter", "Tokens run in batched steps.",
          s.step_tokens);
   metric("sinew_model_spec_verifications_total", "counter",

@@ -157,11 +157,15 @@ TEST(ServerServing, ConcurrentStreamsAllCompleteWithTheSingleRequestText) {
   }
   testing::HttpResult metrics = HttpCall(port, "GET", "/metrics");
   ASSERT_EQ(metrics.status, 200);
-  for (const char* name : {"sinew_model_prefix_cache_hit_tokens_total",
-                           "sinew_model_prefix_cache_miss_tokens_total",
-                           "sinew_model_batch_steps_total", "sinew_model_kv_blocks_available"}) {
+  for (const char* name :
+       {"sinew_model_prefix_cache_hit_tokens_total", "sinew_model_prefix_cache_miss_tokens_total",
+        "sinew_model_batch_steps_total", "sinew_model_kv_blocks_available",
+        "sinew_model_host_sampled_tokens_total"}) {
     EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
   }
+  // The streams asked for no penalties: the backend sampled their tokens.
+  EXPECT_NE(metrics.body.find("sinew_model_backend_sampled_tokens_total "), std::string::npos);
+  EXPECT_EQ(metrics.body.find("sinew_model_backend_sampled_tokens_total 0\n"), std::string::npos);
   // Every prompt ran twice: the second time its full blocks came from the cache.
   EXPECT_EQ(metrics.body.find("sinew_model_prefix_cache_hit_tokens_total 0\n"), std::string::npos);
 }

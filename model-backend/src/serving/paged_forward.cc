@@ -23,6 +23,7 @@ Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch
                            float* logits) {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("forward: empty batch");
+  kept_logits_ = 0;
   // Backends whose rows are computed alike whatever the batch need no padding.
   const bool padded = PadsRows(batch_invariant);
   auto pad = [padded](int64_t rows) { return padded ? RoundUp4(rows) : rows; };

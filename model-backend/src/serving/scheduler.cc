@@ -280,18 +280,24 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, const Status& error) 
   seq.ready.notify_all();
 }
 
+namespace {
+const char kNoContinuation[] = "no token of the vocabulary continues the constrained output";
+}  // namespace
+
 bool Scheduler::SampleRow(Sequence& s, std::span<float> row) {
   if (s.constraint) {
     s.constraint->Mask(row);
     if (std::none_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
-      Finish(s, FinishReason::kStopToken,
-             Status::FailedPrecondition("no token of the vocabulary continues the "
-                                        "constrained output"));
+      Finish(s, FinishReason::kStopToken, Status::FailedPrecondition(kNoContinuation));
       return false;
     }
   }
   GeneratedToken token;
   s.sampler.Sample(row, s.tokens, &token);
+  return Emit(s, token);
+}
+
+bool Scheduler::Emit(Sequence& s, const GeneratedToken& token) {
   if (s.constraint) s.constraint->Accept(token.id);
   s.tokens.push_back(token.id);
   ++s.n_generated;
@@ -308,6 +314,54 @@ bool Scheduler::SampleRow(Sequence& s, std::span<float> row) {
     Finish(s, FinishReason::kContextFull, Status::Ok());
   }
   return !s.done;
+}
+
+bool Scheduler::SamplesOnDevice(const Sequence& s, int32_t n_logits) const {
+  return options_.device_sampling && n_logits > 0 && s.sampler.SamplesOnDevice() &&
+         (s.constraint == nullptr || n_logits == 1);
+}
+
+Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
+  device_rows_.clear();
+  device_masks_.clear();
+  device_first_.assign(plan.size(), -1);
+  const int64_t n_vocab = info_.n_vocab;
+  const int64_t words = MaskWords(n_vocab);
+  int64_t row = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& s = *plan[i].seq;
+    const int32_t n_logits = batch_.seqs[i].n_logits;
+    if (n_logits == 0) continue;
+    if (!SamplesOnDevice(s, n_logits)) {
+      SINEW_RETURN_IF_ERROR(model_.ReadLogits(row, n_logits, logits_.data() + row * n_vocab));
+      row += n_logits;
+      continue;
+    }
+    int32_t mask = -1;
+    if (s.constraint) {
+      // The constraint's mask of a row of zeros: the allowed tokens stay finite.
+      mask_scratch_.assign(static_cast<size_t>(n_vocab), 0.0f);
+      s.constraint->Mask(mask_scratch_);
+      mask = static_cast<int32_t>(static_cast<int64_t>(device_masks_.size()) / words);
+      device_masks_.resize(device_masks_.size() + static_cast<size_t>(words), 0u);
+      uint32_t* bits = device_masks_.data() + static_cast<int64_t>(mask) * words;
+      for (int64_t t = 0; t < n_vocab; ++t) {
+        if (std::isfinite(mask_scratch_[static_cast<size_t>(t)])) bits[t / 32] |= 1u << (t % 32);
+      }
+    }
+    const std::vector<double> draws = s.sampler.Draws(n_logits);
+    device_first_[i] = static_cast<int32_t>(device_rows_.size());
+    for (int32_t r = 0; r < n_logits; ++r) {
+      RowSampling rs = s.sampler.Row(draws.empty() ? 0.0 : draws[static_cast<size_t>(r)]);
+      rs.row = static_cast<int32_t>(row + r);
+      rs.mask = mask;
+      device_rows_.push_back(rs);
+    }
+    row += n_logits;
+  }
+  device_tokens_.assign(device_rows_.size(), SampledToken{});
+  if (device_rows_.empty()) return Status::Ok();
+  return model_.SampleLogits(device_rows_, device_masks_, device_tokens_);
 }
 
 void Scheduler::Step() {
@@ -337,7 +391,8 @@ void Scheduler::Step() {
   }
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
   const auto start = std::chrono::steady_clock::now();
-  Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant, logits_.data());
+  Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant,
+                                      options_.device_sampling ? nullptr : logits_.data());
   if (draft_model_ != nullptr && status.ok()) {
     // The draft length weighs draft rounds against the steps of decodes.
     const bool decodes_only = std::all_of(plan.begin(), plan.end(), [](const Planned& p) {
@@ -347,6 +402,11 @@ void Scheduler::Step() {
       draft_model_->policy().ObserveModelStep(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
+  }
+  if (!options_.device_sampling) {
+    device_first_.assign(plan.size(), -1);
+  } else if (status.ok()) {
+    status = SampleStep(plan);
   }
 
   std::lock_guard<std::mutex> lock(mutex_);
@@ -372,11 +432,27 @@ void Scheduler::Step() {
     const int32_t tokens_before = static_cast<int32_t>(s.tokens.size());
     int32_t accepted = 0;
     for (int32_t r = 0; r < n_logits; ++r) {
-      const std::span<float> row(
-          logits_.data() + (first_row + static_cast<size_t>(r)) * static_cast<size_t>(info_.n_vocab),
-          static_cast<size_t>(info_.n_vocab));
       const int32_t before = s.n_generated;
-      const bool more = SampleRow(s, row);
+      bool more = false;
+      if (device_first_[i] >= 0) {
+        const SampledToken& t = device_tokens_[static_cast<size_t>(device_first_[i] + r)];
+        if (t.id < 0) {
+          Finish(s, FinishReason::kStopToken, Status::FailedPrecondition(kNoContinuation));
+        } else {
+          s.sampler.Took(t.id);
+          ++stats_.backend_sampled_tokens;
+          GeneratedToken token;
+          token.id = t.id;
+          token.logprob = t.logprob;
+          more = Emit(s, token);
+        }
+      } else {
+        const std::span<float> row(logits_.data() + (first_row + static_cast<size_t>(r)) *
+                                                        static_cast<size_t>(info_.n_vocab),
+                                   static_cast<size_t>(info_.n_vocab));
+        ++stats_.host_sampled_tokens;
+        more = SampleRow(s, row);
+      }
       const bool matched = s.n_generated > before && r < n_draft &&
                            s.tokens.back() == s.draft[static_cast<size_t>(r)];
       accepted += matched ? 1 : 0;

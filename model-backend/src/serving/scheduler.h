@@ -79,10 +79,22 @@ class Scheduler {
   // Makes `draft` the draft of planned decode `p` if its blocks can be had
   // without preempting anyone; false if not.
   bool TakeDraft(Planned& p, std::vector<int32_t> draft, bool from_model);
-  // Samples the next token of `seq` from its logits `row` (mutex held): the
-  // constraint, the sampler, the outbox and the finish checks of one decode.
-  // False if `seq` is done (finished or failed) after it.
+  // Samples the next token of `seq` from its logits `row` on the host (mutex
+  // held): the constraint's mask, the sampler, then Emit. False if `seq` is
+  // done (finished or failed) after it.
   bool SampleRow(Sequence& seq, std::span<float> row);
+  // The rest of one decode once its token is chosen (mutex held): the
+  // constraint, the tokens, the outbox and the finish checks. False if `seq`
+  // is done after it.
+  bool Emit(Sequence& seq, const GeneratedToken& token);
+  // Whether this step samples `seq`'s n_logits rows with SampleRows.
+  bool SamplesOnDevice(const Sequence& seq, int32_t n_logits) const;
+  // After a forward that kept its logits: samples the rows of the sequences
+  // that SamplesOnDevice in one SampleRows call (device_tokens_, from
+  // device_first_[i] for plan entry i; -1 for the others) and reads the other
+  // rows back into logits_. A constrained sequence whose mask allows nothing
+  // gets id -1.
+  Status SampleStep(const std::vector<Planned>& plan);
   // Marks `seq` done (mutex held) and frees its blocks.
   void Finish(Sequence& seq, FinishReason reason, const Status& error);
   // Copies the gauges into stats_ (mutex held).
@@ -99,6 +111,12 @@ class Scheduler {
   std::vector<std::shared_ptr<Sequence>> running_;  // admission order
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::vector<float> logits_;
+  // SampleStep's rows, masks and tokens.
+  std::vector<RowSampling> device_rows_;
+  std::vector<uint32_t> device_masks_;
+  std::vector<SampledToken> device_tokens_;
+  std::vector<int32_t> device_first_;
+  std::vector<float> mask_scratch_;
   PagedBatch batch_;
   // Counters, written by the scheduler thread under mutex_.
   ServingStats stats_;

@@ -175,6 +175,96 @@ TEST_P(ServingRandomModelTest, PreemptionBySwapOrRecomputeChangesNothingAndFrees
   }
 }
 
+// Sampling by the backend (SampleRows, one call per step) or on the host from
+// logits read back gives the same tokens and log-probabilities: greedy and
+// seeded temperature / top-k / top-p / min-p sampling, batched, with prompt-
+// lookup drafts in the steps; requests with penalties or top_logprobs are
+// sampled on the host either way. On the CPU both paths run ChooseToken: every
+// sequence is equal. A GPU's kernel sums in another order and may take a
+// draw's neighbour at a bucket boundary (sample_select.h), after which that
+// sequence goes its own way: there, greedy sequences must be equal and at most
+// one sampled sequence may differ.
+TEST_P(ServingRandomModelTest, BackendAndHostSamplingGiveTheSameTokens) {
+  std::vector<SamplingParams> variants(7);
+  variants[0] = Greedy(24);
+  for (size_t v = 1; v < variants.size(); ++v) {
+    variants[v].max_tokens = 24;
+    variants[v].stop_at_eos = false;
+    variants[v].temperature = 0.6f + 0.15f * static_cast<float>(v);
+  }
+  variants[2].top_k = 20;
+  variants[3].top_p = 0.8f;
+  variants[4].min_p = 0.1f;
+  variants[5].repetition_penalty = 1.3f;  // on the host
+  variants[6].logprobs = 3;               // on the host
+  const auto prompts = MakePrompts(Spec().n_vocab, 6, 5);
+  struct Request {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+  };
+  std::vector<Request> requests;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SamplingParams p = variants[v];
+      p.seed = 100 * v + i;
+      requests.push_back({prompts[i], p});
+    }
+  }
+  auto run = [&](ServingEngine& engine) {
+    std::vector<GenerationResult> out(requests.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      threads.emplace_back([&, i] {
+        auto r = engine.Generate(requests[i].prompt, requests[i].params, nullptr);
+        if (r.ok()) out[i] = std::move(r).value();
+      });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+  };
+  ServingOptions backend_opts;
+  auto backend = Load(backend_opts);
+  ServingOptions host_opts;
+  host_opts.device_sampling = false;
+  auto host = Load(host_opts);
+  ServingOptions single_opts;
+  single_opts.max_running = 1;
+  auto single = Load(single_opts);
+  ASSERT_TRUE(backend && host && single);
+  const std::vector<GenerationResult> by_backend = run(*backend);
+  const std::vector<GenerationResult> by_host = run(*host);
+  const std::vector<GenerationResult> alone = run(*single);
+  EXPECT_GT(backend->stats().backend_sampled_tokens, 0u);
+  EXPECT_GT(backend->stats().host_sampled_tokens, 0u);  // the penalties and top_logprobs
+  EXPECT_EQ(host->stats().backend_sampled_tokens, 0u);
+  const bool gpu = std::string_view(testing::kServingTestDevice) == "cuda";
+  for (const auto* other : {&by_host, &alone}) {
+    int differ = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ASSERT_EQ(by_backend[i].tokens.size(), 24u) << i;
+      bool same = Ids(by_backend[i]) == Ids((*other)[i]);
+      for (size_t t = 0; same && t < by_backend[i].tokens.size(); ++t) {
+        if (!gpu) {
+          EXPECT_EQ(by_backend[i].tokens[t].logprob, (*other)[i].tokens[t].logprob) << i;
+        }
+      }
+      if (same) continue;
+      ++differ;
+      EXPECT_FALSE(requests[i].params.greedy) << "greedy request " << i << " differs";
+      EXPECT_TRUE(gpu) << "request " << i << " differs";
+    }
+    EXPECT_LE(differ, gpu ? 1 : 0);
+  }
+  // Seeds decide: the same request again gives the same tokens; another seed others.
+  const auto again = run(*backend);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(Ids(again[i]), Ids(by_backend[i])) << i;
+  size_t seeded_apart = 0;
+  for (size_t i = prompts.size(); i + 1 < requests.size(); ++i) {
+    seeded_apart += Ids(by_backend[i]) != Ids(by_backend[i + 1]) ? 1 : 0;
+  }
+  EXPECT_GT(seeded_apart, requests.size() / 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ServingRandomModelTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
 

@@ -108,6 +108,14 @@ struct ServingOptions {
   // decode that prompt lookup leaves drafts speculative_draft_tokens tokens
   // with it. Default: true
   bool draft_model_adaptive = true;
+  // Sample with BackendOps::SampleRows, in one call per step, every row whose
+  // request has no penalties and no top_logprobs (and, when constrained, no
+  // draft to verify): the grammar mask goes to the backend as a bitmask, and
+  // from a GPU only tokens come back, never the logits. The draw is the
+  // sequence's own (its seed, on the host). False: every row's logits are read
+  // back and sampled on the host. On the CPU both give the same tokens.
+  // Default: true
+  bool device_sampling = true;
   // Draft by prompt lookup (first, where it finds a match). False leaves the
   // drafting to the draft model alone. Default: true
   bool prompt_lookup = true;
@@ -121,6 +129,9 @@ struct ServingStats {
   uint64_t swap_in_tokens = 0;      // positions whose KV came back from the swap space
   uint64_t steps = 0;
   uint64_t step_tokens = 0;  // tokens run in all steps
+  // Tokens sampled by BackendOps::SampleRows (device_sampling) and on the host.
+  uint64_t backend_sampled_tokens = 0;
+  uint64_t host_sampled_tokens = 0;
   // Speculative decoding: decodes that carried a draft, tokens drafted, drafted
   // tokens accepted, and tokens those decodes produced (accepted + 1 each, fewer
   // when the sequence ended). emitted / verifications is the speed-up in forward

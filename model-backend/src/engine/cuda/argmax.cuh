@@ -1,5 +1,5 @@
-// Argmax over rows on the device (greedy sampling without copying the logits
-// back): BackendOps::Argmax. The engine's sampler does not use it yet.
+// Argmax over rows on the device: BackendOps::Argmax. Serving samples with
+// SampleRows (sample.cuh), whose greedy rows give the same ids.
 #pragma once
 #include "cuda/common.cuh"
 
