@@ -7,9 +7,10 @@
 #       non-system shared libraries (from ldd), stories260K and the bench scripts
 #       into PACK_DIR (default: build/device-pack), and that into PACK_DIR.tar.xz.
 #       With SINEW_LLAMA_BIN (a directory with llama.cpp's llama-bench and
-#       llama-batched-bench built here with nvcc for sm_90, e.g. b4747), they travel
-#       too, with their libraries (PACK_DIR/llama); with SINEW_LLAMA_SRC (a llama.cpp
-#       source tree) its sources do (llama-src.tar.xz), to be built there.
+#       llama-batched-bench built here with nvcc for sm_90, e.g. b4747), they and
+#       their libraries go to PACK_DIR-llama.tar.xz (unpacked into PACK_DIR there,
+#       as PACK_DIR/llama); with SINEW_LLAMA_SRC (a llama.cpp source tree) its
+#       sources go into the pack (llama-src.tar.xz), to be built there.
 #   scripts/device-check.sh run [PACK_DIR]    (there, on the GPU machine: Ubuntu 24.04,
 #       CUDA 13 driver and cuBLAS installed, nothing else)
 #       Runs the CUDA op tests, the whole-model parity tests, the serving tests
@@ -30,7 +31,11 @@
 #   run(command="tar -C build -xJf build/device-pack.tar.xz && scripts/device-check.sh run",
 #       carry=["build/device-pack.tar.xz"], timeout_s=540)
 # (the directory itself is over the 64 MiB a call carries; the archive is not).
-# and a second call with SINEW_DEVICE_PARTS=bench,serving_bench.
+# and the benchmarks in a second call, with llama.cpp's binaries beside them:
+#   run(command="tar -C build -xJf build/device-pack.tar.xz &&
+#       tar -C build/device-pack -xJf build/device-pack-llama.tar.xz &&
+#       SINEW_DEVICE_PARTS=bench,serving_bench scripts/device-check.sh run",
+#       carry=["build/device-pack.tar.xz", "build/device-pack-llama.tar.xz"])
 # env: SINEW_BUILD_DIR (default build), SINEW_BENCH_REPS (default 2),
 #      SINEW_LLAMA_BIN, SINEW_LLAMA_SRC (pack: see above; run: SINEW_LLAMA_BIN
 #      overrides where llama.cpp's binaries are: by default the pack's, else
@@ -73,15 +78,23 @@ pack() {
   cp model-backend/bench/run_gpu_bench.sh model-backend/bench/run_gpu_serving_bench.sh \
     "$PACK/root/model-backend/bench/"
   if [ -n "${SINEW_LLAMA_BIN:-}" ]; then
-    mkdir -p "$PACK/llama"
+    # Beside the pack, not in it: its CUDA library alone is ~30 MB compressed, and
+    # only the benchmark call needs it.
+    local llama_dir
+    llama_dir=$(mktemp -d)/llama
+    mkdir -p "$llama_dir"
     for b in llama-bench llama-batched-bench; do
-      cp "$SINEW_LLAMA_BIN/$b" "$PACK/llama/"
+      cp "$SINEW_LLAMA_BIN/$b" "$llama_dir/"
       ldd "$SINEW_LLAMA_BIN/$b" | awk '/=> \// { print $3 }' | while read -r lib; do
-        if ! is_system_lib "$lib" && [ ! -f "$PACK/llama/$(basename "$lib")" ]; then
-          cp -L "$lib" "$PACK/llama/"
+        if ! is_system_lib "$lib" && [ ! -f "$llama_dir/$(basename "$lib")" ]; then
+          cp -L "$lib" "$llama_dir/"
         fi
       done
     done
+    for f in "$llama_dir"/*; do strip --strip-unneeded "$f" 2>/dev/null || true; done
+    tar -C "$(dirname "$llama_dir")" -cf - llama | xz -T"$(nproc)" > "$PACK-llama.tar.xz"
+    rm -rf "$(dirname "$llama_dir")"
+    du -sh "$PACK-llama.tar.xz"
   fi
   if [ -n "${SINEW_LLAMA_SRC:-}" ]; then
     tar -C "$SINEW_LLAMA_SRC" --exclude=./build --exclude=./.git --exclude=./models \
