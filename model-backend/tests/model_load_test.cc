@@ -17,7 +17,8 @@ namespace {
 
 class LimitedMemory final : public BackendMemory {
  public:
-  LimitedMemory(BackendMemory& real, size_t budget) : real_(real), left_(budget) {}
+  LimitedMemory(BackendMemory& real, size_t budget) : real_(real), budget_(budget), left_(budget) {}
+  size_t used() const { return budget_ - left_; }
   Result<std::unique_ptr<BackendBuffer>> Allocate(size_t bytes) override {
     if (bytes > left_) {
       return Status::ResourceExhausted("test double: allocation of " + std::to_string(bytes) +
@@ -35,6 +36,7 @@ class LimitedMemory final : public BackendMemory {
 
  private:
   BackendMemory& real_;
+  size_t budget_;
   size_t left_;
 };
 
@@ -46,6 +48,7 @@ class DeviceLikeBackend final : public Backend {
   std::string device() const override { return "double:0"; }
   BackendMemory& memory() override { return memory_; }
   BackendOps& ops() override { return real_->ops(); }
+  size_t used() const { return memory_.used(); }
 
  private:
   std::unique_ptr<Backend> real_;
@@ -86,6 +89,59 @@ TEST(ModelLoadOnDevice, CopiedWeightsGiveTheSameLogitsAsMappedOnes) {
   run(**copied, device, a);
   run(**mapped, **mapped_backend, b);
   EXPECT_EQ(a, b);
+  std::remove(path.c_str());
+}
+
+// A second user of a loaded model (the ServingEngine beside its reference
+// Engine) gets the same weights, not a copy: its backend allocates only its
+// activations, and both give the same logits. Backends of another device are
+// refused.
+TEST(ModelLoadOnDevice, SharedWeightsAreNotCopiedAndGiveTheSameLogits) {
+  const std::string path = WriteModel();
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  size_t weight_bytes = 0;
+  for (const GgufTensorInfo& t : (*file)->tensors()) weight_bytes += t.size_bytes;
+  auto make = [] {
+    auto cpu = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
+    EXPECT_TRUE(cpu.ok());
+    return std::make_unique<DeviceLikeBackend>(std::move(cpu).value(), size_t{1} << 30);
+  };
+  auto owner_backend = make();
+  auto owner = Model::Load(**file, *owner_backend);
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  EXPECT_GE(owner_backend->used(), weight_bytes);
+  auto sharer_backend = make();
+  auto sharer = Model::ShareWeights(**owner, *sharer_backend);
+  ASSERT_TRUE(sharer.ok()) << sharer.status().ToString();
+  EXPECT_EQ(sharer_backend->used(), 0u);
+  EXPECT_EQ((*sharer)->n_params(), (*owner)->n_params());
+
+  const HParams& hp = (*owner)->hparams();
+  const std::vector<int32_t> tokens = {1, 5, 9, 2};
+  auto run = [&](Model& m, Backend& backend) {
+    std::vector<float> out(static_cast<size_t>(hp.n_vocab));
+    auto cache = KvCache::Create(backend, hp.n_layer, 16, int64_t{hp.n_head_kv} * hp.head_dim,
+                                 GgmlType::kF16, GgmlType::kF16);
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    EXPECT_TRUE(m.Forward(tokens, 0, **cache, false, out.data()).ok());
+    return out;
+  };
+  const std::vector<float> from_owner = run(**owner, *owner_backend);
+  const std::vector<float> from_sharer = run(**sharer, *sharer_backend);
+  EXPECT_EQ(from_sharer, from_owner);
+  // Activations and the cache only: far less than the weights.
+  EXPECT_LT(sharer_backend->used(), weight_bytes);
+  // The weights outlive the model that loaded them.
+  owner->reset();
+  EXPECT_EQ(run(**sharer, *sharer_backend), from_owner);
+
+  auto cpu = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
+  ASSERT_TRUE(cpu.ok());
+  auto owner2 = Model::Load(**file, *owner_backend);
+  ASSERT_TRUE(owner2.ok());
+  auto elsewhere = Model::ShareWeights(**owner2, **cpu);
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
   std::remove(path.c_str());
 }
 

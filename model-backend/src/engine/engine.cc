@@ -67,6 +67,7 @@ class EngineImpl final : public Engine {
   Result<std::vector<float>> Evaluate(const std::vector<int32_t>& tokens, bool all_logits) override;
 
   Status Init(const std::string& path, const EngineOptions& options);
+  const Model& model() const { return *model_; }
 
  private:
   Status CheckPrompt(const std::vector<int32_t>& tokens) const;
@@ -246,6 +247,11 @@ Result<GenerationResult> EngineImpl::Generate(
 }
 
 }  // namespace
+
+const Model& ModelOf(const Engine& engine) {
+  // EngineImpl is the one implementation of Engine.
+  return static_cast<const EngineImpl&>(engine).model();
+}
 
 Result<std::unique_ptr<Engine>> Engine::Load(const std::string& gguf_path,
                                              const EngineOptions& options) {

@@ -26,6 +26,8 @@
 
 namespace sinew::model {
 
+class Engine;
+
 class PagedKvStore;  // src/serving/paged_kv.h
 struct PagedBatch;
 
@@ -55,6 +57,15 @@ class Model {
   // Errors: Unimplemented (architecture, rope scaling), Corruption (missing
   // tensor, wrong shape, metadata out of range).
   [[nodiscard]] static Result<std::unique_ptr<Model>> Load(const GgufFile& file, Backend& backend);
+  // A model over `owner`'s weights (the same memory, no second copy) with its
+  // own activations on `backend`, for a second user of one loaded model that
+  // runs on its own thread and stream (the ServingEngine beside its reference
+  // Engine). The weights live while either model does; REQUIRES: owner's
+  // backend outlives the returned model (a device buffer frees through it).
+  // Errors: InvalidArgument unless `backend` is on owner's device; those of
+  // Load's backend check.
+  [[nodiscard]] static Result<std::unique_ptr<Model>> ShareWeights(const Model& owner,
+                                                                   Backend& backend);
 
   const HParams& hparams() const { return hp_; }
   int64_t n_params() const { return n_params_; }
@@ -122,7 +133,7 @@ class Model {
   HParams hp_;
   int64_t n_params_ = 0;
   GgmlType main_type_ = GgmlType::kF32;
-  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  std::vector<std::shared_ptr<BackendBuffer>> buffers_;  // the weights (shared by ShareWeights)
   Tensor tok_embd_, output_norm_, output_;
   std::vector<float> rope_freqs_;  // host memory (RopeParams::freq_factors)
   std::vector<LayerWeights> layers_;
@@ -145,5 +156,8 @@ class Model {
   int64_t kept_logits_ = 0;  // rows of logits_ the last ForwardPaged kept
   std::vector<int32_t> positions_;
 };
+
+// The model that an Engine from Engine::Load runs (for Model::ShareWeights).
+const Model& ModelOf(const Engine& engine);
 
 }  // namespace sinew::model

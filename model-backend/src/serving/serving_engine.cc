@@ -56,6 +56,8 @@ class ServingEngineImpl final : public ServingEngine {
   // 4 contexts on the host. ResourceExhausted if a device holds not even one.
   Result<int32_t> DefaultKvBlocks(int32_t ctx_blocks, size_t block_bytes) const;
 
+  // Declared first, destroyed last: model_ shares its weights, which free
+  // through the engine's backend.
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
@@ -101,7 +103,9 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
   backend_options.simd = engine_options.simd;
   SINEW_ASSIGN_OR_RETURN(backend_,
                          CreateBackendForDevice(engine_options.device, backend_options));
-  SINEW_ASSIGN_OR_RETURN(model_, Model::Load(engine_->gguf(), *backend_));
+  // The step loop has its own backend (stream, scratch) and activations but
+  // the reference Engine's weights: one copy in (device) memory.
+  SINEW_ASSIGN_OR_RETURN(model_, Model::ShareWeights(ModelOf(*engine_), *backend_));
   const int64_t kv_dim = int64_t{mi.n_head_kv} * mi.head_dim;
   if (options_.n_blocks == 0) {
     SINEW_ASSIGN_OR_RETURN(
