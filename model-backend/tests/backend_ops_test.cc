@@ -193,7 +193,7 @@ OPS_TEST(MatMulRowsBitIdenticalWhateverTheBatch) {
   std::vector<Backend*> all = {reference_.get()};
   for (auto& b : backends_) all.push_back(b.get());
   for (Backend* b : all) {
-    if (!b->ops().RowInvariant()) continue;
+    if (!b->ops().MakeRowInvariant()) continue;
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
                           GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
       std::vector<int64_t> ks = {512};
@@ -246,6 +246,26 @@ OPS_TEST(MatMulEveryTypeAndBatch) {
     const std::vector<float> x = Random(static_cast<size_t>(K * 2), 4);
     Compare("MatMul F32 K=172 N=" + std::to_string(N), 1e-6,
             [&](Backend& b) { return RunMatMul(b, GgmlType::kF32, wdata, x, K, N, 2); });
+  }
+}
+
+// Made row invariant (the ServingEngine's batch-invariant mode), a backend
+// computes prompt-sized products another way on a GPU (no tensor cores): those
+// agree with the reference too.
+OPS_TEST(MatMulOfARowInvariantBackendEveryTypeAndBatch) {
+  for (auto& b : backends_) b->ops().MakeRowInvariant();
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                        GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (int64_t M : {9, 67}) {
+      const int64_t K = 512, N = 35;
+      const std::vector<float> wf = Random(static_cast<size_t>(K * N), 7);
+      const std::string wdata = EncodeTensorData(type, wf.data(), K * N);
+      const std::vector<float> x = Random(static_cast<size_t>(K * M), 8);
+      Compare(std::string("row-invariant MatMul ") + std::string(GgmlTypeName(type)) +
+                  " M=" + std::to_string(M),
+              IsFloatType(type) ? 1e-6 : 1e-4,
+              [&](Backend& b) { return RunMatMul(b, type, wdata, x, K, N, M); });
+    }
   }
 }
 
@@ -464,7 +484,7 @@ OPS_TEST(AttentionRowsBitIdenticalWhateverTheBatch) {
   for (auto& b : backends_) all.push_back(b.get());
   const std::vector<int32_t> table = {5, 2, 7, 0};
   for (Backend* b : all) {
-    if (!b->ops().RowInvariant()) continue;
+    if (!b->ops().MakeRowInvariant()) continue;
     for (GgmlType kv_type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
       const AttentionCase c(64, 2, 3, 9, 21);
       const std::vector<float> batched = RunAttention(*b, kv_type, 16, table, c, c.q, c.pos);

@@ -103,6 +103,10 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
   backend_options.simd = engine_options.simd;
   SINEW_ASSIGN_OR_RETURN(backend_,
                          CreateBackendForDevice(engine_options.device, backend_options));
+  // Batch invariance: a backend that can compute every row alike whatever the
+  // batch does so (a GPU then leaves prompts off the tensor cores); one that
+  // cannot has its rows padded (Model::PadsRows).
+  if (options_.batch_invariant) backend_->ops().MakeRowInvariant();
   // The step loop has its own backend (stream, scratch) and activations but
   // the reference Engine's weights: one copy in (device) memory.
   SINEW_ASSIGN_OR_RETURN(model_, Model::ShareWeights(ModelOf(*engine_), *backend_));

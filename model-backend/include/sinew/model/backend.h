@@ -225,6 +225,11 @@ class BackendOps {
   // Optional: false (the default) makes batch-invariant callers pad the rows
   // to a multiple of four.
   virtual bool RowInvariant() const { return false; }
+  // Asks the backend to compute every row alike whatever the batch from now on,
+  // at whatever speed that costs (a GPU gives up tensor cores for long prompts).
+  // Returns RowInvariant() afterwards. Optional: a backend that cannot keeps
+  // false, and batch-invariant callers pad instead.
+  virtual bool MakeRowInvariant() { return RowInvariant(); }
 
   // How many rows (tokens) a matrix product takes per load of each weight vector:
   // up to the next multiple of it, extra rows cost little more than memory-bound

@@ -285,6 +285,15 @@ class CudaOps final : public BackendOps {
     }
   }
 
+  // Every op but MatMul computes a row alike whatever the batch; MatMul does
+  // once every M goes through LaunchMatMulCols (matmul.cuh), at the price of
+  // tensor cores for prompts.
+  bool RowInvariant() const override { return row_invariant_; }
+  bool MakeRowInvariant() override {
+    row_invariant_ = true;
+    return true;
+  }
+
   Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     SINEW_ASSIGN_OR_RETURN(const int32_t* d_ids, UploadInts(ids, kIds));
@@ -299,9 +308,9 @@ class CudaOps final : public BackendOps {
     if (x.ne[0] != K || y.ne[0] != N || y.rows() != M) {
       return Status::InvalidArgument("MatMul: shapes disagree");
     }
-    if (M == 1) {
-      return CudaStatus("MatVec kernel", LaunchMatVec(w.type, w.data, w.row_bytes(), K, N, x.f32(),
-                                                      y.f32(), ctx_.stream));
+    if (M <= kMatMulCols || row_invariant_) {
+      return CudaStatus("MatMulCols kernel", LaunchMatMulCols(w.type, w.data, w.row_bytes(), K, N,
+                                                              x.f32(), M, y.f32(), ctx_.stream));
     }
     const float alpha = 1.0f, beta = 0.0f;
     if (w.type == GgmlType::kF32) {
@@ -529,6 +538,7 @@ class CudaOps final : public BackendOps {
 
   Context& ctx_;
   Scratch weight_scratch_, act_scratch_, argmax_scratch_, sample_scratch_;
+  bool row_invariant_ = false;
   Scratch slots_[kSlots];
   std::vector<uint8_t> shadow_[kSlots];  // what each slot holds (empty: unknown)
   std::vector<int32_t> tables_, table_start_;  // UploadKvBatch's host arrays

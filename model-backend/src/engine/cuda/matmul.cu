@@ -5,32 +5,61 @@ namespace {
 
 constexpr int kRowsPerBlock = 4;  // warps per block, one output row each
 
-// One warp per output row; lane l dots units l, l + 32, ... (DotUnit), so the
-// lanes of a warp read neighbouring blocks of the row.
-template <GgmlType kType>
-__global__ void MatVecKernel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t N,
-                             const float* x, float* y) {
+// One warp per output row and up to kCols columns (tokens) of x: lane l dots
+// units l, l + 32, ... (DotUnit) with each column, so the lanes of a warp read
+// neighbouring blocks of the row and every column reuses them from L1. Each
+// (row, column) gets the same arithmetic in every instantiation and grid: a
+// lane's sum over its units in order, then the warp's fixed tree (WarpSum).
+// That makes a token's results the same bits alone or in any batch.
+template <GgmlType kType, int kCols>
+__global__ void MatMulColsKernel(const uint8_t* w, int64_t row_bytes, int64_t K, int64_t N,
+                                 const float* x, int64_t M, float* y) {
   const int64_t n = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (n >= N) return;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kCols;
+  const int cols = static_cast<int>(M - m0 < kCols ? M - m0 : kCols);
   const int lane = threadIdx.x % kWarp;
   const uint8_t* row = w + n * row_bytes;
   constexpr int64_t kUnit = MatVecUnit(kType);
-  float sum = 0.0f;
+  float sum[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) sum[c] = 0.0f;
   if (K % kUnit == 0) {
-    for (int64_t u = lane; u < K / kUnit; u += kWarp) sum += DotUnit(kType, row, u, x);
+    for (int64_t u = lane; u < K / kUnit; u += kWarp) {
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        if (c < cols) sum[c] = __fadd_rn(sum[c], DotUnit(kType, row, u, x + (m0 + c) * K));
+      }
+    }
   } else {  // F16 rows of odd length: element by element
-    for (int64_t k = lane; k < K; k += kWarp) sum += LoadElem(kType, row, k) * x[k];
+    for (int64_t k = lane; k < K; k += kWarp) {
+      const float wk = LoadElem(kType, row, k);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        if (c < cols) sum[c] = __fadd_rn(sum[c], __fmul_rn(wk, x[(m0 + c) * K + k]));
+      }
+    }
   }
-  sum = WarpSum(sum);
-  if (lane == 0) y[n] = sum;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    const float total = WarpSum(sum[c]);
+    if (lane == 0 && c < cols) y[(m0 + c) * N + n] = total;
+  }
 }
 
 template <GgmlType kType>
-cudaError_t MatVec(const void* w, int64_t row_bytes, int64_t K, int64_t N, const float* x,
-                   float* y, cudaStream_t stream) {
+cudaError_t MatMulCols(const void* w, int64_t row_bytes, int64_t K, int64_t N, const float* x,
+                       int64_t M, float* y, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  MatVecKernel<kType><<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(
-      static_cast<const uint8_t*>(w), row_bytes, K, N, x, y);
+  if (M == 1) {
+    MatMulColsKernel<kType, 1><<<dim3(blocks, 1), kRowsPerBlock * kWarp, 0, stream>>>(
+        static_cast<const uint8_t*>(w), row_bytes, K, N, x, M, y);
+  } else {
+    const unsigned groups = static_cast<unsigned>((M + kMatMulCols - 1) / kMatMulCols);
+    MatMulColsKernel<kType, kMatMulCols>
+        <<<dim3(blocks, groups), kRowsPerBlock * kWarp, 0, stream>>>(static_cast<const uint8_t*>(w),
+                                                                     row_bytes, K, N, x, M, y);
+  }
   return cudaGetLastError();
 }
 
@@ -50,17 +79,24 @@ __global__ void F32ToF16Kernel(const float* x, __half* out, int64_t n) {
 
 }  // namespace
 
-cudaError_t LaunchMatVec(GgmlType type, const void* w, int64_t row_bytes, int64_t K, int64_t N,
-                         const float* x, float* y, cudaStream_t stream) {
-  if (N == 0) return cudaSuccess;
+cudaError_t LaunchMatMulCols(GgmlType type, const void* w, int64_t row_bytes, int64_t K, int64_t N,
+                             const float* x, int64_t M, float* y, cudaStream_t stream) {
+  if (N == 0 || M == 0) return cudaSuccess;
   switch (type) {
-    case GgmlType::kF32: return MatVec<GgmlType::kF32>(w, row_bytes, K, N, x, y, stream);
-    case GgmlType::kF16: return MatVec<GgmlType::kF16>(w, row_bytes, K, N, x, y, stream);
-    case GgmlType::kBF16: return MatVec<GgmlType::kBF16>(w, row_bytes, K, N, x, y, stream);
-    case GgmlType::kQ8_0: return MatVec<GgmlType::kQ8_0>(w, row_bytes, K, N, x, y, stream);
-    case GgmlType::kQ4_0: return MatVec<GgmlType::kQ4_0>(w, row_bytes, K, N, x, y, stream);
-    case GgmlType::kQ4_K: return MatVec<GgmlType::kQ4_K>(w, row_bytes, K, N, x, y, stream);
-    case GgmlType::kQ6_K: return MatVec<GgmlType::kQ6_K>(w, row_bytes, K, N, x, y, stream);
+    case GgmlType::kF32:
+      return MatMulCols<GgmlType::kF32>(w, row_bytes, K, N, x, M, y, stream);
+    case GgmlType::kF16:
+      return MatMulCols<GgmlType::kF16>(w, row_bytes, K, N, x, M, y, stream);
+    case GgmlType::kBF16:
+      return MatMulCols<GgmlType::kBF16>(w, row_bytes, K, N, x, M, y, stream);
+    case GgmlType::kQ8_0:
+      return MatMulCols<GgmlType::kQ8_0>(w, row_bytes, K, N, x, M, y, stream);
+    case GgmlType::kQ4_0:
+      return MatMulCols<GgmlType::kQ4_0>(w, row_bytes, K, N, x, M, y, stream);
+    case GgmlType::kQ4_K:
+      return MatMulCols<GgmlType::kQ4_K>(w, row_bytes, K, N, x, M, y, stream);
+    case GgmlType::kQ6_K:
+      return MatMulCols<GgmlType::kQ6_K>(w, row_bytes, K, N, x, M, y, stream);
   }
   return cudaErrorInvalidValue;
 }
