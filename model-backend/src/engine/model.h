@@ -94,6 +94,12 @@ class Model {
   // RowSampling: its i-th logits row); the sampled rows become scratch.
   [[nodiscard]] Status SampleLogits(std::span<const RowSampling> rows,
                                     std::span<const uint32_t> masks, std::span<SampledToken> out);
+  // The backend's step-graph counts (BackendOps::step_graph_counts).
+  BackendOps::StepGraphCounts step_graph_counts() const {
+    return backend_.ops().step_graph_counts();
+  }
+  // Whether the backend replays steps from graphs (BackendOps::CapturesSteps).
+  bool CapturesSteps() const { return backend_.ops().CapturesSteps(); }
   // Whether a batch-invariant ForwardPaged pads its rows to a multiple of four
   // (backends whose ops are not RowInvariant need it).
   bool PadsRows(bool batch_invariant) const {
@@ -128,6 +134,8 @@ class Model {
   // Final norm and output projection of the F32 rows `rows` (a view of x_ or h_);
   // copies the logits of the first n_read of them to host `logits`.
   Status OutputLogits(const Tensor& rows, int64_t n_read, float* logits);
+  // ForwardPaged's ops, without the step graph around them.
+  Status RunPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch_invariant, float* logits);
 
   Backend& backend_;
   HParams hp_;

@@ -86,6 +86,10 @@ int Run(int argc, char** argv) {
                  "prompt tokens of one generation per step at most (chunked prefill)")
       ->capture_default_str();
   app.add_flag("--no-prefix-cache", no_prefix_cache, "do not reuse KV blocks of equal prefixes");
+  bool no_step_graphs = false;
+  app.add_flag("--no-step-graphs", no_step_graphs,
+               "launch every kernel of every step (default: on a GPU, decode steps are padded "
+               "to buckets of 1..128 sequences and replayed from one captured CUDA graph each)");
   bool no_device_sampling = false;
   app.add_flag("--no-device-sampling", no_device_sampling,
                "read every row's logits back and sample on the host (default: requests "
@@ -177,6 +181,7 @@ int Run(int argc, char** argv) {
   }
   serving.prefix_cache = !no_prefix_cache;
   serving.device_sampling = !no_device_sampling;
+  serving.step_graphs = !no_step_graphs;
   serving.batch_invariant = !no_batch_invariance;
   serving.speculative_free_rows_only = !spec_any_rows;
   serving.prompt_lookup = !no_prompt_lookup;

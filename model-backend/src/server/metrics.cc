@@ -123,6 +123,14 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
          "Positions whose KV came back from the swap space instead of being recomputed.",
          s.swap_in_tokens);
   metric("sinew_model_batch_steps_total", "counter", "Batched forward steps.", s.steps);
+  metric("sinew_model_step_graph_captures_total", "counter",
+         "Decode steps captured into a step graph (CUDA graphs, one per batch bucket).",
+         s.step_graph_captures);
+  metric("sinew_model_step_graph_replays_total", "counter",
+         "Decode steps run by replaying a captured step graph.", s.step_graph_replays);
+  metric("sinew_model_step_graph_misses_total", "counter",
+         "Replays whose step no longer matched its graph (run directly, captured again).",
+         s.step_graph_misses);
   metric("sinew_model_backend_sampled_tokens_total", "counter",
          "Tokens sampled by the backend (on a GPU: only the token came back, not the logits).",
          s.backend_sampled_tokens);

@@ -21,6 +21,23 @@ int64_t RoundUp4(int64_t n) { return (n + 3) / 4 * 4; }
 
 Status Model::ForwardPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch_invariant,
                            float* logits) {
+  BackendOps& ops = backend_.ops();
+  if (batch.graph_key == 0 || !ops.CapturesSteps()) {
+    return RunPaged(batch, kv, batch_invariant, logits);
+  }
+  // A step graph: the ops are run, captured or only filled in for a replay;
+  // nothing may be read back before EndStep, so the logits are read after.
+  ops.BeginStep(batch.graph_key);
+  Status status = RunPaged(batch, kv, batch_invariant, nullptr);
+  SINEW_ASSIGN_OR_RETURN(const bool ran, ops.EndStep(status));
+  if (!ran) status = RunPaged(batch, kv, batch_invariant, nullptr);
+  SINEW_RETURN_IF_ERROR(status);
+  if (logits == nullptr || kept_logits_ == 0) return Status::Ok();
+  return ReadLogits(0, kept_logits_, logits);
+}
+
+Status Model::RunPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch_invariant,
+                       float* logits) {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("forward: empty batch");
   kept_logits_ = 0;

@@ -80,6 +80,10 @@ struct PagedSeq {
 struct PagedBatch {
   std::vector<int32_t> tokens;
   std::vector<PagedSeq> seqs;
+  // Non-zero: the step's key for BackendOps::BeginStep (a step graph), given
+  // only to batches whose ops have the same shapes whenever they have this key
+  // (the scheduler's decode buckets). 0: no graph.
+  uint64_t graph_key = 0;
 };
 
 }  // namespace sinew::model

@@ -18,7 +18,12 @@ Scheduler::Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& optio
       options_(options),
       info_(info),
       mutex_(mutex),
-      blocks_(kv.n_blocks(), kv.block_size(), options.prefix_cache) {
+      blocks_(options.n_blocks, kv.block_size(), options.prefix_cache) {
+  // The store's blocks past the scheduler's are the padding's (serving_engine.cc).
+  if (kv.n_blocks() > options.n_blocks) {
+    pad_block_ = options.n_blocks;
+    pad_table_ = {pad_block_};
+  }
   UpdateGauges();  // /metrics shows the cache's size before the first step
 }
 
@@ -364,6 +369,27 @@ Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
   return model_.SampleLogits(device_rows_, device_masks_, device_tokens_);
 }
 
+void Scheduler::PadToBucket() {
+  constexpr int32_t kLargestBucket = 128;
+  const int32_t n = static_cast<int32_t>(batch_.seqs.size());
+  const bool decodes_only =
+      std::all_of(batch_.seqs.begin(), batch_.seqs.end(),
+                  [](const PagedSeq& s) { return s.n_tokens == 1 && s.n_logits == 1; });
+  if (pad_block_ < 0 || !decodes_only || n == 0 || n > kLargestBucket) return;
+  int32_t bucket = 1;
+  while (bucket < n) bucket *= 2;
+  for (int32_t i = n; i < bucket; ++i) {
+    batch_.tokens.push_back(0);
+    PagedSeq dummy;
+    dummy.n_tokens = 1;
+    dummy.pos0 = 0;
+    dummy.block_table = pad_table_;
+    dummy.n_logits = 1;
+    batch_.seqs.push_back(dummy);
+  }
+  batch_.graph_key = static_cast<uint64_t>(bucket);
+}
+
 void Scheduler::Step() {
   std::vector<Planned> plan = Plan();
   if (plan.empty()) {
@@ -373,6 +399,7 @@ void Scheduler::Step() {
   }
   batch_.tokens.clear();
   batch_.seqs.clear();
+  batch_.graph_key = 0;
   int32_t n_out = 0;
   for (const Planned& p : plan) {
     Sequence& s = *p.seq;
@@ -389,6 +416,8 @@ void Scheduler::Step() {
     n_out += ps.n_logits;
     batch_.seqs.push_back(ps);
   }
+  PadToBucket();
+  n_out += static_cast<int32_t>(batch_.seqs.size() - plan.size());  // the dummies' rows
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
   const auto start = std::chrono::steady_clock::now();
   Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant,
@@ -488,6 +517,10 @@ void Scheduler::UpdateGauges() {
   stats_.blocks_available = blocks_.available();
   stats_.swap_slots_total = swap_ != nullptr ? swap_->n_slots() : 0;
   stats_.swap_slots_used = swap_ != nullptr ? swap_->n_slots() - swap_->available() : 0;
+  const BackendOps::StepGraphCounts graphs = model_.step_graph_counts();
+  stats_.step_graph_captures = graphs.captures;
+  stats_.step_graph_replays = graphs.replays;
+  stats_.step_graph_misses = graphs.misses;
   stats_.running = static_cast<int32_t>(running_.size());
   stats_.waiting = static_cast<int32_t>(waiting_.size());
 }

@@ -87,6 +87,11 @@ class Scheduler {
   // constraint, the tokens, the outbox and the finish checks. False if `seq`
   // is done after it.
   bool Emit(Sequence& seq, const GeneratedToken& token);
+  // Pads a decode-only batch_ of at most 128 sequences with dummy sequences to
+  // the next power of two and gives it that bucket as its graph key
+  // (ServingOptions::step_graphs). The dummies come last: no plan entry reads
+  // their logits.
+  void PadToBucket();
   // Whether this step samples `seq`'s n_logits rows with SampleRows.
   bool SamplesOnDevice(const Sequence& seq, int32_t n_logits) const;
   // After a forward that kept its logits: samples the rows of the sequences
@@ -118,6 +123,10 @@ class Scheduler {
   std::vector<int32_t> device_first_;
   std::vector<float> mask_scratch_;
   PagedBatch batch_;
+  // The spare KV block the dummies of a padded step write to (-1: no padding),
+  // and the one-block table they share.
+  int32_t pad_block_ = -1;
+  std::vector<int32_t> pad_table_;
   // Counters, written by the scheduler thread under mutex_.
   ServingStats stats_;
 };

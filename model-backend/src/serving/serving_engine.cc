@@ -118,9 +118,12 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
                                                              kv_dim, engine_options.cache_type_k,
                                                              engine_options.cache_type_v)));
   }
+  // One spare block for the dummies of padded decode steps (step graphs).
+  const bool pads = options_.step_graphs && (model_->CapturesSteps() || options_.pad_decode_steps);
   SINEW_ASSIGN_OR_RETURN(
-      kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks, options_.block_size,
-                                kv_dim, engine_options.cache_type_k, engine_options.cache_type_v));
+      kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks + (pads ? 1 : 0),
+                                options_.block_size, kv_dim, engine_options.cache_type_k,
+                                engine_options.cache_type_v));
   if (options_.swap_space_mib > 0) {
     SINEW_ASSIGN_OR_RETURN(
         swap_, KvSwapSpace::Create(*backend_, *kv_,

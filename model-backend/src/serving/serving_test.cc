@@ -175,6 +175,56 @@ TEST_P(ServingRandomModelTest, PreemptionBySwapOrRecomputeChangesNothingAndFrees
   }
 }
 
+// Decode steps padded to their bucket (1, 2, 4, ..., 128) with dummy sequences,
+// which a GPU replays from one captured graph per bucket: the dummies write to
+// a spare block and are never sampled, so outputs are those of single runs and
+// every block is free in the end. On the CPU the padding is forced
+// (pad_decode_steps) and costs the dummies' rows; on a GPU the steps must also
+// have been replayed from graphs.
+TEST_P(ServingRandomModelTest, DecodeStepsPaddedToGraphBucketsChangeNothing) {
+  ServingOptions single_opts;
+  single_opts.max_running = 1;
+  single_opts.prefix_cache = false;
+  single_opts.step_graphs = false;
+  single_opts.speculative_draft_tokens = 0;
+  auto single = Load(single_opts);
+  ASSERT_NE(single, nullptr);
+  const auto prompts = MakePrompts(Spec().n_vocab, 11, 9);  // 11 streams: bucket 16
+  const SamplingParams params = Greedy(40);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    auto r = single->Generate(p, params, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    expected.push_back(Ids(*r));
+  }
+  ServingOptions padded_opts;
+  padded_opts.pad_decode_steps = true;
+  padded_opts.speculative_draft_tokens = 0;  // decode steps only, once prompts are in
+  padded_opts.n_blocks = 64;
+  auto padded = Load(padded_opts);
+  ASSERT_NE(padded, nullptr);
+  EXPECT_EQ(RunConcurrently(*padded, prompts, params), expected);
+  EXPECT_EQ(RunConcurrently(*padded, prompts, params), expected);  // again, cache warm
+  ServingOptions plain_opts = padded_opts;
+  plain_opts.pad_decode_steps = false;
+  plain_opts.step_graphs = false;
+  auto plain = Load(plain_opts);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(RunConcurrently(*plain, prompts, params), expected);
+  EXPECT_EQ(RunConcurrently(*plain, prompts, params), expected);
+  const ServingStats with = padded->stats(), without = plain->stats();
+  // The same steps, but the padded ones ran the dummies' tokens too.
+  EXPECT_GT(with.step_tokens, without.step_tokens);
+  EXPECT_EQ(with.blocks_total, 64);  // the spare block is not the scheduler's
+  EXPECT_EQ(with.blocks_available, 64);
+  if (std::string_view(testing::kServingTestDevice) == "cuda") {
+    EXPECT_GT(with.step_graph_captures, 0u);
+    EXPECT_GT(with.step_graph_replays, 0u);
+  } else {
+    EXPECT_EQ(with.step_graph_captures, 0u);
+  }
+}
+
 // Sampling by the backend (SampleRows, one call per step) or on the host from
 // logits read back gives the same tokens and log-probabilities: greedy and
 // seeded temperature / top-k / top-p / min-p sampling, batched, with prompt-

@@ -287,6 +287,27 @@ class BackendOps {
                                           std::span<SampledToken> out) = 0;
   // Waits until queued work is done; the first error of that work, if any.
   [[nodiscard]] virtual Status Synchronize() { return Status::Ok(); }
+
+  // Step graphs (optional): a backend that CapturesSteps() records the ops of a
+  // step the second time it sees its key and afterwards replays the recording
+  // (a CUDA graph) instead of launching each kernel. The caller brackets the
+  // ops of a step with BeginStep(key) and EndStep(status of those ops), giving
+  // the same key only to steps that issue the same ops on the same shapes and
+  // buffers (index arrays may differ in content, and grow a little). EndStep
+  // returns true when the step has run (or is queued) and false when the ops
+  // were only recorded for a replay that did not match them (a shape or buffer
+  // changed, or the recording failed): the caller then issues them again
+  // without BeginStep, and they run directly. No op may read results back
+  // between the two calls.
+  virtual bool CapturesSteps() const { return false; }
+  virtual void BeginStep(uint64_t /*key*/) {}
+  [[nodiscard]] virtual Result<bool> EndStep(const Status& /*ops*/) { return true; }
+  struct StepGraphCounts {
+    uint64_t captures = 0;  // steps recorded
+    uint64_t replays = 0;   // steps run from a recording
+    uint64_t misses = 0;    // replays that did not match and ran directly
+  };
+  virtual StepGraphCounts step_graph_counts() const { return {}; }
 };
 
 class Backend {

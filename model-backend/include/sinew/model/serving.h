@@ -108,6 +108,17 @@ struct ServingOptions {
   // decode that prompt lookup leaves drafts speculative_draft_tokens tokens
   // with it. Default: true
   bool draft_model_adaptive = true;
+  // Step graphs: steps of decodes only (one token per sequence, no drafts) of
+  // up to 128 sequences are padded with dummy sequences to the next of 1, 2,
+  // 4, ..., 128, so that every step of a bucket issues the same ops, and a
+  // backend that CapturesSteps (CUDA) replays one captured graph per bucket
+  // instead of launching every kernel. The dummies write their KV to one spare
+  // block and their tokens are never sampled: outputs do not change. False, or
+  // a backend that does not capture: no padding. Default: true
+  bool step_graphs = true;
+  // Pad decode steps to the buckets even where the backend does not capture
+  // steps (to test the padding on the CPU). Default: false
+  bool pad_decode_steps = false;
   // Sample with BackendOps::SampleRows, in one call per step, every row whose
   // request has no penalties and no top_logprobs (and, when constrained, no
   // draft to verify): the grammar mask goes to the backend as a bitmask, and
@@ -129,6 +140,11 @@ struct ServingStats {
   uint64_t swap_in_tokens = 0;      // positions whose KV came back from the swap space
   uint64_t steps = 0;
   uint64_t step_tokens = 0;  // tokens run in all steps
+  // Steps captured into graphs, run from a graph, and replays that did not
+  // match their step and ran directly (BackendOps::step_graph_counts).
+  uint64_t step_graph_captures = 0;
+  uint64_t step_graph_replays = 0;
+  uint64_t step_graph_misses = 0;
   // Tokens sampled by BackendOps::SampleRows (device_sampling) and on the host.
   uint64_t backend_sampled_tokens = 0;
   uint64_t host_sampled_tokens = 0;

@@ -16,6 +16,7 @@
 #include "cuda/argmax.cuh"
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
+#include "cuda/cuda_status.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/getrows.cuh"
 #include "cuda/kv_store.cuh"
@@ -23,6 +24,7 @@
 #include "cuda/norm.cuh"
 #include "cuda/rope.cuh"
 #include "cuda/sample.cuh"
+#include "cuda/step_graph.cuh"
 #include "sinew/model/backend.h"
 
 namespace sinew::model {
@@ -32,21 +34,11 @@ bool HaveCudaBackend() { return true; }
 namespace cuda {
 namespace {
 
-Status CudaStatus(const char* call, cudaError_t err) {
-  if (err == cudaSuccess) return Status::Ok();
-  const std::string what = std::string(call) + ": " + cudaGetErrorName(err) + " (" +
-                           cudaGetErrorString(err) + ")";
-  if (err == cudaErrorMemoryAllocation) return Status::ResourceExhausted(what);
-  return Status::Internal(what);
-}
-
 Status CublasStatus(const char* call, cublasStatus_t s) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return Status::Internal(std::string(call) + ": " + cublasGetStatusName(s) + " (" +
                           cublasGetStatusString(s) + ")");
 }
-
-#define SINEW_CUDA_RETURN(call) SINEW_RETURN_IF_ERROR(CudaStatus(#call, (call)))
 
 // The state a backend's buffers and ops share: device, stream, pinned staging.
 struct Context {
@@ -56,10 +48,12 @@ struct Context {
   std::mutex staging_mutex;
   void* staging = nullptr;  // pinned host memory
   size_t staging_bytes = 0;
+  void* cublas_workspace = nullptr;  // set up front, so that cuBLAS can run in a captured step
 
   ~Context() {
     cudaSetDevice(device);
     if (staging != nullptr) cudaFreeHost(staging);
+    if (cublas_workspace != nullptr) cudaFree(cublas_workspace);
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
@@ -273,7 +267,7 @@ bool IsKvType(GgmlType t) {
 
 class CudaOps final : public BackendOps {
  public:
-  explicit CudaOps(Context& ctx) : ctx_(ctx) {}
+  explicit CudaOps(Context& ctx) : ctx_(ctx), graphs_(kSlots, ctx.stream) {}
 
   bool Supports(Op op, GgmlType type) const override {
     switch (op) {
@@ -294,9 +288,22 @@ class CudaOps final : public BackendOps {
     return true;
   }
 
+  // Step graphs (step_graph.cuh): every op below passes its kernels' arguments
+  // to graphs_.Launch before launching them, and skips them while a step fills.
+  bool CapturesSteps() const override { return true; }
+  void BeginStep(uint64_t key) override {
+    if (ctx_.Use().ok()) graphs_.Begin(key);
+  }
+  Result<bool> EndStep(const Status& ops) override { return graphs_.End(ops); }
+  StepGraphCounts step_graph_counts() const override { return graphs_.counts(); }
+
   Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     SINEW_ASSIGN_OR_RETURN(const int32_t* d_ids, UploadInts(ids, kIds));
+    if (!graphs_.Launch({1, P(table.data), static_cast<uint64_t>(table.type), U(table.row_bytes()),
+                         U(table.ne[0]), P(d_ids), U(ids.size()), P(out.data)})) {
+      return Status::Ok();
+    }
     return CudaStatus("GetRows kernel",
                       LaunchGetRows(table.type, table.data, table.row_bytes(), table.ne[0], d_ids,
                                     static_cast<int64_t>(ids.size()), out.f32(), ctx_.stream));
@@ -309,11 +316,18 @@ class CudaOps final : public BackendOps {
       return Status::InvalidArgument("MatMul: shapes disagree");
     }
     if (M <= kMatMulCols || row_invariant_) {
+      if (!graphs_.Launch({2, P(w.data), static_cast<uint64_t>(w.type), U(K), U(N), U(M), P(x.data),
+                           P(y.data)})) {
+        return Status::Ok();
+      }
       return CudaStatus("MatMulCols kernel", LaunchMatMulCols(w.type, w.data, w.row_bytes(), K, N,
                                                               x.f32(), M, y.f32(), ctx_.stream));
     }
     const float alpha = 1.0f, beta = 0.0f;
     if (w.type == GgmlType::kF32) {
+      if (!graphs_.Launch({3, P(w.data), U(K), U(N), U(M), P(x.data), P(y.data)})) {
+        return Status::Ok();
+      }
       return CublasStatus("cublasSgemm",
                           cublasSgemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
                                       static_cast<int>(M), static_cast<int>(K), &alpha, w.f32(),
@@ -324,6 +338,10 @@ class CudaOps final : public BackendOps {
     const size_t w_bytes = w.type == GgmlType::kF16 ? 0 : static_cast<size_t>(K * N) * 2;
     SINEW_ASSIGN_OR_RETURN(void* wbuf, weight_scratch_.Get(std::max<size_t>(w_bytes, 256)));
     SINEW_ASSIGN_OR_RETURN(void* xbuf, act_scratch_.Get(static_cast<size_t>(K * M) * 2));
+    if (!graphs_.Launch({4, P(w.data), static_cast<uint64_t>(w.type), U(K), U(N), U(M), P(x.data),
+                         P(y.data), P(wbuf), P(xbuf)})) {
+      return Status::Ok();
+    }
     const void* wf16 = w.data;
     if (w.type != GgmlType::kF16) {
       SINEW_RETURN_IF_ERROR(CudaStatus(
@@ -344,18 +362,28 @@ class CudaOps final : public BackendOps {
 
   Status AddBias(Tensor& y, const Tensor& bias) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (!graphs_.Launch({5, P(y.data), P(bias.data), U(y.ne[0]), U(y.rows())})) {
+      return Status::Ok();
+    }
     return CudaStatus("AddBias kernel",
                       LaunchAddBias(y.f32(), bias.f32(), y.ne[0], y.rows(), ctx_.stream));
   }
 
   Status Add(const Tensor& a, const Tensor& b, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (!graphs_.Launch({6, P(a.data), P(b.data), P(out.data), U(a.elements())})) {
+      return Status::Ok();
+    }
     return CudaStatus("Add kernel",
                       LaunchAdd(a.f32(), b.f32(), out.f32(), a.elements(), ctx_.stream));
   }
 
   Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (!graphs_.Launch(
+            {7, P(x.data), P(weight.data), F(eps), U(x.ne[0]), U(x.rows()), P(out.data)})) {
+      return Status::Ok();
+    }
     return CudaStatus("RmsNorm kernel", LaunchRmsNorm(x.f32(), weight.f32(), eps, x.ne[0],
                                                       x.rows(), out.f32(), ctx_.stream));
   }
@@ -378,6 +406,11 @@ class CudaOps final : public BackendOps {
       SINEW_ASSIGN_OR_RETURN(d_factors,
                              Upload(std::span<const float>(p.freq_factors, n), kFactors));
     }
+    if (!graphs_.Launch({8, P(x.data), U(x.ne[0]), U(x.ne[1]), U(n_tokens), P(d_pos),
+                         static_cast<uint64_t>(p.style), U(p.n_rot), F(p.freq_base),
+                         F(p.freq_scale), P(d_factors)})) {
+      return Status::Ok();
+    }
     return CudaStatus("Rope kernel",
                       LaunchRope(x.f32(), x.ne[0], x.ne[1], n_tokens, d_pos, p.style, p.n_rot,
                                  p.freq_base, p.freq_scale, d_factors, ctx_.stream));
@@ -385,6 +418,9 @@ class CudaOps final : public BackendOps {
 
   Status SwiGlu(const Tensor& gate, const Tensor& up, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (!graphs_.Launch({9, P(gate.data), P(up.data), P(out.data), U(gate.elements())})) {
+      return Status::Ok();
+    }
     return CudaStatus("SwiGlu kernel",
                       LaunchSwiGlu(gate.f32(), up.f32(), out.f32(), gate.elements(), ctx_.stream));
   }
@@ -398,6 +434,12 @@ class CudaOps final : public BackendOps {
     }
     SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, src.rows(), dst.rows()));
     SINEW_ASSIGN_OR_RETURN(const KvRows rows, UploadKvBatch(batch, positions, src.rows()));
+    if (!graphs_.Launch({10, P(src.data), U(src.ne[0]), U(src.rows()),
+                         static_cast<uint64_t>(dst.type), P(dst.data), U(dst.row_bytes()),
+                         P(rows.tables), P(rows.table_start), P(rows.positions),
+                         U(rows.block_size)})) {
+      return Status::Ok();
+    }
     return CudaStatus("StoreKv kernel",
                       LaunchStoreKv(src.f32(), src.ne[0], src.rows(), dst.type, dst.data,
                                     dst.row_bytes(), rows, ctx_.stream));
@@ -431,11 +473,19 @@ class CudaOps final : public BackendOps {
     a.v_row_bytes = v.row_bytes();
     a.scale = scale;
     a.out = out.f32();
+    if (!graphs_.Launch({11, P(a.q), P(a.k), P(a.v), static_cast<uint64_t>(a.k_type),
+                         static_cast<uint64_t>(a.v_type), U(a.k_row_bytes), U(a.v_row_bytes),
+                         P(a.rows.tables), P(a.rows.table_start), P(a.rows.positions),
+                         U(a.rows.block_size), U(a.head_dim), U(a.n_head), U(a.n_head_kv),
+                         U(a.n_tokens), F(scale), P(a.out)})) {
+      return Status::Ok();
+    }
     return CudaStatus("Attention kernel", LaunchAttention(a, ctx_.stream));
   }
 
   Status Argmax(const Tensor& x, std::span<int32_t> out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (graphs_.active()) return Status::FailedPrecondition("Argmax: reads back inside a step");
     const int64_t rows = x.rows();
     if (static_cast<int64_t>(out.size()) < rows) {
       return Status::InvalidArgument("Argmax: output shorter than the rows");
@@ -454,6 +504,7 @@ class CudaOps final : public BackendOps {
                     std::span<SampledToken> out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), x.ne[0], masks, out.size()));
+    if (graphs_.active()) return Status::FailedPrecondition("SampleRows: reads back inside a step");
     if (rows.empty()) return Status::Ok();
     SINEW_ASSIGN_OR_RETURN(const RowSampling* d_rows, Upload(rows, kSampleRows));
     SINEW_ASSIGN_OR_RETURN(const uint32_t* d_masks, Upload(masks, kMasks));
@@ -520,6 +571,10 @@ class CudaOps final : public BackendOps {
   Result<const T*> Upload(std::span<const T> values, Slot slot) {
     const size_t bytes = values.size() * sizeof(T);
     if (bytes == 0) return static_cast<const T*>(nullptr);
+    if (graphs_.active()) {
+      SINEW_ASSIGN_OR_RETURN(const void* p, graphs_.Upload(values.data(), bytes, slot));
+      return static_cast<const T*>(p);
+    }
     std::vector<uint8_t>& shadow = shadow_[slot];
     if (bytes > slots_[slot].capacity()) shadow.clear();  // a new allocation holds nothing
     SINEW_ASSIGN_OR_RETURN(void* dst, slots_[slot].Get(std::max<size_t>(bytes, 4096)));
@@ -537,8 +592,18 @@ class CudaOps final : public BackendOps {
   }
 
   Context& ctx_;
+  // Arguments of an op's kernels, for graphs_.Launch.
+  static uint64_t P(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+  static uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
+  static uint64_t F(float v) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits;
+  }
+
   Scratch weight_scratch_, act_scratch_, argmax_scratch_, sample_scratch_;
   bool row_invariant_ = false;
+  StepGraphs graphs_;
   Scratch slots_[kSlots];
   std::vector<uint8_t> shadow_[kSlots];  // what each slot holds (empty: unknown)
   std::vector<int32_t> tables_, table_start_;  // UploadKvBatch's host arrays
@@ -590,6 +655,12 @@ Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& opt
   SINEW_RETURN_IF_ERROR(CudaStatus("cudaMallocHost",
                                    cudaMallocHost(&ctx->staging, cuda::kStagingBytes)));
   ctx->staging_bytes = cuda::kStagingBytes;
+  constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+  SINEW_RETURN_IF_ERROR(CudaStatus("cudaMalloc (cuBLAS workspace)",
+                                   cudaMalloc(&ctx->cublas_workspace, kCublasWorkspaceBytes)));
+  SINEW_RETURN_IF_ERROR(cuda::CublasStatus(
+      "cublasSetWorkspace",
+      cublasSetWorkspace(ctx->cublas, ctx->cublas_workspace, kCublasWorkspaceBytes)));
   const std::string name = "cuda-sm" + std::to_string(prop.major * 10 + prop.minor);
   return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(std::move(ctx), name));
 }
