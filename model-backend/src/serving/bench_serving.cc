@@ -2,8 +2,8 @@
 // request at a time.
 //   bench_serving [--model FILE.gguf] [--device cpu|cuda:N] [--threads N]
 //                 [--streams 1,8,32] [--prompt 17] [--tokens 32] [--reference 1]
-//                 [--max-running 32] [--step-tokens 512] [--turns 20] [--sections
-//                 throughput,agent,pressure]
+//                 [--max-running 32] [--step-tokens 512] [--device-sampling 1] [--turns 20]
+//                 [--sections throughput,agent,pressure]
 //                 [--embd 512] [--layers 8] [--ff 1408] [--pressure-only 1]
 // Without --model it writes a random-weight llama (by default ~28M parameters,
 // Q8_0, vocab 4096; --embd/--layers/--ff change its shape) to a temporary file. Prints:
@@ -235,6 +235,7 @@ int main(int argc, char** argv) {
   std::string model, device = "cpu", sections = "throughput,agent,pressure";
   int threads = 2, turns = 20, embd = 512, layers = 8, ff = 1408, max_running = 32;
   int step_tokens = ServingOptions().step_tokens;
+  bool device_sampling = ServingOptions().device_sampling;
   if (argc % 2 == 0) {
     std::fprintf(stderr, "options come in pairs; see the comment at the top of bench_serving.cc\n");
     return 2;
@@ -263,6 +264,8 @@ int main(int argc, char** argv) {
       max_running = std::atoi(v);
     else if (std::strcmp(argv[i], "--step-tokens") == 0)
       step_tokens = std::atoi(v);
+    else if (std::strcmp(argv[i], "--device-sampling") == 0)
+      device_sampling = std::atoi(v) != 0;
     else if (std::strcmp(argv[i], "--turns") == 0)
       turns = std::atoi(v);
     else if (std::strcmp(argv[i], "--sections") == 0)
@@ -320,6 +323,7 @@ int main(int argc, char** argv) {
     so.max_running = std::max(max_running, most_streams);
     so.max_waiting = std::max(so.max_waiting, most_streams);
     so.step_tokens = step_tokens;
+    so.device_sampling = device_sampling;
     auto serving = ServingEngine::Load(model, eo, so);
     if (!serving.ok()) {
       std::fprintf(stderr, "%s\n", serving.status().ToString().c_str());
