@@ -54,11 +54,15 @@ cudaError_t MatMulCols(const void* w, int64_t row_bytes, int64_t K, int64_t N, c
   if (M == 1) {
     MatMulColsKernel<kType, 1><<<dim3(blocks, 1), kRowsPerBlock * kWarp, 0, stream>>>(
         static_cast<const uint8_t*>(w), row_bytes, K, N, x, M, y);
+  } else if (M <= kMatMulCols) {
+    MatMulColsKernel<kType, kMatMulCols><<<dim3(blocks, 1), kRowsPerBlock * kWarp, 0, stream>>>(
+        static_cast<const uint8_t*>(w), row_bytes, K, N, x, M, y);
   } else {
-    const unsigned groups = static_cast<unsigned>((M + kMatMulCols - 1) / kMatMulCols);
-    MatMulColsKernel<kType, kMatMulCols>
-        <<<dim3(blocks, groups), kRowsPerBlock * kWarp, 0, stream>>>(static_cast<const uint8_t*>(w),
-                                                                     row_bytes, K, N, x, M, y);
+    // Wide batches: 32 tokens per pass, so the weights are read M / 32 times.
+    constexpr int kWide = 4 * kMatMulCols;
+    const unsigned groups = static_cast<unsigned>((M + kWide - 1) / kWide);
+    MatMulColsKernel<kType, kWide><<<dim3(blocks, groups), kRowsPerBlock * kWarp, 0, stream>>>(
+        static_cast<const uint8_t*>(w), row_bytes, K, N, x, M, y);
   }
   return cudaGetLastError();
 }

@@ -5,8 +5,8 @@
 // the ServingEngine's batch-invariant mode), run LaunchMatMulCols, a memory-bound
 // kernel that reads the weight blocks in place (one warp per output row, each
 // lane one block-sized unit at a time (common.cuh DotUnit), F32 activations, up
-// to 8 columns per pass), whose arithmetic per (row, column) does not depend on
-// M. Otherwise M > 8 dequantizes the weight to F16 (LaunchDequantF16, F16
+// to 8 columns per pass, 32 when M > 8), whose arithmetic per (row, column) does
+// not depend on M. Otherwise M > 8 dequantizes the weight to F16 (LaunchDequantF16, F16
 // weights skip it), converts the activations to F16 and runs a cuBLAS GEMM with
 // F32 accumulation on the tensor cores (F32 weights: SGEMM), whose algorithm,
 // and so the bits of a row, may change with M. This first rule is to be revised
@@ -15,7 +15,7 @@
 #include "cuda/common.cuh"
 
 namespace sinew::model::cuda {
-// Columns per pass of LaunchMatMulCols.
+// Columns per pass of LaunchMatMulCols up to M = 8 (4x that beyond).
 constexpr int kMatMulCols = 8;
 // y[m][n] = sum_k w[n][k] * x[m][k] for N rows of K elements of `type` and M
 // columns of x (F32 [K, M]; y F32 [N, M]), each (n, m) with the same arithmetic
