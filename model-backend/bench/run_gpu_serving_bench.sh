@@ -13,6 +13,9 @@
 #   agent       --turns turns (20), each re-sending the history plus a short
 #               message: time to first token of turn 1 and of the last turn, prefix
 #               cache on and off
+#   step loop   per step: planning, queueing the forward, sampling (with the wait
+#               for the device), taking the tokens in; the host's share (planning
+#               and taking in, when the device has nothing queued)
 #
 # usage: model-backend/bench/run_gpu_serving_bench.sh [--bin-dir DIR] [--work-dir DIR]
 #            [--llama-batched-bench PATH] [--streams 1,8,32,128] [-p 512] [-n 128]
@@ -141,6 +144,20 @@ for (model, n), modes in sorted(rows.items()):
         ratio(lg, ref_gen)))
 print("(ratios are sinew / llama.cpp: e2e batch-invariant, gen batch-invariant, gen loose)"
       if theirs else "(no --llama-batched-bench given: no ratios)")
+print()
+print("step loop per step (us), batch-invariant runs: plan and take-in are host work the device")
+print("waits through; forward is the time to queue the step (or fill its graph); sample waits")
+print("%-18s %7s %7s %9s %9s %9s %9s %8s" % ("model", "streams", "steps", "plan", "forward",
+                                          "sample", "take in", "host %"))
+for (model, n), modes in sorted(rows.items()):
+    r = modes.get("invariant")
+    if not r or "steps" not in r:
+        continue
+    plan, fwd, smp, absorb = (float(r[k]) for k in ("plan_us", "forward_us", "sample_us", "absorb_us"))
+    total = plan + fwd + smp + absorb
+    print("%-18s %7d %7.0f %9.1f %9.1f %9.1f %9.1f %7.1f%%" % (
+        model, n, float(r["steps"]), plan, fwd, smp, absorb,
+        100 * (plan + absorb) / total if total else 0))
 print()
 print("agent workload: time to first token (ms)")
 print("%-18s %-6s %9s %9s %9s" % ("model", "cache", "turn 1", "last", "last/1"))

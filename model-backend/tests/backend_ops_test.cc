@@ -577,9 +577,17 @@ OPS_TEST(ArgmaxPerRow) {
 OPS_TEST(SampleRowsEveryTransformAndMask) {
   for (const int64_t n : {int64_t{32000}, int64_t{1001}}) {
     const int64_t n_rows = 6;
-    std::vector<float> x = Random(static_cast<size_t>(n * n_rows), 33);
-    for (float& v : x) v *= 6.0f;
-    x[static_cast<size_t>(n + 40)] = x[static_cast<size_t>(n + 41)] = 30.0f;  // a tie at the top
+    std::vector<float> base = Random(static_cast<size_t>(n * n_rows), 33);
+    for (float& v : base) v *= 6.0f;
+    base[static_cast<size_t>(n + 40)] = base[static_cast<size_t>(n + 41)] = 30.0f;  // a tie
+    // Each entry samples its own copy of a base row (a row is sampled once).
+    constexpr int kVariants = 8;
+    std::vector<float> x;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (int variant = 0; variant < kVariants; ++variant) {
+        x.insert(x.end(), base.begin() + r * n, base.begin() + (r + 1) * n);
+      }
+    }
     const int64_t words = MaskWords(n);
     std::vector<uint32_t> masks(static_cast<size_t>(2 * words), 0);
     for (int64_t i = 0; i < n; i += 3) masks[static_cast<size_t>(i / 32)] |= 1u << (i % 32);
@@ -593,9 +601,9 @@ OPS_TEST(SampleRowsEveryTransformAndMask) {
       return static_cast<double>(state >> 8) / 16777216.0;
     };
     for (int32_t r = 0; r < n_rows; ++r) {
-      for (int variant = 0; variant < 8; ++variant) {
+      for (int variant = 0; variant < kVariants; ++variant) {
         RowSampling s;
-        s.row = r;
+        s.row = r * kVariants + variant;
         s.greedy = variant == 0;
         s.temperature = 0.3f + 0.25f * static_cast<float>(variant);
         s.top_k = variant == 2 ? 40 : variant == 3 ? 1 : 0;
@@ -607,7 +615,7 @@ OPS_TEST(SampleRowsEveryTransformAndMask) {
       }
     }
     auto run = [&](Backend& b) {
-      Buf t = UploadF32(b, x, n, n_rows);
+      Buf t = UploadF32(b, x, n, n_rows * kVariants);
       std::vector<SampledToken> out(rows.size());
       Must(b.ops().SampleRows(t.t, rows, masks, out));
       return out;
@@ -655,6 +663,10 @@ OPS_TEST(SampleRowsRefusesWhatIsOutOfRange) {
       EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << b->name() << ": " << what;
     }
     RowSampling fine;
+    const RowSampling twice[2] = {fine, fine};
+    std::vector<SampledToken> two(2);
+    EXPECT_EQ(b->ops().SampleRows(t.t, twice, one_mask, two).code(), StatusCode::kInvalidArgument)
+        << b->name() << ": one row sampled twice";
     std::vector<SampledToken> none;
     EXPECT_EQ(b->ops().SampleRows(t.t, std::span(&fine, 1), one_mask, none).code(),
               StatusCode::kInvalidArgument)

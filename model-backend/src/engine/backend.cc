@@ -93,6 +93,7 @@ Status CheckRowSampling(std::span<const RowSampling> rows, int64_t n_rows, int64
                                    std::to_string(words) + " words");
   }
   const int64_t n_masks = static_cast<int64_t>(masks.size()) / words;
+  std::vector<bool> taken(static_cast<size_t>(std::max<int64_t>(n_rows, 0)), false);
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowSampling& r = rows[i];
     auto bad = [i](const std::string& what) {
@@ -102,6 +103,10 @@ Status CheckRowSampling(std::span<const RowSampling> rows, int64_t n_rows, int64
       return bad("row " + std::to_string(r.row) + " outside the " + std::to_string(n_rows) +
                  " rows of logits");
     }
+    if (taken[static_cast<size_t>(r.row)]) {
+      return bad("row " + std::to_string(r.row) + " is sampled twice");
+    }
+    taken[static_cast<size_t>(r.row)] = true;
     if (r.mask < -1 || r.mask >= n_masks) {
       return bad("mask " + std::to_string(r.mask) + " outside the " + std::to_string(n_masks) +
                  " masks");

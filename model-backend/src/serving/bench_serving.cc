@@ -91,6 +91,7 @@ void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char
   std::vector<std::vector<double>> arrivals(prompts.size());
   std::vector<std::string> errors(prompts.size());
   std::vector<std::thread> threads;
+  const ServingStats before_run = serving.stats();
   const auto start = Clock::now();
   for (size_t i = 0; i < prompts.size(); ++i) {
     arrivals[i].reserve(static_cast<size_t>(shape.tokens));
@@ -120,6 +121,7 @@ void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char
   for (const auto& a : arrivals) {
     for (double t : a) after += t > all_started ? 1 : 0;
   }
+  const ServingStats after_run = serving.stats();
   const double e2e_tps = static_cast<double>(tokens) / wall;
   const double gen_tps = wall > all_started ? static_cast<double>(after) / (wall - all_started) : 0;
   std::printf("streams %3d: %8.1f tok/s end to end, %8.1f tok/s generating", shape.streams, e2e_tps,
@@ -127,11 +129,25 @@ void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char
   if (shape.reference) {
     std::printf("   one-at-a-time %8.1f tok/s   ratio %.2fx", ref_tps, e2e_tps / ref_tps);
   }
+  // Where the step loop's time went (ServingStats::plan_ns and the rest).
+  const double steps = static_cast<double>(after_run.steps - before_run.steps);
+  auto us = [steps](uint64_t a, uint64_t b) {
+    return steps > 0 ? static_cast<double>(b - a) / 1e3 / steps : 0.0;
+  };
+  const double plan_us = us(before_run.plan_ns, after_run.plan_ns);
+  const double forward_us = us(before_run.forward_ns, after_run.forward_ns);
+  const double sample_us = us(before_run.sample_ns, after_run.sample_ns);
+  const double absorb_us = us(before_run.absorb_ns, after_run.absorb_ns);
+  std::printf(
+      "\n            per step (%.0f steps): plan %.0f us, forward %.0f us, sample %.0f us, "
+      "take in %.0f us",
+      steps, plan_us, forward_us, sample_us, absorb_us);
   std::printf(
       "\nRESULT throughput mode=%s streams=%d prompt=%d tokens=%d wall_s=%.3f "
-      "all_started_s=%.3f e2e_tps=%.1f gen_tps=%.1f ref_tps=%.1f\n",
-      mode, shape.streams, shape.prompt, shape.tokens, wall, all_started, e2e_tps, gen_tps,
-      ref_tps);
+      "all_started_s=%.3f e2e_tps=%.1f gen_tps=%.1f ref_tps=%.1f steps=%.0f plan_us=%.1f "
+      "forward_us=%.1f sample_us=%.1f absorb_us=%.1f\n",
+      mode, shape.streams, shape.prompt, shape.tokens, wall, all_started, e2e_tps, gen_tps, ref_tps,
+      steps, plan_us, forward_us, sample_us, absorb_us);
   std::fflush(stdout);
 }
 

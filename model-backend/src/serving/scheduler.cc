@@ -391,6 +391,12 @@ void Scheduler::PadToBucket() {
 }
 
 void Scheduler::Step() {
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::time_point a, Clock::time_point b) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+  };
+  const Clock::time_point planning = Clock::now();
   std::vector<Planned> plan = Plan();
   if (plan.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -419,26 +425,37 @@ void Scheduler::Step() {
   PadToBucket();
   n_out += static_cast<int32_t>(batch_.seqs.size() - plan.size());  // the dummies' rows
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
   Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant,
                                       options_.device_sampling ? nullptr : logits_.data());
-  if (draft_model_ != nullptr && status.ok()) {
-    // The draft length weighs draft rounds against the steps of decodes.
-    const bool decodes_only = std::all_of(plan.begin(), plan.end(), [](const Planned& p) {
-      return p.seq->n_generated > 0 && p.take == 1 + static_cast<int32_t>(p.seq->draft.size());
-    });
-    if (decodes_only) {
-      draft_model_->policy().ObserveModelStep(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-  }
+  const Clock::time_point sampling = Clock::now();
   if (!options_.device_sampling) {
     device_first_.assign(plan.size(), -1);
   } else if (status.ok()) {
     status = SampleStep(plan);
   }
-
+  const Clock::time_point absorbing = Clock::now();
+  if (draft_model_ != nullptr && status.ok()) {
+    // The draft length weighs draft rounds against the steps of decodes: the
+    // forward and its sampling (a device's forward is queued without waiting;
+    // the sampling waits for it).
+    const bool decodes_only = std::all_of(plan.begin(), plan.end(), [](const Planned& p) {
+      return p.seq->n_generated > 0 && p.take == 1 + static_cast<int32_t>(p.seq->draft.size());
+    });
+    if (decodes_only) {
+      draft_model_->policy().ObserveModelStep(
+          std::chrono::duration<double>(absorbing - start).count());
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
+  Absorb(plan, status);
+  stats_.plan_ns += ns(planning, start);
+  stats_.forward_ns += ns(start, sampling);
+  stats_.sample_ns += ns(sampling, absorbing);
+  stats_.absorb_ns += ns(absorbing, Clock::now());
+}
+
+void Scheduler::Absorb(const std::vector<Planned>& plan, const Status& status) {
   ++stats_.steps;
   stats_.step_tokens += batch_.tokens.size();
   size_t out = 0;

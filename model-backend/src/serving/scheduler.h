@@ -87,6 +87,10 @@ class Scheduler {
   // constraint, the tokens, the outbox and the finish checks. False if `seq`
   // is done after it.
   bool Emit(Sequence& seq, const GeneratedToken& token);
+  // Takes in the results of the step that ran `plan` (mutex held): its tokens
+  // (sampled by the backend or here), speculative acceptance, finishes, new
+  // prefix-cache keys, freed blocks; on a failed step, fails its sequences.
+  void Absorb(const std::vector<Planned>& plan, const Status& status);
   // Pads a decode-only batch_ of at most 128 sequences with dummy sequences to
   // the next power of two and gives it that bucket as its graph key
   // (ServingOptions::step_graphs). The dummies come last: no plan entry reads

@@ -193,7 +193,7 @@ struct SampledToken {
 };
 // Words of one mask in SampleRows: bit (i % 32) of word i / 32 allows token i.
 constexpr int64_t MaskWords(int64_t n_vocab) { return (n_vocab + 31) / 32; }
-// InvalidArgument unless every entry of `rows` names a row below n_rows, a mask
+// InvalidArgument unless every entry of `rows` names its own row below n_rows, a mask
 // of `masks` (or -1) and parameters in range (temperature in [0, 100], top_k >=
 // 0, top_p in (0, 1], min_p in [0, 1], u in [0, 1)), and `out` has room for all.
 // What both backends check before SampleRows touches anything.

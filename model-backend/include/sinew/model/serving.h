@@ -145,6 +145,17 @@ struct ServingStats {
   uint64_t step_graph_captures = 0;
   uint64_t step_graph_replays = 0;
   uint64_t step_graph_misses = 0;
+  // Where the step loop's time goes, in nanoseconds over all steps: planning
+  // (admissions, preemption, drafts, the batch), the forward (on a GPU: the
+  // time to queue it or fill its graph), sampling (on a GPU: the grammar masks
+  // and draws, then the wait for the forward and the sampling kernel), and
+  // taking the tokens in (outboxes, finishes, prefix-cache keys). On a GPU the
+  // device idles during planning, queueing and taking in: the share of host
+  // work that overlapping steps could hide.
+  uint64_t plan_ns = 0;
+  uint64_t forward_ns = 0;
+  uint64_t sample_ns = 0;
+  uint64_t absorb_ns = 0;
   // Tokens sampled by BackendOps::SampleRows (device_sampling) and on the host.
   uint64_t backend_sampled_tokens = 0;
   uint64_t host_sampled_tokens = 0;

@@ -413,29 +413,34 @@ class CpuOps final : public BackendOps {
     const int64_t n = x.ne[0];
     SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), n, masks, out.size()));
     const int64_t words = MaskWords(n);
-    std::vector<std::pair<float, int32_t>> candidates;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const RowSampling& r = rows[i];
-      const std::span<float> logits(x.f32() + static_cast<int64_t>(r.row) * n,
-                                    static_cast<size_t>(n));
-      bool any = r.mask < 0;
-      if (r.mask >= 0) {
-        const uint32_t* mask = masks.data() + r.mask * words;
-        for (int64_t t = 0; t < n; ++t) {
-          if ((mask[t / 32] >> (t % 32) & 1u) == 0) {
-            logits[static_cast<size_t>(t)] = -INFINITY;
-          } else {
-            any = true;
+    // Rows are independent: one per task (the log-sum-exp alone is a pass of
+    // exp over the vocabulary).
+    pool_.ParallelFor(static_cast<int64_t>(rows.size()), 1, [&](int64_t begin, int64_t end) {
+      std::vector<std::pair<float, int32_t>> candidates;
+      for (int64_t i = begin; i < end; ++i) {
+        const RowSampling& r = rows[static_cast<size_t>(i)];
+        const std::span<float> logits(x.f32() + static_cast<int64_t>(r.row) * n,
+                                      static_cast<size_t>(n));
+        bool any = r.mask < 0;
+        if (r.mask >= 0) {
+          const uint32_t* mask = masks.data() + r.mask * words;
+          for (int64_t t = 0; t < n; ++t) {
+            if ((mask[t / 32] >> (t % 32) & 1u) == 0) {
+              logits[static_cast<size_t>(t)] = -INFINITY;
+            } else {
+              any = true;
+            }
           }
         }
+        if (!any) {
+          out[static_cast<size_t>(i)] = SampledToken{};
+          continue;
+        }
+        const int32_t id = ChooseToken(logits, r, candidates);
+        out[static_cast<size_t>(i)] =
+            SampledToken{id, logits[static_cast<size_t>(id)] - LogSumExp(logits)};
       }
-      if (!any) {
-        out[i] = SampledToken{};
-        continue;
-      }
-      const int32_t id = ChooseToken(logits, r, candidates);
-      out[i] = SampledToken{id, logits[static_cast<size_t>(id)] - LogSumExp(logits)};
-    }
+    });
     return Status::Ok();
   }
 
