@@ -332,16 +332,25 @@ Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
   device_first_.assign(plan.size(), -1);
   const int64_t n_vocab = info_.n_vocab;
   const int64_t words = MaskWords(n_vocab);
+  // Rows sampled on the host are read back, each run of neighbours in one copy.
+  int64_t run = -1;  // first row of the pending run, or -1
+  auto read_run = [&](int64_t end) {
+    const int64_t first = run;
+    run = -1;
+    return first < 0 ? Status::Ok()
+                     : model_.ReadLogits(first, end - first, logits_.data() + first * n_vocab);
+  };
   int64_t row = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
     const int32_t n_logits = batch_.seqs[i].n_logits;
     if (n_logits == 0) continue;
     if (!SamplesOnDevice(s, n_logits)) {
-      SINEW_RETURN_IF_ERROR(model_.ReadLogits(row, n_logits, logits_.data() + row * n_vocab));
+      if (run < 0) run = row;
       row += n_logits;
       continue;
     }
+    SINEW_RETURN_IF_ERROR(read_run(row));
     int32_t mask = -1;
     if (s.constraint) {
       // The constraint's mask of a row of zeros: the allowed tokens stay finite.
@@ -364,6 +373,7 @@ Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
     }
     row += n_logits;
   }
+  SINEW_RETURN_IF_ERROR(read_run(row));
   device_tokens_.assign(device_rows_.size(), SampledToken{});
   if (device_rows_.empty()) return Status::Ok();
   return model_.SampleLogits(device_rows_, device_masks_, device_tokens_);
