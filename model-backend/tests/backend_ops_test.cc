@@ -684,6 +684,49 @@ OPS_TEST(SampleRowsRefusesWhatIsOutOfRange) {
   }
 }
 
+// QueueSampleRows leaves its tokens where GetRows reads FedToken ids, before
+// TakeSampled brings them to the host (the scheduler's step overlap): rows of
+// an embedding table picked by sampled tokens equal the rows picked by the
+// tokens themselves, row 0 for an entry whose mask allowed nothing; ids outside
+// the table or the sample are refused, as is taking into the wrong room.
+OPS_TEST(QueuedSamplesFeedGetRowsBeforeTheHostHasThem) {
+  const int64_t n = 300, n_embd = 40;
+  std::vector<float> logits = Random(static_cast<size_t>(n * 3), 91);
+  logits[17] = 9.0f;         // row 0: token 17
+  logits[n + 250] = 9.0f;    // row 1: token 250
+  logits[2 * n + 3] = 9.0f;  // row 2: masked out entirely below
+  const std::vector<float> table = Random(static_cast<size_t>(n_embd * n), 92);
+  std::vector<uint32_t> masks(static_cast<size_t>(MaskWords(n)), 0u);  // allows nothing
+  const RowSampling rows[3] = {{.row = 0}, {.row = 1}, {.row = 2, .mask = 0}};
+  Compare("GetRows of fed tokens", 0.0, [&](Backend& b) {
+    Buf x = UploadF32(b, logits, n, 3);
+    Buf t = UploadF32(b, table, n_embd, n);
+    Buf fed = ZerosF32(b, n_embd, 4);
+    Buf direct = ZerosF32(b, n_embd, 4);
+    Must(b.ops().QueueSampleRows(x.t, rows, masks));
+    const int32_t fed_ids[4] = {FedToken(1), 5, FedToken(0), FedToken(2)};
+    Must(b.ops().GetRows(t.t, fed_ids, fed.t));
+    std::vector<SampledToken> out(3);
+    Must(b.ops().TakeSampled(out));
+    EXPECT_EQ(out[0].id, 17) << b.name();
+    EXPECT_EQ(out[1].id, 250) << b.name();
+    EXPECT_EQ(out[2].id, -1) << b.name();
+    const int32_t direct_ids[4] = {250, 5, 17, 0};
+    Must(b.ops().GetRows(t.t, direct_ids, direct.t));
+    std::vector<float> got = Download(b, fed);
+    EXPECT_EQ(got, Download(b, direct)) << b.name();
+    // Refused: a row past the table, an entry past the sample, the wrong room.
+    for (const int32_t bad : {static_cast<int32_t>(n), FedToken(3)}) {
+      EXPECT_EQ(b.ops().GetRows(t.t, std::span(&bad, 1), fed.t).code(),
+                StatusCode::kInvalidArgument)
+          << b.name() << " id " << bad;
+    }
+    std::vector<SampledToken> short_room(2);
+    EXPECT_EQ(b.ops().TakeSampled(short_room).code(), StatusCode::kInvalidArgument) << b.name();
+    return got;
+  });
+}
+
 OPS_TEST(SupportsEveryOpTheModelsUse) {
   for (const auto& b : backends_) {
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,

@@ -81,6 +81,20 @@ Status CheckKvBatch(const KvBatch& batch, std::span<const int32_t> positions, in
   return Status::Ok();
 }
 
+Status CheckGetRowsIds(std::span<const int32_t> ids, int64_t table_rows, int64_t n_fed) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    if (id >= 0 ? id >= table_rows : FedToken(id) >= n_fed) {
+      return Status::InvalidArgument(
+          "GetRows: id " + std::to_string(i) + " is " +
+          (id >= 0 ? "row " + std::to_string(id) + " of a table of " + std::to_string(table_rows)
+                   : "entry " + std::to_string(FedToken(id)) + " of a sample of " +
+                         std::to_string(n_fed)));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckRowSampling(std::span<const RowSampling> rows, int64_t n_rows, int64_t n_vocab,
                         std::span<const uint32_t> masks, size_t out_size) {
   if (out_size < rows.size()) {

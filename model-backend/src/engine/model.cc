@@ -389,10 +389,10 @@ Status Model::ReadLogits(int64_t first, int64_t n, float* dst) {
   return scratch_->Read(offset, dst, static_cast<size_t>(n * hp_.n_vocab) * 4);
 }
 
-Status Model::SampleLogits(std::span<const RowSampling> rows, std::span<const uint32_t> masks,
-                           std::span<SampledToken> out) {
+Status Model::QueueSampleLogits(std::span<const RowSampling> rows,
+                                std::span<const uint32_t> masks) {
   Tensor kept = View(logits_, hp_.n_vocab, kept_logits_);
-  return backend_.ops().SampleRows(kept, rows, masks, out);
+  return backend_.ops().QueueSampleRows(kept, rows, masks);
 }
 
 }  // namespace sinew::model

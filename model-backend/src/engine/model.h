@@ -90,10 +90,17 @@ class Model {
   // Copies rows [first, first + n) of the logits the last ForwardPaged kept
   // to host `dst` (n * n_vocab floats). InvalidArgument outside them.
   [[nodiscard]] Status ReadLogits(int64_t first, int64_t n, float* dst);
-  // BackendOps::SampleRows over the logits the last ForwardPaged kept (row i of
-  // RowSampling: its i-th logits row); the sampled rows become scratch.
-  [[nodiscard]] Status SampleLogits(std::span<const RowSampling> rows,
-                                    std::span<const uint32_t> masks, std::span<SampledToken> out);
+  // BackendOps::QueueSampleRows over the logits the last ForwardPaged kept (row
+  // i of RowSampling: its i-th logits row); the sampled rows become scratch.
+  // The next ForwardPaged may feed its tokens (FedToken ids in PagedBatch) before
+  // TakeSampled brings them to the host.
+  [[nodiscard]] Status QueueSampleLogits(std::span<const RowSampling> rows,
+                                         std::span<const uint32_t> masks);
+  [[nodiscard]] Status TakeSampled(std::span<SampledToken> out) {
+    return backend_.ops().TakeSampled(out);
+  }
+  // Whether the backend queues its work (BackendOps::QueuesWork).
+  bool QueuesWork() const { return backend_.ops().QueuesWork(); }
   // The backend's step-graph counts (BackendOps::step_graph_counts).
   BackendOps::StepGraphCounts step_graph_counts() const {
     return backend_.ops().step_graph_counts();

@@ -95,6 +95,11 @@ int Run(int argc, char** argv) {
                "read every row's logits back and sample on the host (default: requests "
                "without penalties or top_logprobs are sampled by the backend, so a GPU "
                "sends back tokens, not logits)");
+  bool no_overlap_steps = false;
+  app.add_flag("--no-overlap-steps", no_overlap_steps,
+               "wait for each step before planning the next (default: on a GPU, the next "
+               "step is planned and queued while the last one runs, fed its tokens on the "
+               "device)");
   bool no_batch_invariance = false;
   app.add_flag("--no-batch-invariance", no_batch_invariance,
                "skip the padding that makes batched outputs bit-identical to single ones");
@@ -182,6 +187,7 @@ int Run(int argc, char** argv) {
   serving.prefix_cache = !no_prefix_cache;
   serving.device_sampling = !no_device_sampling;
   serving.step_graphs = !no_step_graphs;
+  serving.overlap_steps = !no_overlap_steps;
   serving.batch_invariant = !no_batch_invariance;
   serving.speculative_free_rows_only = !spec_any_rows;
   serving.prompt_lookup = !no_prompt_lookup;

@@ -131,6 +131,12 @@ void Metrics::RenderServing(const ServingStats& s, std::string& out) {
   metric("sinew_model_step_graph_misses_total", "counter",
          "Replays whose step no longer matched its graph (run directly, captured again).",
          s.step_graph_misses);
+  metric("sinew_model_overlapped_steps_total", "counter",
+         "Steps planned and queued while the step before them ran (step overlap).",
+         s.overlapped_steps);
+  metric("sinew_model_overlap_dropped_rows_total", "counter",
+         "Rows an overlapped step computed for generations the step before it finished.",
+         s.overlap_dropped_rows);
   metric("sinew_model_backend_sampled_tokens_total", "counter",
          "Tokens sampled by the backend (on a GPU: only the token came back, not the logits).",
          s.backend_sampled_tokens);

@@ -78,6 +78,8 @@ struct PagedSeq {
 
 // Tokens of all sequences, back to back in the order of `seqs`.
 struct PagedBatch {
+  // The sequences' tokens back to back. A token may be FedToken(e) (backend.h):
+  // the token of entry e of the last Model::QueueSampleLogits, not yet on the host.
   std::vector<int32_t> tokens;
   std::vector<PagedSeq> seqs;
   // Non-zero: the step's key for BackendOps::BeginStep (a step graph), given

@@ -5,16 +5,33 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "random_model.h"
 #include "serving_test_device.h"
 #include "sinew/model/serving.h"
 
 namespace sinew::model {
+
+// The engine's stats once `blocks` KV blocks are available again. With step
+// overlap a sequence's blocks are freed when the step after its last one is
+// taken in, which may come just after its Generate returned: this waits for
+// that (the scheduler takes it in at once), failing the test after 30 s.
+inline ServingStats StatsOnceFree(const ServingEngine& engine, int32_t blocks) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  ServingStats stats = engine.stats();
+  while (stats.blocks_available != blocks && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stats = engine.stats();
+  }
+  EXPECT_EQ(stats.blocks_available, blocks) << "blocks still held after 30 s";
+  return stats;
+}
 
 class RandomServingModelTest : public ::testing::TestWithParam<GgmlType> {
  protected:

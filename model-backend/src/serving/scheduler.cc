@@ -83,7 +83,13 @@ void Scheduler::DropSwap(Sequence& seq) {
 }
 
 bool Scheduler::Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
-                        const std::vector<Planned>& plan) {
+                        const std::vector<Planned>& plan, bool ahead) {
+  if (ahead) {
+    // The step in flight still writes its sequences' blocks: preempt no one now.
+    if (EnsureBlocks(*seq, seq->n_computed + take)) return true;
+    ahead_refused_ = true;
+    return false;
+  }
   while (!EnsureBlocks(*seq, seq->n_computed + take)) {
     std::shared_ptr<Sequence> victim;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
@@ -112,15 +118,21 @@ void Scheduler::MatchPrefix(Sequence& seq) {
 }
 
 void Scheduler::RegisterFullBlocks(Sequence& seq) {
-  blocks_.RegisterFull(seq.tokens, seq.n_computed, seq.kv);
+  // Only positions of steps taken in: a queued step may still fail.
+  blocks_.RegisterFull(seq.tokens, seq.n_computed - seq.queued, seq.kv);
 }
 
-std::vector<Scheduler::Planned> Scheduler::Plan() {
-  // Drop cancelled sequences first (their callers have returned).
+std::vector<Scheduler::Planned> Scheduler::Plan(bool ahead) {
+  ahead_refused_ = false;
+  // Drop cancelled sequences first (their callers have returned); those in the
+  // step in flight once it is taken in.
+  auto droppable = [](const std::shared_ptr<Sequence>& s) {
+    return s->cancelled.load() && s->in_steps == 0;
+  };
   for (auto& s : running_) {
-    if (s->cancelled.load()) ReleaseBlocks(*s);
+    if (droppable(s)) ReleaseBlocks(*s);
   }
-  std::erase_if(running_, [](const auto& s) { return s->cancelled.load(); });
+  std::erase_if(running_, droppable);
   for (auto& s : waiting_) {
     if (s->cancelled.load()) DropSwap(*s);
   }
@@ -133,12 +145,20 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       const std::shared_ptr<Sequence>& s = running_[i];
-      if (s->preempted) continue;
+      if (s->preempted || s->cancelled.load()) continue;
       const int32_t need = static_cast<int32_t>(s->tokens.size()) - s->n_computed;
-      const bool decode = s->n_generated > 0 && need == 1;
+      const bool fed = s->fed_entry >= 0;
+      // A fed token that is its last (max_tokens, the context) is not run.
+      if (fed && (s->n_generated + 1 >= s->params.max_tokens || s->n_computed >= info_.n_ctx)) {
+        continue;
+      }
+      const bool decode = (s->n_generated > 0 || fed) && need == 1;
       if (decode != (pass == 0)) continue;
       const int32_t take = std::min({need, options_.prefill_chunk, budget});
-      if (!Reserve(s, take, plan)) continue;
+      if (!Reserve(s, take, plan, ahead)) {
+        if (ahead_refused_) return {};
+        continue;
+      }
       plan.push_back({s, take});
       budget -= take;
     }
@@ -170,7 +190,7 @@ std::vector<Scheduler::Planned> Scheduler::Plan() {
     if (!EnsureBlocks(*s, from + take) ||
         blocks_.available() < static_cast<int32_t>(running_.size())) {
       ReleaseBlocks(*s);
-      if (running_.empty() && plan.empty()) {
+      if (running_.empty() && plan.empty() && !in_flight_) {
         // Nothing else holds blocks: only the prefix cache does; it is evictable,
         // so this cannot happen for a sequence that fits the cache.
         std::lock_guard<std::mutex> lock(mutex_);
@@ -218,7 +238,7 @@ void Scheduler::AddDrafts(std::vector<Planned>& plan, int32_t budget) {
     Sequence& s = *p.seq;
     const bool decode = s.n_generated > 0 && p.take == 1 &&
                         s.n_computed + 1 == static_cast<int32_t>(s.tokens.size());
-    if (!decode) continue;
+    if (!decode || s.fed_entry >= 0) continue;  // a draft follows a token on the host
     // Drafted tokens must fit the rows, max_tokens and the context.
     const int32_t room = std::min({options_.speculative_draft_tokens, rows,
                                    s.params.max_tokens - s.n_generated - 1,
@@ -304,7 +324,12 @@ bool Scheduler::SampleRow(Sequence& s, std::span<float> row) {
 
 bool Scheduler::Emit(Sequence& s, const GeneratedToken& token) {
   if (s.constraint) s.constraint->Accept(token.id);
-  s.tokens.push_back(token.id);
+  if (s.fed_entry >= 0) {
+    s.tokens.back() = token.id;  // in place of its FedToken
+    s.fed_entry = -1;
+  } else {
+    s.tokens.push_back(token.id);
+  }
   ++s.n_generated;
   s.outbox.push_back(token);
   s.ready.notify_all();
@@ -315,7 +340,8 @@ bool Scheduler::Emit(Sequence& s, const GeneratedToken& token) {
     Finish(s, FinishReason::kStopToken, Status::Ok());
   } else if (s.n_generated >= s.params.max_tokens) {
     Finish(s, FinishReason::kMaxTokens, Status::Ok());
-  } else if (s.n_computed >= info_.n_ctx) {
+  } else if (static_cast<int32_t>(s.tokens.size()) > info_.n_ctx) {
+    // No position left for the token's KV.
     Finish(s, FinishReason::kContextFull, Status::Ok());
   }
   return !s.done;
@@ -326,10 +352,11 @@ bool Scheduler::SamplesOnDevice(const Sequence& s, int32_t n_logits) const {
          (s.constraint == nullptr || n_logits == 1);
 }
 
-Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
+Status Scheduler::QueueSample(StepState& step) {
+  const std::vector<Planned>& plan = step.plan;
   device_rows_.clear();
   device_masks_.clear();
-  device_first_.assign(plan.size(), -1);
+  step.device_first.assign(plan.size(), -1);
   const int64_t n_vocab = info_.n_vocab;
   const int64_t words = MaskWords(n_vocab);
   // Rows sampled on the host are read back, each run of neighbours in one copy.
@@ -343,8 +370,13 @@ Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
   int64_t row = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
-    const int32_t n_logits = batch_.seqs[i].n_logits;
+    const int32_t n_logits = step.n_logits[i];
     if (n_logits == 0) continue;
+    if (s.done) {  // the step before finished it: its rows are dropped
+      SINEW_RETURN_IF_ERROR(read_run(row));
+      row += n_logits;
+      continue;
+    }
     if (!SamplesOnDevice(s, n_logits)) {
       if (run < 0) run = row;
       row += n_logits;
@@ -364,7 +396,7 @@ Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
       }
     }
     const std::vector<double> draws = s.sampler.Draws(n_logits);
-    device_first_[i] = static_cast<int32_t>(device_rows_.size());
+    step.device_first[i] = static_cast<int32_t>(device_rows_.size());
     for (int32_t r = 0; r < n_logits; ++r) {
       RowSampling rs = s.sampler.Row(draws.empty() ? 0.0 : draws[static_cast<size_t>(r)]);
       rs.row = static_cast<int32_t>(row + r);
@@ -374,9 +406,8 @@ Status Scheduler::SampleStep(const std::vector<Planned>& plan) {
     row += n_logits;
   }
   SINEW_RETURN_IF_ERROR(read_run(row));
-  device_tokens_.assign(device_rows_.size(), SampledToken{});
-  if (device_rows_.empty()) return Status::Ok();
-  return model_.SampleLogits(device_rows_, device_masks_, device_tokens_);
+  step.n_sampled = device_rows_.size();
+  return model_.QueueSampleLogits(device_rows_, device_masks_);
 }
 
 void Scheduler::PadToBucket() {
@@ -400,24 +431,101 @@ void Scheduler::PadToBucket() {
   batch_.graph_key = static_cast<uint64_t>(bucket);
 }
 
+namespace {
+using Clock = std::chrono::steady_clock;
+uint64_t Nanos(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+}  // namespace
+
+bool Scheduler::Overlaps() const {
+  if (!options_.overlap_steps || !(model_.QueuesWork() || options_.overlap_steps_always)) {
+    return false;
+  }
+  // Drafting needs the last token on the host: where it could draft, it wins.
+  const bool drafts =
+      options_.speculative_draft_tokens > 0 &&
+      (options_.prompt_lookup || draft_model_ != nullptr) &&
+      (!options_.speculative_free_rows_only || model_.CheapRowGroup(options_.batch_invariant) > 1);
+  return !drafts;
+}
+
 void Scheduler::Step() {
-  using Clock = std::chrono::steady_clock;
-  auto ns = [](Clock::time_point a, Clock::time_point b) {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+  Clock::duration planning{};
+  auto plan_step = [&](bool ahead) {
+    const Clock::time_point t = Clock::now();
+    std::vector<Planned> plan = Plan(ahead);
+    planning += Clock::now() - t;
+    return plan;
   };
-  const Clock::time_point planning = Clock::now();
-  std::vector<Planned> plan = Plan();
+  // Plan ahead while the step in flight runs, where its tokens can feed this one.
+  const bool ahead = in_flight_.has_value() && in_flight_->feedable;
+  if (in_flight_ && !ahead) TakeIn();
+  std::vector<Planned> plan = plan_step(ahead);
+  if (ahead && ahead_refused_) {
+    // Blocks are short: preempting waits for the step in flight.
+    TakeIn();
+    plan = plan_step(false);
+  }
   if (plan.empty()) {
+    if (in_flight_) TakeIn();
     std::lock_guard<std::mutex> lock(mutex_);
     UpdateGauges();
+    stats_.plan_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(planning).count());
     return;
   }
+  const Clock::time_point start = Clock::now();
+  StepState step = Launch(std::move(plan));
+  const bool overlapped = in_flight_.has_value();
+  const Clock::time_point launched = Clock::now();
+  if (in_flight_) TakeIn();  // while this step's forward runs
+  const Clock::time_point sampling = Clock::now();
+  if (step.status.ok() && options_.device_sampling) step.status = QueueSample(step);
+  step.feedable = step.status.ok() && Overlaps();
+  for (size_t i = 0; i < step.plan.size() && step.feedable; ++i) {
+    const int32_t n = step.n_logits[i];
+    step.feedable = n == 0 || step.plan[i].seq->done || (n == 1 && step.device_first[i] >= 0);
+  }
+  if (step.feedable) {
+    // The sampled tokens stay on the device for the next step; each sequence
+    // holds the place of its token until the step is taken in.
+    for (size_t i = 0; i < step.plan.size(); ++i) {
+      Sequence& seq = *step.plan[i].seq;
+      if (step.device_first[i] < 0 || seq.done) continue;
+      seq.fed_entry = step.device_first[i];
+      seq.tokens.push_back(FedToken(seq.fed_entry));
+    }
+  }
+  const Clock::time_point queued = Clock::now();
+  const bool decodes_only = std::all_of(step.plan.begin(), step.plan.end(), [](const Planned& p) {
+    return p.seq->n_generated > 0 && p.take == 1 + static_cast<int32_t>(p.seq->draft.size());
+  });
+  in_flight_ = std::move(step);
+  if (!in_flight_->feedable) {
+    if (TakeIn() && draft_model_ != nullptr && !overlapped && decodes_only) {
+      // The draft length weighs draft rounds against the steps of decodes: the
+      // forward, its sampling and taking it in, when nothing overlapped them.
+      draft_model_->policy().ObserveModelStep(
+          std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.plan_ns +=
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(planning).count());
+  stats_.forward_ns += Nanos(start, launched);
+  stats_.sample_ns += Nanos(sampling, queued);
+  stats_.overlapped_steps += overlapped ? 1 : 0;
+}
+
+Scheduler::StepState Scheduler::Launch(std::vector<Planned> plan) {
+  StepState step;
+  step.plan = std::move(plan);
   batch_.tokens.clear();
   batch_.seqs.clear();
   batch_.graph_key = 0;
   int32_t n_out = 0;
-  for (const Planned& p : plan) {
+  for (const Planned& p : step.plan) {
     Sequence& s = *p.seq;
     const int32_t real = p.take - static_cast<int32_t>(s.draft.size());
     batch_.tokens.insert(batch_.tokens.end(), s.tokens.begin() + s.n_computed,
@@ -431,67 +539,76 @@ void Scheduler::Step() {
     ps.n_logits = reaches_end ? 1 + static_cast<int32_t>(s.draft.size()) : 0;
     n_out += ps.n_logits;
     batch_.seqs.push_back(ps);
+    step.n_logits.push_back(ps.n_logits);
+    // Its real tokens' KV is computed from now on (accepted drafts add theirs
+    // when the step is taken in).
+    s.n_computed += real;
+    s.queued += real;
+    ++s.in_steps;
+    step.real.push_back(real);
   }
+  step.device_first.assign(step.plan.size(), -1);
   PadToBucket();
-  n_out += static_cast<int32_t>(batch_.seqs.size() - plan.size());  // the dummies' rows
+  step.n_tokens = batch_.tokens.size();                                  // the dummies' too
+  n_out += static_cast<int32_t>(batch_.seqs.size() - step.plan.size());  // the dummies' rows
+  const bool host_logits = !options_.device_sampling;
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
-  const Clock::time_point start = Clock::now();
-  Status status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant,
-                                      options_.device_sampling ? nullptr : logits_.data());
-  const Clock::time_point sampling = Clock::now();
-  if (!options_.device_sampling) {
-    device_first_.assign(plan.size(), -1);
-  } else if (status.ok()) {
-    status = SampleStep(plan);
-  }
-  const Clock::time_point absorbing = Clock::now();
-  if (draft_model_ != nullptr && status.ok()) {
-    // The draft length weighs draft rounds against the steps of decodes: the
-    // forward and its sampling (a device's forward is queued without waiting;
-    // the sampling waits for it).
-    const bool decodes_only = std::all_of(plan.begin(), plan.end(), [](const Planned& p) {
-      return p.seq->n_generated > 0 && p.take == 1 + static_cast<int32_t>(p.seq->draft.size());
-    });
-    if (decodes_only) {
-      draft_model_->policy().ObserveModelStep(
-          std::chrono::duration<double>(absorbing - start).count());
-    }
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  Absorb(plan, status);
-  stats_.plan_ns += ns(planning, start);
-  stats_.forward_ns += ns(start, sampling);
-  stats_.sample_ns += ns(sampling, absorbing);
-  stats_.absorb_ns += ns(absorbing, Clock::now());
+  step.status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant,
+                                    host_logits ? logits_.data() : nullptr);
+  return step;
 }
 
-void Scheduler::Absorb(const std::vector<Planned>& plan, const Status& status) {
+bool Scheduler::TakeIn() {
+  const Clock::time_point waiting = Clock::now();
+  StepState step = std::move(*in_flight_);
+  in_flight_.reset();
+  device_tokens_.assign(step.n_sampled, SampledToken{});
+  if (step.status.ok() && options_.device_sampling) {
+    step.status = model_.TakeSampled(device_tokens_);
+  }
+  const Clock::time_point absorbing = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Absorb(step);
+  stats_.sample_ns += Nanos(waiting, absorbing);
+  stats_.absorb_ns += Nanos(absorbing, Clock::now());
+  return step.status.ok();
+}
+
+void Scheduler::Absorb(const StepState& step) {
+  const std::vector<Planned>& plan = step.plan;
+  const Status& status = step.status;
   ++stats_.steps;
-  stats_.step_tokens += batch_.tokens.size();
+  stats_.step_tokens += step.n_tokens;
   size_t out = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].seq;
+    --s.in_steps;
+    s.queued -= step.real[i];
+    const int32_t n_logits = step.n_logits[i];
+    const size_t first_row = out;
+    out += static_cast<size_t>(n_logits);
+    if (s.done) {  // finished by the step before: this step's rows are dropped
+      stats_.overlap_dropped_rows += static_cast<uint64_t>(n_logits);
+      continue;
+    }
     if (!status.ok()) {
       s.draft.clear();
       Finish(s, FinishReason::kMaxTokens, status);
       continue;
     }
-    const int32_t n_logits = batch_.seqs[i].n_logits;
-    s.n_computed += plan[i].take - static_cast<int32_t>(s.draft.size());
-    const size_t first_row = out;
-    out += static_cast<size_t>(n_logits);
     // Row r holds the logits after the real tokens and the first r drafted ones:
     // sample it exactly as plain decoding would; go on to row r + 1 only while
     // the sampled token equals the drafted one (then that row's input was right).
     const int32_t n_draft = static_cast<int32_t>(s.draft.size());
     const int32_t generated_before = s.n_generated;
-    const int32_t tokens_before = static_cast<int32_t>(s.tokens.size());
+    const int32_t tokens_before =
+        static_cast<int32_t>(s.tokens.size()) - (s.fed_entry >= 0 ? 1 : 0);
     int32_t accepted = 0;
     for (int32_t r = 0; r < n_logits; ++r) {
       const int32_t before = s.n_generated;
       bool more = false;
-      if (device_first_[i] >= 0) {
-        const SampledToken& t = device_tokens_[static_cast<size_t>(device_first_[i] + r)];
+      if (step.device_first[i] >= 0) {
+        const SampledToken& t = device_tokens_[static_cast<size_t>(step.device_first[i] + r)];
         if (t.id < 0) {
           Finish(s, FinishReason::kStopToken, Status::FailedPrecondition(kNoContinuation));
         } else {
@@ -532,7 +649,8 @@ void Scheduler::Absorb(const std::vector<Planned>& plan, const Status& status) {
     RegisterFullBlocks(s);
   }
   for (const Planned& p : plan) {
-    if (p.seq->done) ReleaseBlocks(*p.seq);
+    // Blocks a queued step still writes are freed once it is taken in.
+    if (p.seq->done && p.seq->in_steps == 0) ReleaseBlocks(*p.seq);
   }
   std::erase_if(running_, [](const auto& s) { return s->done; });
   UpdateGauges();
@@ -553,7 +671,24 @@ void Scheduler::UpdateGauges() {
 }
 
 void Scheduler::FailAll(const Status& status) {
-  for (auto& s : running_) Finish(*s, FinishReason::kMaxTokens, status);
+  if (in_flight_) {
+    // Nothing may still write the blocks freed below.
+    device_tokens_.assign(in_flight_->n_sampled, SampledToken{});
+    if (in_flight_->status.ok() && options_.device_sampling) {
+      (void)model_.TakeSampled(device_tokens_);
+    }
+    for (const Planned& p : in_flight_->plan) {
+      p.seq->in_steps = 0;
+      p.seq->queued = 0;
+      if (!p.seq->done) Finish(*p.seq, FinishReason::kMaxTokens, status);
+      ReleaseBlocks(*p.seq);
+    }
+    in_flight_.reset();
+  }
+  for (auto& s : running_) {
+    Finish(*s, FinishReason::kMaxTokens, status);
+    ReleaseBlocks(*s);
+  }
   for (auto& s : waiting_) Finish(*s, FinishReason::kMaxTokens, status);
   running_.clear();
   waiting_.clear();

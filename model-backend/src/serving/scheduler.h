@@ -1,7 +1,10 @@
-// Scheduler: one step of continuous batching at a time over the paged KV cache.
-// Plans a step (decodes first, then prompt chunks, then admissions, preempting
-// by swap or recompute when blocks run out), runs it through Model::ForwardPaged,
-// samples, and hands tokens to the sequences' outboxes.
+// Scheduler: continuous batching over the paged KV cache. Plans a step
+// (decodes first, then prompt chunks, then admissions, preempting by swap or
+// recompute when blocks run out), runs it through Model::ForwardPaged,
+// samples, and hands tokens to the sequences' outboxes. With step overlap
+// (ServingOptions::overlap_steps) at most one step is in flight between calls
+// of Step(): each call plans and queues the next step, then takes the one in
+// flight in while the device runs the new one.
 //
 // Thread-safety: Step() runs on the serving engine's scheduler thread only; it
 // takes `mutex` to deliver tokens and to read new arrivals.
@@ -10,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "block_manager.h"
@@ -31,8 +35,9 @@ class Scheduler {
 
   // Adds a sequence to the waiting queue. Scheduler thread only.
   void Enqueue(std::shared_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
-  bool idle() const { return running_.empty() && waiting_.empty(); }
-  // Runs one step. REQUIRES: !idle(). `mutex` is not held by the caller.
+  bool idle() const { return running_.empty() && waiting_.empty() && !in_flight_; }
+  // Runs one step (queues one, and takes in the one before it, with overlap).
+  // REQUIRES: !idle(). `mutex` is not held by the caller.
   void Step();
   // Fails every sequence with `status` (shutdown). `mutex` is held by the caller.
   void FailAll(const Status& status);
@@ -44,11 +49,28 @@ class Scheduler {
     std::shared_ptr<Sequence> seq;
     int32_t take = 0;
   };
+  // A queued step until it is taken in: its plan, each entry's logits rows and
+  // first QueueSampleLogits entry (-1: sampled on the host, from logits_),
+  // and whether its tokens can feed the next step on the device.
+  struct StepState {
+    std::vector<Planned> plan;
+    std::vector<int32_t> n_logits;
+    std::vector<int32_t> device_first;
+    std::vector<int32_t> real;  // each entry's positions counted at launch (drafts aside)
+    size_t n_tokens = 0;        // tokens run (padding included), for the counters
+    size_t n_sampled = 0;       // QueueSampleLogits entries
+    Status status;
+    bool feedable = false;
+  };
+  // Whether steps overlap at all (ServingOptions::overlap_steps's rule).
+  bool Overlaps() const;
   bool EnsureBlocks(Sequence& seq, int32_t n_positions);
   // Makes room for `seq` to run `take` more tokens, preempting later running
   // sequences not already planned; false if `seq` itself had to be preempted.
-  bool Reserve(const std::shared_ptr<Sequence>& seq, int32_t take,
-               const std::vector<Planned>& plan);
+  // Planning `ahead` (a step in flight), it preempts no one: false, with
+  // ahead_refused_ set, when the blocks are not there.
+  bool Reserve(const std::shared_ptr<Sequence>& seq, int32_t take, const std::vector<Planned>& plan,
+               bool ahead);
   // Frees the blocks of `seq` and sends it back to wait, its KV swapped out
   // first where ServingOptions::swap_space_mib's rule says so.
   void Preempt(Sequence& seq);
@@ -66,7 +88,10 @@ class Scheduler {
   void ReleaseBlocks(Sequence& seq);
   void MatchPrefix(Sequence& seq);
   void RegisterFullBlocks(Sequence& seq);
-  std::vector<Planned> Plan();
+  // The next step. `ahead`: while the step in flight runs (its sequences that
+  // sample a token on the device run their next decode from FedToken ids;
+  // none is preempted: an empty plan with ahead_refused_ set when one would be).
+  std::vector<Planned> Plan(bool ahead);
   // Speculative decoding: gives planned decodes a prompt-lookup draft, or else
   // one from the draft model, within `budget` more tokens and, with
   // speculative_free_rows_only, within the rows up to the step's next group
@@ -87,10 +112,17 @@ class Scheduler {
   // constraint, the tokens, the outbox and the finish checks. False if `seq`
   // is done after it.
   bool Emit(Sequence& seq, const GeneratedToken& token);
-  // Takes in the results of the step that ran `plan` (mutex held): its tokens
-  // (sampled by the backend or here), speculative acceptance, finishes, new
-  // prefix-cache keys, freed blocks; on a failed step, fails its sequences.
-  void Absorb(const std::vector<Planned>& plan, const Status& status);
+  // Builds batch_ from `plan` and queues its forward: its sequences' n_computed
+  // count the positions it computes from now on.
+  StepState Launch(std::vector<Planned> plan);
+  // Waits for the tokens of the step in flight and takes them in (mutex
+  // taken); whether that step succeeded.
+  bool TakeIn();
+  // Takes in the results of `step` (mutex held): its tokens (sampled by the
+  // backend or here), speculative acceptance, finishes, new prefix-cache keys,
+  // freed blocks; on a failed step, fails its sequences. Sequences a step
+  // before it finished are skipped (their rows dropped).
+  void Absorb(const StepState& step);
   // Pads a decode-only batch_ of at most 128 sequences with dummy sequences to
   // the next power of two and gives it that bucket as its graph key
   // (ServingOptions::step_graphs). The dummies come last: no plan entry reads
@@ -98,12 +130,12 @@ class Scheduler {
   void PadToBucket();
   // Whether this step samples `seq`'s n_logits rows with SampleRows.
   bool SamplesOnDevice(const Sequence& seq, int32_t n_logits) const;
-  // After a forward that kept its logits: samples the rows of the sequences
-  // that SamplesOnDevice in one SampleRows call (device_tokens_, from
-  // device_first_[i] for plan entry i; -1 for the others) and reads the other
-  // rows back into logits_. A constrained sequence whose mask allows nothing
-  // gets id -1.
-  Status SampleStep(const std::vector<Planned>& plan);
+  // After `step`'s forward that kept its logits: queues the sampling of the
+  // rows of the sequences that SamplesOnDevice in one QueueSampleLogits call
+  // (entries from step.device_first[i] for plan entry i; -1 for the others)
+  // and reads the other rows back into logits_. A constrained sequence whose
+  // mask allows nothing gets id -1. Sequences already done are skipped.
+  Status QueueSample(StepState& step);
   // Marks `seq` done (mutex held) and frees its blocks.
   void Finish(Sequence& seq, FinishReason reason, const Status& error);
   // Copies the gauges into stats_ (mutex held).
@@ -120,13 +152,14 @@ class Scheduler {
   std::vector<std::shared_ptr<Sequence>> running_;  // admission order
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::vector<float> logits_;
-  // SampleStep's rows, masks and tokens.
+  // QueueSample's rows and masks, and the tokens TakeIn takes.
   std::vector<RowSampling> device_rows_;
   std::vector<uint32_t> device_masks_;
   std::vector<SampledToken> device_tokens_;
-  std::vector<int32_t> device_first_;
   std::vector<float> mask_scratch_;
   PagedBatch batch_;
+  std::optional<StepState> in_flight_;  // the step queued and not yet taken in
+  bool ahead_refused_ = false;          // the last Plan(ahead) would have preempted
   // The spare KV block the dummies of a padded step write to (-1: no padding),
   // and the one-block table they share.
   int32_t pad_block_ = -1;

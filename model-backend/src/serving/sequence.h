@@ -31,7 +31,7 @@ struct Sequence {
   Sampler sampler;
   std::unique_ptr<TokenConstraint> constraint;  // may be null
   int32_t n_generated = 0;
-  int32_t n_computed = 0;       // positions whose KV is in the cache
+  int32_t n_computed = 0;       // positions whose KV is in the cache or queued
   BlockTable kv;                // its blocks in the paged KV cache
   bool preempted = false;       // set while planning a step
   // Swap preemption (kv_swap.h): while it waits to resume, the swap slots that
@@ -45,6 +45,12 @@ struct Sequence {
   BlockTable draft_model_kv;
   int32_t draft_model_computed = 0;
   DraftUse draft_model_use = DraftUse::kUndecided;
+  // Step overlap (ServingOptions::overlap_steps): while the step in flight
+  // samples its next token on the device, tokens.back() is FedToken(fed_entry)
+  // and n_computed already counts the positions that step computes; -1: none.
+  int32_t fed_entry = -1;
+  int32_t in_steps = 0;  // queued steps holding it that are not yet taken in
+  int32_t queued = 0;    // of n_computed, the positions of those steps
 
   // Guarded by the engine's mutex.
   std::deque<GeneratedToken> outbox;

@@ -154,7 +154,7 @@ TEST_P(ServingRandomModelTest, PreemptionBySwapOrRecomputeChangesNothingAndFrees
     auto tight = Load(tight_opts);
     ASSERT_NE(tight, nullptr);
     EXPECT_EQ(RunConcurrently(*tight, prompts, params), expected);
-    const ServingStats stats = tight->stats();
+    const ServingStats stats = StatsOnceFree(*tight, 16);
     EXPECT_GT(stats.preemptions, 0u);
     EXPECT_EQ(stats.blocks_available, 16);
     EXPECT_EQ(stats.swap_slots_used, 0);
@@ -212,7 +212,7 @@ TEST_P(ServingRandomModelTest, DecodeStepsPaddedToGraphBucketsChangeNothing) {
   ASSERT_NE(plain, nullptr);
   EXPECT_EQ(RunConcurrently(*plain, prompts, params), expected);
   EXPECT_EQ(RunConcurrently(*plain, prompts, params), expected);
-  const ServingStats with = padded->stats(), without = plain->stats();
+  const ServingStats with = StatsOnceFree(*padded, 64), without = plain->stats();
   // The same steps, but the padded ones ran the dummies' tokens too.
   EXPECT_GT(with.step_tokens, without.step_tokens);
   EXPECT_EQ(with.blocks_total, 64);  // the spare block is not the scheduler's
@@ -313,6 +313,154 @@ TEST_P(ServingRandomModelTest, BackendAndHostSamplingGiveTheSameTokens) {
     seeded_apart += Ids(by_backend[i]) != Ids(by_backend[i + 1]) ? 1 : 0;
   }
   EXPECT_GT(seeded_apart, requests.size() / 2);
+}
+
+// Step overlap: step N+1 is planned and queued before step N's tokens reach
+// the host, reading them where the backend left them, and sequences that step
+// N finishes have their row in step N+1 dropped. Greedy and seeded sampled
+// requests of different lengths, some stopping at EOS, chunked prompts with a
+// prefix cache, then a pool so small that planning ahead must give way to
+// preemption, then requests cancelled mid-stream and requests sampled on the
+// host (penalties) among them: every output is that of a single run, every
+// block comes back, and steps did overlap. On the CPU the overlap is forced
+// (overlap_steps_always); a GPU overlaps by default.
+TEST_P(ServingRandomModelTest, StepOverlapChangesNothingAndFreesEverything) {
+  struct Request {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+  };
+  const auto prompts = MakePrompts(Spec().n_vocab, 12, 21);
+  ServingOptions single_opts;
+  single_opts.max_running = 1;
+  single_opts.prefix_cache = false;
+  single_opts.speculative_draft_tokens = 0;
+  {
+    // An EOS that the model does produce: a token of a greedy run, written
+    // into the model as its EOS id.
+    auto probe = Load(single_opts);
+    ASSERT_NE(probe, nullptr);
+    auto r = probe->Generate(prompts[0], Greedy(12), nullptr);
+    ASSERT_TRUE(r.ok());
+    testing::RandomModelSpec spec = Spec();
+    for (size_t t = 5; t < r->tokens.size() && spec.eos_id == 2; ++t) {
+      if (r->tokens[t].id > 2) spec.eos_id = r->tokens[t].id;
+    }
+    ASSERT_NE(spec.eos_id, 2);
+    ASSERT_TRUE(testing::WriteRandomModel(spec, path_).ok());
+  }
+  std::vector<Request> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SamplingParams p = Greedy(12 + 5 * static_cast<int32_t>(i % 7));
+    p.stop_at_eos = true;
+    if (i % 2 == 1) {
+      p.greedy = false;
+      p.temperature = 1.2f;
+      p.top_k = 60;
+      p.seed = 40 + i;
+    }
+    requests.push_back({prompts[i], p});
+  }
+  std::vector<Request> penalised = requests;
+  for (size_t i = 0; i < penalised.size(); i += 3) penalised[i].params.presence_penalty = 0.7f;
+
+  auto run = [](ServingEngine& engine, const std::vector<Request>& reqs) {
+    std::vector<std::vector<int32_t>> out(reqs.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      threads.emplace_back([&, i] {
+        auto r = engine.Generate(reqs[i].prompt, reqs[i].params, nullptr);
+        EXPECT_TRUE(r.ok()) << r.status().ToString();
+        if (r.ok()) out[i] = Ids(*r);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+  };
+  auto single = Load(single_opts);
+  ASSERT_NE(single, nullptr);
+  std::vector<std::vector<int32_t>> expected, expected_penalised;
+  bool any_eos = false;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto r = single->Generate(requests[i].prompt, requests[i].params, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    any_eos |= r->finish_reason == FinishReason::kStopToken;
+    expected.push_back(Ids(*r));
+    auto q = single->Generate(penalised[i].prompt, penalised[i].params, nullptr);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    expected_penalised.push_back(Ids(*q));
+  }
+  ASSERT_TRUE(any_eos) << "no request stopped at EOS: the dropped rows go untested";
+
+  ServingOptions overlap_opts;
+  overlap_opts.overlap_steps_always = true;
+  overlap_opts.speculative_draft_tokens = 0;  // drafting would win over overlap on the CPU
+  overlap_opts.prefill_chunk = 7;
+  overlap_opts.step_tokens = 24;
+  overlap_opts.n_blocks = 96;
+  auto overlapped = Load(overlap_opts);
+  ASSERT_NE(overlapped, nullptr);
+  EXPECT_EQ(run(*overlapped, requests), expected);
+  EXPECT_EQ(run(*overlapped, requests), expected);  // again, from the prefix cache
+  EXPECT_EQ(run(*overlapped, penalised), expected_penalised);
+  ServingStats stats = StatsOnceFree(*overlapped, 96);
+  EXPECT_GT(stats.overlapped_steps, stats.steps / 4) << stats.steps << " steps";
+  EXPECT_GT(stats.overlap_dropped_rows, 0u);
+  EXPECT_GT(stats.host_sampled_tokens, 0u);
+
+  // Without the option, the CPU never overlaps.
+  ServingOptions plain_opts = overlap_opts;
+  plain_opts.overlap_steps_always = false;
+  auto plain = Load(plain_opts);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(run(*plain, requests), expected);
+  EXPECT_EQ(plain->stats().overlapped_steps, 0u);
+
+  // A pool of 16 blocks for 12 sequences of 52 to 124 positions: planning
+  // ahead finds no blocks and the step waits to preempt.
+  std::vector<Request> long_requests;
+  std::vector<std::vector<int32_t>> expected_long;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    long_requests.push_back({prompt, Greedy(48)});
+    auto r = single->Generate(prompt, Greedy(48), nullptr);
+    ASSERT_TRUE(r.ok());
+    expected_long.push_back(Ids(*r));
+  }
+  ServingOptions tight_opts = overlap_opts;
+  tight_opts.n_blocks = 16;
+  tight_opts.swap_space_mib = 16;
+  auto tight = Load(tight_opts);
+  ASSERT_NE(tight, nullptr);
+  EXPECT_EQ(run(*tight, long_requests), expected_long);
+  stats = StatsOnceFree(*tight, 16);
+  EXPECT_GT(stats.preemptions, 0u);
+  EXPECT_GT(stats.overlapped_steps, 0u);
+  EXPECT_EQ(stats.swap_slots_used, 0);
+
+  // Callers that stop after three tokens: their sequences are dropped once no
+  // step holds them, and the others go on unchanged.
+  std::vector<std::vector<int32_t>> got(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] {
+      int seen = 0;
+      auto r =
+          overlapped->Generate(requests[i].prompt, requests[i].params,
+                               [&](const GeneratedToken&) { return i % 2 == 1 || ++seen < 3; });
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      got[i] = Ids(*r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (i % 2 == 1) {
+      EXPECT_EQ(got[i], expected[i]) << i;
+    } else {
+      const std::vector<int32_t> first(
+          expected[i].begin(), expected[i].begin() + std::min<ptrdiff_t>(3, expected[i].size()));
+      EXPECT_EQ(got[i], first) << i;
+    }
+  }
+  StatsOnceFree(*overlapped, 96);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ServingRandomModelTest,

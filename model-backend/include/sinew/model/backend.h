@@ -120,6 +120,12 @@ struct RopeParams {
 std::pair<float, float> YarnCorrDims(int32_t n_rot, int32_t n_ctx_orig, float freq_base,
                                      float beta_fast, float beta_slow);
 
+// InvalidArgument unless every id is a row of a table of table_rows rows or
+// FedToken(e) for an entry e < n_fed of the last QueueSampleRows. What both
+// backends check before GetRows reads anything.
+[[nodiscard]] Status CheckGetRowsIds(std::span<const int32_t> ids, int64_t table_rows,
+                                     int64_t n_fed);
+
 // The ops of a backend, named for Supports() and error messages.
 enum class Op {
   kGetRows,
@@ -191,6 +197,8 @@ struct SampledToken {
   int32_t id = -1;
   float logprob = 0.0f;
 };
+// The GetRows id that stands for entry `e` of the last QueueSampleRows.
+constexpr int32_t FedToken(int32_t e) { return -1 - e; }
 // Words of one mask in SampleRows: bit (i % 32) of word i / 32 allows token i.
 constexpr int64_t MaskWords(int64_t n_vocab) { return (n_vocab + 31) / 32; }
 // InvalidArgument unless every entry of `rows` names its own row below n_rows, a mask
@@ -237,7 +245,11 @@ class BackendOps {
   virtual int32_t RowGroup() const { return 1; }
 
   // out[:, i] = dequantized table row ids[i]. table: any type [n_embd, n_rows];
-  // out: F32 [n_embd, ids.size()]. REQUIRES: ids in range.
+  // out: F32 [n_embd, ids.size()]. An id may also be FedToken(e): the token of
+  // entry e of the last QueueSampleRows, read where the sample left it (on a
+  // device it never comes through the host; row 0 where that entry's mask
+  // allowed no token). InvalidArgument for an id outside the table or an
+  // entry that sample did not have.
   [[nodiscard]] virtual Status GetRows(const Tensor& table, std::span<const int32_t> ids,
                                        Tensor& out) = 0;
   // y[n, m] = sum_k w[k, n] * x[k, m]. w: any type [K, N]; x: F32 [K, M]; y: F32 [N, M].
@@ -282,9 +294,25 @@ class BackendOps {
   // mask, back to back (host memory). The sampled rows of x may be overwritten
   // (scratch). out is host memory; the call waits for the result. Errors:
   // InvalidArgument for a row, mask or parameter out of range.
-  [[nodiscard]] virtual Status SampleRows(Tensor& x, std::span<const RowSampling> rows,
-                                          std::span<const uint32_t> masks,
-                                          std::span<SampledToken> out) = 0;
+  [[nodiscard]] Status SampleRows(Tensor& x, std::span<const RowSampling> rows,
+                                  std::span<const uint32_t> masks, std::span<SampledToken> out) {
+    SINEW_RETURN_IF_ERROR(QueueSampleRows(x, rows, masks));
+    return TakeSampled(out);
+  }
+  // SampleRows in two halves, so that the host works while a device samples:
+  // QueueSampleRows queues the sampling of rows.size() entries (the same
+  // checks; nothing is queued on an error) and returns; TakeSampled waits for
+  // those tokens and copies them to `out` (host memory of exactly that many
+  // entries). Until the next QueueSampleRows the tokens also stay where GetRows
+  // reads FedToken ids, so that a step's tokens feed the next step's forward
+  // before the host has them. A new QueueSampleRows drops tokens not taken.
+  [[nodiscard]] virtual Status QueueSampleRows(Tensor& x, std::span<const RowSampling> rows,
+                                               std::span<const uint32_t> masks) = 0;
+  [[nodiscard]] virtual Status TakeSampled(std::span<SampledToken> out) = 0;
+  // Whether ops return before their work is done (a device queue), so that
+  // host work between them overlaps it. Optional: false (the CPU computes in
+  // the call).
+  virtual bool QueuesWork() const { return false; }
   // Waits until queued work is done; the first error of that work, if any.
   [[nodiscard]] virtual Status Synchronize() { return Status::Ok(); }
 

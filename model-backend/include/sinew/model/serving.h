@@ -130,6 +130,24 @@ struct ServingOptions {
   // Draft by prompt lookup (first, where it finds a match). False leaves the
   // drafting to the draft model alone. Default: true
   bool prompt_lookup = true;
+  // Step overlap, where the backend queues its work (CUDA): while step N runs
+  // on the device, the scheduler plans step N+1 and queues its forward, and
+  // then takes step N's tokens in (outboxes, finishes, grammar state) while
+  // step N+1 runs. Step N+1 reads the tokens step N sampled where the device
+  // left them (FedToken ids), so it is planned ahead only when every token of
+  // step N comes from SampleRows (device_sampling) with no draft to verify,
+  // and its blocks are there without preempting anyone; otherwise that step
+  // waits for step N as without overlap. A sequence that step N finishes was
+  // planned into step N+1 already: its row there is computed and dropped, and
+  // its blocks are freed after that step. Outputs do not change. Drafts need
+  // the last token on the host: where speculation could draft (prompt lookup
+  // or a draft model, with rows to draft in: speculative_free_rows_only and a
+  // cheap row group above one, or free rows off), drafting wins and steps do
+  // not overlap. False: every step waits for the last. Default: true
+  bool overlap_steps = true;
+  // Overlap steps even where the backend computes in the call (the CPU: then
+  // nothing overlaps, to test the scheduler's side there). Default: false
+  bool overlap_steps_always = false;
 };
 
 struct ServingStats {
@@ -152,10 +170,16 @@ struct ServingStats {
   // taking the tokens in (outboxes, finishes, prefix-cache keys). On a GPU the
   // device idles during planning, queueing and taking in: the share of host
   // work that overlapping steps could hide.
+  // With overlap_steps, planning and taking in overlap the device's work, and
+  // sampling is the wait for the last step's tokens.
   uint64_t plan_ns = 0;
   uint64_t forward_ns = 0;
   uint64_t sample_ns = 0;
   uint64_t absorb_ns = 0;
+  // Steps planned and queued while the step before them ran (overlap_steps),
+  // and rows they computed for sequences that the step before finished.
+  uint64_t overlapped_steps = 0;
+  uint64_t overlap_dropped_rows = 0;
   // Tokens sampled by BackendOps::SampleRows (device_sampling) and on the host.
   uint64_t backend_sampled_tokens = 0;
   uint64_t host_sampled_tokens = 0;

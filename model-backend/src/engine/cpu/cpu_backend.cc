@@ -107,8 +107,12 @@ class CpuOps final : public BackendOps {
   }
 
   Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    SINEW_RETURN_IF_ERROR(
+        CheckGetRowsIds(ids, table.rows(), static_cast<int64_t>(sampled_.size())));
     for (size_t i = 0; i < ids.size(); ++i) {
-      quant::DequantizeRow(static_cast<uint32_t>(table.type), table.row(ids[i]),
+      int32_t id = ids[i];
+      if (id < 0) id = std::max(sampled_[static_cast<size_t>(FedToken(id))].id, 0);
+      quant::DequantizeRow(static_cast<uint32_t>(table.type), table.row(id),
                            out.f32() + static_cast<int64_t>(i) * out.ne[0], table.ne[0]);
     }
     return Status::Ok();
@@ -408,10 +412,13 @@ class CpuOps final : public BackendOps {
     return Status::Ok();
   }
 
-  Status SampleRows(Tensor& x, std::span<const RowSampling> rows, std::span<const uint32_t> masks,
-                    std::span<SampledToken> out) override {
+  // The CPU samples in QueueSampleRows; the tokens wait in sampled_.
+  Status QueueSampleRows(Tensor& x, std::span<const RowSampling> rows,
+                         std::span<const uint32_t> masks) override {
     const int64_t n = x.ne[0];
-    SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), n, masks, out.size()));
+    SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), n, masks, rows.size()));
+    sampled_.assign(rows.size(), SampledToken{});
+    const std::span<SampledToken> out(sampled_);
     const int64_t words = MaskWords(n);
     // Rows are independent: one per task (the log-sum-exp alone is a pass of
     // exp over the vocabulary).
@@ -441,6 +448,15 @@ class CpuOps final : public BackendOps {
             SampledToken{id, logits[static_cast<size_t>(id)] - LogSumExp(logits)};
       }
     });
+    return Status::Ok();
+  }
+
+  Status TakeSampled(std::span<SampledToken> out) override {
+    if (out.size() != sampled_.size()) {
+      return Status::InvalidArgument("TakeSampled: room for " + std::to_string(out.size()) +
+                                     " tokens, the sample has " + std::to_string(sampled_.size()));
+    }
+    std::copy(sampled_.begin(), sampled_.end(), out.begin());
     return Status::Ok();
   }
 
@@ -586,6 +602,7 @@ class CpuOps final : public BackendOps {
  private:
   const KernelTable k_;
   cpu::ThreadPool pool_;
+  std::vector<SampledToken> sampled_;  // the last QueueSampleRows (GetRows's FedToken ids)
   std::vector<uint8_t> scratch_;
 };
 

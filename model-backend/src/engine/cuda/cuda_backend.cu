@@ -47,6 +47,7 @@ class Scratch {
     if (data_ != nullptr) cudaFree(data_);
   }
   size_t capacity() const { return size_; }
+  void* data() const { return data_; }
   Result<void*> Get(size_t bytes) {
     if (bytes <= size_) return data_;
     if (data_ != nullptr) cudaFree(data_);
@@ -74,6 +75,14 @@ bool IsKvType(GgmlType t) {
 class CudaOps final : public BackendOps {
  public:
   explicit CudaOps(Context& ctx) : ctx_(ctx), graphs_(kSlots, ctx.stream) {}
+  ~CudaOps() override {
+    if (ctx_.Use().ok()) {
+      if (sampled_host_ != nullptr) cudaFreeHost(sampled_host_);
+      if (sampled_ready_ != nullptr) cudaEventDestroy(sampled_ready_);
+    }
+  }
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
 
   bool Supports(Op op, GgmlType type) const override {
     switch (op) {
@@ -105,14 +114,17 @@ class CudaOps final : public BackendOps {
 
   Status GetRows(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
+    SINEW_RETURN_IF_ERROR(CheckGetRowsIds(ids, table.rows(), n_sampled_));
     SINEW_ASSIGN_OR_RETURN(const int32_t* d_ids, UploadInts(ids, kIds));
+    // FedToken ids read the last QueueSampleRows's tokens where its kernel wrote them.
+    const auto* fed = static_cast<const SampledToken*>(sample_scratch_.data());
     if (!graphs_.Launch({1, P(table.data), static_cast<uint64_t>(table.type), U(table.row_bytes()),
-                         U(table.ne[0]), P(d_ids), U(ids.size()), P(out.data)})) {
+                         U(table.ne[0]), P(d_ids), P(fed), U(ids.size()), P(out.data)})) {
       return Status::Ok();
     }
     return CudaStatus("GetRows kernel",
                       LaunchGetRows(table.type, table.data, table.row_bytes(), table.ne[0], d_ids,
-                                    static_cast<int64_t>(ids.size()), out.f32(), ctx_.stream));
+                                    fed, static_cast<int64_t>(ids.size()), out.f32(), ctx_.stream));
   }
 
   Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
@@ -306,23 +318,44 @@ class CudaOps final : public BackendOps {
     return Status::Ok();
   }
 
-  Status SampleRows(Tensor& x, std::span<const RowSampling> rows, std::span<const uint32_t> masks,
-                    std::span<SampledToken> out) override {
+  // The kernel writes the tokens to sample_scratch_ (where GetRows feeds them
+  // from), and one copy brings them to pinned sampled_host_, after which
+  // sampled_ready_ fires: TakeSampled waits for that event alone, not for what
+  // was queued after (the next step's forward).
+  bool QueuesWork() const override { return true; }
+  Status QueueSampleRows(Tensor& x, std::span<const RowSampling> rows,
+                         std::span<const uint32_t> masks) override {
     SINEW_RETURN_IF_ERROR(ctx_.Use());
-    SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), x.ne[0], masks, out.size()));
+    SINEW_RETURN_IF_ERROR(CheckRowSampling(rows, x.rows(), x.ne[0], masks, rows.size()));
     if (graphs_.active()) return Status::FailedPrecondition("SampleRows: reads back inside a step");
+    n_sampled_ = 0;
     if (rows.empty()) return Status::Ok();
+    const size_t out_bytes = rows.size() * sizeof(SampledToken);
+    SINEW_RETURN_IF_ERROR(EnsureSampledHost(out_bytes));
     SINEW_ASSIGN_OR_RETURN(const RowSampling* d_rows, Upload(rows, kSampleRows));
     SINEW_ASSIGN_OR_RETURN(const uint32_t* d_masks, Upload(masks, kMasks));
-    const size_t out_bytes = rows.size() * sizeof(SampledToken);
-    SINEW_ASSIGN_OR_RETURN(void* d_out, sample_scratch_.Get(out_bytes));
+    // Grown in steps, so that a step graph's GetRows keeps its pointer.
+    SINEW_ASSIGN_OR_RETURN(void* d_out, sample_scratch_.Get(std::max<size_t>(out_bytes, 4096)));
     SINEW_RETURN_IF_ERROR(
         CudaStatus("SampleRows kernel",
                    LaunchSampleRows(x.f32(), x.ne[0], d_rows, static_cast<int64_t>(rows.size()),
                                     d_masks, static_cast<SampledToken*>(d_out), ctx_.stream)));
     SINEW_CUDA_RETURN(
-        cudaMemcpyAsync(out.data(), d_out, out_bytes, cudaMemcpyDeviceToHost, ctx_.stream));
-    SINEW_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+        cudaMemcpyAsync(sampled_host_, d_out, out_bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+    SINEW_CUDA_RETURN(cudaEventRecord(sampled_ready_, ctx_.stream));
+    n_sampled_ = static_cast<int64_t>(rows.size());
+    return Status::Ok();
+  }
+
+  Status TakeSampled(std::span<SampledToken> out) override {
+    SINEW_RETURN_IF_ERROR(ctx_.Use());
+    if (static_cast<int64_t>(out.size()) != n_sampled_) {
+      return Status::InvalidArgument("TakeSampled: room for " + std::to_string(out.size()) +
+                                     " tokens, the sample has " + std::to_string(n_sampled_));
+    }
+    if (out.empty()) return Status::Ok();
+    SINEW_CUDA_RETURN(cudaEventSynchronize(sampled_ready_));
+    std::memcpy(out.data(), sampled_host_, out.size() * sizeof(SampledToken));
     return Status::Ok();
   }
 
@@ -407,7 +440,26 @@ class CudaOps final : public BackendOps {
     return bits;
   }
 
+  // Pinned room for `bytes` of sampled tokens, and the event TakeSampled waits for.
+  Status EnsureSampledHost(size_t bytes) {
+    if (sampled_ready_ == nullptr) {
+      SINEW_CUDA_RETURN(cudaEventCreateWithFlags(&sampled_ready_, cudaEventDisableTiming));
+    }
+    if (bytes <= sampled_host_bytes_) return Status::Ok();
+    if (sampled_host_ != nullptr) cudaFreeHost(sampled_host_);  // waits for its copies
+    sampled_host_ = nullptr;
+    sampled_host_bytes_ = 0;
+    const size_t want = std::max<size_t>(2 * bytes, 4096);
+    SINEW_CUDA_RETURN(cudaHostAlloc(&sampled_host_, want, cudaHostAllocDefault));
+    sampled_host_bytes_ = want;
+    return Status::Ok();
+  }
+
   Scratch weight_scratch_, act_scratch_, argmax_scratch_, sample_scratch_;
+  void* sampled_host_ = nullptr;  // pinned
+  size_t sampled_host_bytes_ = 0;
+  cudaEvent_t sampled_ready_ = nullptr;
+  int64_t n_sampled_ = 0;  // entries of the last QueueSampleRows
   bool row_invariant_ = false;
   StepGraphs graphs_;
   Scratch slots_[kSlots];

@@ -24,6 +24,7 @@ uint64_t Fnv(std::initializer_list<uint64_t> values) {
 
 StepGraphs::~StepGraphs() {
   DropAll();
+  if (launched_ != nullptr) cudaEventDestroy(launched_);
   if (host_arena_ != nullptr) cudaFreeHost(host_arena_);
   if (device_arena_ != nullptr) cudaFree(device_arena_);
 }
@@ -65,6 +66,12 @@ Status StepGraphs::EnsureArena() {
   return Status::Ok();
 }
 
+Status StepGraphs::WaitForLastLaunch() {
+  if (!launch_pending_) return Status::Ok();
+  launch_pending_ = false;
+  return CudaStatus("cudaEventSynchronize (last step graph)", cudaEventSynchronize(launched_));
+}
+
 void StepGraphs::Begin(uint64_t key) {
   mode_ = Mode::kDirect;
   current_ = &graphs_[key];
@@ -75,14 +82,15 @@ void StepGraphs::Begin(uint64_t key) {
   for (SlotLast& l : last_) l.index = -1;
   if (g.failures >= kMaxCaptureFailures) return;
   if (g.exec != nullptr) {
-    mode_ = Mode::kFill;
+    // A failed wait leaves the step to run directly (the error comes back at its ops).
+    if (WaitForLastLaunch().ok()) mode_ = Mode::kFill;
     return;
   }
   if (!g.warmed) {  // first sight: run directly, so that scratch grows outside a capture
     g.warmed = true;
     return;
   }
-  if (!EnsureArena().ok() ||
+  if (!WaitForLastLaunch().ok() || !EnsureArena().ok() ||
       cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     cudaGetLastError();
     ++g.failures;
@@ -175,6 +183,11 @@ Result<bool> StepGraphs::End(const Status& ops) {
     ++counts_.replays;
   }
   SINEW_CUDA_RETURN(cudaGraphLaunch(g.exec, stream_));
+  if (launched_ == nullptr) {
+    SINEW_CUDA_RETURN(cudaEventCreateWithFlags(&launched_, cudaEventDisableTiming));
+  }
+  SINEW_CUDA_RETURN(cudaEventRecord(launched_, stream_));
+  launch_pending_ = true;
   return true;
 }
 

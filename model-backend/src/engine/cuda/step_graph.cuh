@@ -16,8 +16,12 @@
 // the same slot within a step share one copy, as Upload's shadow does outside.
 //
 // Not thread-safe: one per CudaOps, used from the thread that issues its ops.
-// Between steps the caller synchronizes (reads the step's results), so a fill
-// never overwrites the pinned arena under a running graph.
+// The caller may queue the next step before the last one has run (the
+// serving scheduler's step overlap): a fill or capture, which writes the
+// pinned arena, first waits for the last launched graph to finish (an event
+// recorded after each launch), so that it never overwrites the arena under a
+// running graph. The host's planning of the step comes before that wait, and
+// the work queued after the last graph (the sampling) runs during it.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -73,6 +77,8 @@ class StepGraphs {
   };
 
   Status EnsureArena();
+  // Waits until the last launched graph has run (before the arena is written).
+  Status WaitForLastLaunch();
   void DropAll();  // every graph (before the arena moves)
   void Drop(Graph& g);
 
@@ -89,6 +95,8 @@ class StepGraphs {
   size_t arena_used_ = 0;
   size_t arena_needed_ = 0;  // > arena_bytes_: a capture ran out
   cudaStream_t stream_;
+  cudaEvent_t launched_ = nullptr;  // recorded after each graph launch
+  bool launch_pending_ = false;     // launched_ was recorded and not yet waited for
   BackendOps::StepGraphCounts counts_;
 };
 
