@@ -14,13 +14,15 @@
 #               message: time to first token of turn 1 and of the last turn, prefix
 #               cache on and off
 #   step loop   per step: planning, queueing the forward, sampling (with the wait
-#               for the device), taking the tokens in; the host's share (planning
-#               and taking in, when the device has nothing queued)
+#               for the device), taking the tokens in, and how many steps were
+#               planned while the step before ran (step overlap)
+#   overlap     --overlap-streams streams (default 8,32) again with step overlap
+#               off (bench_serving --overlap 0): generation tok/s on and off
 #
 # usage: model-backend/bench/run_gpu_serving_bench.sh [--bin-dir DIR] [--work-dir DIR]
 #            [--llama-batched-bench PATH] [--streams 1,8,32,128] [-p 512] [-n 128]
 #            [--turns 20] [--types Q8_0,Q4_K] [-m FILE.gguf]... [--device cuda:0]
-#            [-t 1] [--step-tokens 2048] [--out FILE]
+#            [-t 1] [--step-tokens 2048] [--overlap-streams 8,32] [--out FILE]
 # --bin-dir: where bench_serving and sinew-model-bench are (default: build/bin);
 # --device cpu and a small -m model try the script without a GPU. Models (~4 GB)
 # go to --work-dir (default: a temporary directory removed at exit); existing
@@ -39,6 +41,7 @@ MODELS=()
 DEVICE=cuda:0
 THREADS=1
 STEP_TOKENS=2048
+OVERLAP_STREAMS=8,32
 OUT_FILE=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,8 +57,9 @@ while [ $# -gt 0 ]; do
     --device) DEVICE=$2; shift 2 ;;
     -t) THREADS=$2; shift 2 ;;
     --step-tokens) STEP_TOKENS=$2; shift 2 ;;
+    --overlap-streams) OVERLAP_STREAMS=$2; shift 2 ;;
     --out) OUT_FILE=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -98,6 +102,19 @@ for m in "${MODELS[@]}"; do
     tail -5 "$WORK/sinew-$name.log" >&2
   fi
   grep -v '^RESULT' "$WORK/sinew-$name.log" >&2 || true
+  if [ -n "$OVERLAP_STREAMS" ]; then
+    echo "== bench_serving --overlap 0 $name: streams $OVERLAP_STREAMS" >&2
+    if "$SERVING" --model "$m" --device "$DEVICE" --threads "$THREADS" \
+         --streams "$OVERLAP_STREAMS" --prompt "$N_PROMPT" --tokens "$N_GEN" --reference 0 \
+         --max-running "$most" --step-tokens "$STEP_TOKENS" --sections throughput --overlap 0 \
+         > "$WORK/sinew-sync-$name.log" 2>&1; then
+      sed -n "s/^RESULT throughput /model=$name sync /p" "$WORK/sinew-sync-$name.log" \
+        >> "$WORK/sinew.results"
+    else
+      echo "bench_serving --overlap 0 failed on $name:" >&2
+      tail -5 "$WORK/sinew-sync-$name.log" >&2
+    fi
+  fi
   if [ -n "$LLAMA_BB" ]; then
     echo "== $(basename "$LLAMA_BB") -fa $name" >&2
     # Room for every stream's prompt and generation at the largest width.
@@ -145,19 +162,31 @@ for (model, n), modes in sorted(rows.items()):
 print("(ratios are sinew / llama.cpp: e2e batch-invariant, gen batch-invariant, gen loose)"
       if theirs else "(no --llama-batched-bench given: no ratios)")
 print()
-print("step loop per step (us), batch-invariant runs: plan and take-in are host work the device")
-print("waits through; forward is the time to queue the step (or fill its graph); sample waits")
-print("%-18s %7s %7s %9s %9s %9s %9s %8s" % ("model", "streams", "steps", "plan", "forward",
-                                          "sample", "take in", "host %"))
+print("step loop per step (us), batch-invariant runs: forward is the time to queue the step")
+print("(or fill its graph), sample the wait for its tokens; without step overlap the device")
+print("idles through plan and take in, with it those of overlapped steps run while it works")
+print("%-18s %7s %7s %10s %9s %9s %9s %9s" % ("model", "streams", "steps", "overlapped", "plan",
+                                            "forward", "sample", "take in"))
 for (model, n), modes in sorted(rows.items()):
     r = modes.get("invariant")
     if not r or "steps" not in r:
         continue
     plan, fwd, smp, absorb = (float(r[k]) for k in ("plan_us", "forward_us", "sample_us", "absorb_us"))
-    total = plan + fwd + smp + absorb
-    print("%-18s %7d %7.0f %9.1f %9.1f %9.1f %9.1f %7.1f%%" % (
-        model, n, float(r["steps"]), plan, fwd, smp, absorb,
-        100 * (plan + absorb) / total if total else 0))
+    print("%-18s %7d %7.0f %10s %9.1f %9.1f %9.1f %9.1f" % (
+        model, n, float(r["steps"]), r.get("overlapped", "n/a"), plan, fwd, smp, absorb))
+sync = {}
+for kind, r in ours:
+    if kind == "sync":
+        sync[(r["model"], int(r["streams"]), r["mode"])] = r
+if sync:
+    print()
+    print("step overlap: generation tok/s (S_TG) with overlap (default) and without (--overlap 0)")
+    print("%-18s %7s %-9s %11s %11s %7s" % ("model", "streams", "mode", "overlap", "no overlap",
+                                         "gain"))
+    for (model, n, mode), r in sorted(sync.items()):
+        on = float(rows.get((model, n), {}).get(mode, {}).get("gen_tps", 0))
+        off = float(r["gen_tps"])
+        print("%-18s %7d %-9s %11.1f %11.1f %7s" % (model, n, mode, on, off, ratio(on, off)))
 print()
 print("agent workload: time to first token (ms)")
 print("%-18s %-6s %9s %9s %9s" % ("model", "cache", "turn 1", "last", "last/1"))

@@ -2,7 +2,8 @@
 // request at a time.
 //   bench_serving [--model FILE.gguf] [--device cpu|cuda:N] [--threads N]
 //                 [--streams 1,8,32] [--prompt 17] [--tokens 32] [--reference 1]
-//                 [--max-running 32] [--step-tokens 512] [--device-sampling 1] [--turns 20]
+//                 [--max-running 32] [--step-tokens 512] [--device-sampling 1] [--overlap 1]
+//                 [--turns 20]
 //                 [--sections throughput,agent,pressure]
 //                 [--embd 512] [--layers 8] [--ff 1408] [--pressure-only 1]
 // Without --model it writes a random-weight llama (by default ~28M parameters,
@@ -20,6 +21,8 @@
 //     one context (2048 positions): all are admitted, then outgrow the cache
 //     as they decode, so that preemption is constant. Wall time with preempted
 //     sequences swapped to host memory against recomputed.
+// --overlap: 1 overlaps steps where the backend queues work (the default,
+// ServingOptions::overlap_steps), 0 never, 2 on the CPU too (overlap_steps_always).
 // Lines starting with "RESULT" carry the figures in key=value form for scripts
 // (model-backend/bench/run_gpu_serving_bench.sh).
 #include <algorithm>
@@ -138,16 +141,18 @@ void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char
   const double forward_us = us(before_run.forward_ns, after_run.forward_ns);
   const double sample_us = us(before_run.sample_ns, after_run.sample_ns);
   const double absorb_us = us(before_run.absorb_ns, after_run.absorb_ns);
+  const double overlapped =
+      static_cast<double>(after_run.overlapped_steps - before_run.overlapped_steps);
   std::printf(
-      "\n            per step (%.0f steps): plan %.0f us, forward %.0f us, sample %.0f us, "
-      "take in %.0f us",
-      steps, plan_us, forward_us, sample_us, absorb_us);
+      "\n            per step (%.0f steps, %.0f overlapped): plan %.0f us, forward %.0f us, "
+      "sample %.0f us, take in %.0f us",
+      steps, overlapped, plan_us, forward_us, sample_us, absorb_us);
   std::printf(
       "\nRESULT throughput mode=%s streams=%d prompt=%d tokens=%d wall_s=%.3f "
-      "all_started_s=%.3f e2e_tps=%.1f gen_tps=%.1f ref_tps=%.1f steps=%.0f plan_us=%.1f "
-      "forward_us=%.1f sample_us=%.1f absorb_us=%.1f\n",
+      "all_started_s=%.3f e2e_tps=%.1f gen_tps=%.1f ref_tps=%.1f steps=%.0f overlapped=%.0f "
+      "plan_us=%.1f forward_us=%.1f sample_us=%.1f absorb_us=%.1f\n",
       mode, shape.streams, shape.prompt, shape.tokens, wall, all_started, e2e_tps, gen_tps, ref_tps,
-      steps, plan_us, forward_us, sample_us, absorb_us);
+      steps, overlapped, plan_us, forward_us, sample_us, absorb_us);
   std::fflush(stdout);
 }
 
@@ -252,6 +257,7 @@ int main(int argc, char** argv) {
   int threads = 2, turns = 20, embd = 512, layers = 8, ff = 1408, max_running = 32;
   int step_tokens = ServingOptions().step_tokens;
   bool device_sampling = ServingOptions().device_sampling;
+  int overlap = 1;
   if (argc % 2 == 0) {
     std::fprintf(stderr, "options come in pairs; see the comment at the top of bench_serving.cc\n");
     return 2;
@@ -282,6 +288,8 @@ int main(int argc, char** argv) {
       step_tokens = std::atoi(v);
     else if (std::strcmp(argv[i], "--device-sampling") == 0)
       device_sampling = std::atoi(v) != 0;
+    else if (std::strcmp(argv[i], "--overlap") == 0)
+      overlap = std::atoi(v);
     else if (std::strcmp(argv[i], "--turns") == 0)
       turns = std::atoi(v);
     else if (std::strcmp(argv[i], "--sections") == 0)
@@ -340,6 +348,8 @@ int main(int argc, char** argv) {
     so.max_waiting = std::max(so.max_waiting, most_streams);
     so.step_tokens = step_tokens;
     so.device_sampling = device_sampling;
+    so.overlap_steps = overlap != 0;
+    so.overlap_steps_always = overlap == 2;
     auto serving = ServingEngine::Load(model, eo, so);
     if (!serving.ok()) {
       std::fprintf(stderr, "%s\n", serving.status().ToString().c_str());
