@@ -167,11 +167,10 @@ struct ServingStats {
   // (admissions, preemption, drafts, the batch), the forward (on a GPU: the
   // time to queue it or fill its graph), sampling (on a GPU: the grammar masks
   // and draws, then the wait for the forward and the sampling kernel), and
-  // taking the tokens in (outboxes, finishes, prefix-cache keys). On a GPU the
-  // device idles during planning, queueing and taking in: the share of host
-  // work that overlapping steps could hide.
-  // With overlap_steps, planning and taking in overlap the device's work, and
-  // sampling is the wait for the last step's tokens.
+  // taking the tokens in (outboxes, finishes, prefix-cache keys). Without step
+  // overlap a GPU idles during planning, queueing and taking in; with it
+  // (overlap_steps) the planning and taking in of overlapped steps run while it
+  // works, and sampling includes the wait for the step's tokens.
   uint64_t plan_ns = 0;
   uint64_t forward_ns = 0;
   uint64_t sample_ns = 0;
