@@ -160,7 +160,8 @@ TEST(ServerServing, ConcurrentStreamsAllCompleteWithTheSingleRequestText) {
   for (const char* name :
        {"sinew_model_prefix_cache_hit_tokens_total", "sinew_model_prefix_cache_miss_tokens_total",
         "sinew_model_batch_steps_total", "sinew_model_kv_blocks_available",
-        "sinew_model_host_sampled_tokens_total"}) {
+        "sinew_model_host_sampled_tokens_total", "sinew_model_overlapped_steps_total",
+        "sinew_model_overlap_dropped_rows_total"}) {
     EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
   }
   // The streams asked for no penalties: the backend sampled their tokens.
