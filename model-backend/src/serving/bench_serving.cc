@@ -3,7 +3,7 @@
 //   bench_serving [--model FILE.gguf] [--device cpu|cuda:N] [--threads N]
 //                 [--streams 1,8,32] [--prompt 17] [--tokens 32] [--reference 1]
 //                 [--max-running 32] [--step-tokens 512] [--device-sampling 1] [--overlap 1]
-//                 [--turns 20]
+//                 [--draft-tokens 3] [--turns 20]
 //                 [--sections throughput,agent,pressure]
 //                 [--embd 512] [--layers 8] [--ff 1408] [--pressure-only 1]
 // Without --model it writes a random-weight llama (by default ~28M parameters,
@@ -21,7 +21,8 @@
 //     one context (2048 positions): all are admitted, then outgrow the cache
 //     as they decode, so that preemption is constant. Wall time with preempted
 //     sequences swapped to host memory against recomputed.
-// --overlap: 1 overlaps steps where the backend queues work (the default,
+// --draft-tokens: prompt-lookup draft length (0: no speculation; on the CPU
+// drafting wins over step overlap). --overlap: 1 overlaps steps where the backend queues work (the default,
 // ServingOptions::overlap_steps), 0 never, 2 on the CPU too (overlap_steps_always).
 // Lines starting with "RESULT" carry the figures in key=value form for scripts
 // (model-backend/bench/run_gpu_serving_bench.sh).
@@ -258,6 +259,7 @@ int main(int argc, char** argv) {
   int step_tokens = ServingOptions().step_tokens;
   bool device_sampling = ServingOptions().device_sampling;
   int overlap = 1;
+  int draft_tokens = ServingOptions().speculative_draft_tokens;
   if (argc % 2 == 0) {
     std::fprintf(stderr, "options come in pairs; see the comment at the top of bench_serving.cc\n");
     return 2;
@@ -290,6 +292,8 @@ int main(int argc, char** argv) {
       device_sampling = std::atoi(v) != 0;
     else if (std::strcmp(argv[i], "--overlap") == 0)
       overlap = std::atoi(v);
+    else if (std::strcmp(argv[i], "--draft-tokens") == 0)
+      draft_tokens = std::atoi(v);
     else if (std::strcmp(argv[i], "--turns") == 0)
       turns = std::atoi(v);
     else if (std::strcmp(argv[i], "--sections") == 0)
@@ -350,6 +354,7 @@ int main(int argc, char** argv) {
     so.device_sampling = device_sampling;
     so.overlap_steps = overlap != 0;
     so.overlap_steps_always = overlap == 2;
+    so.speculative_draft_tokens = draft_tokens;
     auto serving = ServingEngine::Load(model, eo, so);
     if (!serving.ok()) {
       std::fprintf(stderr, "%s\n", serving.status().ToString().c_str());
