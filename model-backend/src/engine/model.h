@@ -99,6 +99,8 @@ class Model {
   [[nodiscard]] Status TakeSampled(std::span<SampledToken> out) {
     return backend_.ops().TakeSampled(out);
   }
+  // Waits for the backend's queued work (BackendOps::Synchronize).
+  [[nodiscard]] Status Synchronize() { return backend_.ops().Synchronize(); }
   // Whether the backend queues its work (BackendOps::QueuesWork).
   bool QueuesWork() const { return backend_.ops().QueuesWork(); }
   // The backend's step-graph counts (BackendOps::step_graph_counts).

@@ -476,7 +476,10 @@ void Scheduler::Step() {
     return;
   }
   const Clock::time_point start = Clock::now();
-  StepState step = Launch(std::move(plan));
+  // Held where FailAll finds it until it is in flight: an exception below must
+  // not lose the sequences it holds.
+  launched_ = Launch(std::move(plan));
+  StepState& step = *launched_;
   const bool overlapped = in_flight_.has_value();
   const Clock::time_point launched = Clock::now();
   if (in_flight_) TakeIn();  // while this step's forward runs
@@ -501,13 +504,14 @@ void Scheduler::Step() {
   const bool decodes_only = std::all_of(step.plan.begin(), step.plan.end(), [](const Planned& p) {
     return p.seq->n_generated > 0 && p.take == 1 + static_cast<int32_t>(p.seq->draft.size());
   });
-  in_flight_ = std::move(step);
+  in_flight_ = std::move(launched_);
+  launched_.reset();
   if (!in_flight_->feedable) {
     if (TakeIn() && draft_model_ != nullptr && !overlapped && decodes_only) {
       // The draft length weighs draft rounds against the steps of decodes: the
-      // forward, its sampling and taking it in, when nothing overlapped them.
+      // forward and its sampling, when nothing overlapped them.
       draft_model_->policy().ObserveModelStep(
-          std::chrono::duration<double>(Clock::now() - start).count());
+          std::chrono::duration<double>(sampled_at_ - start).count());
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -567,6 +571,7 @@ bool Scheduler::TakeIn() {
     step.status = model_.TakeSampled(device_tokens_);
   }
   const Clock::time_point absorbing = Clock::now();
+  sampled_at_ = absorbing;
   std::lock_guard<std::mutex> lock(mutex_);
   Absorb(step);
   stats_.sample_ns += Nanos(waiting, absorbing);
@@ -671,19 +676,17 @@ void Scheduler::UpdateGauges() {
 }
 
 void Scheduler::FailAll(const Status& status) {
-  if (in_flight_) {
-    // Nothing may still write the blocks freed below.
-    device_tokens_.assign(in_flight_->n_sampled, SampledToken{});
-    if (in_flight_->status.ok() && options_.device_sampling) {
-      (void)model_.TakeSampled(device_tokens_);
-    }
-    for (const Planned& p : in_flight_->plan) {
+  // Nothing queued may still write the blocks freed below.
+  (void)model_.Synchronize();
+  for (std::optional<StepState>* step : {&in_flight_, &launched_}) {
+    if (!*step) continue;
+    for (const Planned& p : (*step)->plan) {
       p.seq->in_steps = 0;
       p.seq->queued = 0;
       if (!p.seq->done) Finish(*p.seq, FinishReason::kMaxTokens, status);
       ReleaseBlocks(*p.seq);
     }
-    in_flight_.reset();
+    step->reset();
   }
   for (auto& s : running_) {
     Finish(*s, FinishReason::kMaxTokens, status);

@@ -10,6 +10,7 @@
 // takes `mutex` to deliver tokens and to read new arrivals.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -159,6 +160,8 @@ class Scheduler {
   std::vector<float> mask_scratch_;
   PagedBatch batch_;
   std::optional<StepState> in_flight_;  // the step queued and not yet taken in
+  std::optional<StepState> launched_;   // the next one, while Step() prepares it
+  std::chrono::steady_clock::time_point sampled_at_;  // when TakeIn last had its tokens
   bool ahead_refused_ = false;          // the last Plan(ahead) would have preempted
   // The spare KV block the dummies of a padded step write to (-1: no padding),
   // and the one-block table they share.

@@ -463,6 +463,106 @@ TEST_P(ServingRandomModelTest, StepOverlapChangesNothingAndFreesEverything) {
   StatsOnceFree(*overlapped, 96);
 }
 
+// Step overlap at the edges: prompts that end a few positions short of the
+// context (a fed token that would pass it is not planned ahead, and the
+// context-full finish comes at the same token), max_tokens of 1 and 2, prompt
+// chunks of 5 in steps of 11, a pool of 40 blocks with and without swap,
+// logits read back for every row (no fed tokens: only steps of prompt chunks
+// are planned ahead), and padded decode steps. Every output and finish reason is that of a single
+// run, callers that stop after two tokens get those two, and every block comes back.
+TEST_P(ServingRandomModelTest, StepOverlapAtTheContextEndAndTheOptionsEdges) {
+  struct Request {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+  };
+  uint32_t state = 99;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<int32_t>((state >> 8) % 250u) + 3;
+  };
+  const int lengths[] = {240, 250, 254, 10, 200, 255, 3, 128, 60, 245, 30, 251};
+  const int max_tokens[] = {40, 1, 5, 1, 2, 7, 3, 200, 1, 100, 2, 9};
+  std::vector<Request> requests;
+  for (size_t i = 0; i < std::size(lengths); ++i) {
+    std::vector<int32_t> prompt{1};
+    for (int j = 1; j < lengths[i]; ++j) prompt.push_back(next());
+    SamplingParams p = Greedy(max_tokens[i]);
+    if (i % 3 == 1) {
+      p.greedy = false;
+      p.temperature = 1.1f;
+      p.seed = 7 + i;
+    }
+    requests.push_back({prompt, p});
+  }
+  ServingOptions single_opts;
+  single_opts.max_running = 1;
+  single_opts.prefix_cache = false;
+  single_opts.speculative_draft_tokens = 0;
+  auto single = Load(single_opts);
+  ASSERT_NE(single, nullptr);
+  std::vector<std::vector<int32_t>> expected;
+  std::vector<FinishReason> reasons;
+  for (const Request& r : requests) {
+    auto g = single->Generate(r.prompt, r.params, nullptr);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    expected.push_back(Ids(*g));
+    reasons.push_back(g->finish_reason);
+  }
+  ASSERT_NE(std::find(reasons.begin(), reasons.end(), FinishReason::kContextFull), reasons.end());
+
+  struct Case {
+    const char* name;
+    ServingOptions options;
+  };
+  std::vector<Case> cases(4);
+  for (Case& c : cases) {
+    c.options.overlap_steps_always = true;
+    c.options.speculative_draft_tokens = 0;
+    c.options.prefill_chunk = 5;
+    c.options.step_tokens = 11;
+    c.options.n_blocks = 40;
+  }
+  cases[0].name = "short chunks, 40 blocks";
+  cases[1].name = "short chunks, 40 blocks, swap";
+  cases[1].options.swap_space_mib = 16;
+  cases[2].name = "logits read back";
+  cases[2].options.device_sampling = false;
+  cases[3].name = "padded decode steps, long chunks";
+  cases[3].options.pad_decode_steps = true;
+  cases[3].options.prefill_chunk = 64;
+  cases[3].options.step_tokens = 300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto engine = Load(c.options);
+    ASSERT_NE(engine, nullptr);
+    for (const int stop_after : {0, 2}) {
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        threads.emplace_back([&, i] {
+          int seen = 0;
+          auto g = engine->Generate(
+              requests[i].prompt, requests[i].params,
+              [&](const GeneratedToken&) { return stop_after == 0 || ++seen < stop_after; });
+          ASSERT_TRUE(g.ok()) << g.status().ToString();
+          if (stop_after == 0) {
+            EXPECT_EQ(Ids(*g), expected[i]) << i;
+            EXPECT_EQ(g->finish_reason, reasons[i]) << i;
+          } else {
+            const size_t n = std::min<size_t>(stop_after, expected[i].size());
+            EXPECT_EQ(Ids(*g), std::vector<int32_t>(expected[i].begin(), expected[i].begin() + n))
+                << i;
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
+    const ServingStats stats = StatsOnceFree(*engine, c.options.n_blocks);
+    EXPECT_EQ(stats.swap_slots_used, 0);
+    // With logits read back only steps of prompt chunks (no tokens) go ahead.
+    EXPECT_GT(stats.overlapped_steps, 0u);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, ServingRandomModelTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K));
 
