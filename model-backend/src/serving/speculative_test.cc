@@ -14,6 +14,7 @@
 #include "prompt_lookup.h"
 #include "random_model.h"
 #include "random_model_fixture.h"
+#include "serving_test_util.h"
 #include "sinew/model/serving.h"
 #include "sinew/model/tokenizer.h"
 #include "test_util.h"
@@ -81,11 +82,7 @@ TEST(DraftLengthPolicyTest, DraftsAsMuchAsPaysAndStopsWhenNothingDoes) {
   EXPECT_EQ(same_size.Length(3, DraftUse::kOn), 0);
 }
 
-std::vector<int32_t> Ids(const GenerationResult& r) {
-  std::vector<int32_t> ids;
-  for (const GeneratedToken& t : r.tokens) ids.push_back(t.id);
-  return ids;
-}
+using testing::Ids;
 
 // Each prompt from its own thread; prompt i is sampled with params[i % size].
 std::vector<std::vector<int32_t>> RunAll(ServingEngine& engine,
