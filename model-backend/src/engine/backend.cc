@@ -35,14 +35,19 @@ Status BackendBuffer::WriteMany(std::span<const HostCopy> copies) {
   return Status::Ok();
 }
 
+Status BackendBuffer::CheckRange(size_t offset, size_t n, const char* what) const {
+  if (offset <= size() && n <= size() - offset) return Status::Ok();
+  return Status::OutOfRange(std::string("buffer ") + what + " out of range");
+}
+
 Status HostMemoryBuffer::Write(size_t offset, const void* src, size_t n) {
-  if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer write out of range");
+  SINEW_RETURN_IF_ERROR(CheckRange(offset, n, "write"));
   std::memcpy(static_cast<uint8_t*>(data_) + offset, src, n);
   return Status::Ok();
 }
 
 Status HostMemoryBuffer::Read(size_t offset, void* dst, size_t n) const {
-  if (offset > size_ || n > size_ - offset) return Status::OutOfRange("buffer read out of range");
+  SINEW_RETURN_IF_ERROR(CheckRange(offset, n, "read"));
   std::memcpy(dst, static_cast<const uint8_t*>(data_) + offset, n);
   return Status::Ok();
 }

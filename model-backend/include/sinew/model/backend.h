@@ -47,6 +47,11 @@ class BackendBuffer {
   };
   [[nodiscard]] virtual Status ReadMany(std::span<const HostCopy> copies) const;
   [[nodiscard]] virtual Status WriteMany(std::span<const HostCopy> copies);
+
+ protected:
+  // OutOfRange unless [offset, offset + n) lies within size(); `what`: "read"
+  // or "write", for the message.
+  [[nodiscard]] Status CheckRange(size_t offset, size_t n, const char* what) const;
 };
 
 // A buffer in host memory: Read and Write copy with memcpy. The subclass owns

@@ -35,9 +35,7 @@ class DeviceBuffer final : public BackendBuffer {
 
   // Host -> device through the pinned staging buffer, in chunks.
   Status Write(size_t offset, const void* src, size_t n) override {
-    if (offset > size_ || n > size_ - offset) {
-      return Status::OutOfRange("buffer write out of range");
-    }
+    SINEW_RETURN_IF_ERROR(CheckRange(offset, n, "write"));
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     if (IsPinned(src)) {
       SINEW_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(data_) + offset, src, n,
@@ -65,9 +63,7 @@ class DeviceBuffer final : public BackendBuffer {
     if (!AllPinned(copies)) return BackendBuffer::WriteMany(copies);
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     for (const HostCopy& c : copies) {
-      if (c.offset > size_ || c.n > size_ - c.offset) {
-        return Status::OutOfRange("buffer write out of range");
-      }
+      SINEW_RETURN_IF_ERROR(CheckRange(c.offset, c.n, "write"));
       SINEW_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(data_) + c.offset, c.host, c.n,
                                         cudaMemcpyHostToDevice, ctx_.stream));
     }
@@ -79,9 +75,7 @@ class DeviceBuffer final : public BackendBuffer {
     if (!AllPinned(copies)) return BackendBuffer::ReadMany(copies);
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     for (const HostCopy& c : copies) {
-      if (c.offset > size_ || c.n > size_ - c.offset) {
-        return Status::OutOfRange("buffer read out of range");
-      }
+      SINEW_RETURN_IF_ERROR(CheckRange(c.offset, c.n, "read"));
       SINEW_CUDA_RETURN(cudaMemcpyAsync(c.host, static_cast<const uint8_t*>(data_) + c.offset, c.n,
                                         cudaMemcpyDeviceToHost, ctx_.stream));
     }
@@ -91,9 +85,7 @@ class DeviceBuffer final : public BackendBuffer {
 
   // Waits for the queued work, then device -> host through the staging buffer.
   Status Read(size_t offset, void* dst, size_t n) const override {
-    if (offset > size_ || n > size_ - offset) {
-      return Status::OutOfRange("buffer read out of range");
-    }
+    SINEW_RETURN_IF_ERROR(CheckRange(offset, n, "read"));
     SINEW_RETURN_IF_ERROR(ctx_.Use());
     if (IsPinned(dst)) {
       SINEW_CUDA_RETURN(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(data_) + offset, n,
