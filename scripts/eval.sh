@@ -64,7 +64,8 @@ ROOT=$PWD
 if [ "$(id -u)" != 0 ] || ! command -v runc >/dev/null; then
   echo "eval.sh: needs root and runc (sandboxes); run scripts/install-deps.sh as root" >&2; exit 1
 fi
-[ "${SINEW_NO_BUILD:-0}" = 1 ] || ./scripts/build.sh  # SINEW_NO_BUILD=1: use the existing build
+# Only the binaries this script starts (not the tests, benchmarks or the model server).
+[ "${SINEW_NO_BUILD:-0}" = 1 ] || SINEW_TARGETS="sinew-store sinew-sandboxd sinew-sandbox-agent sinew-harness sinew" ./scripts/build.sh  # SINEW_NO_BUILD=1: use the existing build
 BIN=$ROOT/${SINEW_BUILD_DIR:-build}/bin
 mkdir -p "$JOB/stack"
 LOGS=$JOB/stack            # logs and the harness config of this call
