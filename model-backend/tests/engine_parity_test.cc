@@ -8,9 +8,11 @@
 // is independent of the tokenizer library.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "sinew/model/backend.h"
 #include "sinew/model/engine.h"
 #include "test_util.h"
 
@@ -55,6 +57,11 @@ TEST_P(Stories260KParity, GreedyTextMatchesReferenceEngine) {
   const std::string path = testutil::Stories260KPath();
   ASSERT_EQ(testutil::FileSha256(path), testutil::kStories260KSha256)
       << path << " is missing or not the expected file";
+  // A kernel level this CPU lacks is skipped with the backend's own reason.
+  if (auto level = CreateCpuBackend(CpuBackendOptions{1, GetParam()});
+      !level.ok() && level.status().code() == StatusCode::kUnimplemented) {
+    GTEST_SKIP() << level.status().message();
+  }
   EngineOptions options;
   options.n_threads = 2;
   options.simd = GetParam();
@@ -85,6 +92,31 @@ TEST_P(Stories260KParity, GreedyTextMatchesReferenceEngine) {
   std::vector<int32_t> ids;
   for (const GeneratedToken& t : result->tokens) ids.push_back(t.id);
   EXPECT_EQ(DecodePieces(vocab, ids), kExpected);
+}
+
+// SINEW_CPU_LEVEL caps the levels the CPU is taken to have: "auto" picks at most the cap,
+// a level above it is refused as on a CPU without it, and a value that names no level is
+// an error rather than a silent default.
+TEST(CpuLevelCap, AutoPicksAtMostTheCapAndAnUnknownCapIsRefused) {
+  const char* before = std::getenv("SINEW_CPU_LEVEL");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("SINEW_CPU_LEVEL", "scalar", 1);
+  auto scalar = Engine::Load(testutil::Stories260KPath(), EngineOptions{});
+  ASSERT_TRUE(scalar.ok()) << scalar.status().ToString();
+  EXPECT_EQ((*scalar)->info().simd, "cpu-scalar");
+  auto avx2 = CreateCpuBackend(CpuBackendOptions{1, "avx2"});
+  EXPECT_EQ(avx2.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(avx2.status().message().find("SINEW_CPU_LEVEL=scalar"), std::string::npos)
+      << avx2.status().message();
+  ::setenv("SINEW_CPU_LEVEL", "avx3", 1);
+  auto unknown = CreateCpuBackend(CpuBackendOptions{1, "auto"});
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("avx3"), std::string::npos);
+  if (before != nullptr) {
+    ::setenv("SINEW_CPU_LEVEL", saved.c_str(), 1);
+  } else {
+    ::unsetenv("SINEW_CPU_LEVEL");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSimdLevels, Stories260KParity,

@@ -356,7 +356,10 @@ class Backend {
 struct CpuBackendOptions {
   // Worker threads including the caller; 0 means one per online CPU. Default: 0
   int32_t n_threads = 0;
-  // "auto", "avx512", "avx2" or "scalar". Default: "auto"
+  // "auto", "avx512", "avx2" or "scalar". Default: "auto" (the highest level the CPU
+  // has). SINEW_CPU_LEVEL=scalar|avx2|avx512 in the environment caps the levels the CPU is
+  // taken to have: "auto" picks at most the cap, and a level above it is Unimplemented as
+  // on a CPU without it. An unknown SINEW_CPU_LEVEL is InvalidArgument.
   std::string simd = "auto";
 };
 

@@ -623,7 +623,20 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+namespace {
+// Why a level may be missing on a CPU that has it: the environment's cap.
+std::string CapNote() {
+  const char* cap = std::getenv("SINEW_CPU_LEVEL");
+  return cap != nullptr && *cap != '\0' ? std::string(" (or SINEW_CPU_LEVEL=") + cap + " leaves it out)"
+                                         : std::string();
+}
+}  // namespace
+
 Result<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOptions& options) {
+  if (cpu::SimdLevel cap; !cpu::CpuLevelCap(&cap)) {
+    return Status::InvalidArgument(std::string("SINEW_CPU_LEVEL='") + std::getenv("SINEW_CPU_LEVEL") +
+                                   "' is not a kernel level (scalar, avx2 or avx512)");
+  }
   cpu::SimdLevel level;
   if (options.simd == "auto") {
     level = cpu::CpuHasAvx512() ? cpu::SimdLevel::kAvx512
@@ -631,11 +644,11 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(const CpuBackendOptions& optio
                                 : cpu::SimdLevel::kScalar;
   } else if (options.simd == "avx512") {
     if (!cpu::CpuHasAvx512()) {
-      return Status::Unimplemented("this CPU lacks AVX-512 (F, BW, VL, VNNI)");
+      return Status::Unimplemented("this CPU lacks AVX-512 (F, BW, VL, VNNI)" + CapNote());
     }
     level = cpu::SimdLevel::kAvx512;
   } else if (options.simd == "avx2") {
-    if (!cpu::CpuHasAvx2()) return Status::Unimplemented("this CPU lacks AVX2/FMA/F16C");
+    if (!cpu::CpuHasAvx2()) return Status::Unimplemented("this CPU lacks AVX2/FMA/F16C" + CapNote());
     level = cpu::SimdLevel::kAvx2;
   } else if (options.simd == "scalar") {
     level = cpu::SimdLevel::kScalar;

@@ -97,8 +97,15 @@ void FillAvx512AttentionKernels(KernelTable* table);
 // The K-quant tile entries of FillAvx512Kernels (kernels_avx512_kquants.cc).
 void FillAvx512KQuantKernels(KernelTable* table);
 
+// Whether this CPU runs the AVX2 (AVX2, FMA, F16C) or AVX-512 (F, BW, VL, VNNI) kernels.
+// SINEW_CPU_LEVEL=scalar|avx2|avx512 in the environment caps what the CPU is taken to
+// have, so that a machine with AVX-512 measures and tests the AVX2 path as an AVX2-only
+// CPU would run it (a level the CPU lacks is never claimed).
 bool CpuHasAvx2();
 bool CpuHasAvx512();
+// The cap SINEW_CPU_LEVEL asks for into *cap (kAvx512 when unset); false when the value
+// is none of scalar, avx2, avx512 (then no SIMD level is claimed).
+bool CpuLevelCap(SimdLevel* cap);
 
 // The table for `level`: scalar entries overlaid by AVX2, then AVX-512 ones.
 KernelTable MakeKernelTable(SimdLevel level);

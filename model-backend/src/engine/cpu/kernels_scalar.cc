@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "cpu/kernels.h"
 #include "quant/quants.h"
@@ -168,11 +170,31 @@ static bool CpuHasF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 }
 
+bool CpuLevelCap(SimdLevel* cap) {
+  const char* env = std::getenv("SINEW_CPU_LEVEL");
+  *cap = SimdLevel::kAvx512;
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "avx512") == 0) return true;
+  if (std::strcmp(env, "avx2") == 0) {
+    *cap = SimdLevel::kAvx2;
+    return true;
+  }
+  *cap = SimdLevel::kScalar;
+  return std::strcmp(env, "scalar") == 0;
+}
+
+static bool CappedAt(SimdLevel level) {
+  SimdLevel cap;
+  CpuLevelCap(&cap);
+  return cap < level;
+}
+
 bool CpuHasAvx2() {
+  if (CappedAt(SimdLevel::kAvx2)) return false;
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c();
 }
 
 bool CpuHasAvx512() {
+  if (CappedAt(SimdLevel::kAvx512)) return false;
   return CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
