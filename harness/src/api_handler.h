@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -140,6 +142,10 @@ v1::Event AuditEvent(const ApiRequest& r, const Caller& caller, const std::strin
 
 // Query helpers: the value of `key` in a query string ("" when absent), percent-decoded.
 std::string QueryParam(const std::string& query, const std::string& key, bool* present = nullptr);
+// A number of a query string or header, strictly: one or more ASCII decimal digits and
+// nothing else (no sign, space, NUL or other byte after a percent-decoding), at most `max`.
+// nullopt otherwise, past uint64 included.
+std::optional<uint64_t> ParseDecimal(std::string_view text, uint64_t max);
 // The largest `after` / Last-Event-ID accepted (past the end is fine: nothing follows).
 inline constexpr uint64_t kMaxResumeSeq = UINT64_MAX / 2;
 // True for a well-formed session id: 32 lower-case hex digits.

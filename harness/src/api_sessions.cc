@@ -33,13 +33,12 @@ Result<uint64_t> QueryUint(const std::string& query, const char* key, uint64_t f
   bool present = false;
   std::string text = QueryParam(query, key, &present);
   if (!present) return fallback;
-  char* end = nullptr;
-  uint64_t v = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || v < min || v > max) {
+  auto v = ParseDecimal(text, max);
+  if (!v || *v < min) {
     return Status::InvalidArgument(std::string("query parameter ") + key + " must be an integer in [" +
                                    std::to_string(min) + ", " + std::to_string(max) + "]");
   }
-  return v;
+  return *v;
 }
 
 }  // namespace

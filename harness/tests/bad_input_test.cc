@@ -127,6 +127,33 @@ TEST_F(BadInputTest, AnOutOfRangeResumePointIs400OnTheStreamAsOnTheEventList) {
   EXPECT_TRUE(ReadStream(s + "/events/stream?after=" + beyond, kKeyA, "", 10, 30000).empty());
 }
 
+// Every numeric query parameter of the API takes digits and nothing else: a value that
+// only starts with a number ("5%00" once listed 5 sessions) is a 400 naming the parameter.
+TEST_F(BadInputTest, NumbersInQueryStringsAreParsedStrictly) {
+  const std::string id = Submit(R"({"prompt": "hello"})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  const std::string s = base_ + "/v1/sessions/" + id;
+  struct Param {
+    std::string url_before, name;  // the URL up to the query, the parameter
+  };
+  const std::vector<Param> params = {{base_ + "/v1/sessions?", "limit"},
+                                     {s + "/events?", "after"},
+                                     {s + "/events?", "limit"},
+                                     {s + "/events/stream?", "after"}};
+  for (const auto& p : params) {
+    for (const std::string bad : {"5%00", "5%00x", "5%20", "%205", "+5", "5x", "0x5", "5.0", "5e0", "", "-0"}) {
+      const std::string url = p.url_before + p.name + "=" + bad;
+      auto r = Call("GET", url, "", {"Authorization: Bearer " + std::string(kKeyA)});
+      EXPECT_EQ(r.status, 400) << url << " -> " << r.body;
+      EXPECT_EQ(ErrorCode(r), "invalid_argument") << url;
+      EXPECT_NE(r.body.find("query parameter " + p.name), std::string::npos) << url << " -> " << r.body;
+    }
+    // The plain number is fine (the stream of a finished session ends).
+    auto ok = Call("GET", p.url_before + p.name + "=5", "", {"Authorization: Bearer " + std::string(kKeyA)});
+    EXPECT_EQ(ok.status, 200) << p.url_before << p.name << "=5 -> " << ok.body;
+  }
+}
+
 class ImportTest : public ApiFixture {
  protected:
   // The export of a completed session, one JSON event per line, as objects.
