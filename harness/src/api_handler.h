@@ -104,9 +104,6 @@ class ApiHandler {
   // *lock (the tenant's admission lock) on success, to be kept until the session exists.
   std::optional<ApiResponse> AdmitSession(const std::string& tenant, bool uses_model,
                                           std::unique_lock<std::mutex>* lock);
-  // The advertised URL of the live lease's holder of session `id`, or "" when there is none
-  // (or it is not an http(s) URL).
-  std::string LeaseHolderUrl(const std::string& id) const;
   // The session, if it exists and belongs to `tenant` (404 otherwise).
   Result<v1::Session> OwnedSession(const std::string& id, const std::string& tenant) const;
   // Events 1..to_seq of session `id`, read a page at a time (export, fork).
