@@ -122,8 +122,12 @@ class ApiHandler {
   // Appends `audit` to session `id`: through its driver here, else under a short lease of
   // our own; when another harness drives it, forwards `r` there (sets *forwarded).
   Status RecordAudit(const ApiRequest& r, const std::string& id, const v1::Event& audit, ApiResponse* forwarded);
-  // Appends `events` to a session nobody drives here, under a short lease of our own;
-  // when another harness drives it, forwards `r` there. Sets *forwarded then.
+  // Appends `events` to a session nobody drives here, under a short lease of our own (an
+  // imported session no harness ever leased takes events other than a user_message under
+  // no lease: it stays a record); when another harness drives it, forwards `r` there.
+  // Sets *forwarded to the answer to send: the forwarded one, or a 503 with Retry-After
+  // when the driving harness does not answer or took the session over meanwhile.
+  // kFailedPrecondition when `reject_terminal` and the session has ended.
   Result<v1::Session> AppendUndriven(const ApiRequest& r, const std::string& id,
                                      std::vector<v1::Event> events, bool reject_terminal,
                                      ApiResponse* forwarded);

@@ -189,9 +189,9 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
     return deps_.store->GetSession(id);
   };
   // An imported session that no driver ever held is a record, not work (docs/harness.md,
-  // "Imported sessions are records"): an audit event or a cancel is appended to it under no lease,
-  // since holding one marks a session as driven and the scanner would wake it. Only a
-  // message (a user_message) makes it work.
+  // "Imported sessions are records"): an audit event or a cancel is appended to it under
+  // no lease, since holding one marks a session as driven and the scanner would wake it.
+  // Only a message (a user_message) makes it work.
   const bool wakes =
       std::any_of(events.begin(), events.end(), [](const v1::Event& e) { return e.has_user_message(); });
   if (!wakes) {
