@@ -2,6 +2,7 @@
 // config.api_keys or api_keys_file (docs/security.md). Local: talks to no server.
 #include <openssl/evp.h>
 
+#include <boost/json.hpp>
 #include <iostream>
 #include <string>
 
@@ -37,7 +38,12 @@ void AddKeyCommands(CLI::App& app, Context& ctx) {
     }
     if (text.empty())
       return ctx.Fail(Status::InvalidArgument("no key given (pass KEY or one line on stdin)"));
-    std::cout << HashApiKeyForConfig(text) << "\n";
+    const std::string hashed = HashApiKeyForConfig(text);
+    if (ctx.json) {
+      std::cout << boost::json::serialize(boost::json::object{{"key_hash", hashed}}) << "\n";
+    } else {
+      std::cout << hashed << "\n";
+    }
   });
 }
 

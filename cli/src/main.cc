@@ -1,9 +1,11 @@
 // sinew: the command-line interface of the Sinew platform. See docs/cli.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "context.h"
@@ -58,6 +60,26 @@ void Context::Fail(const Status& s, int code) {
   exit_code = code;
 }
 
+// Puts the options that every command takes (those of `app` itself, which subcommands
+// inherit) in the --help of every command below `app`: CLI11 lists only a command's own.
+void ListGlobalOptionsInEveryHelp(CLI::App& app) {
+  std::string text = "Options every command takes (before or after it):\n";
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt == app.get_help_ptr()) continue;
+    std::string name = opt->get_name();
+    if (opt->get_type_size() != 0) name += " " + opt->get_type_name();
+    name.resize(std::max<size_t>(name.size() + 1, 28), ' ');  // CLI11's column
+    text += "  " + name + opt->get_description() + "\n";
+  }
+  std::function<void(CLI::App&)> each = [&](CLI::App& parent) {
+    for (CLI::App* sub : parent.get_subcommands({})) {
+      sub->footer(text);
+      each(*sub);
+    }
+  };
+  each(app);
+}
+
 }  // namespace sinew::cli
 
 int main(int argc, char** argv) {
@@ -81,6 +103,7 @@ int main(int argc, char** argv) {
   sinew::cli::AddStoreCommands(app, ctx);
   sinew::cli::AddKeyCommands(app, ctx);
   sinew::cli::AddEvalCommands(app, ctx);
+  sinew::cli::ListGlobalOptionsInEveryHelp(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,7 +1,7 @@
 // ApiHandler: routing, authentication, errors, health, metrics and the event stream.
 #include "api_handler.h"
 
-#include <cerrno>
+#include <charconv>
 #include <cstdio>
 
 #include <curl/curl.h>
@@ -75,6 +75,15 @@ std::string QueryParam(const std::string& query, const std::string& key, bool* p
     pos = amp + 1;
   }
   return "";
+}
+
+std::optional<uint64_t> ParseDecimal(std::string_view text, uint64_t max) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  // from_chars takes digits only (no sign, no space); the whole text must be them.
+  auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);
+  if (text.empty() || ec != std::errc() || ptr != end || v > max) return std::nullopt;
+  return v;
 }
 
 ApiResponse ApiHandler::Error(int http_status, const std::string& code, const std::string& message) {
@@ -335,18 +344,17 @@ ApiHandler::StreamOpening ApiHandler::OpenStream(const ApiRequest& r) {
   std::string from_query = QueryParam(query, "after", &has_after);
   if (after_text.empty() && has_after) after_text = from_query;
   uint64_t after = 0;
-  if (!after_text.empty()) {
+  if (!r.last_event_id.empty() || has_after) {
     // The same rule as GET /events?after= (an overflowing value once wrapped to 0 and
-    // replayed the whole session).
-    char* end = nullptr;
-    errno = 0;
-    after = std::strtoull(after_text.c_str(), &end, 10);
-    if (end == after_text.c_str() || *end != '\0' || after_text[0] == '-' || errno == ERANGE ||
-        after > kMaxResumeSeq) {
+    // replayed the whole session; "5%00" was read as 5).
+    auto parsed = ParseDecimal(after_text, kMaxResumeSeq);
+    if (!parsed) {
+      const std::string what = r.last_event_id.empty() ? "query parameter after" : "header Last-Event-ID";
       return {Error(400, "invalid_argument",
-                    "Last-Event-ID / after must be an integer in [0, " + std::to_string(kMaxResumeSeq) + "]"),
+                    what + " must be an integer in [0, " + std::to_string(kMaxResumeSeq) + "]"),
               nullptr, ""};
     }
+    after = *parsed;
   }
   out.response.content_type = "text/event-stream";
   // A finished session with nothing after the client's point: the stream is complete.

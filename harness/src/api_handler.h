@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -102,9 +104,6 @@ class ApiHandler {
   // *lock (the tenant's admission lock) on success, to be kept until the session exists.
   std::optional<ApiResponse> AdmitSession(const std::string& tenant, bool uses_model,
                                           std::unique_lock<std::mutex>* lock);
-  // The advertised URL of the live lease's holder of session `id`, or "" when there is none
-  // (or it is not an http(s) URL).
-  std::string LeaseHolderUrl(const std::string& id) const;
   // The session, if it exists and belongs to `tenant` (404 otherwise).
   Result<v1::Session> OwnedSession(const std::string& id, const std::string& tenant) const;
   // Events 1..to_seq of session `id`, read a page at a time (export, fork).
@@ -123,8 +122,12 @@ class ApiHandler {
   // Appends `audit` to session `id`: through its driver here, else under a short lease of
   // our own; when another harness drives it, forwards `r` there (sets *forwarded).
   Status RecordAudit(const ApiRequest& r, const std::string& id, const v1::Event& audit, ApiResponse* forwarded);
-  // Appends `events` to a session nobody drives here, under a short lease of our own;
-  // when another harness drives it, forwards `r` there. Sets *forwarded then.
+  // Appends `events` to a session nobody drives here, under a short lease of our own (an
+  // imported session no harness ever leased takes events other than a user_message under
+  // no lease: it stays a record); when another harness drives it, forwards `r` there.
+  // Sets *forwarded to the answer to send: the forwarded one, or a 503 with Retry-After
+  // when the driving harness does not answer or took the session over meanwhile.
+  // kFailedPrecondition when `reject_terminal` and the session has ended.
   Result<v1::Session> AppendUndriven(const ApiRequest& r, const std::string& id,
                                      std::vector<v1::Event> events, bool reject_terminal,
                                      ApiResponse* forwarded);
@@ -140,6 +143,10 @@ v1::Event AuditEvent(const ApiRequest& r, const Caller& caller, const std::strin
 
 // Query helpers: the value of `key` in a query string ("" when absent), percent-decoded.
 std::string QueryParam(const std::string& query, const std::string& key, bool* present = nullptr);
+// A number of a query string or header, strictly: one or more ASCII decimal digits and
+// nothing else (no sign, space, NUL or other byte after a percent-decoding), at most `max`.
+// nullopt otherwise, past uint64 included.
+std::optional<uint64_t> ParseDecimal(std::string_view text, uint64_t max);
 // The largest `after` / Last-Event-ID accepted (past the end is fine: nothing follows).
 inline constexpr uint64_t kMaxResumeSeq = UINT64_MAX / 2;
 // True for a well-formed session id: 32 lower-case hex digits.

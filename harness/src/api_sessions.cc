@@ -1,6 +1,7 @@
 // ApiHandler: the /v1/sessions endpoints.
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -33,25 +34,34 @@ Result<uint64_t> QueryUint(const std::string& query, const char* key, uint64_t f
   bool present = false;
   std::string text = QueryParam(query, key, &present);
   if (!present) return fallback;
-  char* end = nullptr;
-  uint64_t v = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || v < min || v > max) {
+  auto v = ParseDecimal(text, max);
+  if (!v || *v < min) {
     return Status::InvalidArgument(std::string("query parameter ") + key + " must be an integer in [" +
                                    std::to_string(min) + ", " + std::to_string(max) + "]");
   }
-  return v;
+  return *v;
 }
 
-}  // namespace
-
-std::string ApiHandler::LeaseHolderUrl(const std::string& id) const {
-  auto meta = deps_.store->GetSession(id);
+// The advertised URL of the live lease's holder of a session, or "" when there is none
+// (or it is not an http(s) URL).
+std::string HolderUrl(const Result<v1::Session>& meta) {
   if (!meta.ok() || !meta->has_lease()) return "";
   const std::string& url = meta->lease().holder_url();
   // Only an http(s) URL is followed: the lease is data from the store, not a command.
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) return "";
   return url;
 }
+
+// A request for a session between two drivers: nothing is wrong with it, and it can be
+// taken in `retry_after_s` seconds at the latest. Sets *out to the 503 with Retry-After a
+// client retries (docs/harness.md, "Errors"); returns the status for the caller's path.
+Status BetweenDrivers(const std::string& message, int64_t retry_after_s, ApiResponse* out) {
+  *out = ApiHandler::Error(503, "unavailable", message);
+  out->headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+  return Status::Unavailable(message);
+}
+
+}  // namespace
 
 ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
   auto task = ParseTaskRequest(r.body, *deps_.config);
@@ -151,15 +161,64 @@ ApiResponse ApiHandler::GetEvents(const std::string& id, const std::string& quer
 Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::string& id,
                                                std::vector<v1::Event> events, bool reject_terminal,
                                                ApiResponse* forwarded) {
+  // Appends `events` after `meta`'s last event (lease_epoch 0: under no lease) and reads
+  // the session back. A refusal because a driver took the session over in between (a live
+  // lease, or its log moved on) is a 503 to retry, as below: the request itself is fine.
+  auto append = [&](const v1::Session& meta, uint64_t lease_epoch) -> Result<v1::Session> {
+    if (reject_terminal && IsTerminal(meta.status())) {
+      return Status::FailedPrecondition("session " + id + " is already " + store::SessionStatusName(meta.status()));
+    }
+    v1::AppendRequest req;
+    req.set_session_id(id);
+    req.set_expected_next_seq(meta.next_seq());
+    req.set_lease_epoch(lease_epoch);
+    for (auto& ev : events) {
+      if (ev.has_status_change()) ev.mutable_status_change()->set_from(meta.status());
+      *req.add_events() = std::move(ev);
+    }
+    auto appended = deps_.store->Append(req);
+    if (!appended.ok()) {
+      const StatusCode code = appended.status().code();
+      if (code == StatusCode::kFailedPrecondition || code == StatusCode::kAborted) {
+        return BetweenDrivers("session " + id + " was taken over while this request was written (" +
+                                  appended.status().message() + "); retry",
+                              1, forwarded);
+      }
+      return appended.status();
+    }
+    return deps_.store->GetSession(id);
+  };
+  // An imported session that no driver ever held is a record, not work (docs/harness.md,
+  // "Imported sessions are records"): an audit event or a cancel is appended to it under
+  // no lease, since holding one marks a session as driven and the scanner would wake it.
+  // Only a message (a user_message) makes it work.
+  const bool wakes =
+      std::any_of(events.begin(), events.end(), [](const v1::Event& e) { return e.has_user_message(); });
+  if (!wakes) {
+    auto record = deps_.store->GetSession(id);
+    if (!record.ok()) return record.status();
+    if (record->imported() && record->lease_epoch() == 0) return append(*record, 0);
+  }
   const std::string api_owner = deps_.owner + "/api";
   const auto ttl = std::chrono::milliseconds(deps_.config->lease_ttl_ms);
   auto lease = deps_.store->AcquireLease(id, {api_owner, deps_.config->advertise_url}, ttl);
   if (!lease.ok()) {
     if (lease.status().code() != StatusCode::kFailedPrecondition) return lease.status();
     // Another harness drives it: hand the request to the URL its lease names, once.
-    const std::string holder_url = LeaseHolderUrl(id);
+    auto holder = deps_.store->GetSession(id);
+    const std::string holder_url = HolderUrl(holder);
+    // Its holder is not reachable (dead, or about to end): its lease says until when.
+    auto unreachable = [&](const std::string& why) -> Status {
+      int64_t wait_ms = deps_.config->lease_ttl_ms;
+      if (holder.ok() && holder->has_lease()) wait_ms = holder->lease().expires_unix_ms() - NowUnixMs();
+      const int64_t seconds =
+          std::clamp<int64_t>((wait_ms + 999) / 1000, 1, (deps_.config->lease_ttl_ms + 999) / 1000);
+      return BetweenDrivers("the harness driving session " + id + " " + why + "; retry in " +
+                                std::to_string(seconds) + " s (its lease ends by then)",
+                            seconds, forwarded);
+    };
     if (r.forwarded || holder_url.empty() || holder_url == deps_.config->advertise_url) {
-      return Status::FailedPrecondition("session " + id + " is being driven by another harness; retry");
+      return unreachable("cannot take this request now");
     }
     HttpRequest fwd;
     fwd.method = r.method;  // POST, or GET for an export
@@ -172,34 +231,19 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
     fwd.timeout_ms = 10000;
     fwd.tls.ca_file = deps_.config->tls.ca_file;
     auto resp = PerformHttp(fwd);
-    if (!resp.ok()) return Status::Unavailable("the harness driving session " + id + " did not answer: " +
-                                               resp.status().message());
+    if (!resp.ok()) return unreachable("did not answer (" + resp.status().message() + ")");
     forwarded->status = static_cast<int>(resp->status);
     forwarded->body = resp->body;
+    // The driver's 429 or 503 keeps its hint.
+    if (const auto retry = resp->Header("retry-after"); !retry.empty()) {
+      forwarded->headers.emplace_back("Retry-After", std::string(retry));
+    }
     return Status::Aborted("forwarded");
   }
-  auto release = [&] { (void)deps_.store->ReleaseLease(id, api_owner, lease->epoch()); };
   auto meta = deps_.store->GetSession(id);
-  if (!meta.ok()) {
-    release();
-    return meta.status();
-  }
-  if (reject_terminal && IsTerminal(meta->status())) {
-    release();
-    return Status::FailedPrecondition("session " + id + " is already " + store::SessionStatusName(meta->status()));
-  }
-  for (auto& ev : events) {
-    if (ev.has_status_change()) ev.mutable_status_change()->set_from(meta->status());
-  }
-  v1::AppendRequest req;
-  req.set_session_id(id);
-  req.set_expected_next_seq(meta->next_seq());
-  req.set_lease_epoch(lease->epoch());
-  for (auto& ev : events) *req.add_events() = std::move(ev);
-  auto appended = deps_.store->Append(req);
-  release();
-  if (!appended.ok()) return appended.status();
-  return deps_.store->GetSession(id);
+  auto after = meta.ok() ? append(*meta, lease->epoch()) : Result<v1::Session>(meta.status());
+  (void)deps_.store->ReleaseLease(id, api_owner, lease->epoch());
+  return after;
 }
 
 ApiResponse ApiHandler::PostMessage(const ApiRequest& r, const std::string& id, const std::string& tenant) {

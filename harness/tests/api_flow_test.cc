@@ -1,15 +1,23 @@
 // The API's flows against a real harness and store: a task runs to completion with its
 // log written ahead; SSE reconnects lose and repeat nothing; cancel, follow-up messages,
 // limits, fork, import; credentials injected by the proxy tool and redacted everywhere.
+#include <csignal>
+
 #include <algorithm>
 
 #include "api_fixture.h"
+#include "sinew/session_store/session_store.h"
 
 namespace sinew::harness::test {
 namespace {
 
 namespace json = boost::json;
 using ApiFlowTest = ApiFixture;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::vector<std::string> Types(const std::vector<json::object>& events) {
   std::vector<std::string> out;
@@ -129,6 +137,62 @@ TEST_F(ApiFlowTest, AFollowUpMessageWakesAFinishedSession) {
   ASSERT_GT(events.size(), before);
   EXPECT_EQ(events[before].at("user_message").at("text").as_string(), "and then?");
   EXPECT_EQ(events.back().at("status_change").at("to").as_string(), "SESSION_STATUS_COMPLETED");
+}
+
+// A session whose driving harness has just died is between drivers until its lease ends:
+// a follow-up message or a cancel for it is a 503 whose Retry-After is when that lease
+// ends (a client retries that), never a 409 (which says the request conflicts with the
+// session; it was the answer when the request came forwarded from another harness), and
+// changes nothing. docs/harness.md, "Errors".
+TEST_F(ApiFlowTest, AMessageForASessionWhoseHarnessJustDiedIs503WithRetryAfter) {
+  harness_.reset();  // only a and b below drive sessions
+  std::string config = Config();
+  const std::string ttl = R"("lease_ttl_ms": 2000)";
+  ASSERT_NE(config.find(ttl), std::string::npos);
+  config.replace(config.find(ttl), ttl.size(), R"("lease_ttl_ms": 120000)");  // outlives the test
+  HarnessProcess a(dir_.Sub("a.json"), config);
+  HarnessProcess b(dir_.Sub("b.json"), config);
+  ASSERT_FALSE(a.address.empty());
+  ASSERT_FALSE(b.address.empty());
+  auto created = Api("POST", a.url() + "/v1/sessions", kKeyA, R"({"prompt": "think", "model": "stuck"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id(created.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(a.url(), kKeyA, id, "running"), "running");
+  a.proc->Signal(SIGKILL);
+  a.proc->Wait();
+  auto store = store::ConnectSessionStore(store_->address);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto leased = (*store)->GetSession(id);
+  ASSERT_TRUE(leased.ok() && leased->has_lease()) << "a's lease is gone";
+  const int64_t lease_ends_ms = leased->lease().expires_unix_ms();
+  const size_t before = AllEvents(b.url(), kKeyA, id).size();
+  const std::string s = b.url() + "/v1/sessions/" + id;
+  const std::string auth = "Authorization: Bearer " + std::string(kKeyA), as_json = "Content-Type: application/json";
+  struct Case {
+    std::string what, path, body;
+    std::vector<std::string> headers;
+  };
+  const std::vector<Case> cases = {
+      {"message", s + "/messages", R"({"text": "more"})", {auth, as_json}},
+      {"cancel", s + "/cancel", "", {auth, as_json}},
+      {"message forwarded by another harness", s + "/messages", R"({"text": "more"})",
+       {auth, as_json, "X-Sinew-Forwarded: 1"}},
+      {"cancel forwarded by another harness", s + "/cancel", "", {auth, as_json, "X-Sinew-Forwarded: 1"}},
+  };
+  for (const auto& c : cases) {
+    const int64_t sent_ms = NowMs();
+    const Reply reply = Call("POST", c.path, c.body, c.headers);
+    const int64_t answered_ms = NowMs();
+    EXPECT_EQ(reply.status, 503) << c.what << ": " << reply.body;
+    EXPECT_EQ(ErrorCode(reply), "unavailable") << c.what;
+    const std::string retry = reply.Header("retry-after");
+    ASSERT_FALSE(retry.empty()) << c.what << ": no Retry-After";
+    // The seconds left of a's lease, rounded up, when the harness answered.
+    EXPECT_GE(std::stoll(retry), (lease_ends_ms - answered_ms) / 1000) << c.what;
+    EXPECT_LE(std::stoll(retry), (lease_ends_ms - sent_ms + 999) / 1000) << c.what;
+  }
+  EXPECT_EQ(AllEvents(b.url(), kKeyA, id).size(), before) << "a refused request changed the log";
+  EXPECT_EQ(Api("GET", s, kKeyA).json.at("session").at("status").as_string(), "running");
 }
 
 TEST_F(ApiFlowTest, TheTurnLimitEndsTheSessionAsFailed) {

@@ -8,6 +8,10 @@
 #include <fstream>
 #include <filesystem>
 #include <csignal>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "sinew/sandbox/provisioner_client.h"
@@ -119,6 +123,75 @@ Reply Call(const std::string& method, const std::string& url, const std::string&
   if (ec) reply.json = nullptr;
   return reply;
 }
+
+std::string RawHttpExchange(int port, const std::string& raw) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  (void)::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string out;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+Reply ParseHttpReply(const std::string& raw) {
+  Reply reply;
+  const size_t head_end = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos || raw.size() < 12) return reply;
+  reply.status = std::strtol(raw.substr(9, 3).c_str(), nullptr, 10);
+  size_t line_start = raw.find("\r\n") + 2;
+  while (line_start < head_end) {
+    const size_t line_end = raw.find("\r\n", line_start);
+    const std::string line = raw.substr(line_start, line_end - line_start);
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const size_t value = line.find_first_not_of(' ', colon + 1);
+      reply.headers.emplace_back(name, value == std::string::npos ? "" : line.substr(value));
+    }
+    line_start = line_end + 2;
+  }
+  std::string body = raw.substr(head_end + 4);
+  if (reply.Header("transfer-encoding") == "chunked") {
+    std::string decoded;
+    size_t at = 0;
+    while (at < body.size()) {
+      const size_t size_end = body.find("\r\n", at);
+      if (size_end == std::string::npos) break;
+      const size_t n = std::strtoul(body.substr(at, size_end - at).c_str(), nullptr, 16);
+      if (n == 0) break;
+      decoded += body.substr(size_end + 2, n);
+      at = size_end + 2 + n + 2;
+    }
+    body = std::move(decoded);
+  } else if (const std::string length = reply.Header("content-length"); !length.empty()) {
+    body = body.substr(0, std::strtoul(length.c_str(), nullptr, 10));
+  }
+  reply.body = std::move(body);
+  boost::system::error_code ec;
+  reply.json = json::parse(reply.body, ec);
+  if (ec) reply.json = nullptr;
+  return reply;
+}
+
+int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
 Reply Api(const std::string& method, const std::string& url, const std::string& key, const std::string& body) {
   return Call(method, url, body, {"Authorization: Bearer " + key, "Content-Type: application/json"});

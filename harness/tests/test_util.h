@@ -60,6 +60,16 @@ Reply Call(const std::string& method, const std::string& url, const std::string&
 Reply Api(const std::string& method, const std::string& url, const std::string& key,
           const std::string& body = "");
 
+// Sends `raw` bytes on a fresh connection to 127.0.0.1:`port` and reads until the server
+// closes it (or 30 s pass, a bound for the test only: an answer that never ends is the
+// defect). Returns what came back ("" if nothing did).
+std::string RawHttpExchange(int port, const std::string& raw);
+// The first HTTP/1.x response in `raw` (status 0 when there is none); a chunked body is
+// decoded, a Content-Length one cut to its length.
+Reply ParseHttpReply(const std::string& raw);
+// The port of a "host:port" address.
+int PortOf(const std::string& address);
+
 // Reads an SSE stream until it ends, `max_events` arrive, or `timeout_ms` passes.
 struct SseEvent {
   uint64_t id = 0;
