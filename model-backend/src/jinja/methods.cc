@@ -271,6 +271,7 @@ Value GetAttr(const Value& object, const std::string& name) {
     Fail(UndefinedMessage(object));
   }
   if (std::optional<Value> method = Method(object, name)) return *method;
+  if (object.is_group() && (name == "grouper" || name == "list")) return object.list().items[name == "grouper" ? 0 : 1];
   if (object.is_mapping()) {
     if (const Value* found = object.dict().Find(name)) return *found;
   }
@@ -302,6 +303,7 @@ Value GetItem(const Value& object, const Value& key) {
   }
   if (key.is_string()) {
     if (std::optional<Value> method = Method(object, key.str())) return *method;
+    if (object.is_group()) return GetAttr(object, key.str());
   }
   return Value::Undefined("'" + object.TypeName() + " object' has no element " + key.Repr());
 }
