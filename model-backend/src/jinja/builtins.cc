@@ -563,8 +563,8 @@ bool TestSameAs(const Value& v, const CallArgs& a) {
   if (v.kind() == Value::Kind::kBool) return v.bool_value() == o.bool_value();
   return v.Equals(o) && !v.is_list() && !v.is_mapping();
 }
-bool TestLower(const Value& v, const CallArgs&) { return v.is_string() && PyLower(v.str()) == v.str(); }
-bool TestUpper(const Value& v, const CallArgs&) { return v.is_string() && PyUpper(v.str()) == v.str(); }
+bool TestLower(const Value& v, const CallArgs&) { return PyIsLower(v.Str()); }  // str(value).islower()
+bool TestUpper(const Value& v, const CallArgs&) { return PyIsUpper(v.Str()); }
 bool TestEscaped(const Value& v, const CallArgs&) { return v.is_markup(); }
 // `name in env.filters`: a list or dict is not hashable.
 void CheckHashable(const Value& v) {

@@ -95,6 +95,7 @@ const char* const kCases[] = {
     "{{ 'first para\\nsecond paragraph is longer\\n\\nthird'|wordwrap(8) }}|{{ 'a-b-c-d well-known-x ab--cd e.--f'|wordwrap(3) }}|{{ ''|wordwrap(5) }}",
     "{{ '  lead  and   trail  '|wordwrap(6) }}|{{ 'tab\\there  x'|wordwrap(4) }}|{{ 'über-größe wörter-liste'|wordwrap(7) }}",
     "{{ 'abc'|wordwrap(0) }}",
+    "{{ 'one\\u2028two three\\u0085four\\u2029five'|wordwrap(5) }}|{{ 'a\\u2028b\\u0085c'|indent(2, true) }}|{{ 'x\\r\\ny\\rz'|wordwrap(3, wrapstring='|') }}",
     // wordcount, filesizeformat
     "{{ words|wordcount }} {{ ''|wordcount }} {{ 'héllo wörld_x 42 ß'|wordcount }} {{ 'a-b c.d e_f'|wordcount }} {{ 123|wordcount }}",
     "{{ 0|filesizeformat }}|{{ 1|filesizeformat }}|{{ 999|filesizeformat }}|{{ 1000|filesizeformat }}|{{ 123456789|filesizeformat }}|{{ 1e30|filesizeformat }}",
@@ -132,6 +133,10 @@ const char* const kCases[] = {
     "{{ users|selectattr('tags')|map(attribute='name')|list }}|{{ users|selectattr('age', 'divisibleby', 7)|list|length }}|{{ [1, 2]|string }}",
     "{{ users|sum(attribute='age') }}|{{ [[1], [2]]|sum(start=[]) }}|{{ 'the quick-brown fox'|title }}|{{ nested|tojson }}|{{ '  x  '|trim }}|{{ '--x--'|trim('-') }}",
     "{{ ['a', 'A', 'b']|unique|list }}|{{ ['a', 'A', 'b']|unique(case_sensitive=true)|list }}|{{ users|unique(attribute='city')|map(attribute='name')|list }}|{{ 'shout'|upper }}",
+    // case mappings beyond ASCII (Unicode's full mappings, as Python's str methods)
+    "{{ 'ÉTÉ ΣΑΣ İ'|lower }}|{{ 'straße ǆ'|upper }}|{{ 'ǆemal ÉCOLE'|capitalize }}|{{ 'élan-vital über(alles) ǆx'|title }}|{{ 'Été'.lower() }}{{ 'ß'.upper() }}",
+    "{{ 'é' is lower }}{{ 'É' is upper }}{{ '123' is lower }}{{ '123' is upper }}{{ 42 is lower }}{{ 'aB' is lower }}{{ 'ǅ' is upper }}{{ 'ǅ' is lower }}{{ none is upper }}",
+    "{% for k, v in {'éclair': 1, 'Zebra': 2, 'apple': 3, 'Émile': 4}|dictsort %}{{ k }} {% endfor %}|{{ ['b', 'É', 'a', 'é']|sort }}|{{ ['É', 'é', 'e']|unique|list }}",
     // tests, aliases included
     "{{ 1 is boolean }}{{ true is boolean }}{{ range is callable }}{{ x is defined }}{{ 6 is divisibleby(3) }}{{ 1 is eq(1) }}{{ 'a' is equalto 'a' }}{{ 4 is even }}",
     "{{ false is false }}{{ 0 is false }}{{ 'upper' is filter }}{{ 'nope' is filter }}{{ 1.0 is float }}{{ 3 is ge 3 }}{{ 3 is greaterthan 2 }}{{ 3 is gt 3 }}{{ 2 is in [1, 2] }}",
