@@ -315,6 +315,7 @@ Value FilterBatch(const Value& v, const CallArgs& args) {
   }
   if (!current.empty()) {
     if (!fill.is_none() && static_cast<double>(current.size()) < linecount) {
+      if (count_arg->kind() == Value::Kind::kFloat) Fail("can't multiply sequence by non-int of type 'float'");
       CheckItems(static_cast<size_t>(std::min(linecount, 1e18)));
       while (static_cast<double>(current.size()) < linecount) current.push_back(fill);
     }

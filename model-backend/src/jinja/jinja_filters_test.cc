@@ -77,9 +77,10 @@ const char* const kCases[] = {
     "{{ users|min(attribute='age') }}|{{ (users|max(attribute='age')).name }}|{{ 'hello'|max }}|{{ users|max(attribute='name') }}",
     "{{ [1, 'a']|max }}",
     // batch, slice
-    "{{ range(7)|batch(3)|list }}|{{ range(7)|batch(3, 'x')|list }}|{{ []|batch(2)|list }}|{{ range(3)|batch(0)|list }}|{{ range(3)|batch(-1, 0)|list }}",
+    "{{ range(7)|batch(3)|list }}|{{ range(7)|batch(3, 'x')|list }}|{{ range(4)|batch(2.5)|list }}|{{ []|batch(2)|list }}|{{ range(3)|batch(0)|list }}|{{ range(3)|batch(-1, 0)|list }}",
     "{{ range(7)|slice(3)|list }}|{{ range(7)|slice(3, 'x')|list }}|{{ range(2)|slice(4)|list }}|{{ 'abcde'|slice(2)|list }}",
     "{{ range(3)|slice(0)|list }}",
+    "{{ range(4)|batch(2.5, 0)|list }}",
     "{{ range(3)|slice(-2)|list }}",
     // center, truncate
     "[{{ 'ab'|center(7) }}][{{ 'abc'|center(8) }}][{{ 'abc'|center }}][{{ 'abcdef'|center(2) }}][{{ 'é'|center(4) }}][{{ 42|center(6) }}]",
@@ -225,6 +226,9 @@ TEST(JinjaFiltersTest, WidthsAndCountsStopAtTheRenderersBounds) {
       {"{{ '%100000000000s'|format('x') }}", "bytes is past the renderer's bound"},
       {"{{ '%.100000000000f'|format(1.5) }}", "bytes is past the renderer's bound"},
       {"{{ ('a ' * 100000)|list|pprint }}", "bytes is past the renderer's bound"},
+      // Python's algorithms copy the rest of the text per tag / per piece: quadratic.
+      {"{{ ('<b>' * 300000)|striptags }}", "striptags: the input needs too much copying"},
+      {"{{ ('x' * 1000000)|wordwrap(1) }}", "wordwrap: the input needs too much copying"},
   };
   for (const auto& [source, message] : runaway) {
     Result<JinjaTemplate> parsed = JinjaTemplate::Parse(source);

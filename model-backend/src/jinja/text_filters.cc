@@ -55,6 +55,15 @@ bool IsBlank(const std::u32string& s) {  // s.strip() == ''
   return std::all_of(s.begin(), s.end(), IsPySpace);
 }
 
+// Filters whose Python algorithm copies the rest of the text per step (striptags per tag,
+// wordwrap per piece of a long word) count the bytes they copy: past this many the input
+// is refused instead of running for minutes.
+constexpr uint64_t kMaxCopiedBytes = uint64_t{1} << 30;
+void CountCopied(uint64_t& copied, size_t bytes, const char* filter) {
+  copied += bytes;
+  if (copied > kMaxCopiedBytes) Fail(std::string(filter) + ": the input needs too much copying (over 1 GiB)");
+}
+
 bool HasNonAscii(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
 }
@@ -178,6 +187,7 @@ std::vector<std::u32string> Wrap(const std::u32string& text, int64_t width, bool
   std::vector<std::u32string> chunks = WrapChunks(text, break_on_hyphens);
   std::reverse(chunks.begin(), chunks.end());
   std::vector<std::u32string> lines;
+  uint64_t copied = 0;
   const auto length = [](const std::u32string& c) { return static_cast<int64_t>(c.size()); };
   while (!chunks.empty()) {
     std::vector<std::u32string> line;
@@ -200,6 +210,7 @@ std::vector<std::u32string> Wrap(const std::u32string& text, int64_t width, bool
             end = static_cast<int64_t>(hyphen) + 1;
           }
         }
+        CountCopied(copied, chunk.size() * sizeof(char32_t), "wordwrap");
         line.push_back(chunk.substr(0, static_cast<size_t>(end)));
         chunks.back() = chunk.substr(static_cast<size_t>(end));
       } else if (line.empty()) {
@@ -526,11 +537,13 @@ std::string HtmlUnescape(const std::string& s) {
 
 // Removes each `open`...`close` span, leftmost first, as markupsafe does.
 std::string RemoveSpans(std::string s, std::string_view open, std::string_view close) {
+  uint64_t copied = 0;
   while (true) {
     const size_t start = s.find(open);
     if (start == std::string::npos) return s;
     const size_t end = s.find(close, start);
     if (end == std::string::npos) return s;
+    CountCopied(copied, s.size(), "striptags");
     s.erase(start, end + close.size() - start);
   }
 }
