@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <map>
+#include <random>
 
 #include "bounds.h"
 #include "methods.h"
+#include "text_filters.h"
 
 namespace sinew::jinja {
 namespace {
@@ -126,7 +131,9 @@ Value FilterReplace(const Value& v, const CallArgs& args) {
 }
 Value FilterIndent(const Value& v, const CallArgs& args) {
   const Value width = ArgOr(args, 0, "width", Value(4));
-  const std::string indent = width.is_string() ? width.str() : std::string(static_cast<size_t>(width.int_value()), ' ');
+  if (!width.is_string() && width.int_value() > 0) CheckTextSize(static_cast<size_t>(width.int_value()));
+  const std::string indent =
+      width.is_string() ? width.str() : std::string(static_cast<size_t>(std::max<int64_t>(width.int_value(), 0)), ' ');
   const bool first = ArgOr(args, 1, "first", Value(false)).Truthy();
   const bool blank = ArgOr(args, 2, "blank", Value(false)).Truthy();
   std::vector<std::string> lines = PySplitLines(v.Str() + "\n");
@@ -134,6 +141,7 @@ Value FilterIndent(const Value& v, const CallArgs& args) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n" + ((blank || !lines[i].empty()) ? indent : "");
     out += lines[i];
+    CheckTextSize(out.size());
   }
   return Value(first ? indent + out : out);
 }
@@ -202,24 +210,199 @@ Value FilterSort(const Value& v, const CallArgs& args) {
   const bool reverse = ArgOr(args, 0, "reverse", Value(false)).Truthy();
   const bool case_sensitive = ArgOr(args, 1, "case_sensitive", Value(false)).Truthy();
   const Value* attribute = Arg(args, 2, "attribute");
-  std::vector<Value> items = v.Items();
+  // make_multi_attrgetter: "a,b.c" sorts by a, then b.c.
+  std::vector<std::string> paths;
+  if (attribute && !attribute->is_none()) {
+    const std::string all = attribute->Str();
+    for (size_t start = 0;;) {
+      const size_t comma = all.find(',', start);
+      paths.push_back(all.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  std::vector<std::pair<Value, Value>> keyed;  // (key, item)
+  for (const Value& item : v.Items()) {
+    std::vector<Value> parts;
+    for (const std::string& path : paths) parts.push_back(SortKey(Attribute(item, path), case_sensitive));
+    keyed.emplace_back(paths.empty() ? Value::List({SortKey(item, case_sensitive)}) : Value::List(std::move(parts)), item);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    return reverse ? b.first.Less(a.first) : a.first.Less(b.first);
+  });
+  std::vector<Value> items;
+  for (auto& [key, item] : keyed) items.push_back(std::move(item));
+  return Value::List(std::move(items));
+}
+
+// dictsort(case_sensitive=false, by="key", reverse=false): the (key, value) pairs, sorted.
+Value FilterDictsort(const Value& v, const CallArgs& args) {
+  const bool case_sensitive = ArgOr(args, 0, "case_sensitive", Value(false)).Truthy();
+  const std::string by = ArgOr(args, 1, "by", Value("key")).Str();
+  const bool reverse = ArgOr(args, 2, "reverse", Value(false)).Truthy();
+  if (by != "key" && by != "value") Fail("You can only sort by either \"key\" or \"value\"");
+  if (!v.is_mapping()) Fail("'" + v.TypeName() + "' object has no attribute 'items'");
+  std::vector<Value> pairs;
+  for (const auto& [key, value] : v.dict().items) pairs.push_back(Value::List({Value(key), value}, true));
+  const size_t pos = by == "key" ? 0 : 1;
+  auto key = [&](const Value& pair) { return SortKey(pair.list().items[pos], case_sensitive); };
+  std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
+    return reverse ? key(b).Less(key(a)) : key(a).Less(key(b));
+  });
+  return Value::List(std::move(pairs));
+}
+
+// groupby(attribute, default=none, case_sensitive=false): (grouper, list) tuples, sorted.
+Value FilterGroupby(const Value& v, const CallArgs& args) {
+  const Value* attribute = Arg(args, 0, "attribute");
+  if (attribute == nullptr) Fail("groupby() missing required argument 'attribute'");
+  const Value fallback = ArgOr(args, 1, "default", Value::None());
+  const bool case_sensitive = ArgOr(args, 2, "case_sensitive", Value(false)).Truthy();
+  // make_attrgetter with a default: each missing part of "a.b" becomes the default.
+  std::vector<Value> parts;
+  if (attribute->kind() == Value::Kind::kInt) {
+    parts.push_back(*attribute);
+  } else {
+    const std::string path = attribute->Str();
+    for (size_t start = 0;;) {
+      const size_t dot = path.find('.', start);
+      const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+      const std::optional<int64_t> index = digits ? ParseDecimalInt64(part) : std::nullopt;
+      parts.push_back(index ? Value(*index) : Value(part));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+  }
+  auto lookup = [&](const Value& item) {
+    Value x = item;
+    for (const Value& part : parts) {
+      x = GetItem(x, part);
+      if (x.is_undefined() && !fallback.is_none()) x = fallback;
+    }
+    return x;
+  };
+  std::vector<std::pair<Value, Value>> keyed;  // (sort key, item)
+  for (const Value& item : v.Items()) keyed.emplace_back(SortKey(lookup(item), case_sensitive), item);
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first.Less(b.first); });
+  std::vector<Value> groups;
+  for (size_t i = 0; i < keyed.size();) {
+    size_t j = i;
+    std::vector<Value> members;
+    while (j < keyed.size() && keyed[j].first.Equals(keyed[i].first)) members.push_back(keyed[j++].second);
+    // The group's key has the case of its first item.
+    Value grouper = case_sensitive ? keyed[i].first : lookup(members.front());
+    groups.push_back(Value::GroupTuple(std::move(grouper), Value::List(std::move(members))));
+    i = j;
+  }
+  return Value::List(std::move(groups));
+}
+
+// batch(linecount, fill_with=none): lists of linecount items.
+Value FilterBatch(const Value& v, const CallArgs& args) {
+  const Value* count_arg = Arg(args, 0, "linecount");
+  if (count_arg == nullptr) Fail("batch() missing required argument 'linecount'");
+  if (!count_arg->is_number()) Fail("batch: linecount must be a number");
+  const double linecount = count_arg->float_value();
+  const Value fill = ArgOr(args, 1, "fill_with", Value::None());
+  std::vector<Value> out, current;
+  for (const Value& item : v.Items()) {
+    if (static_cast<double>(current.size()) == linecount) {
+      out.push_back(Value::List(std::move(current)));
+      current.clear();
+    }
+    current.push_back(item);
+  }
+  if (!current.empty()) {
+    if (!fill.is_none() && static_cast<double>(current.size()) < linecount) {
+      if (count_arg->kind() == Value::Kind::kFloat) Fail("can't multiply sequence by non-int of type 'float'");
+      CheckItems(static_cast<size_t>(std::min(linecount, 1e18)));
+      while (static_cast<double>(current.size()) < linecount) current.push_back(fill);
+    }
+    out.push_back(Value::List(std::move(current)));
+  }
+  return Value::Generator(std::move(out));
+}
+
+// slice(slices, fill_with=none): the items in `slices` columns.
+Value FilterSlice(const Value& v, const CallArgs& args) {
+  const Value* slices_arg = Arg(args, 0, "slices");
+  if (slices_arg == nullptr) Fail("slice() missing required argument 'slices'");
+  if (slices_arg->kind() != Value::Kind::kInt && slices_arg->kind() != Value::Kind::kBool) {
+    Fail("'" + slices_arg->TypeName() + "' object cannot be interpreted as an integer");
+  }
+  const int64_t slices = slices_arg->int_value();
+  if (slices == 0) Fail("integer division or modulo by zero");
+  const Value fill = ArgOr(args, 1, "fill_with", Value::None());
+  const std::vector<Value> seq = v.Items();
+  std::vector<Value> out;
+  if (slices < 0) return Value::Generator({});
+  CheckItems(static_cast<size_t>(slices));
+  const auto length = static_cast<int64_t>(seq.size());
+  const int64_t per_slice = length / slices;
+  const int64_t with_extra = length % slices;
+  int64_t offset = 0;
+  for (int64_t number = 0; number < slices; ++number) {
+    const int64_t start = offset + number * per_slice;
+    if (number < with_extra) ++offset;
+    const int64_t end = offset + (number + 1) * per_slice;
+    std::vector<Value> part(seq.begin() + start, seq.begin() + end);
+    if (!fill.is_none() && number >= with_extra) part.push_back(fill);
+    out.push_back(Value::List(std::move(part)));
+  }
+  return Value::Generator(std::move(out));
+}
+
+// min/max(case_sensitive=false, attribute=none): the first smallest / largest item.
+Value MinOrMax(const Value& v, const CallArgs& args, bool want_max) {
+  const bool case_sensitive = ArgOr(args, 0, "case_sensitive", Value(false)).Truthy();
+  const Value* attribute = Arg(args, 1, "attribute");
+  const std::vector<Value> items = v.Items();
+  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
   auto key = [&](const Value& item) {
     return SortKey(attribute && !attribute->is_none() ? Attribute(item, attribute->Str()) : item, case_sensitive);
   };
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    return reverse ? key(b).Less(key(a)) : key(a).Less(key(b));
-  });
-  return Value::List(std::move(items));
+  size_t best = 0;
+  Value best_key = key(items[0]);
+  for (size_t i = 1; i < items.size(); ++i) {
+    Value k = key(items[i]);
+    if (want_max ? best_key.Less(k) : k.Less(best_key)) {
+      best = i;
+      best_key = std::move(k);
+    }
+  }
+  return items[best];
 }
+Value FilterMin(const Value& v, const CallArgs& args) { return MinOrMax(v, args, false); }
+Value FilterMax(const Value& v, const CallArgs& args) { return MinOrMax(v, args, true); }
+
+// random: one item of a sequence, chosen at random.
+Value FilterRandom(const Value& v, const CallArgs&) {
+  if (!(v.is_string() || v.is_list()) || v.is_generator()) Fail("object of type '" + v.TypeName() + "' has no len()");
+  const std::vector<Value> items = v.Items();
+  if (items.empty()) return Value::Undefined("No random item, sequence was empty.");
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  return items[std::uniform_int_distribution<size_t>(0, items.size() - 1)(engine)];
+}
+
 Value FilterSum(const Value& v, const CallArgs& args) {
   const Value* attribute = Arg(args, 0, "attribute");
   Value total = ArgOr(args, 1, "start", Value(0));
   for (const Value& item : v.Items()) {
     const Value x = attribute && !attribute->is_none() ? Attribute(item, attribute->Str()) : item;
-    if (!x.is_number() || !total.is_number()) Fail("sum(): unsupported operand types");
-    total = total.kind() == Value::Kind::kFloat || x.kind() == Value::Kind::kFloat
-                ? Value(total.float_value() + x.float_value())
-                : Value(AddInts(total.int_value(), x.int_value()));
+    if (x.is_number() && total.is_number()) {
+      total = total.kind() == Value::Kind::kFloat || x.kind() == Value::Kind::kFloat
+                  ? Value(total.float_value() + x.float_value())
+                  : Value(AddInts(total.int_value(), x.int_value()));
+    } else if (x.is_list() && total.is_list() && !x.is_generator() && !total.is_generator() &&
+               x.list().tuple == total.list().tuple) {  // list + list
+      CheckItems(total.list().items.size() + x.list().items.size());
+      std::vector<Value> items = total.list().items;
+      items.insert(items.end(), x.list().items.begin(), x.list().items.end());
+      total = Value::List(std::move(items), x.list().tuple);
+    } else {
+      Fail("unsupported operand type(s) for +: '" + total.TypeName() + "' and '" + x.TypeName() + "'");
+    }
   }
   return total;
 }
@@ -272,13 +455,51 @@ Value FilterMap(const Value& v, const CallArgs& args) {
 }
 
 Value FilterTitle(const Value& v, const CallArgs&) { return Value(PyTitle(v.Str())); }
+// Python's round(x, n) of a float: correctly rounded, halves to even (printf's rounding
+// of the exact binary value is the same).
+double RoundFloat(double x, int64_t n) {
+  if (!std::isfinite(x) || n > 400) return x;
+  char buf[512];
+  if (n >= 0) {
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(n), x);
+    return std::strtod(buf, nullptr);
+  }
+  if (x == 0 || n < -400) return std::copysign(0.0, x);
+  std::snprintf(buf, sizeof buf, "%.16e", x);  // x's decimal exponent
+  const int64_t exponent = std::strtoll(std::strchr(buf, 'e') + 1, nullptr, 10);
+  const int64_t keep = exponent + 1 + n;  // significant digits left of 10^-n
+  if (keep <= 0) {
+    const double unit = std::strtod(("1e" + std::to_string(-n)).c_str(), nullptr);
+    return std::copysign(keep == 0 && std::fabs(x) > unit / 2 ? unit : 0.0, x);
+  }
+  std::snprintf(buf, sizeof buf, "%.*e", static_cast<int>(keep - 1), x);
+  return std::strtod(buf, nullptr);
+}
+
 Value FilterRound(const Value& v, const CallArgs& args) {
   const int64_t precision = ArgOr(args, 0, "precision", Value(0)).int_value();
   const std::string method = ArgOr(args, 1, "method", Value("common")).Str();
+  if (method != "common" && method != "ceil" && method != "floor") Fail("method must be common, ceil or floor");
+  if (!v.is_number()) Fail("type " + v.TypeName() + " doesn't define __round__ method");
+  if (method == "common") {
+    if (v.kind() == Value::Kind::kFloat) return Value(RoundFloat(v.float_value(), precision));
+    // round(int, n) is an int: exact, halves to even.
+    const int64_t i = v.int_value();
+    if (precision >= 0) return Value(i);
+    if (precision < -18) return Value(int64_t{0});
+    int64_t unit = 1;
+    for (int64_t k = 0; k < -precision; ++k) unit *= 10;
+    int64_t q = i / unit, r = i % unit;
+    if (r < 0) {
+      r += unit;
+      --q;
+    }
+    if (r * 2 > unit || (r * 2 == unit && q % 2 != 0)) ++q;
+    return Value(MulInts(q, unit));
+  }
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.float_value() * scale;
-  const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
-  return Value(r / scale);
+  return Value((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
 }
 Value FilterAttr(const Value& v, const CallArgs& args) { return GetAttr(v, Required(args, 0, "name", "attr").Str()); }
 
@@ -295,6 +516,13 @@ const std::map<std::string, FilterFn, std::less<>>& Filters() {
       {"sort", FilterSort},           {"sum", FilterSum},           {"select", FilterSelect},
       {"reject", FilterReject},       {"selectattr", FilterSelectAttr}, {"rejectattr", FilterRejectAttr},
       {"map", FilterMap},             {"round", FilterRound},       {"attr", FilterAttr},
+      {"dictsort", FilterDictsort},   {"groupby", FilterGroupby},   {"batch", FilterBatch},
+      {"slice", FilterSlice},         {"min", FilterMin},           {"max", FilterMax},
+      {"random", FilterRandom},       {"center", FilterCenter},     {"truncate", FilterTruncate},
+      {"wordwrap", FilterWordwrap},   {"wordcount", FilterWordcount}, {"filesizeformat", FilterFilesizeformat},
+      {"format", FilterFormat},       {"striptags", FilterStriptags}, {"forceescape", FilterForceescape},
+      {"urlencode", FilterUrlencode}, {"urlize", FilterUrlize},     {"xmlattr", FilterXmlattr},
+      {"pprint", FilterPprint},
   };
   return kFilters;
 }
@@ -336,8 +564,21 @@ bool TestSameAs(const Value& v, const CallArgs& a) {
   if (v.kind() == Value::Kind::kBool) return v.bool_value() == o.bool_value();
   return v.Equals(o) && !v.is_list() && !v.is_mapping();
 }
-bool TestLower(const Value& v, const CallArgs&) { return v.is_string() && PyLower(v.str()) == v.str(); }
-bool TestUpper(const Value& v, const CallArgs&) { return v.is_string() && PyUpper(v.str()) == v.str(); }
+bool TestLower(const Value& v, const CallArgs&) { return PyIsLower(v.Str()); }  // str(value).islower()
+bool TestUpper(const Value& v, const CallArgs&) { return PyIsUpper(v.Str()); }
+bool TestEscaped(const Value& v, const CallArgs&) { return v.is_markup(); }
+// `name in env.filters`: a list or dict is not hashable.
+void CheckHashable(const Value& v) {
+  if ((v.is_list() && !v.list().tuple) || v.is_mapping()) Fail("unhashable type: '" + v.TypeName() + "'");
+}
+bool TestFilter(const Value& v, const CallArgs&) {
+  CheckHashable(v);
+  return v.is_string() && HasFilter(v.str());
+}
+bool TestTest(const Value& v, const CallArgs&) {
+  CheckHashable(v);
+  return v.is_string() && HasTest(v.str());
+}
 
 const std::map<std::string, TestFn, std::less<>>& Tests() {
   static const std::map<std::string, TestFn, std::less<>> kTests = {
@@ -353,6 +594,7 @@ const std::map<std::string, TestFn, std::less<>>& Tests() {
       {">", TestGt},              {"le", TestLe},               {"<=", TestLe},
       {"ge", TestGe},             {">=", TestGe},               {"in", TestIn},
       {"sameas", TestSameAs},     {"lower", TestLower},         {"upper", TestUpper},
+      {"escaped", TestEscaped},   {"filter", TestFilter},       {"test", TestTest},
   };
   return kTests;
 }

@@ -1,4 +1,5 @@
-// Jinja2's filters, tests, attribute and item access (with the Python methods of str and
+// Jinja2's filters and tests (every builtin of Jinja2 3.1; the text-making ones are in
+// text_filters.h), attribute and item access (with the Python methods of str and
 // dict that chat templates call), and the globals transformers provides. Each behaves as
 // its Python counterpart under ImmutableSandboxedEnvironment; differences are errors,
 // never silently different output. All functions throw JinjaError on failure.

@@ -1,5 +1,8 @@
 #include "methods.h"
 
+#include <unicode/uchar.h>
+#include <unicode/ustring.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -22,38 +25,120 @@ std::string PyStrip(const std::string& s, const std::string& chars, bool left, b
   return EncodeUtf8(std::u32string_view(text).substr(begin, end - begin));
 }
 
+namespace {
+
+bool IsAscii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+std::u16string ToUtf16(const std::string& s) {
+  std::u16string out;
+  for (char32_t c : DecodeUtf8(s)) {
+    if (c >= 0x10000) {
+      out += static_cast<char16_t>(0xD800 + ((c - 0x10000) >> 10));
+      out += static_cast<char16_t>(0xDC00 + ((c - 0x10000) & 0x3FF));
+    } else {
+      out += static_cast<char16_t>(c);
+    }
+  }
+  return out;
+}
+
+std::string FromUtf16(const std::u16string& s) {
+  std::u32string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char16_t c = s[i];
+    if (c >= 0xD800 && c < 0xDC00 && i + 1 < s.size() && s[i + 1] >= 0xDC00 && s[i + 1] < 0xE000) {
+      out += static_cast<char32_t>(0x10000 + ((c - 0xD800) << 10) + (s[i + 1] - 0xDC00));
+      ++i;
+    } else {
+      out += c;
+    }
+  }
+  return EncodeUtf8(out);
+}
+
+// Python's str.lower/upper and the titlecase of one character: Unicode's full case
+// mappings (ß -> SS, final sigma), which ICU's root locale applies too.
+enum class Case { kLower, kUpper, kTitle };
+std::string MapCase(const std::string& s, Case to) {
+  const std::u16string in = ToUtf16(s);
+  std::u16string out(in.size() * 3 + 4, u'\0');
+  UErrorCode status = U_ZERO_ERROR;
+  const auto* src = reinterpret_cast<const UChar*>(in.data());
+  auto* dest = reinterpret_cast<UChar*>(out.data());
+  const auto capacity = static_cast<int32_t>(out.size());
+  const auto length = static_cast<int32_t>(in.size());
+  const int32_t n = to == Case::kLower   ? u_strToLower(dest, capacity, src, length, "", &status)
+                    : to == Case::kUpper ? u_strToUpper(dest, capacity, src, length, "", &status)
+                                         : u_strToTitle(dest, capacity, src, length, nullptr, "", &status);
+  if (U_FAILURE(status)) Fail(std::string("changing the case of a string failed: ") + u_errorName(status));
+  out.resize(static_cast<size_t>(n));
+  return FromUtf16(out);
+}
+
+}  // namespace
+
 std::string PyLower(const std::string& s) {
+  if (!IsAscii(s)) return MapCase(s, Case::kLower);
   std::string out = s;
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 std::string PyUpper(const std::string& s) {
+  if (!IsAscii(s)) return MapCase(s, Case::kUpper);
   std::string out = s;
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }
+// The first character in titlecase, the rest lowercased (Python 3.8+).
 std::string PyCapitalize(const std::string& s) {
-  std::string out = PyLower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
+  const std::u32string text = DecodeUtf8(s);
+  if (text.empty()) return s;
+  const std::string first = EncodeUtf8(text.substr(0, 1));
+  const std::string lowered = PyLower(s);  // whole, for the final sigma's context
+  const std::string first_lowered = PyLower(first);
+  const std::string rest = lowered.starts_with(first_lowered) ? lowered.substr(first_lowered.size())
+                                                              : PyLower(EncodeUtf8(text.substr(1)));
+  return (IsAscii(first) ? PyUpper(first) : MapCase(first, Case::kTitle)) + rest;
 }
-// Jinja's title filter: each run after -, whitespace, (, {, [ or < starts a word.
+// Jinja's title filter: the text split at runs of -, whitespace, (, {, [ and <; each
+// part's first character upper-cased and the rest lower-cased.
 std::string PyTitle(const std::string& s) {
+  const std::u32string text = DecodeUtf8(s);
+  auto separator = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPySpace(c); };
   std::string out;
-  bool word_start = true;
-  for (char c : s) {
-    const bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-                     std::isspace(static_cast<unsigned char>(c));
+  for (size_t i = 0; i < text.size();) {
+    size_t j = i;
+    const bool sep = separator(text[i]);
+    while (j < text.size() && separator(text[j]) == sep) ++j;
     if (sep) {
-      out += c;
-      word_start = true;
+      out += EncodeUtf8(text.substr(i, j - i));
     } else {
-      out += static_cast<char>(word_start ? std::toupper(static_cast<unsigned char>(c))
-                                          : std::tolower(static_cast<unsigned char>(c)));
-      word_start = false;
+      out += PyUpper(EncodeUtf8(text.substr(i, 1))) + PyLower(EncodeUtf8(text.substr(i + 1, j - i - 1)));
     }
+    i = j;
   }
   return out;
+}
+
+bool PyIsLower(const std::string& s) {
+  bool cased = false;
+  for (char32_t c : DecodeUtf8(s)) {
+    const auto cp = static_cast<UChar32>(c);
+    if (u_isUUppercase(cp) || u_istitle(cp)) return false;
+    cased = cased || u_isULowercase(cp);
+  }
+  return cased;
+}
+bool PyIsUpper(const std::string& s) {
+  bool cased = false;
+  for (char32_t c : DecodeUtf8(s)) {
+    const auto cp = static_cast<UChar32>(c);
+    if (u_isULowercase(cp) || u_istitle(cp)) return false;
+    cased = cased || u_isUUppercase(cp);
+  }
+  return cased;
 }
 
 std::string PyReplace(const std::string& s, const std::string& old, const std::string& with, int64_t count) {
@@ -90,8 +175,14 @@ std::vector<std::string> PySplitLines(const std::string& s) {
   std::string current;
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1e')) {
+    const std::string_view rest = std::string_view(s).substr(i);
+    // U+0085, U+2028 and U+2029 end lines too.
+    const size_t unicode_break = rest.starts_with("\xC2\x85") ? 2
+                                 : (rest.starts_with("\xE2\x80\xA8") || rest.starts_with("\xE2\x80\xA9")) ? 3
+                                                                                                    : 0;
+    if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1e') || unicode_break > 0) {
       if (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+      if (unicode_break > 0) i += unicode_break - 1;
       lines.push_back(std::move(current));
       current.clear();
     } else {
@@ -271,6 +362,7 @@ Value GetAttr(const Value& object, const std::string& name) {
     Fail(UndefinedMessage(object));
   }
   if (std::optional<Value> method = Method(object, name)) return *method;
+  if (object.is_group() && (name == "grouper" || name == "list")) return object.list().items[name == "grouper" ? 0 : 1];
   if (object.is_mapping()) {
     if (const Value* found = object.dict().Find(name)) return *found;
   }
@@ -302,6 +394,7 @@ Value GetItem(const Value& object, const Value& key) {
   }
   if (key.is_string()) {
     if (std::optional<Value> method = Method(object, key.str())) return *method;
+    if (object.is_group()) return GetAttr(object, key.str());
   }
   return Value::Undefined("'" + object.TypeName() + " object' has no element " + key.Repr());
 }

@@ -17,6 +17,9 @@ std::string PyLower(const std::string& s);
 std::string PyUpper(const std::string& s);
 std::string PyCapitalize(const std::string& s);
 std::string PyTitle(const std::string& s);
+// str.islower() / str.isupper(): at least one cased character, none of the other case.
+bool PyIsLower(const std::string& s);
+bool PyIsUpper(const std::string& s);
 std::string PyReplace(const std::string& s, const std::string& old, const std::string& with, int64_t count);
 // str.splitlines() (without keepends).
 std::vector<std::string> PySplitLines(const std::string& s);

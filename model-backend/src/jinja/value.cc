@@ -90,6 +90,11 @@ Value Value::Generator(std::vector<Value> items) {
   v.list_->generator = true;
   return v;
 }
+Value Value::GroupTuple(Value grouper, Value list) {
+  Value v = List({std::move(grouper), std::move(list)}, true);
+  v.list_->group = true;
+  return v;
+}
 Value Value::Dict(std::shared_ptr<DictData> dict) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -544,7 +549,7 @@ std::string Value::TypeName() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
-      return list_->generator ? "generator" : list_->tuple ? "tuple" : "list";
+      return list_->generator ? "generator" : list_->group ? "_GroupTuple" : list_->tuple ? "tuple" : "list";
     case Kind::kDict:
       return "dict";
     case Kind::kFunction:

@@ -41,6 +41,7 @@ using Function = std::function<Value(CallArgs&)>;
 struct ListData {
   std::vector<Value> items;
   bool tuple = false;      // prints as (a, b)
+  bool group = false;      // groupby's (grouper, list) namedtuple: a tuple with those attributes
   bool generator = false;  // a Python generator (what map, select, items, ... return):
                            // always true, no len(), not JSON, not printable, not indexable
 };
@@ -68,6 +69,7 @@ class Value {
   static Value Markup(std::string s);
   static Value List(std::vector<Value> items = {}, bool tuple = false);
   static Value Generator(std::vector<Value> items);
+  static Value GroupTuple(Value grouper, Value list);
   static Value Dict(std::shared_ptr<DictData> dict = nullptr);
   static Value Namespace();
   static Value Func(std::string name, Function fn);
@@ -81,6 +83,7 @@ class Value {
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_generator() const { return kind_ == Kind::kList && list_->generator; }
+  bool is_group() const { return kind_ == Kind::kList && list_->group; }
   bool is_mapping() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
 
   bool bool_value() const { return bool_; }

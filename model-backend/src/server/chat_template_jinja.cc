@@ -21,7 +21,26 @@ json::value Arguments(const std::string& arguments, bool as_string) {
   return parsed;
 }
 
+// The client's message (ChatMessage::json) with each tool call's function.arguments
+// parsed from its JSON string, as Hugging Face expects (kept as the client's string for
+// a template that wants strings).
+json::object ClientMessage(const ChatMessage& message, bool string_arguments) {
+  json::object out = message.json;
+  json::value* calls = out.if_contains("tool_calls");
+  if (string_arguments || calls == nullptr || !calls->is_array()) return out;
+  for (json::value& call : calls->as_array()) {
+    json::value* function = call.is_object() ? call.as_object().if_contains("function") : nullptr;
+    json::value* arguments = function && function->is_object() ? function->as_object().if_contains("arguments") : nullptr;
+    if (arguments == nullptr || !arguments->is_string()) continue;
+    boost::system::error_code ec;
+    json::value parsed = json::parse(arguments->as_string(), ec);
+    if (!ec && parsed.is_object()) *arguments = std::move(parsed);
+  }
+  return out;
+}
+
 json::object MessageJson(const ChatMessage& message, bool string_arguments) {
+  if (!message.json.empty()) return ClientMessage(message, string_arguments);
   json::object out;
   out["role"] = message.role;
   out["content"] = message.content_null ? json::value(nullptr) : json::value(message.content);
@@ -45,6 +64,10 @@ json::object MessageJson(const ChatMessage& message, bool string_arguments) {
 json::array ToolsJson(std::span<const ChatTool> tools) {
   json::array out;
   for (const ChatTool& tool : tools) {
+    if (!tool.json.empty()) {  // the client's tool, as sent
+      out.push_back(tool.json);
+      continue;
+    }
     boost::system::error_code ec;
     json::value parameters = json::parse(tool.parameters, ec);
     if (ec) parameters = json::object{};

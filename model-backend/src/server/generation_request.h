@@ -2,6 +2,7 @@
 // came from, and the chunks a generation produces.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@ struct ToolSpec {
   std::string name;
   std::string description;
   boost::json::value parameters;  // JSON schema of the arguments (an object schema)
+  boost::json::object json = {};   // the tool as the client sent it (what a template gets)
 };
 
 struct GenerationRequest {

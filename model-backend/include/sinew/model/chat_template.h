@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "sinew/status.h"
 
 namespace sinew::model {
@@ -36,6 +38,10 @@ struct ChatMessage {
   std::string tool_call_id = {};  // tool: the call this answers ("" if none given)
   std::string name = {};          // tool: the function's name ("" if none given)
   bool content_null = false;      // content was null (an assistant message with only calls)
+  // The message as the client sent it (role and content as above, the rest as sent):
+  // what a Jinja template gets, each tool call's function.arguments parsed from its JSON
+  // string (see FromJinja). Empty: the template gets a message built from the fields above.
+  boost::json::object json = {};
 };
 
 // The special-token texts a Jinja template may print ({{ bos_token }}, {{ eos_token }}).
@@ -49,6 +55,9 @@ struct ChatTool {
   std::string name;  // [A-Za-z0-9_-]{1,64}
   std::string description;
   std::string parameters;  // JSON schema text, "{}" if none
+  // The tool object as the client sent it ({"type": "function", "function": {...}}),
+  // what a Jinja template gets. Empty: the template gets one built from the fields above.
+  boost::json::object json = {};
 };
 
 enum class ChatTemplateKind {
@@ -98,8 +107,9 @@ class ChatTemplate {
 
   // Renders `messages` followed (when `add_generation_prompt`) by the assistant
   // generation prompt. A Jinja template gets the context transformers gives it:
-  // messages (OpenAI shape, tool-call arguments as objects or strings, see FromJinja),
-  // tools (omitted when none), add_generation_prompt, bos_token, eos_token, plus
+  // messages (each message's and tool's `json` when set: the client's own, nothing
+  // added or dropped; else built in the OpenAI shape; tool-call arguments as objects or
+  // strings, see FromJinja), tools (omitted when none), add_generation_prompt, bos_token, eos_token, plus
   // `functions` (the tools as JSON text) and `datetime` that Firefunction's template
   // reads; its text may start with the BOS text. Built-in renderers give no BOS (the
   // tokenizer adds it when the vocabulary asks for it). Control tokens in the text (e.g. "<|im_start|>") must be

@@ -4,9 +4,10 @@
 // json.dumps(ensure_ascii=False) without HTML escaping, and the globals
 // `raise_exception(message)` and `strftime_now(format)` (plus Jinja's range, dict,
 // namespace). Output is character for character what Python's jinja2 produces for the
-// templates real models ship (tests compare against it); a construct outside the
-// supported subset (macros with caller, include/import, recursive loops, `%` string
-// formatting) is an error, never different text.
+// templates real models ship (tests compare against it). Every builtin filter and test
+// of Jinja2 3.1 is supported; a construct outside the supported subset (macros with
+// caller, include/import, recursive loops, the `%` operator on strings) is an error,
+// never different text.
 //
 // Thread-safety: a JinjaTemplate is immutable; Render may be called from several threads.
 #pragma once
