@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libboost1.81-dev libboost-json1.81-dev libboost-locale1.81-dev libboost-program-options1.81-dev
+  libicu-dev  # the chat templates' Unicode case mappings and character classes (model-backend/src/jinja)
   librocksdb-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcurl4-openssl-dev libssl-dev
