@@ -130,6 +130,30 @@ TEST_F(ServerTest, DataSurvivesServerKillAndRestart) {
   EXPECT_EQ(events->events(1).user_message().text(), "durable");
 }
 
+// A client whose server was SIGKILLed and restarted on the same directory and port
+// reaches it with its first call after the server listens again, however long the
+// server was down and however often the client called meanwhile (a channel in reconnect
+// backoff would refuse that call without trying).
+TEST_F(ServerTest, AClientReachesARestartedServerWithItsFirstCallOnceItListens) {
+  auto meta = client_->CreateSession(test::CreateOf("acme", "restart"));
+  ASSERT_TRUE(meta.ok());
+  const std::string address = server_->address();
+  server_->process().Signal(SIGKILL);
+  server_->process().Wait();
+  // Down for 3 s, called every 100 ms: each call fails UNAVAILABLE.
+  const auto up_at = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < up_at) {
+    EXPECT_EQ(client_->GetSession(meta->id()).status().code(), StatusCode::kUnavailable);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  testing::Subprocess restarted(
+      {testing::BinaryPath("sinew-store"), "--db", dir_.Sub("db"), "--listen", address});
+  ASSERT_TRUE(restarted.WaitForLine("listening on", std::chrono::seconds(20)).has_value());
+  auto again = client_->GetSession(meta->id());
+  EXPECT_TRUE(again.ok()) << "the first call after the restart: " << again.status().ToString();
+  EXPECT_TRUE(client_->Append(AppendOf(meta->id(), 2, 0, {"after the restart"})).ok());
+}
+
 TEST_F(ServerTest, CheckpointThroughServer) {
   auto meta = client_->CreateSession(test::CreateOf("acme", "backup"));
   ASSERT_TRUE(meta.ok());
