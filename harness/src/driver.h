@@ -40,8 +40,8 @@ class SessionDriver {
 
   void RequestCancel(std::string reason);
   void PostMessage(std::string text);
-  // Queues an audit event (the API's record of a cancel or export of this session); it is
-  // appended with the next inbox drain, ahead of any message or cancel.
+  // Queues an audit event (the API's record of a cancel of this session); it is appended
+  // with the next inbox drain, ahead of any message or cancel.
   void PostAudit(v1::Event audit);
   void RequestWake();
   // Abandons an in-flight model call (the harness is stopping); writes nothing.

@@ -121,14 +121,6 @@ class HarnessImpl final : public Harness, public SessionControl {
     return true;
   }
 
-  bool DeliverAudit(const std::string& session_id, const v1::Event& audit) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = drivers_.find(session_id);
-    if (it == drivers_.end()) return false;
-    it->second->PostAudit(audit);
-    return true;
-  }
-
   bool DeliverCancel(const std::string& session_id, const std::string& reason, const v1::Event& audit) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = drivers_.find(session_id);

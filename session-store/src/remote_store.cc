@@ -285,6 +285,12 @@ class RemoteStore final : public SessionStore {
     req.set_target_dir(target_dir);
     return Call<v1::CheckpointRequest, v1::CheckpointResponse>(&Stub::Checkpoint, req).status();
   }
+  Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) override {
+    return Call<v1::AppendAuditRequest, v1::AuditRecord>(&Stub::AppendAudit, req);
+  }
+  Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) override {
+    return Call<v1::ListAuditRequest, v1::ListAuditResponse>(&Stub::ListAudit, req);
+  }
 
   Status Ping() {
     grpc::ClientContext ctx;
