@@ -50,6 +50,9 @@ class SessionDriver {
   bool TakeWork();
   // Renews the lease if this driver holds one; on loss, stops the driver's work.
   void RenewLease();
+  // True once this driver lost its lease (it writes nothing more and stops at its next
+  // step, which may be a long way off: a call under way is not always cut short).
+  bool fenced() const { return fenced_; }
 
   const std::string& id() const { return id_; }
 
