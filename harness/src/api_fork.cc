@@ -112,14 +112,13 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const C
   auto after = deps_.store->GetSession(fork->id());
   if (!after.ok()) return FromStatus(after.status());
   if (admission.owns_lock()) admission.unlock();
-  // The source's record of it. The fork's own log already holds one, so a source that
-  // cannot take it now (a store error) does not undo the fork; the log says why.
-  ApiResponse ignored;
-  Status audited = RecordAudit(r, id, AuditEvent(r, caller, "fork", "forked into " + fork->id() + " at seq " +
-                                                                       std::to_string(at_seq)),
-                               &ignored);
+  // The source's record of it, in the tenant's audit log (a fork reads the source and
+  // leaves its log as it was). The fork's own log already holds one, so a record that
+  // cannot be written now (a store error) does not undo the fork; the log says why.
+  Status audited = RecordAccess(id, AuditEvent(r, caller, "fork", "forked into " + fork->id() + " at seq " +
+                                                                      std::to_string(at_seq)));
   if (!audited.ok()) {
-    spdlog::warn("session {}: forked into {} but its audit event was not written: {}", id, fork->id(),
+    spdlog::warn("session {}: forked into {} but not recorded in the tenant audit log: {}", id, fork->id(),
                  audited.message());
   }
   control_->Wake(fork->id());
@@ -186,12 +185,17 @@ ApiResponse ApiHandler::Import(const ApiRequest& r, const Caller& caller) {
     }
     return FromStatus(meta.status());
   }
+  // The log exactly as exported: the import's record goes to the tenant's audit log.
   std::vector<v1::Event> rest(events.begin() + 1, events.end());
-  rest.push_back(AuditEvent(r, caller, "import", "imported " + std::to_string(events.size()) + " events"));
   Status appended = AppendAll(deps_.store, id, 2, rest);
   if (!appended.ok()) return FromStatus(appended);
   auto after = deps_.store->GetSession(id);
   if (!after.ok()) return FromStatus(after.status());
+  Status audited = RecordAccess(id, AuditEvent(r, caller, "import", "imported " + std::to_string(events.size()) +
+                                                                        " events"));
+  if (!audited.ok()) {
+    spdlog::warn("session {}: imported but not recorded in the tenant audit log: {}", id, audited.message());
+  }
   return Created(*after);
 }
 

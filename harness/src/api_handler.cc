@@ -273,13 +273,18 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
     m.body = deps_.metrics->Render(control_->SessionsByStatusMetrics());
     return m;
   }
-  if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "sessions") {
+  if (parts.size() < 2 || parts[0] != "v1" || (parts[1] != "sessions" && parts[1] != "audit")) {
     return Error(404, "not_found", "no such endpoint: " + path);
   }
   auto caller = Authenticate(r);
   if (!caller.ok()) return FromStatus(caller.status());
   const std::string* tenant = &caller->tenant;
   if (auto limited = RateLimit(*tenant)) return *limited;
+  if (parts[1] == "audit") {
+    if (parts.size() != 2) return Error(404, "not_found", "no such endpoint: " + path);
+    if (auto e = only("GET")) return *e;
+    return ListAudit(query, *tenant);
+  }
   const bool has_body = r.method == "POST";
   auto needs_json = [&]() -> std::optional<ApiResponse> {
     if (r.content_type.rfind("application/json", 0) != 0) {
@@ -371,14 +376,16 @@ std::string ApiHandler::StreamChunk(const v1::Event& ev) {
 }
 
 bool ApiHandler::MayEndStream(const v1::Event& ev) {
-  return ev.has_status_change() && IsTerminal(ev.status_change().to());
+  return (ev.has_status_change() && IsTerminal(ev.status_change().to())) || ev.has_audit();
 }
 
 bool ApiHandler::StreamEndsAfter(const std::string& id, const v1::Event& ev) {
   if (!MayEndStream(ev)) return false;
-  // The end, unless the session went on after this (a later message woke it).
+  // The end, unless the session went on after this (a later message woke it). An audit
+  // event ends it only after the end (a log from before exports were recorded in the
+  // tenant audit log has one after its last status change).
   auto now = deps_.store->GetSession(id);
-  return now.ok() && now->next_seq() == ev.seq() + 1;
+  return now.ok() && now->next_seq() == ev.seq() + 1 && (ev.has_status_change() || IsTerminal(now->status()));
 }
 
 }  // namespace sinew::harness

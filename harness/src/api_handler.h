@@ -51,9 +51,6 @@ class SessionControl {
   // Cancels through this process's driver, which appends `audit` first; false when none
   // drives it here.
   virtual bool DeliverCancel(const std::string& session_id, const std::string& reason, const v1::Event& audit) = 0;
-  // Hands an audit event to this process's driver of the session (appended at its next
-  // step); false when none drives it here.
-  virtual bool DeliverAudit(const std::string& session_id, const v1::Event& audit) = 0;
   [[nodiscard]] virtual Status Ready() = 0;
   virtual std::string SessionsByStatusMetrics() = 0;
 };
@@ -83,10 +80,13 @@ class ApiHandler {
   };
   StreamOpening OpenStream(const ApiRequest& request);
   static std::string StreamChunk(const v1::Event& event);
-  // True for a terminal status change: the only events after which a stream may end.
+  // True for a terminal status change or an audit event: the only events after which a
+  // stream may end.
   static bool MayEndStream(const v1::Event& event);
-  // True when the stream is complete after `event`: a terminal status that no later
-  // message followed (a store call when MayEndStream(event)).
+  // True when the stream is complete after `event`: the last event of the log, and either
+  // a terminal status change or an audit event while the session's status is terminal (a
+  // log written before exports were recorded in the tenant audit log) (a store call when
+  // MayEndStream(event)).
   bool StreamEndsAfter(const std::string& session_id, const v1::Event& event);
   // True once the harness is stopping: streams end.
   bool stopping() const { return deps_.stopping->load(); }
@@ -119,9 +119,11 @@ class ApiHandler {
   ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse Import(const ApiRequest& r, const Caller& caller);
   ApiResponse Export(const ApiRequest& r, const std::string& id, const Caller& caller);
-  // Appends `audit` to session `id`: through its driver here, else under a short lease of
-  // our own; when another harness drives it, forwards `r` there (sets *forwarded).
-  Status RecordAudit(const ApiRequest& r, const std::string& id, const v1::Event& audit, ApiResponse* forwarded);
+  // Writes `audit` (an audit event) about session `id` to its tenant's audit log in the
+  // store (docs/security.md, "Audit log"); the session's own log is not touched.
+  Status RecordAccess(const std::string& id, const v1::Event& audit);
+  // GET /v1/audit: the caller's tenant's audit log, oldest first, a page at a time.
+  ApiResponse ListAudit(const std::string& query, const std::string& tenant);
   // Appends `events` to a session nobody drives here, under a short lease of our own (an
   // imported session no harness ever leased takes events other than a user_message under
   // no lease: it stays a record); when another harness drives it, forwards `r` there.

@@ -1,5 +1,6 @@
 // ApiHandler: the /v1/sessions endpoints.
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -221,13 +222,13 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
       return unreachable("cannot take this request now");
     }
     HttpRequest fwd;
-    fwd.method = r.method;  // POST, or GET for an export
+    fwd.method = r.method;
     fwd.url = holder_url + r.target;
     fwd.headers = {"Authorization: " + r.authorization, "Content-Type: " + r.content_type,
                    "X-Sinew-Forwarded: 1"};
     // The request's trace goes on to the harness that serves it.
     if (const std::string tp = OutgoingTraceparent(); !tp.empty()) fwd.headers.push_back("traceparent: " + tp);
-    if (r.method == "POST") fwd.body = r.body;
+    fwd.body = r.body;
     fwd.timeout_ms = 10000;
     fwd.tls.ca_file = deps_.config->tls.ca_file;
     auto resp = PerformHttp(fwd);
@@ -277,7 +278,15 @@ ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const
     return Error(409, "conflict", "session " + id + " is already " + store::SessionStatusName(meta->status()));
   }
   v1::Event audit = AuditEvent(r, caller, "cancel", "");
-  if (control_->DeliverCancel(id, "cancelled by the user", audit)) return SessionResponse(202, *meta);
+  // The tenant's audit log lists it too; the session's own log has it before the cancel.
+  auto recorded = [&] {
+    Status s = RecordAccess(id, audit);
+    if (!s.ok()) spdlog::warn("session {}: cancelled, but not recorded in the tenant audit log: {}", id, s.message());
+  };
+  if (control_->DeliverCancel(id, "cancelled by the user", audit)) {
+    recorded();
+    return SessionResponse(202, *meta);
+  }
   v1::Event ev;
   ev.mutable_status_change()->set_to(v1::SESSION_STATUS_CANCELLED);
   ev.mutable_status_change()->set_reason("cancelled by the user");
@@ -287,14 +296,47 @@ ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const
     if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
     return FromStatus(after.status());
   }
+  recorded();
   return SessionResponse(202, *after);
 }
 
-Status ApiHandler::RecordAudit(const ApiRequest& r, const std::string& id, const v1::Event& audit,
-                               ApiResponse* forwarded) {
-  if (control_->DeliverAudit(id, audit)) return Status::Ok();
-  auto after = AppendUndriven(r, id, {audit}, false, forwarded);
-  return after.ok() ? Status::Ok() : after.status();
+Status ApiHandler::RecordAccess(const std::string& id, const v1::Event& audit) {
+  v1::AppendAuditRequest req;
+  req.set_session_id(id);
+  *req.mutable_audit() = audit.audit();
+  return deps_.store->AppendAudit(req).status();
+}
+
+ApiResponse ApiHandler::ListAudit(const std::string& query, const std::string& tenant) {
+  auto limit = QueryUint(query, "limit", 50, 1, 1000);
+  if (!limit.ok()) return FromStatus(limit.status());
+  const std::string page_token = QueryParam(query, "page_token");
+  // Tokens are what this API issued (or a record id): hex.
+  if (page_token.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Error(400, "invalid_argument", "page_token is not one this API issued; repeat the request without it");
+  }
+  v1::ListAuditRequest req;
+  req.set_tenant(tenant);
+  req.set_page_size(static_cast<uint32_t>(*limit));
+  req.set_page_token(page_token);
+  auto resp = deps_.store->ListAudit(req);
+  if (!resp.ok()) return FromStatus(resp.status());
+  json::array records;
+  for (const auto& rec : resp->records()) {
+    const v1::Audit& a = rec.audit();
+    records.push_back(json::object{{"id", rec.id()},
+                                   {"session_id", rec.session_id()},
+                                   {"action", a.action()},
+                                   {"tenant", a.tenant()},
+                                   {"key_id", a.key_id()},
+                                   {"time_unix_ms", a.time_unix_ms()},
+                                   {"remote_address", a.remote_address()},
+                                   {"detail", a.detail()}});
+  }
+  ApiResponse out;
+  out.body = json::serialize(
+      json::object{{"records", std::move(records)}, {"next_page_token", resp->next_page_token()}});
+  return out;
 }
 
 Result<std::vector<v1::Event>> ApiHandler::ReadEvents(const std::string& id, uint64_t to_seq) const {
@@ -317,24 +359,15 @@ Result<std::vector<v1::Event>> ApiHandler::ReadEvents(const std::string& id, uin
 ApiResponse ApiHandler::Export(const ApiRequest& r, const std::string& id, const Caller& caller) {
   auto meta = OwnedSession(id, caller.tenant);
   if (!meta.ok()) return FromStatus(meta.status());
-  // The log as it is now; the export's own audit event comes after it.
+  // The log as it is now. An export is a read: it leaves the session's log as it was.
   const uint64_t last = meta->next_seq() - 1;
   auto events = ReadEvents(id, last);
   if (!events.ok()) return FromStatus(events.status());
   std::string body;
   for (const auto& ev : *events) body += EventToJson(ev) + "\n";
-  // No audit, no export: the record is written (or handed to the session's driver here)
-  // before the events leave.
-  ApiResponse forwarded;
-  Status audited =
-      RecordAudit(r, id, AuditEvent(r, caller, "export", "events 1-" + std::to_string(last)), &forwarded);
-  if (!audited.ok()) {
-    if (forwarded.status != 200 || !forwarded.body.empty()) {
-      if (forwarded.status == 200) forwarded.content_type = "application/x-ndjson";
-      return forwarded;
-    }
-    return FromStatus(audited);
-  }
+  // No audit, no export: the tenant's audit log has the record before the events leave.
+  Status audited = RecordAccess(id, AuditEvent(r, caller, "export", "events 1-" + std::to_string(last)));
+  if (!audited.ok()) return FromStatus(audited);
   ApiResponse out;
   out.content_type = "application/x-ndjson";
   out.body = std::move(body);

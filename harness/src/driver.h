@@ -40,8 +40,8 @@ class SessionDriver {
 
   void RequestCancel(std::string reason);
   void PostMessage(std::string text);
-  // Queues an audit event (the API's record of a cancel or export of this session); it is
-  // appended with the next inbox drain, ahead of any message or cancel.
+  // Queues an audit event (the API's record of a cancel of this session); it is appended
+  // with the next inbox drain, ahead of any message or cancel.
   void PostAudit(v1::Event audit);
   void RequestWake();
   // Abandons an in-flight model call (the harness is stopping); writes nothing.
@@ -50,6 +50,9 @@ class SessionDriver {
   bool TakeWork();
   // Renews the lease if this driver holds one; on loss, stops the driver's work.
   void RenewLease();
+  // True once this driver lost its lease (it writes nothing more and stops at its next
+  // step, which may be a long way off: a call under way is not always cut short).
+  bool fenced() const { return fenced_; }
 
   const std::string& id() const { return id_; }
 

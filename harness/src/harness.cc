@@ -121,14 +121,6 @@ class HarnessImpl final : public Harness, public SessionControl {
     return true;
   }
 
-  bool DeliverAudit(const std::string& session_id, const v1::Event& audit) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = drivers_.find(session_id);
-    if (it == drivers_.end()) return false;
-    it->second->PostAudit(audit);
-    return true;
-  }
-
   bool DeliverCancel(const std::string& session_id, const std::string& reason, const v1::Event& audit) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = drivers_.find(session_id);
@@ -261,9 +253,12 @@ class HarnessImpl final : public Harness, public SessionControl {
         spdlog::error("session {}: driver failed with an unknown exception", driver->id());
       }
       std::lock_guard<std::mutex> lock(mutex_);
+      auto it = drivers_.find(driver->id());
+      // Replaced while it ran (it had lost its lease, see ScanStatus): the new one drives.
+      if (it == drivers_.end() || it->second != driver) break;
       // Input that arrived while it ran gets another wake; otherwise it is done here.
       if (!stopping_ && driver->TakeWork()) continue;
-      drivers_.erase(driver->id());
+      drivers_.erase(it);
       break;
     }
     std::lock_guard<std::mutex> lock(mutex_);
@@ -271,7 +266,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     while (!stopping_ && !queue_.empty() && active_ < config_.max_sessions_driven) {
       const std::string id = queue_.front();
       queue_.pop_front();
-      SpawnLocked(drivers_.at(id));
+      if (auto it = drivers_.find(id); it != drivers_.end()) SpawnLocked(it->second);
     }
     if (active_ == 0) idle_cv_.notify_all();
   }
@@ -357,7 +352,17 @@ class HarnessImpl final : public Harness, public SessionControl {
         if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
         {
           std::lock_guard<std::mutex> lock(mutex_);
-          if (drivers_.count(s.id())) continue;
+          auto it = drivers_.find(s.id());
+          if (it != drivers_.end()) {
+            // Driven here, unless its driver lost the lease: it writes nothing more, but
+            // it may be waiting on a call that ignores the loss, and the session must not
+            // wait with it. A new driver takes the session over (as another harness
+            // would); the old one, fenced by the store, ends on its own.
+            if (!it->second->fenced()) continue;
+            spdlog::warn("session {}: its driver here lost the lease and has not stopped; driving it anew",
+                         s.id());
+            drivers_.erase(it);
+          }
         }
         Wake(s.id());
       }

@@ -4,6 +4,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <set>
 
 #include "api_fixture.h"
 #include "sinew/session_store/session_store.h"
@@ -246,25 +247,36 @@ TEST_F(ApiFlowTest, ForkCopiesThePrefixAndContinues) {
   EXPECT_EQ(events[3].at("user_message").at("text").as_string(), "also this");
 }
 
-TEST_F(ApiFlowTest, ExportImportExportIsByteIdenticalPlusTheAuditEvent) {
+// An export is a read (docs/security.md, "Audit log"): the session's log stays as it was,
+// so its event stream still ends, export -> import -> export gives the same bytes, and the
+// access is recorded in the tenant's audit log (GET /v1/audit), which only that tenant sees.
+TEST_F(ApiFlowTest, ExportLeavesTheLogAsItWasAndIsRecordedInTheTenantAuditLog) {
   const std::string id = Submit(R"({"prompt": "to be exported"})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  const std::string auth = "Authorization: Bearer " + std::string(kKeyA);
   auto export_of = [&](const std::string& base) {
-    auto r = Call("GET", base + "/v1/sessions/" + id + "/export", "", {"Authorization: Bearer " + std::string(kKeyA)});
+    auto r = Call("GET", base + "/v1/sessions/" + id + "/export", "", {auth});
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.Header("content-type").rfind("application/x-ndjson", 0), 0u) << r.Header("content-type");
     return r.body;
   };
+  // The stream of a completed session ends (Call gives up after 30 s: a stream that does
+  // not end answers no status); it carries every event once.
+  auto stream_ends = [&](const std::string& base, size_t events) {
+    auto r = Call("GET", base + "/v1/sessions/" + id + "/events/stream", "", {auth});
+    EXPECT_EQ(r.status, 200) << "the event stream of a completed session did not end";
+    size_t ids = 0;
+    for (size_t at = r.body.find("id: "); at != std::string::npos; at = r.body.find("\nid: ", at + 1)) ++ids;
+    EXPECT_EQ(ids, events) << r.body;
+  };
   const auto before = AllEvents(base_, kKeyA, id);
   const std::string exported = export_of(base_);
-  // The export is the log as it was; the log now ends with the export's audit event.
   EXPECT_EQ(static_cast<size_t>(std::count(exported.begin(), exported.end(), '\n')), before.size());
-  const auto after = AllEvents(base_, kKeyA, id);
-  ASSERT_EQ(after.size(), before.size() + 1);
-  ASSERT_TRUE(after.back().contains("audit")) << json::serialize(after.back());
-  EXPECT_EQ(after.back().at("audit").at("action").as_string(), "export");
-  const std::vector<std::string> ndjson_headers = {"Authorization: Bearer " + std::string(kKeyA),
-                                                   "Content-Type: application/x-ndjson"};
+  EXPECT_EQ(AllEvents(base_, kKeyA, id), before) << "the export changed the session's log";
+  EXPECT_EQ(export_of(base_), exported) << "a second export differs from the first";
+  stream_ends(base_, before.size());
+
+  const std::vector<std::string> ndjson_headers = {auth, "Content-Type: application/x-ndjson"};
   auto dup = Call("POST", base_ + "/v1/sessions/import", exported, ndjson_headers);
   EXPECT_EQ(dup.status, 409) << dup.body;
   EXPECT_EQ(ErrorCode(dup), "conflict");
@@ -278,12 +290,63 @@ TEST_F(ApiFlowTest, ExportImportExportIsByteIdenticalPlusTheAuditEvent) {
   ASSERT_EQ(imported.status, 201) << imported.body;
   EXPECT_EQ(imported.json.at("session").at("id").as_string(), id);
   EXPECT_EQ(imported.json.at("session").at("status").as_string(), "completed");
-  // The same bytes, then exactly one line more: the import's audit event.
-  const std::string again = export_of(other.url());
-  ASSERT_EQ(again.substr(0, exported.size()), exported);
-  const std::string added = again.substr(exported.size());
-  EXPECT_EQ(std::count(added.begin(), added.end(), '\n'), 1) << added;
-  EXPECT_NE(added.find(R"("audit":{"action":"import")"), std::string::npos) << added;
+  EXPECT_EQ(export_of(other.url()), exported) << "export -> import -> export is not byte-identical";
+  stream_ends(other.url(), before.size());
+
+  // The tenant audit log of each platform: the two exports here, the import and the
+  // export there.
+  auto audit_of = [&](const std::string& base, const char* key) {
+    auto r = Api("GET", base + "/v1/audit", key);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json.is_object() ? r.json.at("records").as_array() : json::array();
+  };
+  auto here = audit_of(base_, kKeyA);
+  ASSERT_EQ(here.size(), 2u) << json::serialize(here);
+  for (const auto& record : here) {
+    EXPECT_EQ(record.at("action").as_string(), "export");
+    EXPECT_EQ(record.at("session_id").as_string(), id);
+    EXPECT_EQ(record.at("tenant").as_string(), "tenant-a");
+    EXPECT_EQ(record.at("detail").as_string(), "events 1-" + std::to_string(before.size()));
+  }
+  auto there = audit_of(other.url(), kKeyA);
+  ASSERT_EQ(there.size(), 2u) << json::serialize(there);
+  EXPECT_EQ(there[0].at("action").as_string(), "import");
+  EXPECT_EQ(there[0].at("session_id").as_string(), id);
+  EXPECT_EQ(there[1].at("action").as_string(), "export");
+  // Another tenant's audit log has none of it.
+  EXPECT_TRUE(audit_of(base_, kKeyB).empty());
+  EXPECT_TRUE(audit_of(other.url(), kKeyB).empty());
+}
+
+// GET /v1/audit pages oldest first; a bad limit or page token is a 400 and changes nothing.
+TEST_F(ApiFlowTest, TheAuditLogPagesOldestFirst) {
+  const std::string id = Submit(R"({"prompt": "read me"})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  for (int i = 0; i < 5; ++i) {
+    auto r = Call("GET", base_ + "/v1/sessions/" + id + "/export", "", {"Authorization: Bearer " + std::string(kKeyA)});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  std::vector<std::string> ids;
+  std::string token;
+  for (int page = 0; page < 10; ++page) {
+    auto r = Api("GET", base_ + "/v1/audit?limit=2" + (token.empty() ? "" : "&page_token=" + token), kKeyA);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto& records = r.json.at("records").as_array();
+    EXPECT_LE(records.size(), 2u);
+    for (const auto& rec : records) ids.emplace_back(rec.at("id").as_string());
+    token = std::string(r.json.at("next_page_token").as_string());
+    if (token.empty()) break;
+  }
+  ASSERT_EQ(ids.size(), 5u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end())) << "not oldest first";
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 5u);
+  EXPECT_EQ(Api("GET", base_ + "/v1/audit?limit=0", kKeyA).status, 400);
+  EXPECT_EQ(Api("GET", base_ + "/v1/audit?page_token=zz", kKeyA).status, 400);
+  EXPECT_EQ(Api("POST", base_ + "/v1/audit", kKeyA, "{}").status, 405);
+  EXPECT_EQ(Call("GET", base_ + "/v1/audit").status, 401);
+  auto all = Api("GET", base_ + "/v1/audit?limit=1000", kKeyA);
+  ASSERT_EQ(all.status, 200);
+  EXPECT_EQ(all.json.at("records").as_array().size(), 5u) << "a refused request was recorded";
 }
 
 }  // namespace

@@ -85,8 +85,21 @@ TEST(CrashTest, KilledHarnessesLoseNothingAndRepeatNoSideEffect) {
   EXPECT_GE(static_cast<int>(ids.size()), submitted);
   int interrupted = 0, reruns_avoided = 0, posts_checked = 0;
   for (const auto& id : ids) {
-    ASSERT_EQ(WaitForStatus(base, kKey, id, "completed,failed,cancelled", 120), "completed") << id;
+    const std::string status = WaitForStatus(base, kKey, id, "completed,failed,cancelled", 120);
     auto events = AllEvents(base, kKey, id);
+    if (status != "completed") {
+      // Say why: the session's log (its last events tell where it stopped), what the store
+      // says of its lease, and the last harness's lines about it.
+      std::string why;
+      for (size_t i = events.size() > 12 ? events.size() - 12 : 0; i < events.size(); ++i) {
+        why += json::serialize(events[i]) + "\n";
+      }
+      why += "session: " + Api("GET", base + "/v1/sessions/" + id, kKey).body + "\n";
+      for (const auto& line : ReadJsonLines(final_harness.proc.get(), std::chrono::milliseconds(500))) {
+        if (json::serialize(line).find(id) != std::string::npos) why += json::serialize(line) + "\n";
+      }
+      FAIL() << id << " is " << status << ":\n" << why;
+    }
     std::map<std::string, int> calls, results;
     std::map<std::string, json::object> result_of;
     std::map<std::string, std::string> url_of;

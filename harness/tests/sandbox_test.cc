@@ -3,6 +3,7 @@
 // multi-step task; a sandbox that dies mid-session; and a program inside a sandbox
 // that searches its whole environment and file system for the harness's secrets.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <sstream>
@@ -350,6 +351,48 @@ TEST_F(SandboxTest, AHarnessKilledDuringALongCommandIsFollowedByOneThatGetsItsRe
   EXPECT_EQ(Of(events, "tool_call").size(), 2u);
   EXPECT_EQ(Of(events, "sandbox_provisioned").size(), 1u);
   EXPECT_TRUE(Of(events, "sandbox_lost").empty());
+}
+
+// A harness that loses the lease of a session while its driver waits on a long sandbox
+// command (the harness was frozen past the ttl: the renewal is refused) drives the
+// session anew at once, from a new driver that holds the lease again: it does not wait
+// for the old driver, which no longer may write and which a sandbox call does not cut
+// short. The resume is written while the command still runs (the command prints the
+// time it ends; both clocks are this machine's).
+TEST_F(SandboxTest, ASessionWhoseDriverLostTheLeaseInALongCommandIsDrivenAnewAtOnce) {
+  const std::string script = WriteFile(dir_.Sub("long.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "sleep 20; date +%s%3N"}}]},
+    {"text": "done"}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script, R"(, "lease_ttl_ms": 600, "scan_interval_ms": 200)"));
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "wait"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  bool running = false;
+  for (int i = 0; i < 1500 && !running; ++i) {
+    running = !Of(AllEvents(harness.url(), kKey, id), "tool_call").empty();
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(running);
+  // Frozen for longer than the lease's ttl: the store lets the lease expire.
+  harness.proc->Signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  harness.proc->Signal(SIGCONT);
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 180), "completed");
+  auto events = AllEvents(harness.url(), kKey, id);
+  int64_t resumed_at = 0;
+  for (const auto& e : events) {
+    if (e.contains("annotation") && e.at("annotation").at("labels").at("kind").as_string() == "resume" &&
+        resumed_at == 0) {
+      resumed_at = std::stoll(std::string(e.at("timestamp_unix_ms").as_string()));
+    }
+  }
+  ASSERT_NE(resumed_at, 0) << "the session was not resumed";
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 1u);
+  const int64_t command_ended_at = std::stoll(std::string(results[0].at("output").as_string()));
+  EXPECT_LT(resumed_at, command_ended_at) << "the session was driven again only after the command had ended";
+  EXPECT_EQ(Of(events, "tool_call").size(), 1u);  // the command ran once
 }
 
 TEST_F(SandboxTest, NoSecretIsAnywhereASandboxedProgramCanLook) {

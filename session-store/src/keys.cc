@@ -113,6 +113,19 @@ std::string TenantIndexKey(std::string_view tenant, int64_t created_ms, std::str
   return k;
 }
 
+std::string AuditPrefix(std::string_view tenant) {
+  std::string k = "U";
+  k.append(tenant);
+  k.push_back('\0');
+  return k;
+}
+
+std::string AuditKey(std::string_view tenant, std::string_view raw_record) {
+  std::string k = AuditPrefix(tenant);
+  k.append(raw_record);
+  return k;
+}
+
 std::string IdempotencyKey(std::string_view raw_id, std::string_view key) {
   std::string k(raw_id);
   k.append(key);

@@ -7,6 +7,8 @@
 //   index        'A' + ~created_ms(8 BE) + id              -> ""   (all tenants, newest first)
 //                'T' + tenant + '\0' + ~created_ms + id    -> ""   (one tenant, newest first)
 //   idempotency  id(16 bytes) + key                        -> serialized v1.AppendResponse
+//   default      'U' + tenant + '\0' + record(16 bytes)      -> serialized v1.AuditRecord
+//                (the tenant audit log; record = written_ms(8 BE) + counter(8 BE), oldest first)
 // A session's events are contiguous and in order; big-endian keeps numeric order bytewise.
 #pragma once
 
@@ -39,6 +41,9 @@ uint64_t ReadBigEndian64(std::string_view bytes);
 std::string AllIndexKey(int64_t created_ms, std::string_view raw_id);
 std::string TenantIndexPrefix(std::string_view tenant);
 std::string TenantIndexKey(std::string_view tenant, int64_t created_ms, std::string_view raw_id);
+
+std::string AuditPrefix(std::string_view tenant);
+std::string AuditKey(std::string_view tenant, std::string_view raw_record);
 
 std::string IdempotencyKey(std::string_view raw_id, std::string_view key);
 

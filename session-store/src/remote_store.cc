@@ -26,11 +26,18 @@ using Stub = v1::SessionStore::Stub;
 
 // Streams Watch responses into a queue that Next() drains, through gRPC's callback API:
 // no thread of its own. gRPC's threads deliver each event (and call OnReady's callback).
+// A channel and its stub. RemoteStore replaces it after a call fails with UNAVAILABLE (see
+// Failed); whoever still uses the old one (a call, a watch) keeps it alive.
+struct Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<Stub> stub;
+};
+
 class RemoteWatcher final : public EventWatcher, private grpc::ClientReadReactor<v1::Event> {
  public:
-  RemoteWatcher(Stub* stub, const v1::WatchRequest& req) : req_(req) {
+  RemoteWatcher(std::shared_ptr<Connection> conn, const v1::WatchRequest& req) : conn_(std::move(conn)), req_(req) {
     PinGrpcCallbackQueue();
-    stub->async()->Watch(&ctx_, &req_, this);
+    conn_->stub->async()->Watch(&ctx_, &req_, this);
     StartRead(&incoming_);
     StartCall();
   }
@@ -114,6 +121,7 @@ class RemoteWatcher final : public EventWatcher, private grpc::ClientReadReactor
     cv_.notify_all();
   }
 
+  const std::shared_ptr<Connection> conn_;  // the channel the watch runs on
   const v1::WatchRequest req_;
   grpc::ClientContext ctx_;
   v1::Event incoming_;  // the read in flight (gRPC's until OnReadDone)
@@ -127,11 +135,34 @@ class RemoteWatcher final : public EventWatcher, private grpc::ClientReadReactor
   Status final_;                  // GUARDED_BY(mu_)
 };
 
+// The arguments of every channel to a sinew-store server.
+grpc::ChannelArguments StoreChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  // A channel of its own subchannels: a replacement must not inherit the old channel's
+  // connection in reconnect backoff (gRPC shares subchannels between equal channels).
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A channel left alone (a watch waiting, nobody calling) retries a lost server at
+  // least every second, not after gRPC's backoff of up to 120 s.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
 class RemoteStore final : public SessionStore {
  public:
-  RemoteStore(std::string address, std::shared_ptr<grpc::Channel> channel, RemoteOptions options)
-      : address_(std::move(address)), channel_(std::move(channel)),
-        stub_(v1::SessionStore::NewStub(channel_)), options_(options) {}
+  RemoteStore(std::string address, std::shared_ptr<Connection> conn, RemoteOptions options)
+      : address_(std::move(address)), options_(options), conn_(std::move(conn)) {}
+
+  // A new channel to the server (the same address, TLS and arguments).
+  static Result<std::shared_ptr<Connection>> NewConnection(const std::string& address, const RemoteOptions& options) {
+    SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, options.tls, StoreChannelArgs()));
+    auto c = std::make_shared<Connection>();
+    c->stub = v1::SessionStore::NewStub(channel);
+    c->channel = std::move(channel);
+    return c;
+  }
 
   template <typename Req, typename Resp, typename Fn>
   Result<Resp> Call(Fn fn, const Req& req) {
@@ -139,8 +170,9 @@ class RemoteStore final : public SessionStore {
     ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
     AddTraceMetadata(&ctx);
     Resp resp;
-    grpc::Status s = (stub_.get()->*fn)(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
+    const std::shared_ptr<Connection> conn = Conn();
+    grpc::Status s = (conn->stub.get()->*fn)(&ctx, req, &resp);
+    if (!s.ok()) return Failed(s, conn.get());
     return resp;
   }
 
@@ -220,7 +252,7 @@ class RemoteStore final : public SessionStore {
     v1::WatchRequest req;
     req.set_session_id(id);
     req.set_from_seq(from);
-    return std::unique_ptr<EventWatcher>(new RemoteWatcher(stub_.get(), req));
+    return std::unique_ptr<EventWatcher>(new RemoteWatcher(Conn(), req));
   }
   Result<v1::Lease> AcquireLease(const std::string& id, const LeaseHolder& holder,
                                  std::chrono::milliseconds ttl) override {
@@ -253,22 +285,46 @@ class RemoteStore final : public SessionStore {
     req.set_target_dir(target_dir);
     return Call<v1::CheckpointRequest, v1::CheckpointResponse>(&Stub::Checkpoint, req).status();
   }
+  Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) override {
+    return Call<v1::AppendAuditRequest, v1::AuditRecord>(&Stub::AppendAudit, req);
+  }
+  Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) override {
+    return Call<v1::ListAuditRequest, v1::ListAuditResponse>(&Stub::ListAudit, req);
+  }
 
   Status Ping() {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.connect_timeout);
     ctx.set_wait_for_ready(true);
     v1::HealthResponse resp;
-    grpc::Status s = stub_->Health(&ctx, v1::HealthRequest(), &resp);
+    grpc::Status s = Conn()->stub->Health(&ctx, v1::HealthRequest(), &resp);
     return FromGrpcStatus(s);
   }
 
  private:
+  std::shared_ptr<Connection> Conn() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return conn_;
+  }
+  // The status of a failed call. After UNAVAILABLE the channel is replaced (when `failed`
+  // is still the current one): a channel that found the server down waits out a
+  // reconnect backoff before it tries again, even once the server is back, while a new
+  // channel connects on its first call. So the call after a restarted server listens
+  // again reaches it (docs/scale-out.md, "One shard down"); callers pace their retries.
+  Status Failed(const grpc::Status& s, const Connection* failed) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      auto fresh = NewConnection(address_, options_);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fresh.ok() && conn_.get() == failed) conn_ = std::move(fresh).value();
+    }
+    return FromGrpcStatus(s);
+  }
+
   const std::string address_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<Stub> stub_;
   const RemoteOptions options_;
   std::atomic<bool> server_lacks_read_bytes_{false};  // it answered ReadEventBytes UNIMPLEMENTED
+  std::mutex mu_;
+  std::shared_ptr<Connection> conn_;  // guarded by mu_
 };
 
 }  // namespace
@@ -276,11 +332,8 @@ class RemoteStore final : public SessionStore {
 Result<std::unique_ptr<SessionStore>> ConnectSessionStore(const std::string& address,
                                                           const RemoteOptions& options) {
   if (address.empty()) return Status::InvalidArgument("store address is empty");
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
-  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(address, options.tls, args));
-  auto store = std::make_unique<RemoteStore>(address, channel, options);
+  SINEW_ASSIGN_OR_RETURN(auto conn, RemoteStore::NewConnection(address, options));
+  auto store = std::make_unique<RemoteStore>(address, std::move(conn), options);
   if (!options.wait_for_server) return std::unique_ptr<SessionStore>(std::move(store));
   Status ping = store->Ping();
   if (!ping.ok()) {

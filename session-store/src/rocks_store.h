@@ -43,6 +43,8 @@ class RocksStore final : public SessionStore {
   Status ReleaseLease(const std::string& session_id, const std::string& owner,
                       uint64_t epoch) override;
   Status Checkpoint(const std::string& target_dir) override;
+  Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) override;
+  Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) override;
 
   // Per-session state, guarded by the session's stripe mutex.
   struct SessionState {
@@ -115,6 +117,11 @@ class RocksStore final : public SessionStore {
   rocksdb::ColumnFamilyHandle* index_cf_;
   rocksdb::ColumnFamilyHandle* idempotency_cf_;
   rocksdb::WriteOptions write_options_;
+
+  // Audit records are written one at a time, each with an id above the last one's, so
+  // that a reader paging through a tenant's log never finds one appear behind its place.
+  std::mutex audit_mu_;
+  std::string last_audit_raw_;  // GUARDED_BY(audit_mu_); the last record's raw id ("" none yet)
 
   std::array<std::mutex, kStripes> stripes_;
   std::mutex cache_mu_;

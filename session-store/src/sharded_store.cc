@@ -111,8 +111,14 @@ class ShardedStore final : public SessionStore {
   Status Checkpoint(const std::string&) override {
     return Status::Unimplemented("a sharded store has no single checkpoint; checkpoint each shard's sinew-store");
   }
+  // A record lives on the shard of the session it names.
+  Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) override {
+    SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(req.session_id()));
+    return shard->AppendAudit(req);
+  }
 
   Result<v1::ListSessionsResponse> ListSessions(const v1::ListSessionsRequest& req) override;
+  Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) override;
 
  private:
   // Per shard, where the merged listing stands: the shard's page token and how many of
@@ -328,6 +334,68 @@ Result<v1::ListSessionsResponse> ShardedStore::ListSessions(const v1::ListSessio
   }
   for (const auto& shard : unavailable) out.add_unavailable_shards(shard);
   if (more) out.set_next_page_token(EncodeCursors(cursors));
+  return out;
+}
+
+// Every shard's records after its cursor (the id of the last record taken from it),
+// merged oldest first by id (an id starts with the millisecond it was written in). The
+// token maps shard -> cursor.
+Result<v1::ListAuditResponse> ShardedStore::ListAudit(const v1::ListAuditRequest& req) {
+  const uint32_t page_size = req.page_size() == 0 ? 50 : req.page_size();
+  if (page_size > 1000) return Status::InvalidArgument("page_size is at most 1000");
+  std::map<std::string, std::string> cursors;
+  if (!req.page_token().empty()) {
+    const Status bad = Status::InvalidArgument("page_token is not one this sharded store gave");
+    auto text = keys::FromHex(req.page_token());
+    if (!text.ok()) return bad;
+    boost::system::error_code ec;
+    json::value v = json::parse(*text, ec);
+    if (ec || !v.is_object()) return bad;
+    for (const auto& [shard, c] : v.as_object()) {
+      if (!c.is_string()) return bad;
+      cursors[std::string(shard)] = std::string(c.as_string());
+    }
+  }
+  std::vector<std::pair<std::string, v1::ListAuditResponse>> pages;
+  for (const std::string& shard : Shards()) {
+    SINEW_ASSIGN_OR_RETURN(SessionStore * store, Connection(shard));
+    v1::ListAuditRequest one = req;
+    one.set_page_size(page_size);
+    one.set_page_token(cursors[shard]);
+    auto resp = store->ListAudit(one);
+    if (!resp.ok()) return resp.status().WithContext("store shard '" + shard + "'");
+    pages.emplace_back(shard, std::move(resp).value());
+  }
+  std::vector<int> next(pages.size(), 0);
+  v1::ListAuditResponse out;
+  while (static_cast<uint32_t>(out.records_size()) < page_size) {
+    int best = -1;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      if (next[i] >= pages[i].second.records_size()) continue;
+      const v1::AuditRecord& r = pages[i].second.records(next[i]);
+      if (best < 0) {
+        best = static_cast<int>(i);
+        continue;
+      }
+      const v1::AuditRecord& b = pages[best].second.records(next[best]);
+      if (r.id() < b.id()) best = static_cast<int>(i);
+    }
+    if (best < 0) break;
+    const v1::AuditRecord& taken = pages[best].second.records(next[best]++);
+    cursors[pages[best].first] = taken.id();
+    *out.add_records() = taken;
+  }
+  bool more = false;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (next[i] < pages[i].second.records_size() || !pages[i].second.next_page_token().empty()) more = true;
+  }
+  if (more) {
+    json::object o;
+    for (const auto& [shard, cursor] : cursors) {
+      if (!cursor.empty()) o[shard] = cursor;
+    }
+    out.set_next_page_token(keys::ToHex(json::serialize(o)));
+  }
   return out;
 }
 

@@ -62,6 +62,14 @@ class StoreServiceImpl final : public v1::SessionStore::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status AppendAudit(ServerContext* ctx, const v1::AppendAuditRequest* req, v1::AuditRecord* resp) override {
+    return Traced(ctx, "AppendAudit", req->session_id(), [&] { return Reply(store_->AppendAudit(*req), resp); });
+  }
+
+  grpc::Status ListAudit(ServerContext*, const v1::ListAuditRequest* req, v1::ListAuditResponse* resp) override {
+    return Reply(store_->ListAudit(*req), resp);
+  }
+
   grpc::Status ListSessions(ServerContext*, const v1::ListSessionsRequest* req,
                             v1::ListSessionsResponse* resp) override {
     return Reply(store_->ListSessions(*req), resp);

@@ -148,6 +148,17 @@ class SessionStore {
   // Writes a consistent online copy of the store to `target_dir` (which must not exist),
   // usable as a store directory.
   [[nodiscard]] virtual Status Checkpoint(const std::string& target_dir) = 0;
+
+  // The tenant audit log: access records kept per tenant, apart from every session's
+  // event log (a read of a session records itself here, so the session is unchanged).
+  // AppendAudit writes one record for session `req.session_id` (which need not exist in
+  // this store) and returns it. Errors: kInvalidArgument (malformed session id, no
+  // tenant or action, a record over 16 KiB).
+  [[nodiscard]] virtual Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) = 0;
+  // Lists a tenant's records oldest first, one page at a time; a record written after a
+  // page was read appears on a later page. Errors: kInvalidArgument (no tenant,
+  // page_size over 1000, a page_token this store did not give).
+  [[nodiscard]] virtual Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) = 0;
 };
 
 // Opens (or creates) an embedded store over the RocksDB directory `dir`.
