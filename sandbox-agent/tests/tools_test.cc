@@ -113,10 +113,13 @@ TEST_F(ToolsTest, BashOutputIsCappedKeepingHeadAndTail) {
 TEST_F(ToolsTest, BashStreamsChunks) {
   std::string streamed;
   RunContext ctx;
+  // The command writes its second chunk only once the first has reached the caller.
   ctx.sink = [&](bool is_stderr, std::string_view b) {
     streamed += (is_stderr ? "E:" : "O:") + std::string(b);
+    WriteFile("seen", streamed);
   };
-  auto r = registry_->Execute("bash", R"({"command":"echo one; sleep 0.2; echo two >&2"})", ctx);
+  auto r = registry_->Execute(
+      "bash", R"({"command":"echo one; until [ -e seen ]; do sleep 0.01; done; echo two >&2"})", ctx);
   EXPECT_FALSE(r.is_error());
   EXPECT_EQ(streamed, "O:one\nE:two\n");
 }
