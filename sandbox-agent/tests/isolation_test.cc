@@ -294,6 +294,25 @@ TEST_P(IsolationTest, MemoryHogIsKilledAndReportedAsOom) {
   EXPECT_TRUE(daemon_.Cgroups().empty());
 }
 
+// Eight times the limit at once: reported under runsc to drop the call's connection and
+// leave the sandbox READY with no outcome, 0 OOM kills, and its state directory and
+// cgroups behind after Destroy. Under either runtime it must end as OOM, leaving nothing.
+TEST_P(IsolationTest, AnAllocationFarPastTheLimitIsKilledAndReportedAsOom) {
+  auto r = tools_->Execute(
+      "bash", R"({"command":"python3 -c 'a = bytearray(2048 * 1024 * 1024); print(len(a))'"})");
+  if (r.ok()) {
+    EXPECT_THAT(r->output(), Not(HasSubstr("2147483648")));
+  }
+  auto info = WaitEnded();
+  EXPECT_EQ(info.outcome(), v1::SANDBOX_OUTCOME_OOM) << info.outcome_detail();
+  EXPECT_GE(info.oom_kills(), 1u);
+  EXPECT_THAT(info.outcome_detail(), HasSubstr("memory limit of 268435456"));
+  ExpectHostHealthy();
+  (void)daemon_.client().Destroy(box_.id());
+  EXPECT_TRUE(daemon_.Cgroups().empty());
+  EXPECT_TRUE(daemon_.SandboxDirs().empty());
+}
+
 TEST_P(IsolationTest, DiskFillStopsAtTheWorkspaceCap) {
   auto r = Bash(*tools_,
                 "dd if=/dev/zero of=/workspace/fill bs=1M count=200 2>&1 | head -1; du -m "
