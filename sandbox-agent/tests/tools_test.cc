@@ -441,7 +441,7 @@ TEST_F(ToolsTest, GrepStopsAPatternTooAmbiguousForItsLinesOverALargeFile) {
   EXPECT_NE(out.output().find("[stopped after 16 lines exceeded that bound, 1 file(s) searched; "
                               "the pattern is too ambiguous"),
             std::string::npos) << out.output();
-  EXPECT_EQ(out.output().find("ms,"), std::string::npos) << out.output();
+  EXPECT_EQ(out.output().find("[stopped after 600000 ms"), std::string::npos) << out.output();
   // The same file with an ordinary pattern is searched to its end.
   auto ordinary = ToolRegistry(patient).Execute("grep", R"({"pattern":"^a*b"})");
   EXPECT_FALSE(ordinary.truncated()) << ordinary.output();
