@@ -329,6 +329,80 @@ TEST_P(IsolationTest, DiskFillStopsAtTheWorkspaceCap) {
   EXPECT_FALSE(Bash(*tools_, "rm /workspace/fill && echo ok").is_error());
 }
 
+// The parent cgroup of all sandboxes holds them to --host-pids-budget host tasks together.
+// Under runsc a sandbox's own ceiling is 35,209 host tasks (HostPidsLimit), more than a
+// stock host's kernel.pid_max of 32,768, so without the budget one fork-bombing sandbox
+// could take every PID of the host. With a small budget the bomb presses against it and
+// never past it; the host still forks, and the sandbox either lives on or ends with an
+// outcome that names the budget; a second sandbox is then served.
+TEST(HostTaskBudgetTest, ARunscForkBombCannotTakeTheHostsPids) {
+  if (system("runsc --version >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "runsc (gVisor) is not installed: apt-get install runsc";
+  }
+  constexpr uint64_t kBudget = 1000;
+  SandboxdProcess daemon;
+  daemon.Start({"--warm-pool-size", "0", "--host-pids-budget", std::to_string(kBudget)});
+  const bool v2 = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
+  const std::string parent =
+      std::string("/sys/fs/cgroup/") + (v2 ? "" : "pids/") + daemon.cgroup_parent();
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  ASSERT_EQ(read(parent + "/pids.max"), std::to_string(kBudget));
+  if (!std::filesystem::exists(parent + "/pids.peak")) {
+    GTEST_SKIP() << "this kernel has no pids.peak, so how far the bomb went cannot be read";
+  }
+  v1::Resources r = SmallResources();
+  r.set_runtime("runsc");
+  auto box = daemon.client().Provision(r);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  auto tools = SandboxClient::ConnectTo(*box);
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  auto ended = [&] {
+    auto info = daemon.client().Get(box->id());
+    return info.ok() && info->state() == v1::SANDBOX_STATE_ENDED;
+  };
+  // Bomb until the sandboxes' tasks reach the budget (or the sandbox ends); the stubs of
+  // the ptrace platform stay, so each round starts where the last one left off.
+  for (int round = 0; round < 30 && read(parent + "/pids.peak") != std::to_string(kBudget) &&
+                      !ended();
+       ++round) {
+    (void)(*tools)->Execute("bash", R"({"command":"bomb() { bomb | bomb & }; bomb; sleep 3","timeout":5})");
+  }
+  EXPECT_EQ(read(parent + "/pids.peak"), std::to_string(kBudget));  // reached, never passed
+  EXPECT_EQ(system("/bin/true"), 0);                                // the host still forks
+  if (ended()) {
+    auto info = daemon.client().Get(box->id());
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->outcome(), v1::SANDBOX_OUTCOME_LOST) << info->outcome_detail();
+    EXPECT_THAT(info->outcome_detail(), HasSubstr("host task budget of all sandboxes (1000"));
+  } else {
+    std::string answer;
+    for (int i = 0; i < 120 && answer != "still here\n" && !ended(); ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      auto alive = (*tools)->Execute("bash", R"({"command":"echo still here","timeout":10})");
+      if (alive.ok()) answer = alive->output();
+    }
+    if (!ended()) {
+      EXPECT_EQ(answer, "still here\n");
+    }
+  }
+  (void)daemon.client().Destroy(box->id());
+  auto health = daemon.client().Health();
+  ASSERT_TRUE(health.ok());
+  EXPECT_TRUE(health->ok());
+  auto second = daemon.client().Provision(r);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto second_tools = SandboxClient::ConnectTo(*second);
+  ASSERT_TRUE(second_tools.ok()) << second_tools.status().ToString();
+  EXPECT_EQ(Bash(**second_tools, "echo served").output(), "served\n");
+  ASSERT_TRUE(daemon.client().Destroy(second->id()).ok());
+  EXPECT_TRUE(daemon.Cgroups().empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Runtimes, IsolationTest, ::testing::Values("runc", "runsc"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 

@@ -88,7 +88,8 @@ int64_t HostPidsLimit(uint32_t pids_limit, bool gvisor) {
   // 128 processes reached 223 sentry threads and 116 stubs, 4,600 host tasks after 45 s
   // and still growing; this bound is 35,209.
   // The guest's processes are held to pids_limit by RLIMIT_NPROC in gVisor's kernel (the
-  // agent's --max-processes); this ceiling keeps a runaway sentry from the host.
+  // agent's --max-processes). This ceiling is above a stock kernel.pid_max: what keeps the
+  // host's PIDs from the sandboxes is the parent cgroup's budget (--host-pids-budget).
   constexpr int64_t kStubSlack = 8;
   constexpr int64_t kSentryThreads = 128;
   const int64_t processes = pids_limit;
