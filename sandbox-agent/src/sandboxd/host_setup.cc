@@ -276,11 +276,6 @@ Status SetParentPidsMax(const std::string& parent, uint64_t max) {
   return Status::Ok();
 }
 
-std::string ParentPidsMax(const std::string& parent) {
-  std::string dir = PidsParentDir(parent);
-  return dir.empty() ? "" : ReadLine(dir + "/pids.max");
-}
-
 bool RefusedByParentPidsLimit(const std::string& parent, const std::string& name) {
   std::string dir = PidsParentDir(parent);
   if (dir.empty()) return false;

@@ -57,8 +57,6 @@ uint64_t DefaultHostPidsBudget(const HostTaskLimits& limits);
 // pids controller enabled for it) and sets its pids.max to `max`, so that the tasks of
 // all sandboxes below it together never exceed `max`.
 [[nodiscard]] Status SetParentPidsMax(const std::string& parent, uint64_t max);
-// The parent's pids.max as the kernel holds it ("max" when unlimited, "" if unreadable).
-std::string ParentPidsMax(const std::string& parent);
 // True when a fork or thread of sandbox `name` was refused although its own pids.max was
 // never reached, i.e. by an ancestor's limit (the parent's budget). Reads the sandbox's
 // pids.events and pids.peak, so it must be called before its cgroups are removed; false
