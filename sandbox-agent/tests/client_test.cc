@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -228,16 +229,26 @@ TEST_F(AgentProcessTest, ClientChecksThePeerUidAndNeverFollowsALink) {
 }
 
 TEST_F(AgentProcessTest, ACallWithAnIdRunsOnceEvenWhenItsCallerLeaves) {
-  // The caller gives up after 300 ms (like a harness that crashed); the command carries
-  // on to its end, and asking again with the same id returns its real result.
-  const std::string cmd = R"({"command":"echo a >> log; sleep 1; echo b >> log; cat log"})";
+  // The caller gives up (like a harness that crashed) while the command waits for a file
+  // the test writes only afterwards; the command carries on to its end, and asking again
+  // with the same id returns its real result.
+  const std::string cmd =
+      R"({"command":"echo a >> log; until [ -e go ]; do sleep 0.02; done; echo b >> log; cat log"})";
   SandboxClientOptions impatient = Options();
-  impatient.call_timeout = std::chrono::milliseconds(300);
+  impatient.call_timeout = std::chrono::seconds(2);
   auto first = SandboxClient::Connect(endpoint_, impatient);
   ASSERT_TRUE(first.ok());
   auto cut = (*first)->Execute("bash", cmd, "call-1");
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.status().code(), StatusCode::kDeadlineExceeded) << cut.status().ToString();
+  const fs::path ws = dir_ / "ws";
+  auto log_text = [&] {
+    std::ifstream in(ws / "log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (int i = 0; i < 600 && log_text().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(log_text(), "a\n") << "the call that was given up on did not run";
+  std::ofstream(ws / "go").close();
 
   auto again = SandboxClient::Connect(endpoint_, Options());
   ASSERT_TRUE(again.ok());

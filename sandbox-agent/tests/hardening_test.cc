@@ -129,14 +129,16 @@ TEST_F(HardeningTest, WriteFileCannotBeRacedOutOfTheWorkspace) {
       "os.chdir('/workspace')\n"
       "os.makedirs('d', exist_ok=True)\n"
       "os.symlink('/tmp/escape', 'l')\n"
-      "end = time.time() + 14\n"
+      "open('/tmp/started', 'w').close()\n"
       "n = 0\n"
-      "while time.time() < end:\n"
+      "while not os.path.exists('/tmp/stop'):\n"
       "    libc.renameat2(-100, b'd', -100, b'l', 2)\n"  // AT_FDCWD, RENAME_EXCHANGE
       "    n += 1\n"
       "open('/tmp/swaps', 'w').write(str(n))\n";
   Bash(**c, "nohup python3 -c " + Quote(racer) + " >/dev/null 2>&1 &");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The writes race the swaps from the racer's first swap until the test stops it.
+  EXPECT_EQ(Bash(**c, "until [ -e /tmp/started ]; do sleep 0.05; done; echo started").output(),
+            "started\n");
   int accepted = 0, refused = 0;
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < end) {
@@ -146,7 +148,8 @@ TEST_F(HardeningTest, WriteFileCannotBeRacedOutOfTheWorkspace) {
       (r->is_error() ? refused : accepted)++;
     }
   }
-  auto escaped = Bash(**c, "sleep 4.5; cat /tmp/swaps; echo; find /tmp/escape -mindepth 1 | head");
+  auto escaped = Bash(**c, "touch /tmp/stop; until [ -s /tmp/swaps ]; do sleep 0.05; done; "
+                           "cat /tmp/swaps; echo; find /tmp/escape -mindepth 1 | head");
   std::cout << "write_file race: " << accepted << " accepted, " << refused << " refused, swaps "
             << escaped.output().substr(0, escaped.output().find('\n')) << "\n";
   EXPECT_GT(accepted, 0);

@@ -239,4 +239,36 @@ v1::Resources SmallResources() {
   return r;
 }
 
+GatedRunc::GatedRunc() : dir_((fs::temp_directory_path() / ("sinew-gated-runc-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}() % 100000))).string()) {
+  fs::create_directories(dir_);
+  std::string runc = "runc";
+  for (const char* candidate : {"/usr/sbin/runc", "/usr/bin/runc", "/usr/local/sbin/runc"}) {
+    if (access(candidate, X_OK) == 0) {
+      runc = candidate;
+      break;
+    }
+  }
+  std::ofstream(path()) << "#!/bin/sh\n"
+                        << "for a in \"$@\"; do\n"
+                        << "  if [ \"$a\" = run ]; then\n"
+                        << "    while [ ! -e '" << dir_ << "/gate' ]; do\n"
+                        << "      [ -d '" << dir_ << "' ] || exit 1\n"
+                        << "      sleep 0.02\n"
+                        << "    done\n"
+                        << "    break\n"
+                        << "  fi\n"
+                        << "done\n"
+                        << "exec " << runc << " \"$@\"\n";
+  fs::permissions(path(), fs::perms::owner_all);
+}
+
+GatedRunc::~GatedRunc() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string GatedRunc::path() const { return dir_ + "/runc"; }
+
+void GatedRunc::Open() const { std::ofstream(dir_ + "/gate") << "open\n"; }
+
 }  // namespace sinew::sandbox::testing

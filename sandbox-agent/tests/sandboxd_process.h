@@ -59,6 +59,20 @@ class SandboxdProcess {
   std::unique_ptr<ProvisionerClient> client_;
 };
 
+// runc behind a gate the test holds: `runc run` (a sandbox's start) waits until Open(),
+// so that a start lasts as long as the test says on any machine; every other command,
+// and `run` once open, is the real runc. Pass path() to sinew-sandboxd's --runc.
+class GatedRunc {
+ public:
+  GatedRunc();   // closed
+  ~GatedRunc();  // removes the script and the gate; a `run` still waiting fails
+  std::string path() const;
+  void Open() const;
+
+ private:
+  std::string dir_;
+};
+
 // Runs `command` with bash in the sandbox and returns the result (fails the test on a
 // transport error).
 v1::ExecuteResult Bash(SandboxClient& client, const std::string& command, int timeout_s = 60);

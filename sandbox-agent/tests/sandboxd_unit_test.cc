@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "sandboxd/config.h"
+#include "sandboxd/host_setup.h"
 #include "sandboxd/oci_spec.h"
 #include "sandboxd/sandbox_manager.h"
 
@@ -140,8 +141,22 @@ TEST(OciSpecGvisorTest, ProcessLimitIsEnforcedInsideAndTheHostCeilingLeavesRoomF
   for (const auto& l : config.at("process").at("rlimits").as_array()) {
     EXPECT_NE(l.at("type"), "RLIMIT_NPROC");
   }
-  EXPECT_EQ(config.at("linux").at("resources").at("pids").at("limit"), 4 * 100 + 256);
+  // Room for the ptrace platform's host tasks: stubs times sentry threads.
+  EXPECT_EQ(config.at("linux").at("resources").at("pids").at("limit"), (100 + 9) * (100 + 129));
   EXPECT_EQ(HostPidsLimit(100, false), 100);
+}
+
+// The default budget of all sandboxes' host tasks is half of the smaller kernel limit, so
+// that sandboxes can never take the PIDs (or threads) the host itself needs.
+TEST(HostPidsBudgetTest, DefaultIsHalfOfTheSmallerKernelTaskLimit) {
+  EXPECT_EQ(DefaultHostPidsBudget({32768, 192724}), 16384u);
+  EXPECT_EQ(DefaultHostPidsBudget({4194304, 192724}), 96362u);
+  EXPECT_EQ(DefaultHostPidsBudget({0, 1000}), 500u);  // pid_max unreadable
+  EXPECT_EQ(DefaultHostPidsBudget({1000, 0}), 500u);
+  EXPECT_EQ(DefaultHostPidsBudget({0, 0}), 0u);
+  // One runsc sandbox's own ceiling is above the default budget of a stock host (pid_max
+  // 32,768): the budget, not the ceiling, is what protects the host then.
+  EXPECT_GT(static_cast<uint64_t>(HostPidsLimit(128, true)), DefaultHostPidsBudget({32768, 192724}));
 }
 
 TEST_F(OciSpecTest, WorkspaceIsSizeCappedAndAgentIsReadOnly) {

@@ -113,10 +113,13 @@ TEST_F(ToolsTest, BashOutputIsCappedKeepingHeadAndTail) {
 TEST_F(ToolsTest, BashStreamsChunks) {
   std::string streamed;
   RunContext ctx;
+  // The command writes its second chunk only once the first has reached the caller.
   ctx.sink = [&](bool is_stderr, std::string_view b) {
     streamed += (is_stderr ? "E:" : "O:") + std::string(b);
+    WriteFile("seen", streamed);
   };
-  auto r = registry_->Execute("bash", R"({"command":"echo one; sleep 0.2; echo two >&2"})", ctx);
+  auto r = registry_->Execute(
+      "bash", R"({"command":"echo one; until [ -e seen ]; do sleep 0.01; done; echo two >&2"})", ctx);
   EXPECT_FALSE(r.is_error());
   EXPECT_EQ(streamed, "O:one\nE:two\n");
 }
@@ -395,15 +398,54 @@ TEST_F(ToolsTest, GrepBoundsEachLinesWorkAgainstAmbiguousPatterns) {
   EXPECT_EQ(out.output().find("[stopped after"), std::string::npos) << out.output();
 }
 
+// Without a per-line bound the search of this line would not end (the pattern's ways to
+// match grow exponentially with the line): the time budget stops it inside the line.
 TEST_F(ToolsTest, GrepKeepsItsTimeBudgetInsideALine) {
   WriteFile("x.txt", std::string(60, 'a') + "\n");
-  ToolConfig tight = config_;
-  tight.grep_time_budget = std::chrono::milliseconds(20);
-  auto out = ToolRegistry(tight).Execute("grep", GrepJson(AmbiguousGroups()));
+  ToolConfig unbounded_line = config_;
+  unbounded_line.grep_line_states = UINT64_MAX;
+  unbounded_line.grep_time_budget = std::chrono::milliseconds(50);
+  auto out = ToolRegistry(unbounded_line).Execute("grep", GrepJson(AmbiguousGroups()));
   EXPECT_FALSE(out.is_error()) << out.output();
   EXPECT_TRUE(out.truncated());
-  EXPECT_NE(out.output().find("[stopped after 20 ms"), std::string::npos) << out.output();
+  EXPECT_NE(out.output().find("[stopped after 50 ms"), std::string::npos) << out.output();
   EXPECT_EQ(out.output().find("not searched"), std::string::npos) << out.output();
+}
+
+// Found by sandbox_tools_fuzz: a 3.7 KB pattern of nested alternations took 0.2-2.8 s per
+// line before the matcher gave up (its reads of the line were bounded, not the empty
+// steps between them), so a large file took the whole time budget. Each line's search is
+// bounded in matcher states now, and a pattern given up on that many lines stops the call
+// with a message that says why, long before any time budget.
+std::string NestedAlternations() {
+  std::string p;
+  for (int i = 0; i < 230; ++i) p += "((a|b)*|(a|c)*|";
+  p += "a";
+  for (int i = 0; i < 230; ++i) p += ")";
+  return p + "x";
+}
+
+TEST_F(ToolsTest, GrepStopsAPatternTooAmbiguousForItsLinesOverALargeFile) {
+  ASSERT_GT(NestedAlternations().size(), 3600u);
+  std::string lines;
+  for (int i = 0; i < 40000; ++i) lines += std::string(200, 'a') + "\n";  // 8 MB
+  WriteFile("big.txt", lines);
+  ToolConfig patient = config_;
+  patient.grep_time_budget = std::chrono::minutes(10);  // the time budget decides nothing here
+  auto out = ToolRegistry(patient).Execute("grep", GrepJson(NestedAlternations()));
+  EXPECT_FALSE(out.is_error()) << out.output();
+  EXPECT_TRUE(out.truncated());
+  EXPECT_NE(out.output().find("[16 line(s) not searched: matching the pattern there exceeded"),
+            std::string::npos) << out.output();
+  EXPECT_NE(out.output().find("first at big.txt:1;"), std::string::npos) << out.output();
+  EXPECT_NE(out.output().find("[stopped after 16 lines exceeded that bound, 1 file(s) searched; "
+                              "the pattern is too ambiguous"),
+            std::string::npos) << out.output();
+  EXPECT_EQ(out.output().find("[stopped after 600000 ms"), std::string::npos) << out.output();
+  // The same file with an ordinary pattern is searched to its end.
+  auto ordinary = ToolRegistry(patient).Execute("grep", R"({"pattern":"^a*b"})");
+  EXPECT_FALSE(ordinary.truncated()) << ordinary.output();
+  EXPECT_EQ(ordinary.output().substr(0, 20), "no matches for '^a*b") << ordinary.output();
 }
 
 TEST_F(ToolsTest, GrepStopsAtItsTimeBudgetAndAtCancellationAndSaysSo) {

@@ -2,8 +2,22 @@
 #include <fnmatch.h>
 
 #include <algorithm>
-#include <boost/regex.hpp>
 #include <chrono>
+#include <cstddef>
+
+// Boost.Regex gives up on a search after BOOST_REGEX_MAX_STATE_COUNT states of its
+// matcher when it searches through an iterator that is not random-access (for those it
+// derives its own bound from the pattern and line, which grows with the pattern's length
+// squared). It is read once per search, when the matcher is set up, so grep sets it for
+// each line's search (GrepPattern::Search); nothing else in this file searches.
+namespace sinew::sandbox {
+namespace {
+thread_local std::ptrdiff_t grep_line_state_limit = 1;
+}  // namespace
+}  // namespace sinew::sandbox
+#define BOOST_REGEX_MAX_STATE_COUNT (::sinew::sandbox::grep_line_state_limit)
+#include <boost/regex.hpp>
+
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
@@ -151,59 +165,51 @@ class ListFilesTool final : public Tool {
   ToolConfig config_;
 };
 
-// The work one grep call may still do: a per-line allowance of matcher steps and the
-// call's deadline. Boost.Regex bounds a search by itself, but its bound grows with the
-// pattern's length squared times the line's (seconds per line for a 4 KB pattern of
-// ambiguous groups), so grep counts the matcher's reads of the line as well.
+// The work one grep call may still do: a per-line allowance of matcher states and the
+// call's deadline. Every state of Boost.Regex's backtracking matcher counts, the empty
+// steps between reads of the line included (ambiguous nested groups take hundreds of
+// those per character read).
 class SearchBudget {
  public:
-  // What stopped a search early.
-  enum class Stop { kNone, kLineWork, kDeadline };
+  SearchBudget(std::chrono::steady_clock::time_point deadline, uint64_t line_states)
+      : deadline_(deadline), line_states_(line_states) {}
 
-  explicit SearchBudget(std::chrono::steady_clock::time_point deadline) : deadline_(deadline) {}
-
-  // Starts a line of `bytes` bytes: a fixed allowance plus a few steps per byte, so that
-  // an ordinary pattern reads the longest line to its end.
-  void StartLine(size_t bytes) {
-    steps_ = 0;
-    limit_ = kLineSteps + kStepsPerByte * static_cast<uint64_t>(bytes);
-    stop_ = Stop::kNone;
+  // The states a search of a line of `bytes` bytes may visit: a fixed allowance plus a
+  // few per byte, so that an ordinary pattern reads the longest line to its end.
+  std::ptrdiff_t LineStates(size_t bytes) const {
+    constexpr uint64_t kMax = static_cast<uint64_t>(PTRDIFF_MAX) / 2;
+    uint64_t per_byte = kStatesPerByte * static_cast<uint64_t>(bytes);
+    return static_cast<std::ptrdiff_t>(std::min(kMax, std::min(kMax, line_states_) + per_byte));
   }
-  // One step of the matcher; throws Exhausted once the line's allowance or the deadline
-  // is spent (the deadline is read once every 2^16 steps).
+  // One read of the line by the matcher; throws Exhausted once the deadline has passed
+  // (read once every 2^16 reads).
   void Step() {
-    ++steps_;
-    if (steps_ > limit_) Exhaust(Stop::kLineWork);
-    if ((steps_ & 0xffff) == 0 && std::chrono::steady_clock::now() >= deadline_)
-      Exhaust(Stop::kDeadline);
+    if ((++reads_ & 0xffff) == 0 && std::chrono::steady_clock::now() >= deadline_) {
+      deadline_passed_ = true;
+      throw Exhausted{};
+    }
   }
-  Stop stop() const { return stop_; }
+  bool deadline_passed() const { return deadline_passed_; }
   bool past_deadline() const { return std::chrono::steady_clock::now() >= deadline_; }
 
   // Unwinds the matcher (which releases its state on the way out, as on its own bound).
   struct Exhausted {};
 
  private:
-  // About 0.1-0.2 s of one core in an optimised build.
-  static constexpr uint64_t kLineSteps = 16'000'000;
-  static constexpr uint64_t kStepsPerByte = 16;
-
-  [[noreturn]] void Exhaust(Stop why) {
-    stop_ = why;
-    throw Exhausted{};
-  }
+  static constexpr uint64_t kStatesPerByte = 16;
 
   const std::chrono::steady_clock::time_point deadline_;
-  uint64_t steps_ = 0;
-  uint64_t limit_ = 0;
-  Stop stop_ = Stop::kNone;
+  const uint64_t line_states_;
+  uint64_t reads_ = 0;
+  bool deadline_passed_ = false;
 };
 
 // A position in a line that charges the budget for every character the matcher reads.
-// Random access, so that Boost.Regex keeps its own bound and search strategies as well.
+// Bidirectional, not random-access, so that Boost.Regex bounds a search by
+// BOOST_REGEX_MAX_STATE_COUNT (grep's per-line allowance) and not by its own estimate.
 class BudgetedChar {
  public:
-  using iterator_category = std::random_access_iterator_tag;
+  using iterator_category = std::bidirectional_iterator_tag;
   using value_type = char;
   using difference_type = std::ptrdiff_t;
   using pointer = const char*;
@@ -216,7 +222,6 @@ class BudgetedChar {
     budget_->Step();
     return *p_;
   }
-  reference operator[](difference_type n) const { return *(*this + n); }
   BudgetedChar& operator++() {
     ++p_;
     return *this;
@@ -235,37 +240,16 @@ class BudgetedChar {
     --p_;
     return before;
   }
-  BudgetedChar& operator+=(difference_type n) {
-    p_ += n;
-    return *this;
-  }
-  BudgetedChar& operator-=(difference_type n) {
-    p_ -= n;
-    return *this;
-  }
-  friend BudgetedChar operator+(BudgetedChar a, difference_type n) { return a += n; }
-  // The rest of a random-access iterator's operations, which this Boost does not all use.
-  [[maybe_unused]] friend BudgetedChar operator+(difference_type n, BudgetedChar a) {
-    return a += n;
-  }
-  [[maybe_unused]] friend BudgetedChar operator-(BudgetedChar a, difference_type n) {
-    return a -= n;
-  }
-  friend difference_type operator-(const BudgetedChar& a, const BudgetedChar& b) {
-    return a.p_ - b.p_;
-  }
   friend bool operator==(const BudgetedChar& a, const BudgetedChar& b) { return a.p_ == b.p_; }
-  [[maybe_unused]] friend auto operator<=>(const BudgetedChar& a, const BudgetedChar& b) {
-    return a.p_ <=> b.p_;
-  }
 
  private:
   const char* p_ = nullptr;
   SearchBudget* budget_ = nullptr;
 };
 
-// grep's pattern, compiled by Boost.Regex: a backtracking matcher, searched through
-// BudgetedChar so that no pattern and line can make a call run past its budget. glibc's
+// grep's pattern, compiled by Boost.Regex: a backtracking matcher, bounded in states per
+// line and searched through BudgetedChar, so that no pattern and line can make a call
+// run past its budget. glibc's
 // regexec, used before, searched an unanchored pattern in time quadratic in the line
 // (`a.*b.*z` on a 1 MB minified line: minutes), exponential with back-references, and
 // regcomp expanded repetitions into gigabytes.
@@ -290,19 +274,17 @@ class GrepPattern {
     }
   }
 
-  // True when `line` holds a match. ResourceExhausted when deciding it took more work than
-  // Boost.Regex or the line's allowance in `budget` allows; DeadlineExceeded when the
-  // budget's deadline passed first.
+  // True when `line` holds a match. ResourceExhausted when deciding it took more states of
+  // the matcher than the line's allowance in `budget`; DeadlineExceeded when the budget's
+  // deadline passed first.
   Result<bool> Search(const std::string& line, SearchBudget& budget) const {
-    budget.StartLine(line.size());
+    grep_line_state_limit = budget.LineStates(line.size());
     const BudgetedChar begin(line.data(), &budget);
     const BudgetedChar end(line.data() + line.size(), &budget);
     try {
       return boost::regex_search(begin, end, re_, boost::match_any | boost::match_not_dot_newline);
     } catch (const SearchBudget::Exhausted&) {
-      if (budget.stop() == SearchBudget::Stop::kDeadline)
-        return Status::DeadlineExceeded("the call's time budget ran out inside a line");
-      return Status::ResourceExhausted("the line's work allowance ran out");
+      return Status::DeadlineExceeded("the call's time budget ran out inside a line");
     } catch (const std::runtime_error& e) {
       return Status::ResourceExhausted(e.what());
     }
@@ -313,18 +295,24 @@ class GrepPattern {
   boost::regex re_;
 };
 
-// One grep call's search through files, stopping at the match limit, the time budget or
-// the caller's cancellation; it collects the matching lines and what it could not search.
+// Lines skipped at the work bound after which a call stops: a pattern that needs more
+// than the bound on this many lines is too ambiguous for the rest of them too, and the
+// caller learns that at once instead of when the time budget runs out.
+constexpr size_t kMaxTooComplexLines = 16;
+
+// One grep call's search through files, stopping at the match limit, the time budget,
+// kMaxTooComplexLines skipped lines or the caller's cancellation; it collects the
+// matching lines and what it could not search.
 class GrepScan {
  public:
-  GrepScan(const GrepPattern& pattern, size_t limit, size_t max_output_bytes,
-           std::chrono::milliseconds budget, const RunContext& ctx)
+  GrepScan(const GrepPattern& pattern, size_t limit, const ToolConfig& config, const RunContext& ctx)
       : pattern_(pattern),
         limit_(limit),
-        budget_(budget),
-        search_budget_(std::chrono::steady_clock::now() + budget),
+        budget_(config.grep_time_budget),
+        search_budget_(std::chrono::steady_clock::now() + config.grep_time_budget,
+                       config.grep_line_states),
         ctx_(ctx),
-        out_(max_output_bytes) {}
+        out_(config.max_output_bytes) {}
 
   // Searches one file's text, shown as `shown_name`. False once the search must stop.
   bool File(const std::string& content, const std::string& shown_name) {
@@ -350,6 +338,12 @@ class GrepScan {
                   " line(s) not searched: matching the pattern there exceeded the regular "
                   "expression engine's work bound, first at " + first_too_complex_ +
                   "; make the pattern less ambiguous, e.g. fewer .* ]\n");
+    }
+    if (too_complex_ >= kMaxTooComplexLines) {
+      out_.Append("[stopped after " + std::to_string(too_complex_) +
+                  " lines exceeded that bound, " + std::to_string(files_) +
+                  " file(s) searched; the pattern is too ambiguous to search the rest: fewer "
+                  "nested groups, alternatives that overlap, or .* ]\n");
     }
     if (out_of_time_) {
       out_.Append("[stopped after " + std::to_string(budget_.count()) + " ms, " +
@@ -378,7 +372,7 @@ class GrepScan {
     }
     if (!hit.ok()) {
       if (too_complex_++ == 0) first_too_complex_ = shown_name + ":" + std::to_string(line_no);
-      return true;
+      return too_complex_ < kMaxTooComplexLines;
     }
     if (!*hit) return true;
     if (++matches_ > limit_) {
@@ -444,8 +438,7 @@ class GrepTool final : public Tool {
       glob_pat = SplitPath(**glob);
       anywhere = (*glob)->find('/') == std::string::npos;
     }
-    GrepScan scan(*compiled, static_cast<size_t>(limit->value_or(200)), config_.max_output_bytes,
-                  config_.grep_time_budget, ctx);
+    GrepScan scan(*compiled, static_cast<size_t>(limit->value_or(200)), config_, ctx);
     bool single_file = !fs::is_directory(*base);
     Walk(*base, [&](const fs::path& p, const std::string& rel) {
       std::error_code ec;

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -28,6 +29,9 @@ struct ToolConfig {
   int max_timeout_s = 3600;
   // grep stops searching after this long and says where it stopped. Default: 30 s
   std::chrono::milliseconds grep_time_budget{30000};
+  // States of the regular expression matcher one line's search may visit, plus 16 per
+  // byte of the line; a line that needs more is skipped and reported. Default: 1000000
+  uint64_t grep_line_states = 1'000'000;
 };
 
 // Receives streamed output: (is_stderr, bytes).

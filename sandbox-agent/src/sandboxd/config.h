@@ -30,6 +30,11 @@ struct ProvisionerConfig {
   std::string runsc = "runsc";
   // Parent cgroup of all sandboxes (a name below each hierarchy's root). Default: sinew
   std::string cgroup_parent = "sinew";
+  // Host tasks (processes and threads) all sandboxes together may hold: the parent
+  // cgroup's pids.max, set at start. A runsc sandbox's own ceiling is far above its
+  // process limit (HostPidsLimit), so without this one fork-bombing sandbox could take
+  // every PID of the host. 0: half of min(kernel.pid_max, kernel.threads-max). Default: 0
+  uint64_t host_pids_budget = 0;
   // Ready sandboxes kept per resource shape (the default shape and each shape asked
   // for, up to max_warm_shapes). Default: 2
   uint32_t warm_pool_size = 2;

@@ -78,8 +78,11 @@ std::vector<std::string> ContainerRunner::Runtime(const std::string& runtime,
   std::vector<std::string> argv;
   if (runtime == "runsc") {
     // No network stack but loopback; unix sockets may be created in bind mounts (the
-    // agent's socket directory is the only writable one).
-    argv = {config_.runsc, "--root", runsc_root(), "--network=none", "--host-uds=create"};
+    // agent's socket directory is the only writable one). The sentry's CPUs (and so its
+    // threads, which HostPidsLimit counts on) follow the sandbox's CPU quota, not the
+    // host's core count.
+    argv = {config_.runsc, "--root", runsc_root(), "--network=none", "--host-uds=create",
+            "--cpu-num-from-quota"};
   } else {
     argv = {config_.runc, "--root", runc_root()};
   }

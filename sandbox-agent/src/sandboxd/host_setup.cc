@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -216,6 +217,75 @@ bool ProcessGone(pid_t pid) {
   auto close_paren = content.rfind(')');
   return close_paren != std::string::npos && close_paren + 2 < content.size() &&
          (content[close_paren + 2] == 'Z' || content[close_paren + 2] == 'X');
+}
+
+HostTaskLimits ReadHostTaskLimits() {
+  return {ReadNumber("/proc/sys/kernel/pid_max"), ReadNumber("/proc/sys/kernel/threads-max")};
+}
+
+uint64_t DefaultHostPidsBudget(const HostTaskLimits& limits) {
+  uint64_t smaller = limits.pid_max;
+  if (smaller == 0 || (limits.threads_max != 0 && limits.threads_max < smaller)) {
+    smaller = limits.threads_max;
+  }
+  return smaller / 2;
+}
+
+namespace {
+
+// The parent's directory in the hierarchy that holds the pids controller ("" if none).
+std::string PidsParentDir(const std::string& parent) {
+  if (IsCgroupV2()) return std::string(kCgroupRoot) + "/" + parent;
+  // A v1 hierarchy is mounted at a directory named after its controllers ("pids", or a
+  // comma-separated list when several share it); the root holds no pids.* file to test.
+  for (const auto& root : Hierarchies()) {
+    std::string controllers = "," + fs::path(root).filename().string() + ",";
+    if (controllers.find(",pids,") != std::string::npos) return root + "/" + parent;
+  }
+  return "";
+}
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string ReadLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+Status SetParentPidsMax(const std::string& parent, uint64_t max) {
+  std::string dir = PidsParentDir(parent);
+  if (dir.empty()) return Status::FailedPrecondition("no pids cgroup hierarchy is mounted");
+  if (IsCgroupV2()) (void)WriteFile(std::string(kCgroupRoot) + "/cgroup.subtree_control", "+pids");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  if (!WriteFile(dir + "/pids.max", std::to_string(max))) {
+    return Status::IOError("cannot set " + dir + "/pids.max to " + std::to_string(max) + ": " +
+                           std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+bool RefusedByParentPidsLimit(const std::string& parent, const std::string& name) {
+  std::string dir = PidsParentDir(parent);
+  if (dir.empty()) return false;
+  dir += "/" + name;
+  uint64_t refused = ReadKey(dir + "/pids.events", "max");
+  std::string own_max = ReadLine(dir + "/pids.max");
+  std::string peak = ReadLine(dir + "/pids.peak");
+  if (refused == 0 || own_max.empty() || peak.empty()) return false;
+  return own_max == "max" ||
+         std::strtoull(peak.c_str(), nullptr, 10) < std::strtoull(own_max.c_str(), nullptr, 10);
 }
 
 void RemoveCgroupParent(const std::string& parent) {

@@ -44,6 +44,24 @@ std::vector<std::string> ListCgroups(const std::string& parent);
 void KillProcessesMentioning(const std::string& needle);
 // SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
 void KillCgroupProcesses(const std::string& parent, const std::string& name);
+// The kernel's task limits (kernel.pid_max, kernel.threads-max); 0 for what cannot be read.
+struct HostTaskLimits {
+  uint64_t pid_max = 0;
+  uint64_t threads_max = 0;
+};
+HostTaskLimits ReadHostTaskLimits();
+// The default host task budget of all sandboxes together: half of the smaller of the two
+// limits (those that could be read; 0 when neither could).
+uint64_t DefaultHostPidsBudget(const HostTaskLimits& limits);
+// Creates the parent cgroup in the pids hierarchy (v1) or the unified one (v2, with the
+// pids controller enabled for it) and sets its pids.max to `max`, so that the tasks of
+// all sandboxes below it together never exceed `max`.
+[[nodiscard]] Status SetParentPidsMax(const std::string& parent, uint64_t max);
+// True when a fork or thread of sandbox `name` was refused although its own pids.max was
+// never reached, i.e. by an ancestor's limit (the parent's budget). Reads the sandbox's
+// pids.events and pids.peak, so it must be called before its cgroups are removed; false
+// where the kernel does not report it (cgroup v2 counts events where the limit is).
+bool RefusedByParentPidsLimit(const std::string& parent, const std::string& name);
 // Removes the (empty) parent cgroup directories; leaves them if they are in use.
 void RemoveCgroupParent(const std::string& parent);
 // True when process `pid` no longer runs (absent, or a zombie waiting to be reaped).

@@ -74,13 +74,26 @@ json::object NoCapabilities() {
 }  // namespace
 
 int64_t HostPidsLimit(uint32_t pids_limit, bool gvisor) {
-  // Under gVisor the host cgroup counts the sentry's Go runtime threads (one more for each
-  // blocking host call in flight) and its ptrace stubs: measured, a three-command pipeline
-  // writing to tmpfs took 124 host tasks, and a sentry refused a thread panics and takes
-  // the sandbox down. The sandbox's own processes are held to pids_limit by RLIMIT_NPROC
-  // inside (the agent's --max-processes); this ceiling keeps a runaway sentry from the host.
-  if (gvisor) return 4 * static_cast<int64_t>(pids_limit) + 256;
-  return pids_limit;
+  if (!gvisor) return pids_limit;
+  // Under gVisor's ptrace platform the host cgroup holds the sentry's threads and one
+  // stub process per guest address space, and a stub gains a host thread for every
+  // sentry thread that ever runs a task of it (they are kept, and so are the stubs of
+  // exited processes, for reuse). So the host tasks grow with the guest's processes
+  // times the sentry's threads, and the sentry's threads with its runnable tasks (each
+  // holds one while it runs guest code). A sentry refused a thread panics and takes the
+  // sandbox down, so the ceiling is that product's bound: kStubSlack more address
+  // spaces than processes (a fork's copy before its exec), at most pids_limit +
+  // kSentryThreads sentry threads (2 vCPUs, --cpu-num-from-quota), and one more row for
+  // the sentry's and the gofer's own threads. Measured (docs/sandbox.md): a fork bomb at
+  // 128 processes reached 223 sentry threads and 116 stubs, 4,600 host tasks after 45 s
+  // and still growing; this bound is 35,209.
+  // The guest's processes are held to pids_limit by RLIMIT_NPROC in gVisor's kernel (the
+  // agent's --max-processes). This ceiling is above a stock kernel.pid_max: what keeps the
+  // host's PIDs from the sandboxes is the parent cgroup's budget (--host-pids-budget).
+  constexpr int64_t kStubSlack = 8;
+  constexpr int64_t kSentryThreads = 128;
+  const int64_t processes = pids_limit;
+  return (processes + kStubSlack + 1) * (processes + kSentryThreads + 1);
 }
 
 std::string BuildOciConfig(const OciParams& p) {

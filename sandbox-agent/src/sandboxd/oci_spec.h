@@ -44,8 +44,10 @@ struct OciParams {
 };
 
 // The host pids cgroup ceiling for a sandbox allowed `pids_limit` processes: the limit
-// itself under runc; under gVisor room for the sentry's threads as well (the sandbox's
-// processes are then held to pids_limit by RLIMIT_NPROC in gVisor's kernel).
+// itself under runc; under gVisor's ptrace platform the most host tasks that many guest
+// processes can take (the sentry's threads and their stub processes; the guest's
+// processes are held to pids_limit by RLIMIT_NPROC in gVisor's kernel), so that a guest
+// at its limit has its forks refused instead of the sentry its threads.
 int64_t HostPidsLimit(uint32_t pids_limit, bool gvisor);
 // The config.json text.
 std::string BuildOciConfig(const OciParams& params);

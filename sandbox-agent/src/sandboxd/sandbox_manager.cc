@@ -9,6 +9,7 @@
 
 #include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
+#include "sandboxd/oci_spec.h"
 #include "sandboxd/sandbox_manager_impl.h"
 
 namespace sinew::sandbox {
@@ -23,6 +24,38 @@ namespace {
 
 // 128 random bits from OpenSSL's generator: unguessable from any number of earlier ids.
 std::string NewId() { return "sb-" + RandomHex(16); }
+
+// Caps the host tasks of all sandboxes together (the parent cgroup's pids.max) and returns
+// the cap. With runsc sandboxes by default, warns when the kernel's task limits are below
+// what the configured sandboxes could take at their ceilings: they are then held by the
+// budget (a runsc sandbox whose sentry is refused a thread ends) rather than by the host
+// running out of PIDs. kernel.pid_max is the operator's to raise, not the daemon's.
+Result<uint64_t> ApplyHostPidsBudget(const ProvisionerConfig& config) {
+  HostTaskLimits limits = ReadHostTaskLimits();
+  uint64_t budget = config.host_pids_budget;
+  if (budget == 0) budget = DefaultHostPidsBudget(limits);
+  if (budget == 0) {
+    return Status::FailedPrecondition(
+        "cannot read kernel.pid_max or kernel.threads-max; pass --host-pids-budget");
+  }
+  SINEW_RETURN_IF_ERROR(SetParentPidsMax(config.cgroup_parent, budget));
+  spdlog::info("host task budget of all sandboxes: {} (kernel.pid_max {}, kernel.threads-max {})",
+               budget, limits.pid_max, limits.threads_max);
+  if (config.defaults.runtime() == "runsc") {
+    const uint64_t need = static_cast<uint64_t>(config.max_sandboxes) *
+                          static_cast<uint64_t>(HostPidsLimit(config.defaults.pids_limit(), true));
+    if (need > budget) {
+      spdlog::warn(
+          "{} runsc sandboxes at pids_limit {} may need up to {} host tasks, but the host task "
+          "budget is {} (kernel.pid_max {}, kernel.threads-max {}): under fork bombs sandboxes "
+          "will be ended when it is reached; raise kernel.pid_max (e.g. to 4194304) and "
+          "kernel.threads-max, then --host-pids-budget, or lower --max-sandboxes",
+          config.max_sandboxes, config.defaults.pids_limit(), need, budget, limits.pid_max,
+          limits.threads_max);
+    }
+  }
+  return budget;
+}
 
 }  // namespace
 
@@ -59,6 +92,7 @@ Status SandboxManagerImpl::Start() {
     info.set_ended_unix_ms(NowUnixMs());
     RememberEnded(info);
   }
+  SINEW_ASSIGN_OR_RETURN(host_pids_budget_, ApplyHostPidsBudget(config_));
   auto defaults = NormalizeResources(v1::Resources(), config_.defaults);
   if (!defaults.ok()) return defaults.status().WithContext("default resources");
   if (config_.warm_pool_size > 0 && runner_.ImageRootfs(defaults->image()).ok()) {

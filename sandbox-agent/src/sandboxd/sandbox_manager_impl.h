@@ -103,6 +103,7 @@ class SandboxManagerImpl final : public SandboxManager {
   const ProvisionerConfig config_;
   ContainerRunner runner_;
   const uint32_t start_limit_;
+  uint64_t host_pids_budget_ = 0;  // set by Start(), before the threads
   std::thread monitor_;
   std::thread pooler_;
 

@@ -92,8 +92,10 @@ void SandboxManagerImpl::MonitorLoop() {
     std::map<std::string, uint64_t> ooms;
     std::map<std::string, CgroupUsage> usages;
     std::map<std::string, std::string> panics;
+    std::map<std::string, bool> over_budget;
     for (const auto& [id, status] : exited) {
       ooms[id] = OomKills(config_.cgroup_parent, id);
+      over_budget[id] = RefusedByParentPidsLimit(config_.cgroup_parent, id);
       panics[id] = runner_.SentryPanic(id);
       usages[id] = ReadCgroupUsage(config_.cgroup_parent, id);
       runner_.Remove(id);
@@ -120,6 +122,13 @@ void SandboxManagerImpl::MonitorLoop() {
         Finish(e, v1::SANDBOX_OUTCOME_UNCLAIMED,
                "handed over, but its caller did not claim it in time (the answer was lost or "
                "came too late); it was ended");
+      } else if (over_budget[id] && !panics[id].empty()) {
+        // gVisor's sentry panics when the host refuses it a thread; here the refusal came
+        // from the budget of all sandboxes together, not from this sandbox's own ceiling.
+        Finish(e, v1::SANDBOX_OUTCOME_LOST,
+               "the host task budget of all sandboxes (" + std::to_string(host_pids_budget_) +
+                   ", --host-pids-budget) was reached and gVisor's sentry could not make a "
+                   "thread; the sandbox was ended (sentry: " + panics[id] + ")");
       } else if (WIFEXITED(status)) {
         e.info.set_exit_code(WEXITSTATUS(status));
         Finish(e, v1::SANDBOX_OUTCOME_EXITED,

@@ -35,6 +35,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cgroup-parent", config.cgroup_parent, "parent cgroup name")
       ->capture_default_str();
+  app.add_option("--host-pids-budget", config.host_pids_budget,
+                 "host tasks all sandboxes together may hold (the parent cgroup's pids.max); 0: "
+                 "half of min(kernel.pid_max, kernel.threads-max)")
+      ->capture_default_str();
   app.add_option("--warm-pool-size", config.warm_pool_size, "ready sandboxes per shape (0: none)")
       ->capture_default_str();
   app.add_option("--max-warm-shapes", config.max_warm_shapes, "shapes with warm pools")
