@@ -32,7 +32,11 @@ done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 # Only the binaries this job starts: a first run builds in minutes, not the whole suite.
-SINEW_TARGETS="sinew-store sinew-sandboxd sinew-sandbox-agent sinew-model sinew-harness sinew" ./scripts/build.sh
+# A fresh build directory is configured without debug information (the same -O2 code as
+# the default RelWithDebInfo): a quarter less compile time. An existing one keeps its type.
+first=()
+[ -f "${SINEW_BUILD_DIR:-build}/CMakeCache.txt" ] || first=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG")
+SINEW_TARGETS="sinew-store sinew-sandboxd sinew-sandbox-agent sinew-model sinew-harness sinew" ./scripts/build.sh ${first[@]+"${first[@]}"}
 BIN=$ROOT/${SINEW_BUILD_DIR:-build}/bin
 DATA=$(mktemp -d /tmp/sinew-run-XXXXXX)
 PIDS=()
