@@ -31,6 +31,14 @@ for arg in "$@"; do
 done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# The sandbox image (debootstrap, mostly waiting on the network) is built while the
+# binaries compile; a ready image is left alone.
+IMAGE_PID=""
+IMAGE_LOG=$(mktemp /tmp/sinew-image-XXXXXX.log)
+if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
+  ./sandbox-agent/image/build-image.sh default >"$IMAGE_LOG" 2>&1 &
+  IMAGE_PID=$!
+fi
 # Only the binaries this job starts: a first run builds in minutes, not the whole suite.
 # A fresh build directory is configured without debug information (the same -O2 code as
 # the default RelWithDebInfo): a quarter less compile time. An existing one keeps its type.
@@ -43,7 +51,7 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$DATA"
+  rm -rf "$DATA" "$IMAGE_LOG"
 }
 trap cleanup EXIT
 wait_line() {  # wait_line FILE PATTERN: waits up to 60 s for PATTERN in FILE
@@ -79,7 +87,10 @@ echo "== sinew-store      $STORE  ($DATA/store)${STORE_TLS[*]:+, mTLS}"
 # 2. The sandboxes: root and runc are needed; the image is built once (debootstrap).
 SANDBOXD=""
 if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
-  ./sandbox-agent/image/build-image.sh default
+  if ! wait "$IMAGE_PID"; then
+    echo "run.sh: building the sandbox image failed:" >&2; cat "$IMAGE_LOG" >&2; exit 1
+  fi
+  cat "$IMAGE_LOG"
   SBPORT=$(free_port)
   "$BIN/sinew-sandboxd" --listen "127.0.0.1:$SBPORT" --state-dir "$DATA/sandboxd" \
     --cgroup-parent "sinew-run-$$" ${SANDBOXD_TLS[@]+"${SANDBOXD_TLS[@]}"} >"$DATA/sandboxd.out" 2>&1 &
