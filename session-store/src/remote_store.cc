@@ -24,8 +24,6 @@ namespace {
 
 using Stub = v1::SessionStore::Stub;
 
-// Streams Watch responses into a queue that Next() drains, through gRPC's callback API:
-// no thread of its own. gRPC's threads deliver each event (and call OnReady's callback).
 // A channel and its stub. RemoteStore replaces it after a call fails with UNAVAILABLE (see
 // Failed); whoever still uses the old one (a call, a watch) keeps it alive.
 struct Connection {
@@ -33,6 +31,8 @@ struct Connection {
   std::unique_ptr<Stub> stub;
 };
 
+// Streams Watch responses into a queue that Next() drains, through gRPC's callback API:
+// no thread of its own. gRPC's threads deliver each event (and call OnReady's callback).
 class RemoteWatcher final : public EventWatcher, private grpc::ClientReadReactor<v1::Event> {
  public:
   RemoteWatcher(std::shared_ptr<Connection> conn, const v1::WatchRequest& req) : conn_(std::move(conn)), req_(req) {
