@@ -124,13 +124,14 @@ class ApiHandler {
   Status RecordAccess(const std::string& id, const v1::Event& audit);
   // GET /v1/audit: the caller's tenant's audit log, oldest first, a page at a time.
   ApiResponse ListAudit(const std::string& query, const std::string& tenant);
-  // Appends `events` to a session nobody drives here, under a short lease of our own (an
-  // imported session no harness ever leased takes events other than a user_message under
-  // no lease: it stays a record); when another harness drives it, forwards `r` there.
+  // Appends `events` to session `known` (as the caller read it), which nobody drives here,
+  // under a short lease of our own (an imported session no harness ever leased takes
+  // events other than a user_message under no lease: it stays a record); when another
+  // harness drives it, forwards `r` there.
   // Sets *forwarded to the answer to send: the forwarded one, or a 503 with Retry-After
   // when the driving harness does not answer or took the session over meanwhile.
   // kFailedPrecondition when `reject_terminal` and the session has ended.
-  Result<v1::Session> AppendUndriven(const ApiRequest& r, const std::string& id,
+  Result<v1::Session> AppendUndriven(const ApiRequest& r, const v1::Session& known,
                                      std::vector<v1::Event> events, bool reject_terminal,
                                      ApiResponse* forwarded);
 

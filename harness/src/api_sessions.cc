@@ -159,9 +159,10 @@ ApiResponse ApiHandler::GetEvents(const std::string& id, const std::string& quer
   return out;
 }
 
-Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::string& id,
+Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const v1::Session& known,
                                                std::vector<v1::Event> events, bool reject_terminal,
                                                ApiResponse* forwarded) {
+  const std::string& id = known.id();
   // Appends `events` after `meta`'s last event (lease_epoch 0: under no lease) and reads
   // the session back. A refusal because a driver took the session over in between (a live
   // lease, or its log moved on) is a 503 to retry, as below: the request itself is fine.
@@ -195,11 +196,9 @@ Result<v1::Session> ApiHandler::AppendUndriven(const ApiRequest& r, const std::s
   // Only a message (a user_message) makes it work.
   const bool wakes =
       std::any_of(events.begin(), events.end(), [](const v1::Event& e) { return e.has_user_message(); });
-  if (!wakes) {
-    auto record = deps_.store->GetSession(id);
-    if (!record.ok()) return record.status();
-    if (record->imported() && record->lease_epoch() == 0) return append(*record, 0);
-  }
+  // The caller's read will do: if a driver took the session since, the store refuses the
+  // append (its expected_next_seq or the live lease) and the client retries.
+  if (!wakes && known.imported() && known.lease_epoch() == 0) return append(known, 0);
   const std::string api_owner = deps_.owner + "/api";
   const auto ttl = std::chrono::milliseconds(deps_.config->lease_ttl_ms);
   auto lease = deps_.store->AcquireLease(id, {api_owner, deps_.config->advertise_url}, ttl);
@@ -262,7 +261,7 @@ ApiResponse ApiHandler::PostMessage(const ApiRequest& r, const std::string& id, 
   v1::Event ev;
   ev.mutable_user_message()->set_text(deps_.vault->Redact(text));
   ApiResponse forwarded;
-  auto after = AppendUndriven(r, id, {ev}, false, &forwarded);
+  auto after = AppendUndriven(r, *meta, {ev}, false, &forwarded);
   if (!after.ok()) {
     if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
     return FromStatus(after.status());
@@ -291,7 +290,7 @@ ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const
   ev.mutable_status_change()->set_to(v1::SESSION_STATUS_CANCELLED);
   ev.mutable_status_change()->set_reason("cancelled by the user");
   ApiResponse forwarded;
-  auto after = AppendUndriven(r, id, {audit, ev}, true, &forwarded);
+  auto after = AppendUndriven(r, *meta, {audit, ev}, true, &forwarded);
   if (!after.ok()) {
     if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
     return FromStatus(after.status());

@@ -120,8 +120,7 @@ class RocksStore final : public SessionStore {
 
   // Audit records are written one at a time, each with an id above the last one's, so
   // that a reader paging through a tenant's log never finds one appear behind its place.
-  std::mutex audit_mu_;
-  std::string last_audit_raw_;  // GUARDED_BY(audit_mu_); the last record's raw id ("" none yet)
+  std::mutex audit_mu_;  // serialises AppendAudit: each record's id follows its tenant's last
 
   std::array<std::mutex, kStripes> stripes_;
   std::mutex cache_mu_;

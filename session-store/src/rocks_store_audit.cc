@@ -44,26 +44,29 @@ Result<v1::AuditRecord> RocksStore::AppendAudit(const v1::AppendAuditRequest& re
   if (record.ByteSizeLong() + 64 > kMaxAuditRecordBytes) {
     return Status::InvalidArgument("audit record is over " + std::to_string(kMaxAuditRecordBytes) + " bytes");
   }
+  const std::string prefix = keys::AuditPrefix(req.audit().tenant());
   std::lock_guard<std::mutex> lock(audit_mu_);
-  if (last_audit_raw_.empty()) {
-    // The newest record of any tenant, so that ids keep rising across a restart.
+  // The tenant's newest record (ids rise within a tenant's log, across restarts too): one
+  // seek to the last key under its prefix, which ends in '\0', so every key of it sorts
+  // below the prefix with '\1' in that place.
+  std::string last;
+  {
+    std::string upper = prefix;
+    upper.back() = '\1';
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
-    for (it->Seek("U"); it->Valid() && it->key().starts_with("U"); it->Next()) {
-      rocksdb::Slice key = it->key();
-      if (key.size() < kAuditIdBytes) continue;
-      std::string raw(key.data() + key.size() - kAuditIdBytes, kAuditIdBytes);
-      if (raw > last_audit_raw_) last_audit_raw_ = raw;
+    it->SeekForPrev(upper);
+    if (it->Valid() && it->key().starts_with(prefix) && it->key().size() == prefix.size() + kAuditIdBytes) {
+      last.assign(it->key().data() + prefix.size(), kAuditIdBytes);
     }
     SINEW_RETURN_IF_ERROR(FromRocks(it->status(), "reading the audit log"));
   }
   const int64_t now = NowUnixMs();
-  const std::string raw = NextAuditRaw(last_audit_raw_, now);
+  const std::string raw = NextAuditRaw(last, now);
   record.set_id(keys::ToHex(raw));
   record.set_recorded_unix_ms(now);
   SINEW_RETURN_IF_ERROR(FromRocks(db_->Put(write_options_, handles_[0], keys::AuditKey(req.audit().tenant(), raw),
                                            record.SerializeAsString()),
                                   "writing an audit record"));
-  last_audit_raw_ = raw;
   return record;
 }
 

@@ -11,6 +11,7 @@
 
 #include "bounds.h"
 #include "methods.h"
+#include "markup_filters.h"
 #include "text_filters.h"
 
 namespace sinew::jinja {
@@ -20,11 +21,6 @@ using FilterFn = Value (*)(const Value&, const CallArgs&);
 using TestFn = bool (*)(const Value&, const CallArgs&);
 
 const Value* Arg(const CallArgs& args, size_t index, std::string_view name) { return args.Get(index, name); }
-
-Value ArgOr(const CallArgs& args, size_t index, std::string_view name, Value fallback) {
-  const Value* v = args.Get(index, name);
-  return v ? *v : fallback;
-}
 
 const Value& Required(const CallArgs& args, size_t index, std::string_view name, std::string_view what) {
   const Value* v = args.Get(index, name);
@@ -69,8 +65,8 @@ Value SameKind(const Value& input, std::string text) {
 }
 
 Value FilterTojson(const Value& v, const CallArgs& args) {
-  const Value indent = ArgOr(args, 1, "indent", Value::None());
-  const Value sort_keys = ArgOr(args, 4, "sort_keys", Value(false));
+  const Value indent = args.GetOr(1, "indent", Value::None());
+  const Value sort_keys = args.GetOr(4, "sort_keys", Value(false));
   if (Arg(args, 3, "separators") != nullptr && !Arg(args, 3, "separators")->is_none()) {
     Fail("tojson: separators are not supported");
   }
@@ -106,13 +102,13 @@ Value FilterLast(const Value& v, const CallArgs&) {
   return items.empty() ? Value::Undefined("last") : items.back();
 }
 Value FilterDefault(const Value& v, const CallArgs& args) {
-  const Value fallback = ArgOr(args, 0, "default_value", Value(""));
-  const bool boolean = ArgOr(args, 1, "boolean", Value(false)).Truthy();
+  const Value fallback = args.GetOr(0, "default_value", Value(""));
+  const bool boolean = args.GetOr(1, "boolean", Value(false)).Truthy();
   if (v.is_undefined() || (boolean && !v.Truthy())) return fallback;
   return v;
 }
 Value FilterJoin(const Value& v, const CallArgs& args) {
-  const std::string sep = ArgOr(args, 0, "d", Value("")).Str();
+  const std::string sep = args.GetOr(0, "d", Value("")).Str();
   const Value* attribute = Arg(args, 1, "attribute");
   std::string out;
   bool first = true;
@@ -125,17 +121,17 @@ Value FilterJoin(const Value& v, const CallArgs& args) {
   return Value(out);
 }
 Value FilterReplace(const Value& v, const CallArgs& args) {
-  const Value count = ArgOr(args, 2, "count", Value::None());
+  const Value count = args.GetOr(2, "count", Value::None());
   return Value(PyReplace(v.Str(), Required(args, 0, "old", "replace").Str(),
                          Required(args, 1, "new", "replace").Str(), count.is_none() ? -1 : count.int_value()));
 }
 Value FilterIndent(const Value& v, const CallArgs& args) {
-  const Value width = ArgOr(args, 0, "width", Value(4));
+  const Value width = args.GetOr(0, "width", Value(4));
   if (!width.is_string() && width.int_value() > 0) CheckTextSize(static_cast<size_t>(width.int_value()));
   const std::string indent =
       width.is_string() ? width.str() : std::string(static_cast<size_t>(std::max<int64_t>(width.int_value(), 0)), ' ');
-  const bool first = ArgOr(args, 1, "first", Value(false)).Truthy();
-  const bool blank = ArgOr(args, 2, "blank", Value(false)).Truthy();
+  const bool first = args.GetOr(1, "first", Value(false)).Truthy();
+  const bool blank = args.GetOr(2, "blank", Value(false)).Truthy();
   std::vector<std::string> lines = PySplitLines(v.Str() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -146,7 +142,7 @@ Value FilterIndent(const Value& v, const CallArgs& args) {
   return Value(first ? indent + out : out);
 }
 Value FilterInt(const Value& v, const CallArgs& args) {
-  const Value fallback = ArgOr(args, 0, "default", Value(0));
+  const Value fallback = args.GetOr(0, "default", Value(0));
   if (v.kind() == Value::Kind::kFloat) return Value(static_cast<int64_t>(v.float_value()));
   if (v.is_number()) return Value(v.int_value());
   if (v.is_string()) {
@@ -172,7 +168,7 @@ Value FilterFloat(const Value& v, const CallArgs& args) {
     } catch (const std::exception&) {
     }
   }
-  return ArgOr(args, 0, "default", Value(0.0));
+  return args.GetOr(0, "default", Value(0.0));
 }
 Value FilterAbs(const Value& v, const CallArgs&) {
   if (v.kind() == Value::Kind::kFloat) return Value(std::fabs(v.float_value()));
@@ -194,7 +190,7 @@ Value SortKey(const Value& v, bool case_sensitive) {
   return !case_sensitive && v.is_string() ? Value(PyLower(v.str())) : v;
 }
 Value FilterUnique(const Value& v, const CallArgs& args) {
-  const bool case_sensitive = ArgOr(args, 0, "case_sensitive", Value(false)).Truthy();
+  const bool case_sensitive = args.GetOr(0, "case_sensitive", Value(false)).Truthy();
   const Value* attribute = Arg(args, 1, "attribute");
   std::vector<Value> out, seen;
   for (const Value& item : v.Items()) {
@@ -207,8 +203,8 @@ Value FilterUnique(const Value& v, const CallArgs& args) {
   return Value::Generator(std::move(out));
 }
 Value FilterSort(const Value& v, const CallArgs& args) {
-  const bool reverse = ArgOr(args, 0, "reverse", Value(false)).Truthy();
-  const bool case_sensitive = ArgOr(args, 1, "case_sensitive", Value(false)).Truthy();
+  const bool reverse = args.GetOr(0, "reverse", Value(false)).Truthy();
+  const bool case_sensitive = args.GetOr(1, "case_sensitive", Value(false)).Truthy();
   const Value* attribute = Arg(args, 2, "attribute");
   // make_multi_attrgetter: "a,b.c" sorts by a, then b.c.
   std::vector<std::string> paths;
@@ -237,9 +233,9 @@ Value FilterSort(const Value& v, const CallArgs& args) {
 
 // dictsort(case_sensitive=false, by="key", reverse=false): the (key, value) pairs, sorted.
 Value FilterDictsort(const Value& v, const CallArgs& args) {
-  const bool case_sensitive = ArgOr(args, 0, "case_sensitive", Value(false)).Truthy();
-  const std::string by = ArgOr(args, 1, "by", Value("key")).Str();
-  const bool reverse = ArgOr(args, 2, "reverse", Value(false)).Truthy();
+  const bool case_sensitive = args.GetOr(0, "case_sensitive", Value(false)).Truthy();
+  const std::string by = args.GetOr(1, "by", Value("key")).Str();
+  const bool reverse = args.GetOr(2, "reverse", Value(false)).Truthy();
   if (by != "key" && by != "value") Fail("You can only sort by either \"key\" or \"value\"");
   if (!v.is_mapping()) Fail("'" + v.TypeName() + "' object has no attribute 'items'");
   std::vector<Value> pairs;
@@ -256,8 +252,8 @@ Value FilterDictsort(const Value& v, const CallArgs& args) {
 Value FilterGroupby(const Value& v, const CallArgs& args) {
   const Value* attribute = Arg(args, 0, "attribute");
   if (attribute == nullptr) Fail("groupby() missing required argument 'attribute'");
-  const Value fallback = ArgOr(args, 1, "default", Value::None());
-  const bool case_sensitive = ArgOr(args, 2, "case_sensitive", Value(false)).Truthy();
+  const Value fallback = args.GetOr(1, "default", Value::None());
+  const bool case_sensitive = args.GetOr(2, "case_sensitive", Value(false)).Truthy();
   // make_attrgetter with a default: each missing part of "a.b" becomes the default.
   std::vector<Value> parts;
   if (attribute->kind() == Value::Kind::kInt) {
@@ -304,7 +300,7 @@ Value FilterBatch(const Value& v, const CallArgs& args) {
   if (count_arg == nullptr) Fail("batch() missing required argument 'linecount'");
   if (!count_arg->is_number()) Fail("batch: linecount must be a number");
   const double linecount = count_arg->float_value();
-  const Value fill = ArgOr(args, 1, "fill_with", Value::None());
+  const Value fill = args.GetOr(1, "fill_with", Value::None());
   std::vector<Value> out, current;
   for (const Value& item : v.Items()) {
     if (static_cast<double>(current.size()) == linecount) {
@@ -333,7 +329,7 @@ Value FilterSlice(const Value& v, const CallArgs& args) {
   }
   const int64_t slices = slices_arg->int_value();
   if (slices == 0) Fail("integer division or modulo by zero");
-  const Value fill = ArgOr(args, 1, "fill_with", Value::None());
+  const Value fill = args.GetOr(1, "fill_with", Value::None());
   const std::vector<Value> seq = v.Items();
   std::vector<Value> out;
   if (slices < 0) return Value::Generator({});
@@ -355,7 +351,7 @@ Value FilterSlice(const Value& v, const CallArgs& args) {
 
 // min/max(case_sensitive=false, attribute=none): the first smallest / largest item.
 Value MinOrMax(const Value& v, const CallArgs& args, bool want_max) {
-  const bool case_sensitive = ArgOr(args, 0, "case_sensitive", Value(false)).Truthy();
+  const bool case_sensitive = args.GetOr(0, "case_sensitive", Value(false)).Truthy();
   const Value* attribute = Arg(args, 1, "attribute");
   const std::vector<Value> items = v.Items();
   if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
@@ -387,7 +383,7 @@ Value FilterRandom(const Value& v, const CallArgs&) {
 
 Value FilterSum(const Value& v, const CallArgs& args) {
   const Value* attribute = Arg(args, 0, "attribute");
-  Value total = ArgOr(args, 1, "start", Value(0));
+  Value total = args.GetOr(1, "start", Value(0));
   for (const Value& item : v.Items()) {
     const Value x = attribute && !attribute->is_none() ? Attribute(item, attribute->Str()) : item;
     if (x.is_number() && total.is_number()) {
@@ -477,8 +473,8 @@ double RoundFloat(double x, int64_t n) {
 }
 
 Value FilterRound(const Value& v, const CallArgs& args) {
-  const int64_t precision = ArgOr(args, 0, "precision", Value(0)).int_value();
-  const std::string method = ArgOr(args, 1, "method", Value("common")).Str();
+  const int64_t precision = args.GetOr(0, "precision", Value(0)).int_value();
+  const std::string method = args.GetOr(1, "method", Value("common")).Str();
   if (method != "common" && method != "ceil" && method != "floor") Fail("method must be common, ceil or floor");
   if (!v.is_number()) Fail("type " + v.TypeName() + " doesn't define __round__ method");
   if (method == "common") {

@@ -1,6 +1,6 @@
 // Jinja2's filters that compute text from text or values: center, truncate, wordwrap,
-// wordcount, filesizeformat, format (printf-style), striptags, forceescape, urlencode,
-// urlize, xmlattr and pprint. Each gives what its Python counterpart (Jinja2 3.1 under
+// wordcount, filesizeformat, format (printf-style) and pprint (those of HTML and URLs are
+// in markup_filters.h). Each gives what its Python counterpart (Jinja2 3.1 under
 // ImmutableSandboxedEnvironment, no autoescape) gives; inputs where an exact answer would
 // need more of Python than is here are errors, never different text. Results are held to
 // the render's bounds (bounds.h) before they are built. All throw JinjaError on failure.
@@ -16,11 +16,6 @@ Value FilterWordwrap(const Value& v, const CallArgs& args);        // (width=79,
 Value FilterWordcount(const Value& v, const CallArgs& args);
 Value FilterFilesizeformat(const Value& v, const CallArgs& args);  // (binary=false)
 Value FilterFormat(const Value& v, const CallArgs& args);          // (*args | **kwargs)
-Value FilterStriptags(const Value& v, const CallArgs& args);
-Value FilterForceescape(const Value& v, const CallArgs& args);
-Value FilterUrlencode(const Value& v, const CallArgs& args);
-Value FilterUrlize(const Value& v, const CallArgs& args);  // (trim_url_limit, nofollow, target, rel, extra_schemes)
-Value FilterXmlattr(const Value& v, const CallArgs& args);  // (autospace=true)
 Value FilterPprint(const Value& v, const CallArgs& args);
 
 // Python's `\w` for one code point (str patterns): a letter, a number or '_'.

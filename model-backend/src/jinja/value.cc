@@ -26,6 +26,11 @@ const Value* CallArgs::Get(size_t index, std::string_view name) const {
   return index < positional.size() ? &positional[index] : nullptr;
 }
 
+Value CallArgs::GetOr(size_t index, std::string_view name, Value fallback) const {
+  const Value* v = Get(index, name);
+  return v ? *v : std::move(fallback);
+}
+
 const Value* DictData::Find(std::string_view key) const {
   for (const auto& [k, v] : items) {
     if (k == key) return &v;

@@ -35,6 +35,8 @@ struct CallArgs {
   std::vector<std::pair<std::string, Value>> keyword;
   // The positional or keyword argument `name` at `index`, or nullptr.
   const Value* Get(size_t index, std::string_view name) const;
+  // That argument, or `fallback` when it was not given.
+  Value GetOr(size_t index, std::string_view name, Value fallback) const;
 };
 using Function = std::function<Value(CallArgs&)>;
 
