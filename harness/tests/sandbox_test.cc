@@ -10,6 +10,7 @@
 
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
+#include "sinew/session_store/session_store.h"
 #include "test_util.h"
 #include "tools.h"
 
@@ -374,9 +375,17 @@ TEST_F(SandboxTest, ASessionWhoseDriverLostTheLeaseInALongCommandIsDrivenAnewAtO
     if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(running);
-  // Frozen for longer than the lease's ttl: the store lets the lease expire.
+  // Frozen for longer than the lease's ttl, and meanwhile another owner takes the expired
+  // lease (briefly): the harness has lost it when it wakes up.
   harness.proc->Signal(SIGSTOP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  auto store = store::ConnectSessionStore(store_->address);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Result<v1::Lease> taken = Status::Unavailable("not tried");
+  for (int i = 0; i < 300 && !taken.ok(); ++i) {
+    taken = (*store)->AcquireLease(id, {"test-intruder", ""}, std::chrono::milliseconds(100));
+    if (!taken.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(taken.ok()) << "the frozen harness's lease never expired: " << taken.status().ToString();
   harness.proc->Signal(SIGCONT);
   ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed", 180), "completed");
   auto events = AllEvents(harness.url(), kKey, id);

@@ -1,6 +1,7 @@
 // Several harness processes on one sinew-store: each session is driven by one of them
 // at a time (leases); a harness that stops answering (SIGSTOP) loses its sessions to
-// another once its lease expires, and its late writes, when it wakes up, are refused.
+// another once its lease expires, and its late writes, when it wakes up, are refused; one
+// that nobody replaced goes on with its work.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -104,6 +105,34 @@ TEST_F(TakeoverTest, AStalledHarnessIsTakenOverAndItsLateWriteIsRefused) {
   // B's log tells the recovery at the info level, naming the session.
   auto logged = b.proc->WaitForLine("session " + id + ": resumed by", std::chrono::seconds(5));
   EXPECT_TRUE(logged.has_value()) << "B should log that it resumed the session";
+}
+
+// A harness that falls behind (here: frozen past its lease's ttl) while no other harness
+// is there to take its sessions keeps driving them: its late renewal is accepted, its
+// model call is not thrown away, and the session is not resumed as if it had been lost.
+TEST_F(TakeoverTest, AHarnessLateToRenewKeepsTheSessionsNobodyTookFromIt) {
+  HarnessProcess a(dir_.Sub("a.json"), Config());
+  ASSERT_FALSE(a.address.empty());
+  auto r = Api("POST", a.url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
+  ASSERT_EQ(r.status, 201);
+  const std::string id(r.json.at("session").at("id").as_string());
+  for (int i = 0; i < 400 && Count(AllEvents(a.url(), kKey, id), "model_request") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(Count(AllEvents(a.url(), kKey, id), "model_request"), 1);
+  a.proc->Signal(SIGSTOP);
+  // Past the 900 ms ttl: the store lets the lease expire, and nobody takes it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  a.proc->Signal(SIGCONT);
+  ASSERT_EQ(WaitForStatus(a.url(), kKey, id, "completed"), "completed");
+  auto events = AllEvents(a.url(), kKey, id);
+  EXPECT_EQ(Count(events, "model_request"), 1) << "the model call in flight was redone";
+  EXPECT_EQ(Count(events, "model_response"), 1);
+  for (const auto& e : events) {
+    EXPECT_FALSE(e.contains("annotation") && e.at("annotation").at("labels").at("kind").as_string() == "resume")
+        << "the session was resumed as if its driver had been lost: " << json::serialize(e);
+  }
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].at("seq").as_string(), std::to_string(i + 1));
 }
 
 TEST_F(TakeoverTest, CancelSentToTheOtherHarnessIsForwardedToTheDriver) {

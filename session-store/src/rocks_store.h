@@ -104,8 +104,11 @@ class RocksStore final : public SessionStore {
                                           uint64_t expected_next_seq, uint64_t lease_epoch,
                                           const std::string& idempotency_key);
   Status CheckFence(const SessionState& state, uint64_t lease_epoch, int64_t now_ms) const;
+  // Writes `lease` (and, with bump_meta_epoch, its epoch into the metadata). sync=false
+  // skips the fsync even in sync durability: only for a renewal, whose loss in a machine
+  // crash shortens a lease and never grants one.
   Result<v1::Lease> WriteLease(const std::string& raw_id, SessionState* state, v1::Lease lease,
-                               bool bump_meta_epoch);
+                               bool bump_meta_epoch, bool sync = true);
 
   // Constant after construction.
   const StoreOptions options_;

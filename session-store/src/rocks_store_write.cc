@@ -15,6 +15,12 @@ bool LeaseLive(const v1::Lease& lease, int64_t now_ms) {
   return lease.epoch() != 0 && lease.expires_unix_ms() > now_ms;
 }
 
+// Whether `owner` still holds `epoch`: granted to it and neither released nor taken by
+// another since. Expiry alone does not end a holding: it only lets another acquire.
+bool LeaseHeldBy(const v1::Lease& lease, const std::string& owner, uint64_t epoch) {
+  return epoch != 0 && lease.epoch() == epoch && lease.owner() == owner && lease.expires_unix_ms() != 0;
+}
+
 }  // namespace
 
 Status RocksStore::CheckFence(const SessionState& state, uint64_t lease_epoch,
@@ -28,10 +34,11 @@ Status RocksStore::CheckFence(const SessionState& state, uint64_t lease_epoch,
     }
     return Status::Ok();
   }
-  if (lease_epoch != 0) {
+  // Expired but not taken: its holder may still write (nobody else can have started).
+  if (lease_epoch != 0 && (lease_epoch != lease.epoch() || lease.expires_unix_ms() == 0)) {
     return Status::Aborted("fenced out: lease epoch " + std::to_string(lease_epoch) +
                            " of session " + state.meta.id() +
-                           " has expired or was released; acquire the lease again");
+                           " was released or taken by another; acquire the lease again");
   }
   return Status::Ok();
 }
@@ -160,7 +167,7 @@ Result<v1::Session> RocksStore::SetStatus(const v1::SetStatusRequest& req) {
 }
 
 Result<v1::Lease> RocksStore::WriteLease(const std::string& raw_id, SessionState* state,
-                                         v1::Lease lease, bool bump_meta_epoch) {
+                                         v1::Lease lease, bool bump_meta_epoch, bool sync) {
   rocksdb::WriteBatch batch;
   batch.Put(leases_cf_, raw_id, lease.SerializeAsString());
   v1::Session meta = state->meta;
@@ -168,8 +175,9 @@ Result<v1::Lease> RocksStore::WriteLease(const std::string& raw_id, SessionState
     meta.set_lease_epoch(lease.epoch());
     batch.Put(sessions_cf_, raw_id, meta.SerializeAsString());
   }
-  SINEW_RETURN_IF_ERROR(
-      FromRocks(db_->Write(write_options_, &batch), "writing lease of " + meta.id()));
+  rocksdb::WriteOptions options = write_options_;
+  options.sync = options.sync && sync;
+  SINEW_RETURN_IF_ERROR(FromRocks(db_->Write(options, &batch), "writing lease of " + meta.id()));
   state->meta = std::move(meta);
   state->lease = lease;
   state->NotifyLocked();
@@ -217,12 +225,14 @@ Result<v1::Lease> RocksStore::RenewLease(const std::string& session_id, const st
   SINEW_ASSIGN_OR_RETURN(auto state, LoadedState(raw, &lock));
   const int64_t now = NowUnixMs();
   v1::Lease lease = state->lease;
-  if (!LeaseLive(lease, now) || lease.epoch() != epoch || lease.owner() != owner) {
+  // A late renewal (the holder was slow, the store was busy) keeps a lease nobody took
+  // in the meantime: a holder is replaced only by another's acquire, never by its own lag.
+  if (!LeaseHeldBy(lease, owner, epoch)) {
     return Status::Aborted("lease epoch " + std::to_string(epoch) + " of session " + session_id +
                            " is no longer held by '" + owner + "'; acquire it again");
   }
   lease.set_expires_unix_ms(now + ttl.count());
-  return WriteLease(raw, state.get(), lease, false);
+  return WriteLease(raw, state.get(), lease, false, /*sync=*/false);
 }
 
 Status RocksStore::ReleaseLease(const std::string& session_id, const std::string& owner,

@@ -83,20 +83,50 @@ TEST_F(LeaseTest, AcquireAfterExpiryRaisesEpochAndFencesTheOldHolder) {
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(store_->Append(AppendOf(id_, 2, a->epoch(), {"from a"})).ok());
   std::this_thread::sleep_for(milliseconds(80));
-  // Expired: the old holder can neither renew nor append.
+  auto b = store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(60000));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->epoch(), a->epoch() + 1);
+  // Taken by another: the old holder can neither renew nor append.
   EXPECT_EQ(store_->RenewLease(id_, "harness-a", a->epoch(), milliseconds(50)).status().code(),
             StatusCode::kAborted);
   EXPECT_EQ(store_->Append(AppendOf(id_, 3, a->epoch(), {"late a"})).status().code(),
             StatusCode::kAborted);
-  auto b = store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(60000));
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->epoch(), a->epoch() + 1);
   EXPECT_EQ(store_->Append(AppendOf(id_, 3, 0, {"unfenced"})).status().code(),
             StatusCode::kAborted);
   ASSERT_TRUE(store_->Append(AppendOf(id_, 3, b->epoch(), {"from b"})).ok());
   auto events = AllEvents(*store_, id_);
   ASSERT_EQ(events->events_size(), 3);
   EXPECT_EQ(events->events(2).user_message().text(), "from b");
+}
+
+// A holder that renews or writes late (a loaded machine, a paused process) keeps its lease
+// as long as nobody took it: lateness alone never makes a process give up its own work.
+TEST_F(LeaseTest, AnExpiredLeaseNobodyTookIsStillItsHolders) {
+  auto a = store_->AcquireLease(id_, {"harness-a", ""}, milliseconds(50));
+  ASSERT_TRUE(a.ok());
+  std::this_thread::sleep_for(milliseconds(80));
+  EXPECT_FALSE(store_->GetSession(id_)->has_lease()) << "an expired lease is not reported live";
+  ASSERT_TRUE(store_->Append(AppendOf(id_, 2, a->epoch(), {"late but alone"})).ok());
+  auto renewed = store_->RenewLease(id_, "harness-a", a->epoch(), milliseconds(60000));
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_EQ(renewed->epoch(), a->epoch());
+  // Renewed: live again, so another owner cannot take it.
+  EXPECT_EQ(store_->AcquireLease(id_, {"harness-b", ""}, milliseconds(100)).status().code(),
+            StatusCode::kFailedPrecondition);
+  // Nobody else can pass for the holder: not another owner, not another epoch.
+  EXPECT_EQ(store_->RenewLease(id_, "harness-b", a->epoch(), milliseconds(50)).status().code(),
+            StatusCode::kAborted);
+  EXPECT_EQ(store_->RenewLease(id_, "harness-a", a->epoch() + 1, milliseconds(50)).status().code(),
+            StatusCode::kAborted);
+  // Released: over for good, even for the holder.
+  ASSERT_TRUE(store_->ReleaseLease(id_, "harness-a", a->epoch()).ok());
+  EXPECT_EQ(store_->RenewLease(id_, "harness-a", a->epoch(), milliseconds(50)).status().code(),
+            StatusCode::kAborted);
+  EXPECT_EQ(store_->Append(AppendOf(id_, 3, a->epoch(), {"after release"})).status().code(),
+            StatusCode::kAborted);
+  auto events = AllEvents(*store_, id_);
+  ASSERT_EQ(events->events_size(), 2);
+  EXPECT_EQ(events->events(1).user_message().text(), "late but alone");
 }
 
 TEST_F(LeaseTest, LeasesSurviveReopen) {

@@ -99,7 +99,8 @@ class SessionStore {
 
   // Appends events atomically, with the metadata change, in one write batch.
   // REQUIRES: req.expected_next_seq equals the session's next_seq (else kFailedPrecondition);
-  // req.lease_epoch equals the live lease's epoch, or 0 when no lease is live (else kAborted).
+  // req.lease_epoch equals the live lease's epoch; with no live lease it is 0, or the epoch
+  // of an expired lease that nobody released or took since (else kAborted).
   // A repeated idempotency_key returns the first attempt's sequence numbers, writes nothing.
   [[nodiscard]] virtual Result<v1::AppendResponse> Append(const v1::AppendRequest& req) = 0;
 
@@ -135,10 +136,14 @@ class SessionStore {
   // Leases decide which process drives a session. An acquire after expiry or release
   // raises the epoch; an acquire while another owner holds a live lease fails with
   // kFailedPrecondition; the holder re-acquiring keeps its epoch and extends the lease.
+  // Expiry lets another acquire; until one does (or the holder releases), the holder
+  // still holds its epoch: it can renew and append, so that a slow holder is replaced
+  // only by another process, never by its own lateness.
   [[nodiscard]] virtual Result<v1::Lease> AcquireLease(const std::string& session_id,
                                                        const LeaseHolder& holder,
                                                        std::chrono::milliseconds ttl) = 0;
-  // Extends a live lease. kAborted when the lease expired, was released or is another's.
+  // Extends the lease `owner` holds at `epoch`, expired or not. kAborted when it was
+  // released or another acquired it since.
   [[nodiscard]] virtual Result<v1::Lease> RenewLease(const std::string& session_id,
                                                      const std::string& owner, uint64_t epoch,
                                                      std::chrono::milliseconds ttl) = 0;
