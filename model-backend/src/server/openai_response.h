@@ -14,6 +14,7 @@
 #include "openai_request.h"
 #include "tool_calls.h"
 #include "sinew/model/tokenizer.h"
+#include "sinew/reasoning_splitter.h"
 
 namespace sinew::model {
 

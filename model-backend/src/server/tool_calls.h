@@ -18,9 +18,6 @@
 // streamed pieces, which are cut from the same text as it arrives, concatenate to exactly
 // the arguments of the finished parse.
 //
-// Reasoning: <think>...</think> at the start of the output (or after a prompt that
-// ends with <think>) is split off as reasoning_content by ReasoningSplitter.
-//
 // Thread-safety: free functions are pure; a ToolCallStreamFilter is used by one thread.
 #pragma once
 
@@ -121,30 +118,5 @@ class ToolCallStreamFilter {
   bool in_call_ = false;   // a call started: hold everything from here
   std::vector<PartialToolCall> sent_;  // what was streamed of each call
 };
-
-// Splits generated text into reasoning (<think>...</think>) and the rest, as it streams.
-// Only a <think> at the very start (after whitespace) opens reasoning, or the prompt
-// when it ended with "<think>" (`opened_by_prompt`, DeepSeek R1's templates do so).
-class ReasoningSplitter {
- public:
-  explicit ReasoningSplitter(bool opened_by_prompt)
-      : state_(opened_by_prompt ? State::kThinking : State::kStart) {}
-  struct Parts {
-    std::string reasoning;
-    std::string content;
-  };
-  // The parts of `text` that are final now (a possible tag prefix is held back).
-  Parts Push(std::string_view text);
-  // Whatever was held back.
-  Parts Finish();
-
- private:
-  enum class State { kStart, kThinking, kContent } state_;
-  std::string held_;
-  bool skip_space_ = false;  // drop the whitespace that follows </think>
-};
-
-// Non-streaming: the reasoning (trimmed) and the content of `text`.
-ReasoningSplitter::Parts SplitReasoning(std::string_view text, bool opened_by_prompt);
 
 }  // namespace sinew::model
