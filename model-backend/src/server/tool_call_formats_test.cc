@@ -15,7 +15,9 @@
 
 #include "sinew/model/chat_template.h"
 #include "openai_response.h"
-#include "tool_calls.h"
+#include "forced_tool_call.h"
+#include "tool_call_parser.h"
+#include "tool_call_stream.h"
 
 namespace sinew::model {
 namespace {
