@@ -1,6 +1,6 @@
 // Event decoding and export/import lines. Each input line is decoded as the CLI reads
 // `sinew import` files and exported events (cli ParseEvent: proto3 JSON), exported again
-// as the harness writes them (EventToJson, GET /events and export) and read back: a
+// as the harness writes them (ProtoJsonLine, GET /events and export) and read back: a
 // decoded event must survive export -> import unchanged. The decoded events then go
 // through the store's append validation (ValidateEventForAppend), the binary encoding
 // the store keeps, and the harness's context builder (BuildContext, which turns a
@@ -15,7 +15,7 @@
 #include "context_builder.h"
 #include "event_util.h"
 #include "fuzz_util.h"
-#include "json_util.h"
+#include "sinew/proto_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rest = after;
     auto ev = sinew::cli::ParseEvent(line);
     if (!ev.ok()) continue;
-    const std::string exported = sinew::harness::EventToJson(*ev);
+    const std::string exported = sinew::ProtoJsonLine(*ev);
     auto again = sinew::cli::ParseEvent(exported);
     if (!again.ok()) sinew::fuzz::Violated("an exported event does not import");
     // (Compared as messages: a map's JSON key order is not stable between instances.)

@@ -23,7 +23,7 @@
 #include "api_handler.h"
 #include "fuzz_util.h"
 #include "harness_deps.h"
-#include "metrics.h"
+#include "sinew/metrics.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/model_client.h"
 #include "sinew/harness/vault.h"
@@ -58,7 +58,7 @@ struct World {
   std::map<std::string, std::unique_ptr<ModelClient>> models;
   std::unique_ptr<ProxyTools> proxy;
   std::unique_ptr<SandboxBackend> sandboxes;
-  Metrics metrics;
+  Metrics metrics({0.1, 1});
   std::unique_ptr<ApiKeys> api_keys;
   std::unique_ptr<TenantQuotas> quotas;
   std::atomic<bool> stopping{false};

@@ -1,9 +1,8 @@
 // sinew run | tail | sessions list | sessions show | cancel | message
-#include <google/protobuf/util/json_util.h>
-
 #include <iostream>
 #include <thread>
 
+#include "sinew/proto_json.h"
 #include "sinew/utf8.h"
 #include "context.h"
 
@@ -11,14 +10,6 @@ namespace sinew::cli {
 namespace json = boost::json;
 
 namespace {
-
-std::string EventJson(const v1::Event& ev) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(ev, &out, opts);
-  return out;
-}
 
 int ExitCodeFor(const v1::StatusChange& change) {
   switch (change.to()) {
@@ -92,7 +83,7 @@ int FollowSession(Context& ctx, const std::string& id, uint64_t after) {
       last = ev.seq();
       if (t0 == 0) t0 = ev.timestamp_unix_ms();
       if (ctx.json) {
-        std::cout << EventJson(ev) << std::endl;
+        std::cout << ProtoJsonLine(ev) << std::endl;
       } else {
         std::cout << RenderEvent(ev, t0, ctx.Render()) << std::endl;
       }

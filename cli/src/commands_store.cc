@@ -1,9 +1,8 @@
 // sinew store inspect | store backup: work on a store directory, without any server.
-#include <google/protobuf/util/json_util.h>
-
 #include <iostream>
 
 #include "context.h"
+#include "sinew/proto_json.h"
 #include "sinew/session_store/inspect.h"
 #include "sinew/session_store/session_store.h"
 
@@ -11,14 +10,6 @@ namespace sinew::cli {
 namespace json = boost::json;
 
 namespace {
-
-std::string ProtoJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
-  return out;
-}
 
 void Inspect(Context& ctx, const std::string& db, const std::string& session) {
   store::StoreOptions ro;
@@ -42,7 +33,7 @@ void Inspect(Context& ctx, const std::string& db, const std::string& session) {
       }
       if (page->events_size() == 0) break;
       for (const auto& ev : page->events()) {
-        std::cout << (ctx.json ? ProtoJson(ev) : RenderEvent(ev, t0, ctx.Render())) << "\n";
+        std::cout << (ctx.json ? ProtoJsonLine(ev) : RenderEvent(ev, t0, ctx.Render())) << "\n";
       }
     }
   } else {
@@ -57,7 +48,7 @@ void Inspect(Context& ctx, const std::string& db, const std::string& session) {
       }
       for (const auto& s : page->sessions()) {
         if (ctx.json) {
-          std::cout << ProtoJson(s) << "\n";
+          std::cout << ProtoJsonLine(s) << "\n";
         } else {
           rows.push_back({s.id(), store::SessionStatusName(s.status()), s.title(),
                           s.updated_unix_ms(), s.next_seq() - 1});

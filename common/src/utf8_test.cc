@@ -27,6 +27,7 @@ TEST(SanitizeUtf8Test, ReplacesEveryInvalidByteAndKeepsValidText) {
   EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // past U+10FFFF
   EXPECT_EQ(SanitizeUtf8(std::string_view("a\0b", 3)), std::string("a\0b", 3));
+  EXPECT_EQ(SanitizeUtf8("a\xEF\xBF\xBD" "b"), "a\xEF\xBF\xBD" "b");  // U+FFFD itself is valid
 }
 
 }  // namespace

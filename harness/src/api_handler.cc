@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "json_util.h"
+#include "sinew/proto_json.h"
 #include "sinew/utf8.h"
 #include "ui_assets.h"
 
@@ -372,7 +373,7 @@ ApiHandler::StreamOpening ApiHandler::OpenStream(const ApiRequest& r) {
 }
 
 std::string ApiHandler::StreamChunk(const v1::Event& ev) {
-  return "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() + "\ndata: " + EventToJson(ev) + "\n\n";
+  return "id: " + std::to_string(ev.seq()) + "\nevent: " + ev.type() + "\ndata: " + ProtoJsonLine(ev) + "\n\n";
 }
 
 bool ApiHandler::MayEndStream(const v1::Event& ev) {

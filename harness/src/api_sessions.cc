@@ -1,5 +1,4 @@
 // ApiHandler: the /v1/sessions endpoints.
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "json_util.h"
 #include "session_log.h"
 #include "sinew/json_fields.h"
+#include "sinew/proto_json.h"
 #include "sinew/trace.h"
 #include "sinew/utf8.h"
 
@@ -151,7 +151,7 @@ ApiResponse ApiHandler::GetEvents(const std::string& id, const std::string& quer
   std::string body = "{\"events\":[";
   for (int i = 0; i < resp->events_size(); ++i) {
     if (i > 0) body += ",";
-    body += EventToJson(resp->events(i));
+    body += ProtoJsonLine(resp->events(i));
   }
   body += "],\"next_seq\":" + std::to_string(resp->events_size() > 0 ? resp->next_seq() : meta->next_seq()) + "}";
   ApiResponse out;
@@ -363,7 +363,7 @@ ApiResponse ApiHandler::Export(const ApiRequest& r, const std::string& id, const
   auto events = ReadEvents(id, last);
   if (!events.ok()) return FromStatus(events.status());
   std::string body;
-  for (const auto& ev : *events) body += EventToJson(ev) + "\n";
+  for (const auto& ev : *events) body += ProtoJsonLine(ev) + "\n";
   // No audit, no export: the tenant's audit log has the record before the events leave.
   Status audited = RecordAccess(id, AuditEvent(r, caller, "export", "events 1-" + std::to_string(last)));
   if (!audited.ok()) return FromStatus(audited);

@@ -379,7 +379,8 @@ class HarnessImpl final : public Harness, public SessionControl {
   std::map<std::string, std::unique_ptr<ModelClient>> models_;
   std::unique_ptr<ProxyTools> proxy_;
   std::unique_ptr<SandboxBackend> sandboxes_;
-  Metrics metrics_;
+  // Latency buckets in seconds, from a millisecond store write to a minute-long tool call.
+  Metrics metrics_{{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60}};
   std::unique_ptr<ApiKeys> api_keys_;
   std::unique_ptr<TenantQuotas> quotas_;
   HarnessDeps deps_;  // complete once Init() returns

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "api_keys.h"
-#include "metrics.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/model_client.h"
 #include "sinew/harness/vault.h"
+#include "sinew/metrics.h"
 #include "sinew/session_store/session_store.h"
 #include "tenant_quotas.h"
 #include "tools.h"

@@ -1,7 +1,5 @@
 #include "json_util.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <chrono>
 
 namespace sinew::harness {
@@ -36,15 +34,6 @@ json::object SessionToJson(const v1::Session& s) {
   o["forked_from_session"] = s.forked_from_session();
   o["forked_at_seq"] = s.forked_at_seq();
   return o;
-}
-
-std::string EventToJson(const v1::Event& event) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  auto status = google::protobuf::util::MessageToJsonString(event, &out, options);
-  if (!status.ok()) return "{}";
-  return out;
 }
 
 int64_t NowUnixMs() {

@@ -1,4 +1,5 @@
-// The Session/Event JSON of the REST contract (field reads: sinew/json_fields.h).
+// The Session JSON of the REST contract (field reads: sinew/json_fields.h; an Event is
+// sinew::ProtoJsonLine of it, sinew/proto_json.h).
 #pragma once
 
 #include <boost/json.hpp>
@@ -14,8 +15,6 @@ namespace sinew::harness {
 
 // The contract's Session JSON.
 boost::json::object SessionToJson(const v1::Session& session);
-// The contract's Event JSON (proto3 JSON mapping, original field names), on one line.
-std::string EventToJson(const v1::Event& event);
 
 // "queued" -> QUEUED; UNSPECIFIED for an unknown name.
 v1::SessionStatus StatusFromName(std::string_view name);

@@ -25,8 +25,6 @@ namespace {
 
 namespace json = boost::json;
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
 constexpr long kMaxRetryAfterSeconds = 60;
 
 // Cuts `text` to at most `max` bytes on a UTF-8 boundary, marking the cut with "...".
@@ -36,18 +34,6 @@ std::string Bounded(std::string text, size_t max) {
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   text.resize(cut);
   return text + "...";
-}
-
-// The length of the longest end of `text` that is a proper beginning of `tag`.
-size_t PartialTagAtEnd(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
-
-bool IsBlank(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
 }
 
 // Waits `ms` on a timer, ending early when the call is cancelled.
@@ -169,69 +155,6 @@ long RetryAfterSeconds(const HttpResponse& response) {
     return std::max<long>(0, static_cast<long>(at - std::time(nullptr)));
   }
   return -1;
-}
-
-std::string ThinkSplitter::Feed(std::string_view piece, std::string* reasoning) {
-  std::string text = held_;
-  text.append(piece);
-  held_.clear();
-  std::string answer;
-  auto emit = [&](std::string_view out) {
-    if (in_think_) {
-      reasoning->append(out);
-      return;
-    }
-    if (trim_) {
-      while (!out.empty() && std::isspace(static_cast<unsigned char>(out.front()))) out.remove_prefix(1);
-      if (!out.empty()) trim_ = false;
-    }
-    answer.append(out);
-  };
-  std::string_view rest(text);
-  while (!rest.empty()) {
-    // An opening tag counts only before any answer text: a model that mentions <think>
-    // later in its answer keeps it.
-    const bool looking = in_think_ || (IsBlank(answer) && !answered_);
-    if (!looking) {
-      emit(rest);
-      break;
-    }
-    const std::string_view tag = in_think_ ? kThinkClose : kThinkOpen;
-    const size_t at = rest.find(tag);
-    if (at == std::string_view::npos) {
-      const size_t partial = PartialTagAtEnd(rest, tag);
-      const std::string_view before = rest.substr(0, rest.size() - partial);
-      if (!in_think_ && !IsBlank(before)) {
-        emit(rest);  // answer text came first: no reasoning block follows
-        answered_ = true;
-        break;
-      }
-      emit(before);
-      held_ = std::string(rest.substr(rest.size() - partial));
-      break;
-    }
-    if (!in_think_ && !IsBlank(rest.substr(0, at))) {
-      emit(rest);
-      answered_ = true;
-      break;
-    }
-    emit(rest.substr(0, at));
-    in_think_ = !in_think_;
-    if (!in_think_) trim_ = true;
-    rest.remove_prefix(at + tag.size());
-  }
-  if (!IsBlank(answer)) answered_ = true;
-  return answer;
-}
-
-std::string ThinkSplitter::Finish(std::string* reasoning) {
-  std::string rest = std::move(held_);
-  held_.clear();
-  if (in_think_) {
-    reasoning->append(rest);
-    return "";
-  }
-  return rest;
 }
 
 Task<Result<ModelReply>> RunWithRetries(const ModelEndpointConfig& config, const ModelCall& call,

@@ -91,21 +91,4 @@ bool IsStreamRefusal(long http_status, std::string_view server_message);
 // absent or unreadable.
 long RetryAfterSeconds(const HttpResponse& response);
 
-// Splits model text into the answer and the reasoning inside <think>...</think>, fed in
-// pieces as they stream. A tag may be cut across pieces; an unclosed <think> keeps the
-// rest as reasoning. Whitespace right after </think> is dropped from the answer.
-class ThinkSplitter {
- public:
-  // Returns the answer text that can be shown now; appends reasoning to *reasoning.
-  std::string Feed(std::string_view piece, std::string* reasoning);
-  // At the end: returns what was held back (a partial tag that never completed).
-  std::string Finish(std::string* reasoning);
-
- private:
-  std::string held_;  // a possible partial tag at the end of the last piece
-  bool in_think_ = false;
-  bool trim_ = false;      // drop leading whitespace of the answer (after </think>)
-  bool answered_ = false;  // answer text came: no <think> is looked for any more
-};
-
 }  // namespace sinew::harness

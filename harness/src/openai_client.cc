@@ -11,6 +11,7 @@
 #include "model_clients.h"
 #include "replica_router.h"
 #include "sinew/json_fields.h"
+#include "sinew/reasoning_splitter.h"
 #include "sinew/sse_parser.h"
 #include "sinew/trace.h"
 
@@ -302,9 +303,11 @@ class OpenAiClient final : public HttpModelClient {
       if (const json::object* message = ObjectField(c, "message")) {
         const auto& m = *message;
         reply->reasoning = ReasoningField(m);
-        ThinkSplitter splitter;
-        reply->text = splitter.Feed(ContentText(m), &reply->reasoning);
-        reply->text += splitter.Finish(&reply->reasoning);
+        ReasoningSplitter splitter;
+        ReasoningSplitter::Parts parts = splitter.Push(ContentText(m));
+        ReasoningSplitter::Parts tail = splitter.Finish();
+        reply->reasoning += parts.reasoning + tail.reasoning;
+        reply->text = parts.content + tail.content;
         if (const json::array* tcs = ArrayField(m, "tool_calls")) {
           uint64_t index = 0;
           for (const auto& tcv : *tcs) {
@@ -335,7 +338,7 @@ class OpenAiClient final : public HttpModelClient {
     std::string error_body;
     std::string stream_error_body;  // an {"error":...} chunk inside a 200 stream
     Status parse_error;
-    ThinkSplitter splitter;
+    ReasoningSplitter splitter;
     auto mark_first = [&] {
       if (reply->time_to_first_token_ms < 0) reply->time_to_first_token_ms = MsSince(start);
     };
@@ -376,7 +379,9 @@ class OpenAiClient final : public HttpModelClient {
         }
         if (const std::string text = StringField(d, "content"); !text.empty()) {
           mark_first();
-          answer(splitter.Feed(text, &reply->reasoning));
+          ReasoningSplitter::Parts parts = splitter.Push(text);
+          reply->reasoning += parts.reasoning;
+          answer(parts.content);
         }
         if (const json::array* tcs = ArrayField(d, "tool_calls")) {
           mark_first();
@@ -413,7 +418,9 @@ class OpenAiClient final : public HttpModelClient {
     }
     parser.Feed("\n\n");
     if (!parse_error.ok()) co_return parse_error;
-    answer(splitter.Finish(&reply->reasoning));
+    ReasoningSplitter::Parts tail = splitter.Finish();
+    reply->reasoning += tail.reasoning;
+    answer(tail.content);
     FinishReply(call, std::move(calls), reply);
     co_return response;
   }

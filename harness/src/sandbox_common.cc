@@ -1,12 +1,11 @@
 #include "sandbox_common.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <boost/json.hpp>
 #include <chrono>
 #include <thread>
 
 #include "sinew/json_fields.h"
+#include "sinew/proto_json.h"
 
 namespace sinew::harness {
 namespace {
@@ -72,9 +71,7 @@ SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info) {
   p.endpoint = info.endpoint();
   p.provision_ms = info.provision_ms();
   p.from_warm_pool = info.from_warm_pool();
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(info.resources(), &p.resources_json, options);
+  p.resources_json = ProtoJsonLine(info.resources());
   return p;
 }
 

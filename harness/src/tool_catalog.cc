@@ -1,62 +1,31 @@
 #include <boost/json.hpp>
 
 #include "sinew/json_fields.h"
+#include "sinew/sandbox/tool_specs.h"
 #include "tools.h"
 
 namespace sinew::harness {
 
-// The sandbox tools mirror sinew-sandbox-agent's ListTools (names, schemas, idempotency);
-// harness_sandbox_test checks them against a real sandbox. They are known here because
-// the model needs them before the first tool call, when no sandbox exists yet.
+// The sandbox tools are sinew-sandbox-agent's (sinew/sandbox/tool_specs.h); they are known
+// here because the model needs them before the first tool call, when no sandbox exists yet.
 const std::vector<ToolInfo>& ToolCatalog() {
-  static const std::vector<ToolInfo> kTools = {
-      {"bash",
-       "Runs a bash command line in the sandbox's /workspace and returns its output and exit "
-       "status. Not idempotent: it may change the sandbox.",
-       R"({"type":"object","properties":{"command":{"type":"string","description":"bash command line"},)"
-       R"("timeout":{"type":"integer","minimum":1,"description":"seconds"},)"
-       R"("cwd":{"type":"string","description":"working directory, relative to the workspace or absolute"}},)"
-       R"("required":["command"],"additionalProperties":false})",
-       false, true},
-      {"read_file", "Reads a text file of the sandbox (optionally a range of lines). Idempotent.",
-       R"({"type":"object","properties":{"path":{"type":"string"},)"
-       R"("offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}},)"
-       R"("required":["path"],"additionalProperties":false})",
-       true, true},
-      {"write_file", "Writes a whole file in the sandbox, creating directories. Idempotent.",
-       R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},)"
-       R"("required":["path","content"],"additionalProperties":false})",
-       true, true},
-      {"edit_file",
-       "Replaces old_string by new_string in a sandbox file. Not idempotent: once applied, the "
-       "old string is gone.",
-       R"({"type":"object","properties":{"path":{"type":"string"},)"
-       R"("old_string":{"type":"string","minLength":1},"new_string":{"type":"string"},)"
-       R"("replace_all":{"type":"boolean"}},)"
-       R"("required":["path","old_string","new_string"],"additionalProperties":false})",
-       false, true},
-      {"list_files",
-       "Lists files and directories below `path` (default: the workspace) whose path relative "
-       "to it matches the glob `pattern` (`*`, `?`, `[...]`, `**`). Idempotent.",
-       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
-       R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})",
-       true, true},
-      {"grep",
-       "Searches text files below `path` for lines matching the extended regular expression "
-       "`pattern` (no back-references; optional `glob`, `ignore_case`, `limit`). Idempotent.",
-       R"({"type":"object","properties":{"pattern":{"type":"string","maxLength":4096},"path":{"type":"string"},)"
-       R"("glob":{"type":"string"},"ignore_case":{"type":"boolean"},)"
-       R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})",
-       true, true},
-      {"http_request",
-       "Makes an HTTP request from the harness to an allowed host; credentials for that host "
-       "are added by the harness (you never see them). GET and HEAD are idempotent, other "
-       "methods are not.",
-       R"({"type":"object","properties":{"method":{"type":"string","enum":["GET","HEAD","POST","PUT","PATCH","DELETE"]},)"
-       R"("url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}},)"
-       R"("body":{"type":"string"}},"required":["url"],"additionalProperties":false})",
-       false, false},
-  };
+  static const std::vector<ToolInfo> kTools = [] {
+    std::vector<ToolInfo> tools;
+    for (const auto& spec : sandbox::kSandboxToolSpecs) {
+      tools.push_back({std::string(spec.name), std::string(spec.description),
+                       std::string(spec.input_schema_json), spec.idempotent, true});
+    }
+    tools.push_back(
+        {"http_request",
+         "Makes an HTTP request from the harness to an allowed host; credentials for that host "
+         "are added by the harness (you never see them). GET and HEAD are idempotent, other "
+         "methods are not.",
+         R"({"type":"object","properties":{"method":{"type":"string","enum":["GET","HEAD","POST","PUT","PATCH","DELETE"]},)"
+         R"("url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}},)"
+         R"("body":{"type":"string"}},"required":["url"],"additionalProperties":false})",
+         false, false});
+    return tools;
+  }();
   return kTools;
 }
 

@@ -6,7 +6,8 @@
 // and a whole request gets a chat.completion with message.content,
 // message.reasoning_content, message.tool_calls and usage. Also: the retry policy, the
 // server's message in failures, reasoning kept apart from the answer, and the pieces
-// behind them (RetryPolicyFor, ServerErrorMessage, ThinkSplitter).
+// behind them (RetryPolicyFor, ServerErrorMessage; the <think> splitter is
+// common/src/reasoning_splitter_test.cc).
 #include <mutex>
 #include <gtest/gtest.h>
 
@@ -468,32 +469,6 @@ TEST(ModelClientHelpersTest, ServerErrorMessageAndStreamRefusal) {
   EXPECT_TRUE(IsStreamRefusal(400, "Unsupported param: stream_options"));
   EXPECT_FALSE(IsStreamRefusal(503, "stream overloaded"));
   EXPECT_FALSE(IsStreamRefusal(500, "out of memory"));
-}
-
-std::string SplitAll(const std::vector<std::string>& pieces, std::string* reasoning) {
-  ThinkSplitter s;
-  std::string answer;
-  for (const auto& p : pieces) answer += s.Feed(p, reasoning);
-  return answer + s.Finish(reasoning);
-}
-
-TEST(ModelClientHelpersTest, ThinkSplitter) {
-  std::string r;
-  EXPECT_EQ(SplitAll({"<think>a</think>b"}, &r), "b");
-  EXPECT_EQ(r, "a");
-  r.clear();
-  EXPECT_EQ(SplitAll({"<", "t", "hink", ">x", "<", "/think", ">", "\n", "\ny"}, &r), "y");
-  EXPECT_EQ(r, "x");
-  r.clear();
-  EXPECT_EQ(SplitAll({"<think>never closed"}, &r), "");
-  EXPECT_EQ(r, "never closed");
-  r.clear();
-  EXPECT_EQ(SplitAll({"Use <think> tags like <think>this</think>."}, &r),
-            "Use <think> tags like <think>this</think>.");
-  EXPECT_EQ(r, "");
-  EXPECT_EQ(SplitAll({"plain ", "<thi"}, &r), "plain <thi");
-  EXPECT_EQ(SplitAll({"<th"}, &r), "<th");  // a tag that never completed is answer text
-  EXPECT_EQ(r, "");
 }
 
 }  // namespace

@@ -196,28 +196,6 @@ TEST_F(SandboxTest, ProvisionsHoldNoThreadWhileSandboxdStartsTheSandbox) {
   EXPECT_GE(most, 2) << "sandboxd saw one provision at a time: each held the harness's one worker thread";
 }
 
-TEST_F(SandboxTest, TheHarnessCatalogMatchesTheToolsASandboxServes) {
-  auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
-  ASSERT_TRUE(prov.ok());
-  auto box = (*prov)->Provision(v1::Resources(), "catalog-check");
-  ASSERT_TRUE(box.ok()) << box.status().ToString();
-  auto client = sandbox::SandboxClient::ConnectTo(*box);
-  ASSERT_TRUE(client.ok());
-  auto specs = (*client)->ListTools();
-  ASSERT_TRUE(specs.ok());
-  size_t sandbox_tools = 0;
-  for (const auto& t : ToolCatalog()) sandbox_tools += t.needs_sandbox ? 1 : 0;
-  EXPECT_EQ(specs->size(), sandbox_tools);
-  for (const auto& spec : *specs) {
-    const ToolInfo* mine = FindTool(spec.name());
-    ASSERT_NE(mine, nullptr) << spec.name();
-    EXPECT_TRUE(mine->needs_sandbox);
-    EXPECT_EQ(mine->idempotent, spec.idempotent()) << spec.name();
-    EXPECT_EQ(json::parse(mine->input_schema_json), json::parse(spec.input_schema_json())) << spec.name();
-  }
-  EXPECT_TRUE((*prov)->Destroy(box->id()).ok());
-}
-
 TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   const std::string script = WriteFile(dir_.Sub("dies.json"), R"({"responses": [
     {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo hi > f && cat f"}}]},

@@ -14,6 +14,7 @@
 #include "session_log.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/vault.h"
+#include "sinew/sandbox/tool_specs.h"
 #include "test_util.h"
 #include "tools.h"
 
@@ -306,6 +307,21 @@ TEST(ToolCatalogTest, IdempotencyFollowsTheToolAndTheMethod) {
   EXPECT_FALSE(CallIsIdempotent(*FindTool("bash"), "{}"));
   EXPECT_TRUE(CallIsIdempotent(*FindTool("write_file"), "{}"));
   EXPECT_EQ(ToolDefinitions({"bash"}).size(), 1u);
+}
+
+TEST(ToolCatalogTest, OffersTheSandboxAgentsToolsWordForWordAndHttpRequest) {
+  const auto& catalog = ToolCatalog();
+  ASSERT_EQ(catalog.size(), sandbox::kSandboxToolSpecs.size() + 1);
+  for (size_t i = 0; i < sandbox::kSandboxToolSpecs.size(); ++i) {
+    const auto& spec = sandbox::kSandboxToolSpecs[i];
+    EXPECT_EQ(catalog[i].name, spec.name);
+    EXPECT_EQ(catalog[i].description, spec.description) << spec.name;
+    EXPECT_EQ(catalog[i].input_schema_json, spec.input_schema_json) << spec.name;
+    EXPECT_EQ(catalog[i].idempotent, spec.idempotent) << spec.name;
+    EXPECT_TRUE(catalog[i].needs_sandbox) << spec.name;
+  }
+  EXPECT_EQ(catalog.back().name, "http_request");
+  EXPECT_FALSE(catalog.back().needs_sandbox);
 }
 
 TEST(LogStateTest, FindsPendingCallsAndTheLiveSandbox) {

@@ -70,6 +70,17 @@ TEST_F(ToolsTest, ListsSixToolsWithSchemasAndIdempotence) {
   EXPECT_TRUE(idem.at("grep"));
 }
 
+TEST_F(ToolsTest, ListsExactlyTheSharedToolSpecsTheHarnessOffersModels) {
+  auto specs = registry_->Specs();
+  ASSERT_EQ(specs.size(), kSandboxToolSpecs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(specs[i].name(), kSandboxToolSpecs[i].name);
+    EXPECT_EQ(specs[i].description(), kSandboxToolSpecs[i].description) << specs[i].name();
+    EXPECT_EQ(specs[i].input_schema_json(), kSandboxToolSpecs[i].input_schema_json) << specs[i].name();
+    EXPECT_EQ(specs[i].idempotent(), kSandboxToolSpecs[i].idempotent) << specs[i].name();
+  }
+}
+
 TEST_F(ToolsTest, BashRunsInWorkspaceAndReportsExitCode) {
   auto r = Run("bash", R"({"command":"pwd; echo err >&2; exit 3"})");
   EXPECT_TRUE(r.is_error());

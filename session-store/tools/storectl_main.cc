@@ -5,26 +5,17 @@
 //   sinew-storectl watch ID [--from N] [--for SECONDS]
 //   sinew-storectl list [--tenant T] [--status S]
 //   sinew-storectl backup --to DIR
-#include <google/protobuf/util/json_util.h>
-
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <iostream>
 
 #include "sinew/grpc_tls_flags.h"
+#include "sinew/proto_json.h"
 #include "sinew/session_store/session_store.h"
 
 namespace {
 
 using sinew::store::SessionStore;
-
-std::string Json(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
-  return out;
-}
 
 int Fail(const sinew::Status& s) {
   std::cerr << "error: " << s.ToString() << "\n";
@@ -106,7 +97,7 @@ int main(int argc, char** argv) {
     req.set_limit(100000);
     auto r = s.GetEvents(req);
     if (!r.ok()) return Fail(r.status());
-    for (const auto& ev : r->events()) std::cout << Json(ev) << "\n";
+    for (const auto& ev : r->events()) std::cout << sinew::ProtoJsonLine(ev) << "\n";
   } else if (*watch) {
     auto w = s.Watch(id, from);
     if (!w.ok()) return Fail(w.status());
@@ -116,7 +107,7 @@ int main(int argc, char** argv) {
       auto got = (*w)->Next(&ev, std::chrono::milliseconds(ms));
       if (!got.ok()) return Fail(got.status());
       if (!*got) break;
-      std::cout << Json(ev) << std::endl;
+      std::cout << sinew::ProtoJsonLine(ev) << std::endl;
     }
   } else if (*list) {
     sinew::v1::ListSessionsRequest req;
@@ -133,7 +124,7 @@ int main(int argc, char** argv) {
     do {
       auto r = s.ListSessions(req);
       if (!r.ok()) return Fail(r.status());
-      for (const auto& m : r->sessions()) std::cout << Json(m) << "\n";
+      for (const auto& m : r->sessions()) std::cout << sinew::ProtoJsonLine(m) << "\n";
       req.set_page_token(r->next_page_token());
     } while (!req.page_token().empty());
   } else if (*backup) {

@@ -1,7 +1,7 @@
 #include "model_runner.h"
 
 #include "stop_matcher.h"
-#include "tool_calls.h"
+#include "forced_tool_call.h"
 
 #include <algorithm>
 #include <boost/json.hpp>

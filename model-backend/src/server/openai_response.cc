@@ -1,6 +1,6 @@
 #include "openai_response.h"
 
-#include "sinew/model/unicode.h"
+#include "sinew/utf8.h"
 
 namespace sinew::model {
 namespace json = boost::json;
@@ -18,7 +18,7 @@ json::array Bytes(std::string_view piece) {
 
 std::string ErrorBody(std::string_view message, std::string_view type, std::string_view code) {
   json::object error;
-  error["message"] = unicode::SanitizeUtf8(message);
+  error["message"] = SanitizeUtf8(message);
   error["type"] = type;
   error["code"] = code;
   json::object body;
@@ -85,14 +85,14 @@ json::value OpenAiResponder::Logprobs(const std::vector<GeneratedToken>& tokens,
     for (const GeneratedToken& token : tokens) {
       std::string piece = tokenizer_.TokenPiece(token.id);
       json::object entry;
-      entry["token"] = unicode::SanitizeUtf8(piece);
+      entry["token"] = SanitizeUtf8(piece);
       entry["logprob"] = token.logprob;
       entry["bytes"] = Bytes(piece);
       json::array top;
       for (const TokenLogprob& alternative : token.top_logprobs) {
         std::string alt_piece = tokenizer_.TokenPiece(alternative.id);
         json::object item;
-        item["token"] = unicode::SanitizeUtf8(alt_piece);
+        item["token"] = SanitizeUtf8(alt_piece);
         item["logprob"] = alternative.logprob;
         item["bytes"] = Bytes(alt_piece);
         top.push_back(std::move(item));
@@ -107,11 +107,11 @@ json::value OpenAiResponder::Logprobs(const std::vector<GeneratedToken>& tokens,
   json::array token_strings, token_logprobs, top_logprobs, offsets;
   for (const GeneratedToken& token : tokens) {
     std::string piece = tokenizer_.TokenPiece(token.id);
-    token_strings.emplace_back(unicode::SanitizeUtf8(piece));
+    token_strings.emplace_back(SanitizeUtf8(piece));
     token_logprobs.emplace_back(token.logprob);
     json::object top;
     for (const TokenLogprob& alternative : token.top_logprobs) {
-      top[unicode::SanitizeUtf8(tokenizer_.TokenPiece(alternative.id))] = alternative.logprob;
+      top[SanitizeUtf8(tokenizer_.TokenPiece(alternative.id))] = alternative.logprob;
     }
     top_logprobs.push_back(std::move(top));
     offsets.emplace_back(text_offset);

@@ -12,8 +12,11 @@
 
 #include "generation_request.h"
 #include "openai_request.h"
-#include "tool_calls.h"
+#include "forced_tool_call.h"
+#include "tool_call_parser.h"
+#include "tool_call_stream.h"
 #include "sinew/model/tokenizer.h"
+#include "sinew/reasoning_splitter.h"
 
 namespace sinew::model {
 

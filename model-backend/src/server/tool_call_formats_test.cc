@@ -15,7 +15,9 @@
 
 #include "sinew/model/chat_template.h"
 #include "openai_response.h"
-#include "tool_calls.h"
+#include "forced_tool_call.h"
+#include "tool_call_parser.h"
+#include "tool_call_stream.h"
 
 namespace sinew::model {
 namespace {
@@ -343,33 +345,6 @@ TEST(ToolCallFormats, DetectedFromTheTemplates) {
     ASSERT_FALSE(source.empty()) << file;
     EXPECT_EQ(ToolCallFormatName(DetectToolCallFormat(source)), ToolCallFormatName(format)) << file;
   }
-}
-
-TEST(ReasoningSplitter, ThinkIsReasoningContentNotContent) {
-  auto split = SplitReasoning("<think>\nLet me think.\n</think>\n\nThe answer is 4.", false);
-  EXPECT_EQ(split.reasoning, "Let me think.");
-  EXPECT_EQ(split.content, "The answer is 4.");
-  split = SplitReasoning("Reasoning opened by the prompt.</think>Answer.", true);
-  EXPECT_EQ(split.reasoning, "Reasoning opened by the prompt.");
-  EXPECT_EQ(split.content, "Answer.");
-  split = SplitReasoning("No thinking here <think> is just text.", false);
-  EXPECT_EQ(split.reasoning, "");
-  EXPECT_EQ(split.content, "No thinking here <think> is just text.");
-
-  // Streamed one byte at a time: the same split, and no tag text leaks into either part.
-  const std::string text = "  <think>a</thi b</think>\n\ncontent</think>";
-  ReasoningSplitter splitter(false);
-  std::string reasoning, content;
-  for (char c : text) {
-    auto parts = splitter.Push(std::string(1, c));
-    reasoning += parts.reasoning;
-    content += parts.content;
-  }
-  auto tail = splitter.Finish();
-  reasoning += tail.reasoning;
-  content += tail.content;
-  EXPECT_EQ(reasoning, "a</thi b");
-  EXPECT_EQ(content, "content</think>");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Tool-call parsing, the streaming filter and tool rendering per family.
-#include "tool_calls.h"
+#include "forced_tool_call.h"
+#include "tool_call_parser.h"
+#include "tool_call_stream.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
 #include "sinew/model/tokenizer.h"
 #include "sinew/model/unicode.h"
+#include "sinew/utf8.h"
 
 namespace sinew::model {
 
@@ -16,13 +17,13 @@ std::string StreamingDetokenizer::Push(int32_t id) {
   }
   pending_ += piece;
   size_t complete = unicode::CompleteUtf8Prefix(pending_);
-  std::string out = unicode::SanitizeUtf8(std::string_view(pending_).substr(0, complete));
+  std::string out = SanitizeUtf8(std::string_view(pending_).substr(0, complete));
   pending_.erase(0, complete);
   return out;
 }
 
 std::string StreamingDetokenizer::Flush() {
-  std::string out = unicode::SanitizeUtf8(pending_);
+  std::string out = SanitizeUtf8(pending_);
   pending_.clear();
   return out;
 }

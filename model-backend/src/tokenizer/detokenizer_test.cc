@@ -6,6 +6,7 @@
 #include "sinew/model/gguf.h"
 #include "sinew/model/tokenizer.h"
 #include "sinew/model/unicode.h"
+#include "sinew/utf8.h"
 
 namespace sinew::model {
 namespace {
@@ -28,7 +29,7 @@ TEST(StreamingDetokenizer, HoldsBackPartialCharacters) {
   std::string streamed;
   for (int32_t id : ids) {
     std::string chunk = detokenizer.Push(id);
-    EXPECT_EQ(unicode::SanitizeUtf8(chunk), chunk) << "chunk is valid UTF-8";
+    EXPECT_EQ(SanitizeUtf8(chunk), chunk) << "chunk is valid UTF-8";
     EXPECT_EQ(unicode::CompleteUtf8Prefix(chunk), chunk.size());
     streamed += chunk;
   }

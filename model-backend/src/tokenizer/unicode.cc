@@ -140,19 +140,6 @@ size_t CompleteUtf8Prefix(std::string_view bytes) {
   return size;
 }
 
-std::string SanitizeUtf8(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (const CodePoint& cp : DecodeUtf8(bytes)) {
-    if (cp.value == kReplacement && cp.length == 1) {
-      AppendUtf8(kReplacement, out);
-    } else {
-      out.append(bytes.substr(cp.offset, cp.length));
-    }
-  }
-  return out;
-}
-
 char32_t ByteToPrintable(uint8_t byte) { return GetByteMap().to_printable[byte]; }
 
 int PrintableToByte(char32_t cp) {

@@ -33,15 +33,11 @@ TEST(Unicode, DecodeNeverFails) {
   EXPECT_TRUE(DecodeUtf8("\xED\xA0\x80").front().value == 0xFFFD) << "surrogate";
 }
 
-TEST(Unicode, CompletePrefixAndSanitize) {
+TEST(Unicode, CompletePrefix) {
   EXPECT_EQ(CompleteUtf8Prefix("ab\xE2\x82"), 2u);
   EXPECT_EQ(CompleteUtf8Prefix("ab\xE2\x82\xAC"), 5u);
   EXPECT_EQ(CompleteUtf8Prefix("\xF0\x9F\xA6"), 0u);
   EXPECT_EQ(CompleteUtf8Prefix("\x80\x80\x80\x80"), 4u);
-  EXPECT_EQ(SanitizeUtf8("a\xFF"
-                         "b"),
-            "a\xEF\xBF\xBD"
-            "b");
 }
 
 TEST(Unicode, ByteLevelMappingIsABijection) {

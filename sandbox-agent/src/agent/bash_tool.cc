@@ -38,28 +38,8 @@ Result<Pipe> MakePipe() {
 
 class BashTool final : public Tool {
  public:
-  explicit BashTool(ToolConfig config) : config_(std::move(config)) {}
+  explicit BashTool(ToolConfig config) : Tool(kBashToolSpec), config_(std::move(config)) {}
 
-  std::string_view name() const override { return "bash"; }
-  bool idempotent() const override { return false; }
-  std::string description() const override {
-    return "Runs a bash command in the sandbox (working directory: " + config_.workspace.string() +
-           " unless `cwd` is given) and returns its combined stdout and stderr, then its exit "
-           "status. `timeout` is in seconds (default " +
-           std::to_string(config_.default_timeout_s) + ", at most " +
-           std::to_string(config_.max_timeout_s) +
-           "); on timeout the whole process group is killed. Output above " +
-           std::to_string(config_.max_output_bytes) +
-           " bytes keeps its head and tail with a marker in the middle. Background processes "
-           "must redirect their output. Not idempotent: it may change the sandbox.";
-  }
-  std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{)"
-           R"("command":{"type":"string","description":"bash command line"},)"
-           R"("timeout":{"type":"integer","minimum":1,"description":"seconds"},)"
-           R"("cwd":{"type":"string","description":"working directory, relative to the workspace or absolute"}},)"
-           R"("required":["command"],"additionalProperties":false})";
-  }
 
   v1::ExecuteResult Run(const boost::json::object& json, const RunContext& ctx) const override {
     auto input = ToolInput::Make(json, {"command", "timeout", "cwd"});

@@ -47,19 +47,8 @@ Result<std::string> ReadInWorkspace(const ToolConfig& config, const std::filesys
 
 class ReadFileTool final : public Tool {
  public:
-  explicit ReadFileTool(ToolConfig config) : config_(std::move(config)) {}
-  std::string_view name() const override { return "read_file"; }
-  bool idempotent() const override { return true; }
-  std::string description() const override {
-    return "Reads a text file and returns its lines numbered from 1 (`offset`: first line, "
-           "default 1; `limit`: number of lines, default 2000). Relative paths are below the "
-           "workspace. Idempotent: it changes nothing.";
-  }
-  std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{"path":{"type":"string"},)"
-           R"("offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}},)"
-           R"("required":["path"],"additionalProperties":false})";
-  }
+  explicit ReadFileTool(ToolConfig config) : Tool(kReadFileToolSpec), config_(std::move(config)) {}
+
   v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"path", "offset", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());
@@ -113,18 +102,8 @@ class ReadFileTool final : public Tool {
 
 class WriteFileTool final : public Tool {
  public:
-  explicit WriteFileTool(ToolConfig config) : config_(std::move(config)) {}
-  std::string_view name() const override { return "write_file"; }
-  bool idempotent() const override { return true; }
-  std::string description() const override {
-    return "Writes `content` to a file below the workspace, creating parent directories and "
-           "replacing any previous content. Idempotent: writing the same content twice gives "
-           "the same file.";
-  }
-  std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},)"
-           R"("required":["path","content"],"additionalProperties":false})";
-  }
+  explicit WriteFileTool(ToolConfig config) : Tool(kWriteFileToolSpec), config_(std::move(config)) {}
+
   v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"path", "content"});
     if (!input.ok()) return ErrorResult(input.status().message());
@@ -145,20 +124,8 @@ class WriteFileTool final : public Tool {
 
 class EditFileTool final : public Tool {
  public:
-  explicit EditFileTool(ToolConfig config) : config_(std::move(config)) {}
-  std::string_view name() const override { return "edit_file"; }
-  bool idempotent() const override { return false; }
-  std::string description() const override {
-    return "Replaces the exact string `old_string` by `new_string` in a file below the "
-           "workspace. `old_string` must occur exactly once unless `replace_all` is true. "
-           "Not idempotent: once applied, the old string is gone.";
-  }
-  std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{"path":{"type":"string"},)"
-           R"("old_string":{"type":"string","minLength":1},"new_string":{"type":"string"},)"
-           R"("replace_all":{"type":"boolean"}},)"
-           R"("required":["path","old_string","new_string"],"additionalProperties":false})";
-  }
+  explicit EditFileTool(ToolConfig config) : Tool(kEditFileToolSpec), config_(std::move(config)) {}
+
   v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"path", "old_string", "new_string", "replace_all"});
     if (!input.ok()) return ErrorResult(input.status().message());

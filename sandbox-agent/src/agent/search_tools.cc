@@ -112,20 +112,8 @@ bool Walk(const fs::path& base, Fn fn) {
 
 class ListFilesTool final : public Tool {
  public:
-  explicit ListFilesTool(ToolConfig config) : config_(std::move(config)) {}
-  std::string_view name() const override { return "list_files"; }
-  bool idempotent() const override { return true; }
-  std::string description() const override {
-    return "Lists files and directories below `path` (default: the workspace) whose path "
-           "relative to it matches the glob `pattern` (`*`, `?`, `[...]`, and `**` for any "
-           "number of directories; a pattern without `/` matches names at any depth). "
-           "Directories end in `/`; .git is skipped; at most `limit` entries (default 1000). "
-           "Idempotent: it changes nothing.";
-  }
-  std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},)"
-           R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})";
-  }
+  explicit ListFilesTool(ToolConfig config) : Tool(kListFilesToolSpec), config_(std::move(config)) {}
+
   v1::ExecuteResult Run(const boost::json::object& json, const RunContext&) const override {
     auto input = ToolInput::Make(json, {"pattern", "path", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());
@@ -402,21 +390,8 @@ class GrepScan {
 
 class GrepTool final : public Tool {
  public:
-  explicit GrepTool(ToolConfig config) : config_(std::move(config)) {}
-  std::string_view name() const override { return "grep"; }
-  bool idempotent() const override { return true; }
-  std::string description() const override {
-    return "Searches text files below `path` (a directory or a file; default: the workspace) "
-           "for lines matching the POSIX extended regular expression `pattern` (no "
-           "back-references), returning `file:line: text`. Optional `glob` filters files (as "
-           "in list_files), `ignore_case`, and `limit` on matches (default 200). Binary files "
-           "and .git are skipped. Idempotent: it changes nothing.";
-  }
-  std::string input_schema_json() const override {
-    return R"({"type":"object","properties":{"pattern":{"type":"string","maxLength":4096},"path":{"type":"string"},)"
-           R"("glob":{"type":"string"},"ignore_case":{"type":"boolean"},)"
-           R"("limit":{"type":"integer","minimum":1}},"required":["pattern"],"additionalProperties":false})";
-  }
+  explicit GrepTool(ToolConfig config) : Tool(kGrepToolSpec), config_(std::move(config)) {}
+
   v1::ExecuteResult Run(const boost::json::object& json, const RunContext& ctx) const override {
     auto input = ToolInput::Make(json, {"pattern", "path", "glob", "ignore_case", "limit"});
     if (!input.ok()) return ErrorResult(input.status().message());

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "sinew/proto/sandbox.pb.h"
+#include "sinew/sandbox/tool_specs.h"
 
 namespace sinew::sandbox {
 
@@ -45,14 +46,17 @@ struct RunContext {
 
 class Tool {
  public:
+  // `spec`: the tool's name, description, schema and idempotency (tool_specs.h).
+  explicit Tool(const SandboxToolSpec& spec) : spec_(spec) {}
   virtual ~Tool() = default;
-  virtual std::string_view name() const = 0;
-  virtual std::string description() const = 0;
-  virtual std::string input_schema_json() const = 0;
-  virtual bool idempotent() const = 0;
+  const SandboxToolSpec& spec() const { return spec_; }
+  std::string_view name() const { return spec_.name; }
   // Runs the tool on an already-parsed JSON object. Expected failures come back as a
   // result with is_error set.
   virtual v1::ExecuteResult Run(const boost::json::object& input, const RunContext& ctx) const = 0;
+
+ private:
+  const SandboxToolSpec& spec_;
 };
 
 // An is_error result whose output is `message`.

@@ -47,10 +47,10 @@ v1::ExecuteResult ToolRegistry::Execute(std::string_view name, std::string_view 
     if (ec) {
       result = ErrorResult(
           "input of tool '" + std::string(name) + "' is not valid JSON (" + ec.message() +
-          "); send a JSON object matching its schema: " + tool->input_schema_json());
+          "); send a JSON object matching its schema: " + std::string(tool->spec().input_schema_json));
     } else if (!input.is_object()) {
       result = ErrorResult("input of tool '" + std::string(name) +
-                           "' must be a JSON object; its schema: " + tool->input_schema_json());
+                           "' must be a JSON object; its schema: " + std::string(tool->spec().input_schema_json));
     } else {
       try {
         result = tool->Run(input.get_object(), ctx);
@@ -71,10 +71,10 @@ std::vector<v1::ToolSpec> ToolRegistry::Specs() const {
   std::vector<v1::ToolSpec> specs;
   for (const auto& t : tools_) {
     v1::ToolSpec spec;
-    spec.set_name(std::string(t->name()));
-    spec.set_description(t->description());
-    spec.set_input_schema_json(t->input_schema_json());
-    spec.set_idempotent(t->idempotent());
+    spec.set_name(std::string(t->spec().name));
+    spec.set_description(std::string(t->spec().description));
+    spec.set_input_schema_json(std::string(t->spec().input_schema_json));
+    spec.set_idempotent(t->spec().idempotent);
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -67,7 +67,7 @@ enum class ChatTemplateKind {
 };
 
 // How a model family writes tool calls in its output (parsed by the server's
-// tool_calls.h into OpenAI tool_calls).
+// tool_call_parser.h into OpenAI tool_calls).
 enum class ToolCallFormat {
   kHermes,         // <tool_call>{"name","arguments"}</tool_call> (Qwen 2.5/3, Hermes, fallback)
   kLlama3Json,     // {"name","parameters"} or <|python_tag|>{...} / name.call(k=v) (Llama 3.x)

@@ -55,9 +55,6 @@ void AppendUtf8(char32_t cp, std::string& out);
 // waiting for more input).
 size_t CompleteUtf8Prefix(std::string_view bytes);
 
-// Replaces every invalid UTF-8 byte of `bytes` by U+FFFD.
-std::string SanitizeUtf8(std::string_view bytes);
-
 // Unicode Normalization Form C of `text` (Boost.Locale over ICU). Runs of valid UTF-8
 // are normalized; invalid bytes are kept as they are, and never combine with what is
 // around them. ASCII text is returned unchanged without conversion.
