@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kv_cache.h"
+#include "paged_kv.h"
 #include "sinew/model/backend.h"
 #include "sinew/model/gguf.h"
 #include "sinew/status.h"
@@ -27,9 +28,6 @@
 namespace sinew::model {
 
 class Engine;
-
-class PagedKvStore;  // src/serving/paged_kv.h
-struct PagedBatch;
 
 struct HParams {
   std::string arch;
@@ -78,7 +76,7 @@ class Model {
                                bool all_logits, float* logits);
 
   // Runs a batch of tokens from many sequences against a paged KV cache
-  // (defined in src/serving/paged_forward.cc), writing n_vocab logits for each
+  // (forward.cc), writing n_vocab logits for each
   // sequence that wants them, in batch order, to host `logits`; with logits ==
   // nullptr they stay in the backend's memory for ReadLogits and SampleLogits
   // (until the next forward). With `batch_invariant` every

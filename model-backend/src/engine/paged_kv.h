@@ -1,5 +1,5 @@
 // PagedKvStore: the memory of a paged KV cache on a backend, and the batch a
-// paged forward pass runs (Model::ForwardPaged, src/serving/paged_forward.cc).
+// paged forward pass runs (Model::ForwardPaged, forward.cc).
 //
 // Layer l's K (and V) is a tensor of n_blocks * block_size rows of
 // head_dim * n_head_kv values (F32, F16 or Q8_0; K and V may differ); block b holds rows
@@ -22,7 +22,7 @@ namespace sinew::model {
 class PagedKvStore {
  public:
   // ResourceExhausted if the backend cannot hold it; the errors of CheckKvType
-  // (src/engine/kv_cache.h).
+  // (kv_cache.h).
   [[nodiscard]] static Result<std::unique_ptr<PagedKvStore>> Create(
       Backend& backend, int32_t n_layer, int32_t n_blocks, int32_t block_size, int64_t kv_dim,
       GgmlType type_k, GgmlType type_v);
