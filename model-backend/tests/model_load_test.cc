@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model.h"
 #include "random_model.h"
@@ -55,6 +56,21 @@ class DeviceLikeBackend final : public Backend {
   LimitedMemory memory_;
 };
 
+// The logits of the last of `tokens`, run from position 0 in a one-block cache
+// of 16 positions on `backend`.
+Status LastLogits(Model& m, Backend& backend, const std::vector<int32_t>& tokens, float* out) {
+  const HParams& hp = m.hparams();
+  SINEW_ASSIGN_OR_RETURN(auto cache,
+                         KvCache::Create(backend, hp.n_layer, 1, 16,
+                                         int64_t{hp.n_head_kv} * hp.head_dim, GgmlType::kF16,
+                                         GgmlType::kF16));
+  static constexpr int32_t kOneBlock[] = {0};
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.seqs.push_back(ForwardSeq{static_cast<int32_t>(tokens.size()), 0, kOneBlock, 1});
+  return m.Forward(batch, *cache, /*batch_invariant=*/false, out);
+}
+
 std::string WriteModel() {
   const std::string path =
       ::testing::TempDir() + "/sinew_load_" + std::to_string(getpid()) + ".gguf";
@@ -81,10 +97,8 @@ TEST(ModelLoadOnDevice, CopiedWeightsGiveTheSameLogitsAsMappedOnes) {
   const std::vector<int32_t> tokens = {1, 5, 9};
   std::vector<float> a(static_cast<size_t>(hp.n_vocab)), b(a.size());
   auto run = [&](Model& m, Backend& backend, std::vector<float>& out) {
-    auto cache = KvCache::Create(backend, hp.n_layer, 16, int64_t{hp.n_head_kv} * hp.head_dim,
-                                 GgmlType::kF16, GgmlType::kF16);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-    ASSERT_TRUE(m.Forward(tokens, 0, **cache, false, out.data()).ok());
+    const Status status = LastLogits(m, backend, tokens, out.data());
+    ASSERT_TRUE(status.ok()) << status.ToString();
   };
   run(**copied, device, a);
   run(**mapped, **mapped_backend, b);
@@ -121,10 +135,8 @@ TEST(ModelLoadOnDevice, SharedWeightsAreNotCopiedAndGiveTheSameLogits) {
   const std::vector<int32_t> tokens = {1, 5, 9, 2};
   auto run = [&](Model& m, Backend& backend) {
     std::vector<float> out(static_cast<size_t>(hp.n_vocab));
-    auto cache = KvCache::Create(backend, hp.n_layer, 16, int64_t{hp.n_head_kv} * hp.head_dim,
-                                 GgmlType::kF16, GgmlType::kF16);
-    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
-    EXPECT_TRUE(m.Forward(tokens, 0, **cache, false, out.data()).ok());
+    const Status status = LastLogits(m, backend, tokens, out.data());
+    EXPECT_TRUE(status.ok()) << status.ToString();
     return out;
   };
   const std::vector<float> from_owner = run(**owner, *owner_backend);

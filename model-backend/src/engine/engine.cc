@@ -73,6 +73,9 @@ class EngineImpl final : public Engine {
   Status CheckPrompt(const std::vector<int32_t>& tokens) const;
   // Runs `tokens` from position pos0 in batches; logits of the last token (or all).
   Status Run(std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits);
+  // One forward pass of `tokens` at positions pos0.. of the one sequence,
+  // writing the logits of its last n_logits tokens to `logits`.
+  Status Forward(std::span<const int32_t> tokens, int32_t pos0, int32_t n_logits, float* logits);
 
   // Constant after Init.
   std::unique_ptr<GgufFile> file_;
@@ -83,8 +86,8 @@ class EngineImpl final : public Engine {
 
   std::mutex mutex_;  // one Generate/Evaluate at a time
   // Protected by mutex_.
-  std::unique_ptr<KvCache> cache_;
-  std::vector<float> logits_;
+  std::unique_ptr<KvCache> cache_;  // one block of n_ctx positions
+  ForwardBatch batch_;
 };
 
 Status EngineImpl::Init(const std::string& path, const EngineOptions& options) {
@@ -137,7 +140,7 @@ Status EngineImpl::Init(const std::string& path, const EngineOptions& options) {
   info_.n_threads = options.n_threads > 0
                         ? options.n_threads
                         : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  auto cache = KvCache::Create(*backend_, hp.n_layer, info_.n_ctx,
+  auto cache = KvCache::Create(*backend_, hp.n_layer, /*n_blocks=*/1, info_.n_ctx,
                                int64_t{hp.n_head_kv} * hp.head_dim, options.cache_type_k,
                                options.cache_type_v);
   if (!cache.ok()) return cache.status().WithContext(path);
@@ -162,24 +165,25 @@ Status EngineImpl::CheckPrompt(const std::vector<int32_t>& tokens) const {
   return Status::Ok();
 }
 
+Status EngineImpl::Forward(std::span<const int32_t> tokens, int32_t pos0, int32_t n_logits,
+                           float* logits) {
+  static constexpr int32_t kOneBlock[] = {0};
+  batch_.tokens.assign(tokens.begin(), tokens.end());
+  batch_.seqs.assign(1, ForwardSeq{static_cast<int32_t>(tokens.size()), pos0, kOneBlock, n_logits});
+  return model_->Forward(batch_, *cache_, /*batch_invariant=*/false, logits);
+}
+
 Status EngineImpl::Run(std::span<const int32_t> tokens, int32_t pos0, bool all_logits,
                        float* logits) {
   const size_t n_vocab = static_cast<size_t>(info_.n_vocab);
   for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
     const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
     const bool last_batch = start + n == tokens.size();
-    if (!all_logits && !last_batch) {
-      // Intermediate batch: only fill the cache; its last logits land in scratch.
-      logits_.resize(n_vocab);
-      SINEW_RETURN_IF_ERROR(model_->Forward(tokens.subspan(start, n),
-                                            pos0 + static_cast<int32_t>(start), *cache_, false,
-                                            logits_.data()));
-      continue;
-    }
+    // Intermediate batches only fill the cache, unless every token's logits are wanted.
+    const int32_t n_logits = all_logits ? static_cast<int32_t>(n) : last_batch ? 1 : 0;
     float* dst = all_logits ? logits + start * n_vocab : logits;
-    SINEW_RETURN_IF_ERROR(model_->Forward(tokens.subspan(start, n),
-                                          pos0 + static_cast<int32_t>(start), *cache_, all_logits,
-                                          dst));
+    SINEW_RETURN_IF_ERROR(
+        Forward(tokens.subspan(start, n), pos0 + static_cast<int32_t>(start), n_logits, dst));
   }
   return Status::Ok();
 }
@@ -237,8 +241,7 @@ Result<GenerationResult> EngineImpl::Generate(
       break;
     }
     const int32_t id = token.id;
-    SINEW_RETURN_IF_ERROR(model_->Forward(std::span<const int32_t>(&id, 1), pos, *cache_, false,
-                                          logits.data()));
+    SINEW_RETURN_IF_ERROR(Forward(std::span<const int32_t>(&id, 1), pos, 1, logits.data()));
     ++pos;
   }
   result.timings.generated_tokens = static_cast<int32_t>(result.tokens.size());

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "draft_model.h"
+#include "kv_cache.h"
 #include "model.h"
-#include "paged_kv.h"
 #include "scheduler.h"
 
 namespace sinew::model {
@@ -61,7 +61,7 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<PagedKvStore> kv_;
+  std::unique_ptr<KvCache> kv_;
   std::unique_ptr<DraftModel> draft_model_;  // null without ServingOptions::draft_model_path
   std::unique_ptr<KvSwapSpace> swap_;        // null when ServingOptions::swap_space_mib is 0
   ServingOptions options_;
@@ -114,14 +114,14 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
   if (options_.n_blocks == 0) {
     SINEW_ASSIGN_OR_RETURN(
         options_.n_blocks,
-        DefaultKvBlocks(ctx_blocks, PagedKvStore::BlockBytes(mi.n_layer, options_.block_size,
+        DefaultKvBlocks(ctx_blocks, KvCache::BlockBytes(mi.n_layer, options_.block_size,
                                                              kv_dim, engine_options.cache_type_k,
                                                              engine_options.cache_type_v)));
   }
   // One spare block for the dummies of padded decode steps (step graphs).
   const bool pads = options_.step_graphs && (model_->CapturesSteps() || options_.pad_decode_steps);
   SINEW_ASSIGN_OR_RETURN(
-      kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks + (pads ? 1 : 0),
+      kv_, KvCache::Create(*backend_, mi.n_layer, options_.n_blocks + (pads ? 1 : 0),
                                 options_.block_size, kv_dim, engine_options.cache_type_k,
                                 engine_options.cache_type_v));
   if (options_.swap_space_mib > 0) {
