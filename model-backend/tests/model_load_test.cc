@@ -106,57 +106,6 @@ TEST(ModelLoadOnDevice, CopiedWeightsGiveTheSameLogitsAsMappedOnes) {
   std::remove(path.c_str());
 }
 
-// A second user of a loaded model (the ServingEngine beside its reference
-// Engine) gets the same weights, not a copy: its backend allocates only its
-// activations, and both give the same logits. Backends of another device are
-// refused.
-TEST(ModelLoadOnDevice, SharedWeightsAreNotCopiedAndGiveTheSameLogits) {
-  const std::string path = WriteModel();
-  auto file = GgufFile::Open(path);
-  ASSERT_TRUE(file.ok());
-  size_t weight_bytes = 0;
-  for (const GgufTensorInfo& t : (*file)->tensors()) weight_bytes += t.size_bytes;
-  auto make = [] {
-    auto cpu = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
-    EXPECT_TRUE(cpu.ok());
-    return std::make_unique<DeviceLikeBackend>(std::move(cpu).value(), size_t{1} << 30);
-  };
-  auto owner_backend = make();
-  auto owner = Model::Load(**file, *owner_backend);
-  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
-  EXPECT_GE(owner_backend->used(), weight_bytes);
-  auto sharer_backend = make();
-  auto sharer = Model::ShareWeights(**owner, *sharer_backend);
-  ASSERT_TRUE(sharer.ok()) << sharer.status().ToString();
-  EXPECT_EQ(sharer_backend->used(), 0u);
-  EXPECT_EQ((*sharer)->n_params(), (*owner)->n_params());
-
-  const HParams& hp = (*owner)->hparams();
-  const std::vector<int32_t> tokens = {1, 5, 9, 2};
-  auto run = [&](Model& m, Backend& backend) {
-    std::vector<float> out(static_cast<size_t>(hp.n_vocab));
-    const Status status = LastLogits(m, backend, tokens, out.data());
-    EXPECT_TRUE(status.ok()) << status.ToString();
-    return out;
-  };
-  const std::vector<float> from_owner = run(**owner, *owner_backend);
-  const std::vector<float> from_sharer = run(**sharer, *sharer_backend);
-  EXPECT_EQ(from_sharer, from_owner);
-  // Activations and the cache only: far less than the weights.
-  EXPECT_LT(sharer_backend->used(), weight_bytes);
-  // The weights outlive the model that loaded them.
-  owner->reset();
-  EXPECT_EQ(run(**sharer, *sharer_backend), from_owner);
-
-  auto cpu = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
-  ASSERT_TRUE(cpu.ok());
-  auto owner2 = Model::Load(**file, *owner_backend);
-  ASSERT_TRUE(owner2.ok());
-  auto elsewhere = Model::ShareWeights(**owner2, **cpu);
-  EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
-  std::remove(path.c_str());
-}
-
 TEST(ModelLoadOnDevice, TooLittleMemoryNamesTheBytesNeeded) {
   const std::string path = WriteModel();
   auto file = GgufFile::Open(path);

@@ -43,26 +43,6 @@ Result<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend& backen
   return model;
 }
 
-Result<std::unique_ptr<Model>> Model::ShareWeights(const Model& owner, Backend& backend) {
-  if (backend.device() != owner.backend_.device()) {
-    return Status::InvalidArgument("model: cannot share weights on " + owner.backend_.device() +
-                                   " with a backend on " + backend.device());
-  }
-  std::unique_ptr<Model> model(new Model(backend));
-  model->hp_ = owner.hp_;
-  model->n_params_ = owner.n_params_;
-  model->main_type_ = owner.main_type_;
-  model->buffers_ = owner.buffers_;
-  model->tok_embd_ = owner.tok_embd_;
-  model->output_norm_ = owner.output_norm_;
-  model->output_ = owner.output_;
-  model->rope_freqs_ = owner.rope_freqs_;
-  model->layers_ = owner.layers_;
-  if (!model->rope_freqs_.empty()) model->hp_.rope.freq_factors = model->rope_freqs_.data();
-  SINEW_RETURN_IF_ERROR(model->CheckBackendSupport());
-  return model;
-}
-
 Status Model::LoadHParams(const GgufFile& f) {
   auto arch = f.GetString("general.architecture");
   if (!arch.ok()) return Bad(arch.status().message());

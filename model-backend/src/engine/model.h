@@ -74,16 +74,6 @@ class Model {
   // Errors: Unimplemented (architecture, rope scaling), Corruption (missing
   // tensor, wrong shape, metadata out of range).
   [[nodiscard]] static Result<std::unique_ptr<Model>> Load(const GgufFile& file, Backend& backend);
-  // A model over `owner`'s weights (the same memory, no second copy) with its
-  // own activations on `backend`, for a second user of one loaded model that
-  // runs on its own thread and stream (the ServingEngine beside its reference
-  // Engine). The weights live while either model does; REQUIRES: owner's
-  // backend outlives the returned model (a device buffer frees through it).
-  // Errors: InvalidArgument unless `backend` is on owner's device; those of
-  // Load's backend check.
-  [[nodiscard]] static Result<std::unique_ptr<Model>> ShareWeights(const Model& owner,
-                                                                   Backend& backend);
-
   const HParams& hparams() const { return hp_; }
   int64_t n_params() const { return n_params_; }
   GgmlType main_weight_type() const { return main_type_; }
@@ -164,7 +154,7 @@ class Model {
   HParams hp_;
   int64_t n_params_ = 0;
   GgmlType main_type_ = GgmlType::kF32;
-  std::vector<std::shared_ptr<BackendBuffer>> buffers_;  // the weights (shared by ShareWeights)
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;  // the weights
   Tensor tok_embd_, output_norm_, output_;
   std::vector<float> rope_freqs_;  // host memory (RopeParams::freq_factors)
   std::vector<LayerWeights> layers_;
@@ -187,10 +177,5 @@ class Model {
   int64_t kept_logits_ = 0;  // rows of logits_ the last Forward kept
   std::vector<int32_t> positions_;
 };
-
-class Engine;
-
-// The model that an Engine from Engine::Load runs (for Model::ShareWeights).
-const Model& ModelOf(const Engine& engine);
 
 }  // namespace sinew::model

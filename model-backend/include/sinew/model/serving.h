@@ -213,8 +213,6 @@ class ServingEngine {
 
   virtual const ModelInfo& info() const = 0;
   virtual const GgufFile& gguf() const = 0;
-  // The one-request-at-a-time engine on the same file (the reference).
-  virtual Engine& engine() = 0;
 
   // As Engine::Generate(); on_token runs on the calling thread. Errors: those of
   // Engine::Generate(); ResourceExhausted when max_waiting generations already
