@@ -1,4 +1,4 @@
-// Sizing the paged KV cache: the blocks that --gpu-memory-fraction leaves on a
+// Sizing the KV cache: the blocks that --gpu-memory-fraction leaves on a
 // device after the weights, and the options that bound it.
 #include "kv_cache.h"
 
