@@ -60,10 +60,9 @@ class DeviceLikeBackend final : public Backend {
 // of 16 positions on `backend`.
 Status LastLogits(Model& m, Backend& backend, const std::vector<int32_t>& tokens, float* out) {
   const HParams& hp = m.hparams();
-  SINEW_ASSIGN_OR_RETURN(auto cache,
-                         KvCache::Create(backend, hp.n_layer, 1, 16,
-                                         int64_t{hp.n_head_kv} * hp.head_dim, GgmlType::kF16,
-                                         GgmlType::kF16));
+  SINEW_ASSIGN_OR_RETURN(
+      auto cache, KvCache::Create(backend, hp.n_layer, 1, 16, int64_t{hp.n_head_kv} * hp.head_dim,
+                                  GgmlType::kF16, GgmlType::kF16));
   static constexpr int32_t kOneBlock[] = {0};
   ForwardBatch batch;
   batch.tokens = tokens;

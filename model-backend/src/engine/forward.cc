@@ -40,8 +40,7 @@ Status Model::EnsureScratch(int64_t n) {
   return Status::Ok();
 }
 
-Status Model::Forward(const ForwardBatch& batch, KvCache& kv, bool batch_invariant,
-                      float* logits) {
+Status Model::Forward(const ForwardBatch& batch, KvCache& kv, bool batch_invariant, float* logits) {
   BackendOps& ops = backend_.ops();
   if (batch.graph_key == 0 || !ops.CapturesSteps()) {
     return RunForward(batch, kv, batch_invariant, logits);

@@ -40,9 +40,8 @@ Result<GgmlType> ParseKvType(std::string_view name) {
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::Create(Backend& backend, int32_t n_layer,
-                                                           int32_t n_blocks, int32_t block_size,
-                                                           int64_t kv_dim, GgmlType type_k,
-                                                           GgmlType type_v) {
+                                                 int32_t n_blocks, int32_t block_size,
+                                                 int64_t kv_dim, GgmlType type_k, GgmlType type_v) {
   if (n_blocks < 1 || block_size < 1) {
     return Status::InvalidArgument("KV cache: n_blocks and block_size must be >= 1");
   }
@@ -72,8 +71,8 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(Backend& backend, int32_t n_lay
   return store;
 }
 
-size_t KvCache::BlockBytes(int32_t n_layer, int32_t block_size, int64_t kv_dim,
-                                GgmlType type_k, GgmlType type_v) {
+size_t KvCache::BlockBytes(int32_t n_layer, int32_t block_size, int64_t kv_dim, GgmlType type_k,
+                           GgmlType type_v) {
   return static_cast<size_t>((GgmlRowSize(type_k, kv_dim) + GgmlRowSize(type_v, kv_dim)) *
                              block_size * n_layer);
 }
@@ -87,8 +86,8 @@ int64_t KvBlocksForDeviceMemory(const BackendMemory::DeviceMemoryInfo& mem, doub
   return static_cast<int64_t>(room / static_cast<double>(block_bytes));
 }
 
-std::vector<BackendBuffer::HostCopy> KvCache::BlockCopies(
-    std::span<const int32_t> blocks, std::span<uint8_t* const> host) const {
+std::vector<BackendBuffer::HostCopy> KvCache::BlockCopies(std::span<const int32_t> blocks,
+                                                          std::span<uint8_t* const> host) const {
   const auto* base = static_cast<const uint8_t*>(buffer_->data());
   std::vector<BackendBuffer::HostCopy> copies;
   copies.reserve(blocks.size() * k_.size() * 2);
@@ -106,8 +105,7 @@ std::vector<BackendBuffer::HostCopy> KvCache::BlockCopies(
   return copies;
 }
 
-Status KvCache::SaveBlocks(std::span<const int32_t> blocks,
-                                std::span<uint8_t* const> host) const {
+Status KvCache::SaveBlocks(std::span<const int32_t> blocks, std::span<uint8_t* const> host) const {
   return buffer_->ReadMany(BlockCopies(blocks, host));
 }
 

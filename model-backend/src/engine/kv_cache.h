@@ -36,9 +36,9 @@ class KvCache {
   // InvalidArgument unless n_blocks and block_size are >= 1; ResourceExhausted
   // if the backend cannot hold it; the errors of CheckKvType.
   [[nodiscard]] static Result<std::unique_ptr<KvCache>> Create(Backend& backend, int32_t n_layer,
-                                                               int32_t n_blocks,
-                                                               int32_t block_size, int64_t kv_dim,
-                                                               GgmlType type_k, GgmlType type_v);
+                                                               int32_t n_blocks, int32_t block_size,
+                                                               int64_t kv_dim, GgmlType type_k,
+                                                               GgmlType type_v);
 
   // The bytes of one block in all layers, K and V (block_bytes() of a cache of
   // these dimensions).

@@ -74,6 +74,7 @@ class Model {
   // Errors: Unimplemented (architecture, rope scaling), Corruption (missing
   // tensor, wrong shape, metadata out of range).
   [[nodiscard]] static Result<std::unique_ptr<Model>> Load(const GgufFile& file, Backend& backend);
+
   const HParams& hparams() const { return hp_; }
   int64_t n_params() const { return n_params_; }
   GgmlType main_weight_type() const { return main_type_; }
@@ -81,7 +82,7 @@ class Model {
   // Runs a batch of tokens from one or many sequences against `kv`, writing
   // n_vocab logits for each sequence that wants them, in batch order, to host
   // `logits`; with logits == nullptr they stay in the backend's memory for
-  // ReadLogits and SampleLogits (until the next forward). With
+  // ReadLogits and QueueSampleLogits (until the next forward). With
   // `batch_invariant` every weight multiplication sees the rows padded to a
   // multiple of four where the backend needs it (PadsRows), so a token's
   // results do not depend on what else is in the batch (batched and single

@@ -34,9 +34,9 @@ Result<std::unique_ptr<DraftModel>> DraftModel::Load(const std::string& path,
   const HParams& hp = draft->model_->hparams();
   draft->n_vocab_ = hp.n_vocab;
   SINEW_ASSIGN_OR_RETURN(
-      draft->kv_, KvCache::Create(backend, hp.n_layer, options.n_blocks, options.block_size,
-                                       int64_t{hp.n_head_kv} * hp.head_dim, options.type_k,
-                                       options.type_v));
+      draft->kv_,
+      KvCache::Create(backend, hp.n_layer, options.n_blocks, options.block_size,
+                      int64_t{hp.n_head_kv} * hp.head_dim, options.type_k, options.type_v));
   return draft;
 }
 

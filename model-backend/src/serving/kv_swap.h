@@ -25,8 +25,7 @@ class KvSwapSpace {
   // As many slots as `bytes` holds. InvalidArgument if that is not even one
   // block; ResourceExhausted if the backend cannot allocate it.
   [[nodiscard]] static Result<std::unique_ptr<KvSwapSpace>> Create(Backend& backend,
-                                                                   const KvCache& kv,
-                                                                   size_t bytes);
+                                                                   const KvCache& kv, size_t bytes);
 
   int32_t n_slots() const { return n_slots_; }
   int32_t available() const { return static_cast<int32_t>(free_.size()); }

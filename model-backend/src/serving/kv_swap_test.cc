@@ -36,7 +36,7 @@ class KvSwapTest : public ::testing::Test {
     backend_ = std::move(backend).value();
     // K and V of different types, so their rows differ in size.
     auto kv = KvCache::Create(*backend_, kLayers, kBlocks, kBlockSize, kKvDim, GgmlType::kF16,
-                                   GgmlType::kQ8_0);
+                              GgmlType::kQ8_0);
     ASSERT_TRUE(kv.ok()) << kv.status().ToString();
     kv_ = std::move(kv).value();
     // A different byte everywhere in the cache.

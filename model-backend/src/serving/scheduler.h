@@ -19,8 +19,8 @@
 
 #include "block_manager.h"
 #include "draft_model.h"
-#include "kv_swap.h"
 #include "kv_cache.h"
+#include "kv_swap.h"
 #include "model.h"
 #include "sequence.h"
 #include "sinew/model/serving.h"

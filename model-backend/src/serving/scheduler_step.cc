@@ -266,8 +266,8 @@ Scheduler::StepState Scheduler::Launch(std::vector<Planned> plan) {
   n_out += static_cast<int32_t>(batch_.seqs.size() - step.plan.size());  // the dummies' rows
   const bool host_logits = !options_.device_sampling;
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
-  step.status = model_.Forward(batch_, kv_, options_.batch_invariant,
-                                    host_logits ? logits_.data() : nullptr);
+  step.status =
+      model_.Forward(batch_, kv_, options_.batch_invariant, host_logits ? logits_.data() : nullptr);
   return step;
 }
 

@@ -103,9 +103,9 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
   if (options_.n_blocks == 0) {
     SINEW_ASSIGN_OR_RETURN(
         options_.n_blocks,
-        DefaultKvBlocks(ctx_blocks, KvCache::BlockBytes(mi.n_layer, options_.block_size,
-                                                             kv_dim, engine_options.cache_type_k,
-                                                             engine_options.cache_type_v)));
+        DefaultKvBlocks(ctx_blocks, KvCache::BlockBytes(mi.n_layer, options_.block_size, kv_dim,
+                                                        engine_options.cache_type_k,
+                                                        engine_options.cache_type_v)));
   }
   // One spare block for the dummies of padded decode steps (step graphs).
   const bool pads =
