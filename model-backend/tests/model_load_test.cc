@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model.h"
 #include "random_model.h"
@@ -55,6 +56,20 @@ class DeviceLikeBackend final : public Backend {
   LimitedMemory memory_;
 };
 
+// The logits of the last of `tokens`, run from position 0 in a one-block cache
+// of 16 positions on `backend`.
+Status LastLogits(Model& m, Backend& backend, const std::vector<int32_t>& tokens, float* out) {
+  const HParams& hp = m.hparams();
+  SINEW_ASSIGN_OR_RETURN(
+      auto cache, KvCache::Create(backend, hp.n_layer, 1, 16, int64_t{hp.n_head_kv} * hp.head_dim,
+                                  GgmlType::kF16, GgmlType::kF16));
+  static constexpr int32_t kOneBlock[] = {0};
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.seqs.push_back(ForwardSeq{static_cast<int32_t>(tokens.size()), 0, kOneBlock, 1});
+  return m.Forward(batch, *cache, /*batch_invariant=*/false, out);
+}
+
 std::string WriteModel() {
   const std::string path =
       ::testing::TempDir() + "/sinew_load_" + std::to_string(getpid()) + ".gguf";
@@ -81,67 +96,12 @@ TEST(ModelLoadOnDevice, CopiedWeightsGiveTheSameLogitsAsMappedOnes) {
   const std::vector<int32_t> tokens = {1, 5, 9};
   std::vector<float> a(static_cast<size_t>(hp.n_vocab)), b(a.size());
   auto run = [&](Model& m, Backend& backend, std::vector<float>& out) {
-    auto cache = KvCache::Create(backend, hp.n_layer, 16, int64_t{hp.n_head_kv} * hp.head_dim,
-                                 GgmlType::kF16, GgmlType::kF16);
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-    ASSERT_TRUE(m.Forward(tokens, 0, **cache, false, out.data()).ok());
+    const Status status = LastLogits(m, backend, tokens, out.data());
+    ASSERT_TRUE(status.ok()) << status.ToString();
   };
   run(**copied, device, a);
   run(**mapped, **mapped_backend, b);
   EXPECT_EQ(a, b);
-  std::remove(path.c_str());
-}
-
-// A second user of a loaded model (the ServingEngine beside its reference
-// Engine) gets the same weights, not a copy: its backend allocates only its
-// activations, and both give the same logits. Backends of another device are
-// refused.
-TEST(ModelLoadOnDevice, SharedWeightsAreNotCopiedAndGiveTheSameLogits) {
-  const std::string path = WriteModel();
-  auto file = GgufFile::Open(path);
-  ASSERT_TRUE(file.ok());
-  size_t weight_bytes = 0;
-  for (const GgufTensorInfo& t : (*file)->tensors()) weight_bytes += t.size_bytes;
-  auto make = [] {
-    auto cpu = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
-    EXPECT_TRUE(cpu.ok());
-    return std::make_unique<DeviceLikeBackend>(std::move(cpu).value(), size_t{1} << 30);
-  };
-  auto owner_backend = make();
-  auto owner = Model::Load(**file, *owner_backend);
-  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
-  EXPECT_GE(owner_backend->used(), weight_bytes);
-  auto sharer_backend = make();
-  auto sharer = Model::ShareWeights(**owner, *sharer_backend);
-  ASSERT_TRUE(sharer.ok()) << sharer.status().ToString();
-  EXPECT_EQ(sharer_backend->used(), 0u);
-  EXPECT_EQ((*sharer)->n_params(), (*owner)->n_params());
-
-  const HParams& hp = (*owner)->hparams();
-  const std::vector<int32_t> tokens = {1, 5, 9, 2};
-  auto run = [&](Model& m, Backend& backend) {
-    std::vector<float> out(static_cast<size_t>(hp.n_vocab));
-    auto cache = KvCache::Create(backend, hp.n_layer, 16, int64_t{hp.n_head_kv} * hp.head_dim,
-                                 GgmlType::kF16, GgmlType::kF16);
-    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
-    EXPECT_TRUE(m.Forward(tokens, 0, **cache, false, out.data()).ok());
-    return out;
-  };
-  const std::vector<float> from_owner = run(**owner, *owner_backend);
-  const std::vector<float> from_sharer = run(**sharer, *sharer_backend);
-  EXPECT_EQ(from_sharer, from_owner);
-  // Activations and the cache only: far less than the weights.
-  EXPECT_LT(sharer_backend->used(), weight_bytes);
-  // The weights outlive the model that loaded them.
-  owner->reset();
-  EXPECT_EQ(run(**sharer, *sharer_backend), from_owner);
-
-  auto cpu = CreateCpuBackend(CpuBackendOptions{1, "scalar"});
-  ASSERT_TRUE(cpu.ok());
-  auto owner2 = Model::Load(**file, *owner_backend);
-  ASSERT_TRUE(owner2.ok());
-  auto elsewhere = Model::ShareWeights(**owner2, **cpu);
-  EXPECT_EQ(elsewhere.status().code(), StatusCode::kInvalidArgument);
   std::remove(path.c_str());
 }
 

@@ -1,6 +1,6 @@
+// Model::Load: the hyperparameters and weights of a GGUF model, placed on a backend.
 #include "model.h"
 
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -27,10 +27,6 @@ Result<int32_t> IntKey(const GgufFile& f, const std::string& key, int64_t lo, in
   return static_cast<int32_t>(*v);
 }
 
-Tensor View(float* base, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
-  return Tensor::F32(base, ne0, ne1, ne2);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend& backend) {
@@ -43,26 +39,6 @@ Result<std::unique_ptr<Model>> Model::Load(const GgufFile& file, Backend& backen
     return s.WithContext("loading the model's " + std::to_string(need) + " bytes of tensors onto " +
                          backend.device());
   }
-  SINEW_RETURN_IF_ERROR(model->CheckBackendSupport());
-  return model;
-}
-
-Result<std::unique_ptr<Model>> Model::ShareWeights(const Model& owner, Backend& backend) {
-  if (backend.device() != owner.backend_.device()) {
-    return Status::InvalidArgument("model: cannot share weights on " + owner.backend_.device() +
-                                   " with a backend on " + backend.device());
-  }
-  std::unique_ptr<Model> model(new Model(backend));
-  model->hp_ = owner.hp_;
-  model->n_params_ = owner.n_params_;
-  model->main_type_ = owner.main_type_;
-  model->buffers_ = owner.buffers_;
-  model->tok_embd_ = owner.tok_embd_;
-  model->output_norm_ = owner.output_norm_;
-  model->output_ = owner.output_;
-  model->rope_freqs_ = owner.rope_freqs_;
-  model->layers_ = owner.layers_;
-  if (!model->rope_freqs_.empty()) model->hp_.rope.freq_factors = model->rope_freqs_.data();
   SINEW_RETURN_IF_ERROR(model->CheckBackendSupport());
   return model;
 }
@@ -272,127 +248,6 @@ Status Model::CheckBackendSupport() {
                                  " has no YaRN rope scaling (use --device cpu)");
   }
   return Status::Ok();
-}
-
-Status Model::EnsureScratch(int64_t n) {
-  if (n <= scratch_tokens_) return Status::Ok();
-  const int64_t E = hp_.n_embd, QD = int64_t{hp_.n_head} * hp_.head_dim;
-  const int64_t KD = int64_t{hp_.n_head_kv} * hp_.head_dim;
-  const int64_t sizes[] = {E * n, E * n, QD * n, KD * n, KD * n, QD * n, hp_.n_ff * n,
-                           hp_.n_ff * n, int64_t{hp_.n_vocab} * n};
-  int64_t total = 0;
-  for (int64_t s : sizes) total += (s + 15) / 16 * 16;
-  scratch_.reset();
-  SINEW_ASSIGN_OR_RETURN(scratch_, backend_.memory().Allocate(static_cast<size_t>(total) * 4));
-  float* base = static_cast<float*>(scratch_->data());
-  float** slots[] = {&x_, &h_, &q_, &k_, &v_, &attn_, &gate_, &up_, &logits_};
-  for (size_t i = 0; i < std::size(slots); ++i) {
-    *slots[i] = base;
-    base += (sizes[i] + 15) / 16 * 16;
-  }
-  scratch_tokens_ = n;
-  return Status::Ok();
-}
-
-Status Model::Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& cache,
-                      bool all_logits, float* logits) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0 || pos0 < 0 || pos0 + n > cache.n_ctx()) {
-    return Status::OutOfRange("forward: positions exceed the context");
-  }
-  SINEW_RETURN_IF_ERROR(EnsureScratch(n));
-  BackendOps& ops = backend_.ops();
-  const int64_t E = hp_.n_embd, HD = hp_.head_dim, KD = int64_t{hp_.n_head_kv} * HD;
-  positions_.resize(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) positions_[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
-
-  Tensor x = View(x_, E, n);
-  SINEW_RETURN_IF_ERROR(ops.GetRows(tok_embd_, tokens, x));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  const KvSeq seq = cache.seq(static_cast<int32_t>(n));
-  const KvBatch kv_batch{std::span<const KvSeq>(&seq, 1), cache.n_ctx()};
-  for (int32_t l = 0; l < hp_.n_layer; ++l) {
-    const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    SINEW_RETURN_IF_ERROR(ProjectQkv(w, n));
-    Tensor k = View(k_, KD, n), v = View(v_, KD, n);
-    Tensor qh = View(q_, HD, hp_.n_head, n);
-    Tensor kc = cache.k(l), vc = cache.v(l);
-    SINEW_RETURN_IF_ERROR(ops.StoreKv(k, kc, kv_batch, positions_));
-    SINEW_RETURN_IF_ERROR(ops.StoreKv(v, vc, kv_batch, positions_));
-    Tensor attn = View(attn_, HD, hp_.n_head, n);
-    SINEW_RETURN_IF_ERROR(
-        ops.Attention(qh, kc, vc, kv_batch, hp_.n_head_kv, positions_, scale, attn));
-    SINEW_RETURN_IF_ERROR(FinishLayer(w, n));
-  }
-  const int64_t n_out = all_logits ? n : 1;
-  return OutputLogits(View(x_ + (n - n_out) * E, E, n_out), n_out, logits);
-}
-
-Status Model::ProjectQkv(const LayerWeights& w, int64_t n) {
-  BackendOps& ops = backend_.ops();
-  const int64_t E = hp_.n_embd, HD = hp_.head_dim;
-  const int64_t QD = int64_t{hp_.n_head} * HD, KD = int64_t{hp_.n_head_kv} * HD;
-  Tensor x = View(x_, E, n), h = View(h_, E, n);
-  SINEW_RETURN_IF_ERROR(ops.RmsNorm(x, w.attn_norm, hp_.rms_eps, h));
-  Tensor q = View(q_, QD, n), k = View(k_, KD, n), v = View(v_, KD, n);
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wq, h, q));
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wk, h, k));
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wv, h, v));
-  if (w.bq.data != nullptr) SINEW_RETURN_IF_ERROR(ops.AddBias(q, w.bq));
-  if (w.bk.data != nullptr) SINEW_RETURN_IF_ERROR(ops.AddBias(k, w.bk));
-  if (w.bv.data != nullptr) SINEW_RETURN_IF_ERROR(ops.AddBias(v, w.bv));
-  Tensor qh = View(q_, HD, hp_.n_head, n), kh = View(k_, HD, hp_.n_head_kv, n);
-  if (w.q_norm.data != nullptr) SINEW_RETURN_IF_ERROR(ops.RmsNorm(qh, w.q_norm, hp_.rms_eps, qh));
-  if (w.k_norm.data != nullptr) SINEW_RETURN_IF_ERROR(ops.RmsNorm(kh, w.k_norm, hp_.rms_eps, kh));
-  const std::span<const int32_t> pos(positions_.data(), static_cast<size_t>(n));
-  SINEW_RETURN_IF_ERROR(ops.Rope(qh, pos, hp_.rope));
-  return ops.Rope(kh, pos, hp_.rope);
-}
-
-Status Model::FinishLayer(const LayerWeights& w, int64_t n) {
-  BackendOps& ops = backend_.ops();
-  const int64_t E = hp_.n_embd, F = hp_.n_ff, QD = int64_t{hp_.n_head} * hp_.head_dim;
-  Tensor x = View(x_, E, n), h = View(h_, E, n);
-  Tensor attn2 = View(attn_, QD, n), o = View(h_, E, n);
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.wo, attn2, o));
-  SINEW_RETURN_IF_ERROR(ops.Add(x, o, x));
-  SINEW_RETURN_IF_ERROR(ops.RmsNorm(x, w.ffn_norm, hp_.rms_eps, h));
-  Tensor gate = View(gate_, F, n), up = View(up_, F, n);
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.w_gate, h, gate));
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.w_up, h, up));
-  SINEW_RETURN_IF_ERROR(ops.SwiGlu(gate, up, gate));
-  SINEW_RETURN_IF_ERROR(ops.MatMul(w.w_down, gate, o));
-  return ops.Add(x, o, x);
-}
-
-Status Model::OutputLogits(const Tensor& rows, int64_t n_read, float* logits) {
-  BackendOps& ops = backend_.ops();
-  const int64_t n_rows = rows.rows();
-  Tensor ho = View(h_, hp_.n_embd, n_rows);
-  SINEW_RETURN_IF_ERROR(ops.RmsNorm(rows, output_norm_, hp_.rms_eps, ho));
-  Tensor out = View(logits_, hp_.n_vocab, n_rows);
-  SINEW_RETURN_IF_ERROR(ops.MatMul(output_, ho, out));
-  kept_logits_ = n_read;
-  if (logits == nullptr) return Status::Ok();
-  return ReadLogits(0, n_read, logits);
-}
-
-Status Model::ReadLogits(int64_t first, int64_t n, float* dst) {
-  if (first < 0 || n < 0 || first + n > kept_logits_) {
-    return Status::InvalidArgument("logits rows [" + std::to_string(first) + ", " +
-                                   std::to_string(first + n) + ") outside the " +
-                                   std::to_string(kept_logits_) + " of the last forward");
-  }
-  const size_t offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(logits_) -
-                                            static_cast<uint8_t*>(scratch_->data())) +
-                        static_cast<size_t>(first * hp_.n_vocab) * 4;
-  return scratch_->Read(offset, dst, static_cast<size_t>(n * hp_.n_vocab) * 4);
-}
-
-Status Model::QueueSampleLogits(std::span<const RowSampling> rows,
-                                std::span<const uint32_t> masks) {
-  Tensor kept = View(logits_, hp_.n_vocab, kept_logits_);
-  return backend_.ops().QueueSampleRows(kept, rows, masks);
 }
 
 }  // namespace sinew::model

@@ -1,9 +1,9 @@
 // Model: the weights and forward pass of a decoder-only transformer (llama,
 // qwen2, qwen3) on a backend.
 //
-// Forward() runs a batch of consecutive tokens of one sequence against a
-// KvCache; a batch of tokens from many sequences (continuous batching) is the
-// next extension and needs only a different attention call and cache.
+// Forward() runs a batch of tokens from one or many sequences against a paged
+// KvCache (kv_cache.h): the ServingEngine's continuous batches, and the
+// Engine's one sequence in a cache of one block.
 //
 // Ownership: the Model keeps pointers into the GgufFile (mapped weights), which
 // must outlive it, and owns the backend buffers it allocates.
@@ -26,11 +26,6 @@
 
 namespace sinew::model {
 
-class Engine;
-
-class PagedKvStore;  // src/serving/paged_kv.h
-struct PagedBatch;
-
 struct HParams {
   std::string arch;
   int32_t n_vocab = 0;
@@ -52,47 +47,57 @@ struct LayerWeights {
   Tensor ffn_norm, w_gate, w_up, w_down;
 };
 
+// One sequence's part of a batch: n_tokens consecutive tokens from position
+// pos0, whose KV rows go to (and whose attention reads) the blocks of
+// block_table, which covers positions [0, pos0 + n_tokens).
+struct ForwardSeq {
+  int32_t n_tokens = 0;
+  int32_t pos0 = 0;
+  std::span<const int32_t> block_table;
+  int32_t n_logits = 0;  // logits of its last n_logits tokens (0..n_tokens), in order
+};
+
+// Tokens of all sequences, back to back in the order of `seqs`.
+struct ForwardBatch {
+  // The sequences' tokens back to back. A token may be FedToken(e) (backend.h):
+  // the token of entry e of the last Model::QueueSampleLogits, not yet on the host.
+  std::vector<int32_t> tokens;
+  std::vector<ForwardSeq> seqs;
+  // Non-zero: the step's key for BackendOps::BeginStep (a step graph), given
+  // only to batches whose ops have the same shapes whenever they have this key
+  // (the scheduler's decode buckets). 0: no graph.
+  uint64_t graph_key = 0;
+};
+
 class Model {
  public:
   // Errors: Unimplemented (architecture, rope scaling), Corruption (missing
   // tensor, wrong shape, metadata out of range).
   [[nodiscard]] static Result<std::unique_ptr<Model>> Load(const GgufFile& file, Backend& backend);
-  // A model over `owner`'s weights (the same memory, no second copy) with its
-  // own activations on `backend`, for a second user of one loaded model that
-  // runs on its own thread and stream (the ServingEngine beside its reference
-  // Engine). The weights live while either model does; REQUIRES: owner's
-  // backend outlives the returned model (a device buffer frees through it).
-  // Errors: InvalidArgument unless `backend` is on owner's device; those of
-  // Load's backend check.
-  [[nodiscard]] static Result<std::unique_ptr<Model>> ShareWeights(const Model& owner,
-                                                                   Backend& backend);
 
   const HParams& hparams() const { return hp_; }
   int64_t n_params() const { return n_params_; }
   GgmlType main_weight_type() const { return main_type_; }
 
-  // Runs tokens at positions pos0.. against `cache`, writing n_vocab logits for
-  // every token (all_logits) or for the last one into `logits`.
-  // REQUIRES: tokens non-empty and in range, pos0 + size <= cache.n_ctx().
-  [[nodiscard]] Status Forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& cache,
-                               bool all_logits, float* logits);
-
-  // Runs a batch of tokens from many sequences against a paged KV cache
-  // (defined in src/serving/paged_forward.cc), writing n_vocab logits for each
-  // sequence that wants them, in batch order, to host `logits`; with logits ==
-  // nullptr they stay in the backend's memory for ReadLogits and SampleLogits
-  // (until the next forward). With `batch_invariant` every
-  // weight multiplication sees the rows padded to a multiple of four, so a
-  // token's results do not depend on what else is in the batch (batched and
-  // single runs agree exactly) at the price of up to 3 wasted rows per step.
-  [[nodiscard]] Status ForwardPaged(const PagedBatch& batch, PagedKvStore& kv,
-                                    bool batch_invariant, float* logits);
-  // Copies rows [first, first + n) of the logits the last ForwardPaged kept
+  // Runs a batch of tokens from one or many sequences against `kv`, writing
+  // n_vocab logits for each sequence that wants them, in batch order, to host
+  // `logits`; with logits == nullptr they stay in the backend's memory for
+  // ReadLogits and QueueSampleLogits (until the next forward). With
+  // `batch_invariant` every weight multiplication sees the rows padded to a
+  // multiple of four where the backend needs it (PadsRows), so a token's
+  // results do not depend on what else is in the batch (batched and single
+  // runs agree exactly) at the price of up to 3 wasted rows per step.
+  // Errors: InvalidArgument for an empty batch, sequence sizes that disagree
+  // with it, n_logits outside [0, n_tokens], or rows outside the cache
+  // (CheckKvBatch); the backend's.
+  [[nodiscard]] Status Forward(const ForwardBatch& batch, KvCache& kv, bool batch_invariant,
+                               float* logits);
+  // Copies rows [first, first + n) of the logits the last Forward kept
   // to host `dst` (n * n_vocab floats). InvalidArgument outside them.
   [[nodiscard]] Status ReadLogits(int64_t first, int64_t n, float* dst);
-  // BackendOps::QueueSampleRows over the logits the last ForwardPaged kept (row
+  // BackendOps::QueueSampleRows over the logits the last Forward kept (row
   // i of RowSampling: its i-th logits row); the sampled rows become scratch.
-  // The next ForwardPaged may feed its tokens (FedToken ids in PagedBatch) before
+  // The next Forward may feed its tokens (FedToken ids in ForwardBatch) before
   // TakeSampled brings them to the host.
   [[nodiscard]] Status QueueSampleLogits(std::span<const RowSampling> rows,
                                          std::span<const uint32_t> masks);
@@ -109,7 +114,7 @@ class Model {
   }
   // Whether the backend replays steps from graphs (BackendOps::CapturesSteps).
   bool CapturesSteps() const { return backend_.ops().CapturesSteps(); }
-  // Whether a batch-invariant ForwardPaged pads its rows to a multiple of four
+  // Whether a batch-invariant Forward pads its rows to a multiple of four
   // (backends whose ops are not RowInvariant need it).
   bool PadsRows(bool batch_invariant) const {
     return batch_invariant && !backend_.ops().RowInvariant();
@@ -131,7 +136,7 @@ class Model {
   Result<Tensor> F32Vector(const GgufFile& file, const std::string& name, int64_t n,
                            bool required = true);
   Status EnsureScratch(int64_t n_tokens);
-  // The parts of a layer that Forward and ForwardPaged share, over scratch rows 0..n-1.
+  // The parts of a layer around attention, over scratch rows 0..n-1.
   // ProjectQkv: h = norm(x); q, k, v projected (biases, q/k norms) and rotated at
   // positions_. FinishLayer, once attention has written attn_: output projection and
   // residual, then the SwiGLU feed-forward and residual.
@@ -143,14 +148,14 @@ class Model {
   // Final norm and output projection of the F32 rows `rows` (a view of x_ or h_);
   // copies the logits of the first n_read of them to host `logits`.
   Status OutputLogits(const Tensor& rows, int64_t n_read, float* logits);
-  // ForwardPaged's ops, without the step graph around them.
-  Status RunPaged(const PagedBatch& batch, PagedKvStore& kv, bool batch_invariant, float* logits);
+  // Forward's ops, without the step graph around them.
+  Status RunForward(const ForwardBatch& batch, KvCache& kv, bool batch_invariant, float* logits);
 
   Backend& backend_;
   HParams hp_;
   int64_t n_params_ = 0;
   GgmlType main_type_ = GgmlType::kF32;
-  std::vector<std::shared_ptr<BackendBuffer>> buffers_;  // the weights (shared by ShareWeights)
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;  // the weights
   Tensor tok_embd_, output_norm_, output_;
   std::vector<float> rope_freqs_;  // host memory (RopeParams::freq_factors)
   std::vector<LayerWeights> layers_;
@@ -170,11 +175,8 @@ class Model {
   float* gate_ = nullptr;
   float* up_ = nullptr;
   float* logits_ = nullptr;
-  int64_t kept_logits_ = 0;  // rows of logits_ the last ForwardPaged kept
+  int64_t kept_logits_ = 0;  // rows of logits_ the last Forward kept
   std::vector<int32_t> positions_;
 };
-
-// The model that an Engine from Engine::Load runs (for Model::ShareWeights).
-const Model& ModelOf(const Engine& engine);
 
 }  // namespace sinew::model

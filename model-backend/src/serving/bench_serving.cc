@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,7 +72,9 @@ struct ThroughputShape {
   bool reference = true;
 };
 
-void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char* mode) {
+// reference: the one-request Engine on the same file and options (null: none).
+void Throughput(ServingEngine& serving, Engine* reference, const ThroughputShape& shape,
+                const char* mode) {
   uint32_t state = 11u + static_cast<uint32_t>(shape.streams);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < shape.streams; ++i) {
@@ -80,13 +83,13 @@ void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char
     p.insert(p.end(), rest.begin(), rest.end());
     prompts.push_back(std::move(p));
   }
-  // Reference: the same engine, one request at a time.
+  // Reference: the same model, one request at a time.
   double ref_tps = 0;
-  if (shape.reference) {
+  if (reference != nullptr) {
     const auto start = Clock::now();
     int64_t ref_tokens = 0;
     for (const auto& p : prompts) {
-      auto r = serving.engine().Generate(p, Params(shape.tokens), nullptr);
+      auto r = reference->Generate(p, Params(shape.tokens), nullptr);
       if (r.ok()) ref_tokens += static_cast<int64_t>(r->tokens.size());
     }
     ref_tps = static_cast<double>(ref_tokens) / Seconds(start);
@@ -130,7 +133,7 @@ void Throughput(ServingEngine& serving, const ThroughputShape& shape, const char
   const double gen_tps = wall > all_started ? static_cast<double>(after) / (wall - all_started) : 0;
   std::printf("streams %3d: %8.1f tok/s end to end, %8.1f tok/s generating", shape.streams, e2e_tps,
               gen_tps);
-  if (shape.reference) {
+  if (reference != nullptr) {
     std::printf("   one-at-a-time %8.1f tok/s   ratio %.2fx", ref_tps, e2e_tps / ref_tps);
   }
   // Where the step loop's time went (ServingStats::plan_ns and the rest).
@@ -230,12 +233,14 @@ void Pressure(const std::string& model, const EngineOptions& eo) {
 
 // One short generation, so that no measurement pays first-touch costs (page
 // faults, CUDA module loading, cuBLAS handles).
-void WarmUp(ServingEngine& serving) {
+// One short generation before measuring (the weights paged in, buffers sized).
+template <typename AnyEngine>
+void WarmUp(AnyEngine& engine) {
   uint32_t state = 7;
   std::vector<int32_t> p = {1};
-  auto rest = RandomTokens(serving.info().n_vocab, 40, state);
+  auto rest = RandomTokens(engine.info().n_vocab, 40, state);
   p.insert(p.end(), rest.begin(), rest.end());
-  (void)serving.Generate(p, Params(8), nullptr);
+  (void)engine.Generate(p, Params(8), nullptr);
 }
 
 std::vector<int> IntList(const char* text) {
@@ -345,6 +350,18 @@ int main(int argc, char** argv) {
   eo.n_ctx = 2048;
   eo.device = device;
   const int most_streams = *std::max_element(streams.begin(), streams.end());
+  // The one-request reference of the throughput section: an Engine on the same
+  // file and options, loaded before the ServingEngines.
+  std::unique_ptr<Engine> reference;
+  if (shape.reference && section("throughput")) {
+    auto loaded = Engine::Load(model, eo);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+      return 1;
+    }
+    reference = std::move(loaded).value();
+    WarmUp(*reference);
+  }
   for (bool cache : {true, false}) {
     ServingOptions so;
     so.prefix_cache = cache;
@@ -374,11 +391,11 @@ int main(int argc, char** argv) {
           shape.prompt, shape.tokens);
       for (int n : streams) {
         shape.streams = n;
-        Throughput(**serving, shape, "invariant");
+        Throughput(**serving, reference.get(), shape, "invariant");
       }
       ServingOptions loose = so;
       loose.batch_invariant = false;
-      serving->reset();  // one copy of the weights in memory at a time
+      serving->reset();  // one ServingEngine in memory at a time
       {
         auto fast = ServingEngine::Load(model, eo, loose);
         if (fast.ok()) {
@@ -386,7 +403,7 @@ int main(int argc, char** argv) {
           std::printf("== throughput without batch-invariant padding ==\n");
           for (int n : streams) {
             shape.streams = n;
-            Throughput(**fast, shape, "loose");
+            Throughput(**fast, reference.get(), shape, "loose");
           }
         }
       }

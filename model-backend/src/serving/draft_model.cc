@@ -34,9 +34,9 @@ Result<std::unique_ptr<DraftModel>> DraftModel::Load(const std::string& path,
   const HParams& hp = draft->model_->hparams();
   draft->n_vocab_ = hp.n_vocab;
   SINEW_ASSIGN_OR_RETURN(
-      draft->kv_, PagedKvStore::Create(backend, hp.n_layer, options.n_blocks, options.block_size,
-                                       int64_t{hp.n_head_kv} * hp.head_dim, options.type_k,
-                                       options.type_v));
+      draft->kv_,
+      KvCache::Create(backend, hp.n_layer, options.n_blocks, options.block_size,
+                      int64_t{hp.n_head_kv} * hp.head_dim, options.type_k, options.type_v));
   return draft;
 }
 
@@ -88,7 +88,7 @@ Status DraftModel::Draft(std::span<const Request> requests,
           (r > 0 && r >= goal[i])) {
         continue;
       }
-      PagedSeq ps;
+      ForwardSeq ps;
       ps.pos0 = s.draft_model_computed;
       if (r == 0) {
         const int32_t n = static_cast<int32_t>(s.tokens.size());
@@ -108,15 +108,15 @@ Status DraftModel::Draft(std::span<const Request> requests,
     }
     if (fed.empty()) break;
     int64_t n_logits = 0;
-    for (const PagedSeq& ps : batch_.seqs) n_logits += ps.n_logits;
+    for (const ForwardSeq& ps : batch_.seqs) n_logits += ps.n_logits;
     logits_.resize(static_cast<size_t>(n_logits) * static_cast<size_t>(n_vocab_));
     const auto start = std::chrono::steady_clock::now();
-    Status status = model_->ForwardPaged(batch_, *kv_, /*batch_invariant=*/false, logits_.data());
+    Status status = model_->Forward(batch_, *kv_, /*batch_invariant=*/false, logits_.data());
     // A round that feeds each sequence a token or a few (one row group of the
     // CPU's kernels) costs what a drafted token costs; round 0 after drafting
     // was off also catches up on the tokens since, which is not counted.
     const bool short_feeds = std::all_of(batch_.seqs.begin(), batch_.seqs.end(),
-                                         [](const PagedSeq& ps) { return ps.n_tokens <= 4; });
+                                         [](const ForwardSeq& ps) { return ps.n_tokens <= 4; });
     if (short_feeds) {
       policy_.ObserveDraftRound(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -27,8 +27,8 @@
 
 #include "block_manager.h"
 #include "draft_length_policy.h"
+#include "kv_cache.h"
 #include "model.h"
-#include "paged_kv.h"
 #include "sequence.h"
 #include "sinew/model/gguf.h"
 #include "sinew/status.h"
@@ -50,7 +50,7 @@ class DraftModel {
  public:
   // Loads the draft model at `path` onto `backend`. InvalidArgument when its
   // vocabulary (tokenizer.ggml.tokens) is not the target's, or for bad
-  // options; the errors of GgufFile::Open, Model::Load and PagedKvStore::Create.
+  // options; the errors of GgufFile::Open, Model::Load and KvCache::Create.
   [[nodiscard]] static Result<std::unique_ptr<DraftModel>> Load(const std::string& path,
                                                                 const GgufFile& target,
                                                                 Backend& backend,
@@ -89,10 +89,10 @@ class DraftModel {
   std::unique_ptr<GgufFile> file_;
   DraftModelOptions options_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<PagedKvStore> kv_;
+  std::unique_ptr<KvCache> kv_;
   BlockManager blocks_;
   int32_t n_vocab_ = 0;
-  PagedBatch batch_;
+  ForwardBatch batch_;
   std::vector<float> logits_;
   DraftLengthPolicy policy_;
   uint64_t prefix_hit_tokens_ = 0;

@@ -5,7 +5,7 @@
 
 namespace sinew::model {
 
-Result<std::unique_ptr<KvSwapSpace>> KvSwapSpace::Create(Backend& backend, const PagedKvStore& kv,
+Result<std::unique_ptr<KvSwapSpace>> KvSwapSpace::Create(Backend& backend, const KvCache& kv,
                                                          size_t bytes) {
   const size_t slot_bytes = kv.block_bytes();
   if (slot_bytes == 0 || bytes / slot_bytes < 1) {
@@ -25,7 +25,7 @@ Result<std::unique_ptr<KvSwapSpace>> KvSwapSpace::Create(Backend& backend, const
   return space;
 }
 
-Status KvSwapSpace::SwapOut(const PagedKvStore& kv, std::span<const int32_t> blocks,
+Status KvSwapSpace::SwapOut(const KvCache& kv, std::span<const int32_t> blocks,
                             std::vector<int32_t>& slots) {
   if (blocks.size() > free_.size()) {
     return Status::FailedPrecondition("KV swap space: " + std::to_string(blocks.size()) +
@@ -41,7 +41,7 @@ Status KvSwapSpace::SwapOut(const PagedKvStore& kv, std::span<const int32_t> blo
   return Status::Ok();
 }
 
-Status KvSwapSpace::SwapIn(PagedKvStore& kv, std::span<const int32_t> slots,
+Status KvSwapSpace::SwapIn(KvCache& kv, std::span<const int32_t> slots,
                            std::span<const int32_t> blocks) const {
   std::vector<uint8_t*> host;
   for (size_t i = 0; i < blocks.size(); ++i) host.push_back(slot(slots[i]));

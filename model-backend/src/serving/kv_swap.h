@@ -1,7 +1,7 @@
 // KvSwapSpace: host memory that keeps the KV blocks of preempted sequences
 // (swap preemption), so that they resume where they stopped instead of
 // recomputing their positions. It is cut into slots of one KV block each
-// (PagedKvStore::block_bytes: every layer's K and V rows of the block); a
+// (KvCache::block_bytes: every layer's K and V rows of the block); a
 // swapped sequence holds one slot per block it had, in block-table order.
 //
 // Ownership: owns its host buffer (BackendMemory::AllocateHost: page-locked on
@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "paged_kv.h"
+#include "kv_cache.h"
 #include "sinew/model/backend.h"
 #include "sinew/status.h"
 
@@ -25,8 +25,7 @@ class KvSwapSpace {
   // As many slots as `bytes` holds. InvalidArgument if that is not even one
   // block; ResourceExhausted if the backend cannot allocate it.
   [[nodiscard]] static Result<std::unique_ptr<KvSwapSpace>> Create(Backend& backend,
-                                                                   const PagedKvStore& kv,
-                                                                   size_t bytes);
+                                                                   const KvCache& kv, size_t bytes);
 
   int32_t n_slots() const { return n_slots_; }
   int32_t available() const { return static_cast<int32_t>(free_.size()); }
@@ -34,11 +33,11 @@ class KvSwapSpace {
   // Copies `blocks` of `kv` (in order) into free slots and appends the slots
   // to `slots`. FailedPrecondition if fewer than blocks.size() slots are free;
   // on any error no slot is taken.
-  [[nodiscard]] Status SwapOut(const PagedKvStore& kv, std::span<const int32_t> blocks,
+  [[nodiscard]] Status SwapOut(const KvCache& kv, std::span<const int32_t> blocks,
                                std::vector<int32_t>& slots);
   // Copies slot slots[i] into block blocks[i] of `kv`, for every i of `blocks`.
   // REQUIRES: slots.size() >= blocks.size(). The slots stay taken.
-  [[nodiscard]] Status SwapIn(PagedKvStore& kv, std::span<const int32_t> slots,
+  [[nodiscard]] Status SwapIn(KvCache& kv, std::span<const int32_t> slots,
                               std::span<const int32_t> blocks) const;
   // Frees `slots` and empties it.
   void Release(std::vector<int32_t>& slots);

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "paged_kv.h"
+#include "kv_cache.h"
 
 namespace sinew::model {
 namespace {
@@ -17,7 +17,7 @@ constexpr int32_t kLayers = 3, kBlocks = 6, kBlockSize = 4;
 constexpr int64_t kKvDim = 64;
 
 // Block `block` of every layer, K and V, as bytes.
-std::vector<uint8_t> BlockBytes(const PagedKvStore& kv, int32_t block) {
+std::vector<uint8_t> BlockBytes(const KvCache& kv, int32_t block) {
   std::vector<uint8_t> out;
   for (int32_t l = 0; l < kLayers; ++l) {
     for (const Tensor& t : {kv.k(l), kv.v(l)}) {
@@ -35,8 +35,8 @@ class KvSwapTest : public ::testing::Test {
     ASSERT_TRUE(backend.ok()) << backend.status().ToString();
     backend_ = std::move(backend).value();
     // K and V of different types, so their rows differ in size.
-    auto kv = PagedKvStore::Create(*backend_, kLayers, kBlocks, kBlockSize, kKvDim, GgmlType::kF16,
-                                   GgmlType::kQ8_0);
+    auto kv = KvCache::Create(*backend_, kLayers, kBlocks, kBlockSize, kKvDim, GgmlType::kF16,
+                              GgmlType::kQ8_0);
     ASSERT_TRUE(kv.ok()) << kv.status().ToString();
     kv_ = std::move(kv).value();
     // A different byte everywhere in the cache.
@@ -53,7 +53,7 @@ class KvSwapTest : public ::testing::Test {
   }
 
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<PagedKvStore> kv_;
+  std::unique_ptr<KvCache> kv_;
 };
 
 TEST_F(KvSwapTest, BlocksComeBackByteForByteIntoOtherBlocks) {

@@ -6,7 +6,7 @@
 
 namespace sinew::model {
 
-Scheduler::Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options,
+Scheduler::Scheduler(Model& model, KvCache& kv, const ServingOptions& options,
                      const ModelInfo& info, std::mutex& mutex, DraftModel* draft_model,
                      KvSwapSpace* swap)
     : model_(model),

@@ -1,6 +1,6 @@
 // Scheduler: continuous batching over the paged KV cache. Plans a step
 // (decodes first, then prompt chunks, then admissions, preempting by swap or
-// recompute when blocks run out), runs it through Model::ForwardPaged,
+// recompute when blocks run out), runs it through Model::Forward,
 // samples, and hands tokens to the sequences' outboxes. With step overlap
 // (ServingOptions::overlap_steps) at most one step is in flight between calls
 // of Step(): each call plans and queues the next step, then takes the one in
@@ -19,9 +19,9 @@
 
 #include "block_manager.h"
 #include "draft_model.h"
+#include "kv_cache.h"
 #include "kv_swap.h"
 #include "model.h"
-#include "paged_kv.h"
 #include "sequence.h"
 #include "sinew/model/serving.h"
 
@@ -31,7 +31,7 @@ class Scheduler {
  public:
   // `draft_model` may be null (no draft-model speculation), and so may `swap`
   // (preemption always recomputes).
-  Scheduler(Model& model, PagedKvStore& kv, const ServingOptions& options, const ModelInfo& info,
+  Scheduler(Model& model, KvCache& kv, const ServingOptions& options, const ModelInfo& info,
             std::mutex& mutex, DraftModel* draft_model = nullptr, KvSwapSpace* swap = nullptr);
 
   // Adds a sequence to the waiting queue. Scheduler thread only.
@@ -143,7 +143,7 @@ class Scheduler {
   void UpdateGauges();
 
   Model& model_;
-  PagedKvStore& kv_;
+  KvCache& kv_;
   DraftModel* draft_model_;  // may be null
   KvSwapSpace* swap_;        // may be null
   const ServingOptions options_;
@@ -158,7 +158,7 @@ class Scheduler {
   std::vector<uint32_t> device_masks_;
   std::vector<SampledToken> device_tokens_;
   std::vector<float> mask_scratch_;
-  PagedBatch batch_;
+  ForwardBatch batch_;
   std::optional<StepState> in_flight_;  // the step queued and not yet taken in
   std::optional<StepState> launched_;   // the next one, while Step() prepares it
   std::chrono::steady_clock::time_point sampled_at_;  // when TakeIn last had its tokens

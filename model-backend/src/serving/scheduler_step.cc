@@ -133,13 +133,13 @@ void Scheduler::PadToBucket() {
   const int32_t n = static_cast<int32_t>(batch_.seqs.size());
   const bool decodes_only =
       std::all_of(batch_.seqs.begin(), batch_.seqs.end(),
-                  [](const PagedSeq& s) { return s.n_tokens == 1 && s.n_logits == 1; });
+                  [](const ForwardSeq& s) { return s.n_tokens == 1 && s.n_logits == 1; });
   if (pad_block_ < 0 || !decodes_only || n == 0 || n > kLargestBucket) return;
   int32_t bucket = 1;
   while (bucket < n) bucket *= 2;
   for (int32_t i = n; i < bucket; ++i) {
     batch_.tokens.push_back(0);
-    PagedSeq dummy;
+    ForwardSeq dummy;
     dummy.n_tokens = 1;
     dummy.pos0 = 0;
     dummy.block_table = pad_table_;
@@ -244,7 +244,7 @@ Scheduler::StepState Scheduler::Launch(std::vector<Planned> plan) {
     batch_.tokens.insert(batch_.tokens.end(), s.tokens.begin() + s.n_computed,
                          s.tokens.begin() + s.n_computed + real);
     batch_.tokens.insert(batch_.tokens.end(), s.draft.begin(), s.draft.end());
-    PagedSeq ps;
+    ForwardSeq ps;
     ps.n_tokens = p.take;
     ps.pos0 = s.n_computed;
     ps.block_table = s.kv.blocks;
@@ -266,8 +266,8 @@ Scheduler::StepState Scheduler::Launch(std::vector<Planned> plan) {
   n_out += static_cast<int32_t>(batch_.seqs.size() - step.plan.size());  // the dummies' rows
   const bool host_logits = !options_.device_sampling;
   logits_.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
-  step.status = model_.ForwardPaged(batch_, kv_, options_.batch_invariant,
-                                    host_logits ? logits_.data() : nullptr);
+  step.status =
+      model_.Forward(batch_, kv_, options_.batch_invariant, host_logits ? logits_.data() : nullptr);
   return step;
 }
 

@@ -9,8 +9,9 @@
 #include <thread>
 
 #include "draft_model.h"
+#include "kv_cache.h"
 #include "model.h"
-#include "paged_kv.h"
+#include "model_loader.h"
 #include "scheduler.h"
 
 namespace sinew::model {
@@ -36,9 +37,8 @@ class ServingEngineImpl final : public ServingEngine {
   Status Init(const std::string& path, const EngineOptions& engine_options,
               const ServingOptions& options);
 
-  const ModelInfo& info() const override { return engine_->info(); }
-  const GgufFile& gguf() const override { return engine_->gguf(); }
-  Engine& engine() override { return *engine_; }
+  const ModelInfo& info() const override { return loaded_.info; }
+  const GgufFile& gguf() const override { return *loaded_.file; }
   ServingStats stats() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return scheduler_->stats();
@@ -56,12 +56,8 @@ class ServingEngineImpl final : public ServingEngine {
   // 4 contexts on the host. ResourceExhausted if a device holds not even one.
   Result<int32_t> DefaultKvBlocks(int32_t ctx_blocks, size_t block_bytes) const;
 
-  // Declared first, destroyed last: model_ shares its weights, which free
-  // through the engine's backend.
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<PagedKvStore> kv_;
+  LoadedModel loaded_;  // the file, backend and model; destroyed last
+  std::unique_ptr<KvCache> kv_;
   std::unique_ptr<DraftModel> draft_model_;  // null without ServingOptions::draft_model_path
   std::unique_ptr<KvSwapSpace> swap_;        // null when ServingOptions::swap_space_mib is 0
   ServingOptions options_;
@@ -89,8 +85,8 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
         "in [0, 64], swap_space_mib in [0, 2^24] and gpu_memory_fraction in (0, 1]");
   }
   options_ = options;
-  SINEW_ASSIGN_OR_RETURN(engine_, Engine::Load(path, engine_options));
-  const ModelInfo& mi = engine_->info();
+  SINEW_ASSIGN_OR_RETURN(loaded_, LoadModel(path, engine_options));
+  const ModelInfo& mi = loaded_.info;
   const int32_t ctx_blocks = (mi.n_ctx + options.block_size - 1) / options.block_size;
   if (options_.n_blocks != 0 && options_.n_blocks < ctx_blocks) {
     return Status::InvalidArgument("serving options: " + std::to_string(options_.n_blocks) +
@@ -98,35 +94,29 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
                                    std::to_string(mi.n_ctx) + " positions (" +
                                    std::to_string(ctx_blocks) + " blocks)");
   }
-  CpuBackendOptions backend_options;
-  backend_options.n_threads = engine_options.n_threads;
-  backend_options.simd = engine_options.simd;
-  SINEW_ASSIGN_OR_RETURN(backend_,
-                         CreateBackendForDevice(engine_options.device, backend_options));
+  Backend& backend = *loaded_.backend;
   // Batch invariance: a backend that can compute every row alike whatever the
   // batch does so (a GPU then leaves prompts off the tensor cores); one that
   // cannot has its rows padded (Model::PadsRows).
-  if (options_.batch_invariant) backend_->ops().MakeRowInvariant();
-  // The step loop has its own backend (stream, scratch) and activations but
-  // the reference Engine's weights: one copy in (device) memory.
-  SINEW_ASSIGN_OR_RETURN(model_, Model::ShareWeights(ModelOf(*engine_), *backend_));
+  if (options_.batch_invariant) backend.ops().MakeRowInvariant();
   const int64_t kv_dim = int64_t{mi.n_head_kv} * mi.head_dim;
   if (options_.n_blocks == 0) {
     SINEW_ASSIGN_OR_RETURN(
         options_.n_blocks,
-        DefaultKvBlocks(ctx_blocks, PagedKvStore::BlockBytes(mi.n_layer, options_.block_size,
-                                                             kv_dim, engine_options.cache_type_k,
-                                                             engine_options.cache_type_v)));
+        DefaultKvBlocks(ctx_blocks, KvCache::BlockBytes(mi.n_layer, options_.block_size, kv_dim,
+                                                        engine_options.cache_type_k,
+                                                        engine_options.cache_type_v)));
   }
   // One spare block for the dummies of padded decode steps (step graphs).
-  const bool pads = options_.step_graphs && (model_->CapturesSteps() || options_.pad_decode_steps);
+  const bool pads =
+      options_.step_graphs && (loaded_.model->CapturesSteps() || options_.pad_decode_steps);
   SINEW_ASSIGN_OR_RETURN(
-      kv_, PagedKvStore::Create(*backend_, mi.n_layer, options_.n_blocks + (pads ? 1 : 0),
-                                options_.block_size, kv_dim, engine_options.cache_type_k,
-                                engine_options.cache_type_v));
+      kv_,
+      KvCache::Create(backend, mi.n_layer, options_.n_blocks + (pads ? 1 : 0), options_.block_size,
+                      kv_dim, engine_options.cache_type_k, engine_options.cache_type_v));
   if (options_.swap_space_mib > 0) {
     SINEW_ASSIGN_OR_RETURN(
-        swap_, KvSwapSpace::Create(*backend_, *kv_,
+        swap_, KvSwapSpace::Create(backend, *kv_,
                                    static_cast<size_t>(options_.swap_space_mib * (1 << 20))));
   }
   if (!options_.draft_model_path.empty()) {
@@ -136,23 +126,23 @@ Status ServingEngineImpl::Init(const std::string& path, const EngineOptions& eng
     draft_options.type_k = engine_options.cache_type_k;
     draft_options.type_v = engine_options.cache_type_v;
     draft_options.catch_up_tokens = options_.step_tokens;
-    SINEW_ASSIGN_OR_RETURN(draft_model_, DraftModel::Load(options_.draft_model_path,
-                                                          engine_->gguf(), *backend_,
-                                                          draft_options));
+    SINEW_ASSIGN_OR_RETURN(draft_model_, DraftModel::Load(options_.draft_model_path, *loaded_.file,
+                                                          backend, draft_options));
   }
-  scheduler_ = std::make_unique<Scheduler>(*model_, *kv_, options_, engine_->info(), mutex_,
+  scheduler_ = std::make_unique<Scheduler>(*loaded_.model, *kv_, options_, mi, mutex_,
                                            draft_model_.get(), swap_.get());
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }
 
 Result<int32_t> ServingEngineImpl::DefaultKvBlocks(int32_t ctx_blocks, size_t block_bytes) const {
-  const std::optional<BackendMemory::DeviceMemoryInfo> mem = backend_->memory().DeviceBytes();
+  const std::optional<BackendMemory::DeviceMemoryInfo> mem =
+      loaded_.backend->memory().DeviceBytes();
   if (!mem) return 4 * ctx_blocks;  // host memory, mapped: it costs only as it fills
   const int64_t fit = KvBlocksForDeviceMemory(*mem, options_.gpu_memory_fraction, block_bytes);
   if (fit < ctx_blocks) {
     return Status::ResourceExhausted(
-        "the KV cache does not fit on " + backend_->device() + ": with " +
+        "the KV cache does not fit on " + loaded_.backend->device() + ": with " +
         std::to_string(mem->free_bytes) + " of " + std::to_string(mem->total_bytes) +
         " bytes free after the weights and gpu_memory_fraction " +
         std::to_string(options_.gpu_memory_fraction) + ", " + std::to_string(fit) + " blocks of " +
@@ -193,20 +183,7 @@ Result<GenerationResult> ServingEngineImpl::Generate(
     const std::function<bool(const GeneratedToken&)>& on_token,
     std::unique_ptr<TokenConstraint> constraint) {
   SINEW_RETURN_IF_ERROR(params.Validate());
-  const ModelInfo& mi = engine_->info();
-  if (prompt.empty()) return Status::InvalidArgument("the prompt has no tokens");
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= mi.n_vocab) {
-      return Status::InvalidArgument("prompt token " + std::to_string(i) + " has id " +
-                                     std::to_string(prompt[i]) + ", outside the vocabulary of " +
-                                     std::to_string(mi.n_vocab));
-    }
-  }
-  if (prompt.size() + 1 > static_cast<size_t>(mi.n_ctx)) {
-    return Status::OutOfRange("the prompt has " + std::to_string(prompt.size()) +
-                              " tokens; the context holds " + std::to_string(mi.n_ctx) +
-                              " (prompt plus at least one new token)");
-  }
+  SINEW_RETURN_IF_ERROR(CheckPrompt(prompt, loaded_.info));
   auto seq = std::make_shared<Sequence>(prompt, params, std::move(constraint));
   const auto start = Clock::now();
   GenerationResult result;

@@ -2,9 +2,11 @@
 //
 // Load() maps the GGUF file, checks the architecture (llama, qwen2, qwen3) and
 // every tensor's shape and type, and places the weights on a backend (the CPU
-// backend uses the mapping in place; CUDA uploads them once). The KV cache is a separate object owned
-// by the engine; the model's forward pass takes a batch of tokens of one
-// sequence, so that a paged cache and continuous batching can take its place.
+// backend uses the mapping in place; CUDA uploads them once). The Engine runs
+// one sequence at a time in a KV cache of one block of n_ctx positions, through
+// the same forward pass as the ServingEngine (sinew/model/serving.h), which
+// runs many sequences at once in a paged cache; the Engine serves tests,
+// benchmarks and single-request tools.
 //
 // Tokens in, tokens out: text belongs to the tokenizer (sinew/model/tokenizer.h).
 // Generate() does not add BOS; the caller prepends info().bos_id when it

@@ -43,8 +43,8 @@ struct ServingOptions {
   int32_t n_blocks = 0;
   // On a GPU with n_blocks 0: the share of the device's memory that may be in
   // use once the KV cache is allocated. The cache gets the blocks that fit in
-  // it once the weights (the model's, and the one-request engine's copy) are
-  // loaded; the rest is left for activations and other processes. A draft
+  // it once the model's weights are loaded; the rest is left for activations
+  // and other processes. A draft
   // model's weights and KV cache (of as many blocks) come on top: with a large
   // draft model, set n_blocks. In (0, 1]. Default: 0.9
   double gpu_memory_fraction = 0.9;
@@ -65,13 +65,10 @@ struct ServingOptions {
   // out, and back when it resumes) if the swap space has a slot for each of
   // its blocks; otherwise its blocks are freed and its positions recomputed
   // when it resumes, from the prefix cache as far as that still holds them.
-  // Measured on the CPU with the 125M bench model's blocks (590 KB in F16): 30
-  // us out and 25 us back in per block (the first use of a slot also pays its
-  // page faults, 3.4 ms on this VM), against about 12 ms to recompute its 16
-  // positions (prompt speed about 1,300 tokens/s on 2 threads). So the rule
-  // swaps whenever there is room; less than one block is one short chunk to
-  // recompute. On CUDA a swap queues one copy per layer, K and V, of each
-  // block into page-locked memory and waits once (not yet measured on a GPU).
+  // Copying a block out and back costs far less than recomputing its
+  // positions, so the rule swaps whenever there is room; less than one block
+  // is one short chunk to recompute. On CUDA a swap queues one copy per layer,
+  // K and V, of each block into page-locked memory and waits once.
   // Fractions of a MiB are allowed. 0: always recompute. Default: 1024
   double swap_space_mib = 1024;
   // Keep every token's outputs bit-identical to a single-request run whatever
@@ -213,8 +210,6 @@ class ServingEngine {
 
   virtual const ModelInfo& info() const = 0;
   virtual const GgufFile& gguf() const = 0;
-  // The one-request-at-a-time engine on the same file (the reference).
-  virtual Engine& engine() = 0;
 
   // As Engine::Generate(); on_token runs on the calling thread. Errors: those of
   // Engine::Generate(); ResourceExhausted when max_waiting generations already

@@ -20,9 +20,9 @@ namespace {
 
 // Reading R weight rows side by side defeats the hardware prefetcher (decode is bound
 // by memory): while a tile runs, each step prefetches its share of the rows of the
-// tile kPrefetchTiles ahead (tiles follow each other in memory). Measured on the 125M
-// bench models (F16, Q8_0), 1 and 2 threads: 1 tile ahead loses a third of the decode
-// speed of one-row dot products, 3 to 4 tiles ahead win it back, 6 is worse again.
+// tile kPrefetchTiles ahead (tiles follow each other in memory). Too few tiles ahead
+// and the rows arrive late; too many and they are evicted before use. The value is
+// tuned with sinew-model-bench's decode test (bench/model_bench.cc).
 constexpr int64_t kPrefetchTiles = 4;
 struct NextTilePrefetch {
   SINEW_ALWAYS_INLINE NextTilePrefetch(const uint8_t* tile_end, int64_t bytes, int64_t steps)

@@ -1,6 +1,6 @@
-// Sizing the paged KV cache: the blocks that --gpu-memory-fraction leaves on a
+// Sizing the KV cache: the blocks that --gpu-memory-fraction leaves on a
 // device after the weights, and the options that bound it.
-#include "paged_kv.h"
+#include "kv_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -25,9 +25,9 @@ TEST(KvBlocksForDeviceMemory, TheFractionLessWhatIsInUseOverTheBlockSize) {
   EXPECT_EQ(KvBlocksForDeviceMemory(busy, 0.9, 0), 0);
 }
 
-TEST(PagedKvStore, BlockBytesCountEveryLayersKAndVRows) {
+TEST(KvCache, BlockBytesCountEveryLayersKAndVRows) {
   // F16 K rows of 64 values are 128 bytes; Q8_0 V rows, 2 blocks of 34 bytes.
-  EXPECT_EQ(PagedKvStore::BlockBytes(3, 16, 64, GgmlType::kF16, GgmlType::kQ8_0),
+  EXPECT_EQ(KvCache::BlockBytes(3, 16, 64, GgmlType::kF16, GgmlType::kQ8_0),
             size_t{3} * 16 * (128 + 68));
 }
 
