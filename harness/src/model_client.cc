@@ -1,4 +1,3 @@
-#include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include "async.h"
 #include "model_clients.h"
+#include "sinew/http/url.h"
 
 namespace sinew::harness {
 
@@ -164,9 +164,9 @@ long RetryAfterSeconds(const HttpResponse& response) {
     if (std::all_of(value.begin(), value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       return value.size() > 9 ? 999999999L : std::stol(value);
     }
-    const time_t at = curl_getdate(value.c_str(), nullptr);
-    if (at < 0) return -1;
-    return std::max<long>(0, static_cast<long>(at - std::time(nullptr)));
+    const std::optional<std::time_t> at = http::ParseHttpDate(value);
+    if (!at) return -1;
+    return std::max<long>(0, static_cast<long>(*at - std::time(nullptr)));
   }
   return -1;
 }
