@@ -26,7 +26,7 @@ using json_fields::ReadUint32;
 using json_fields::RejectUnknownKeys;
 
 // "replicas": ["http://a:8081/v1", ...] (distinct, http or https) and
-// "replica_load_factor"; replicas stand in for base_url, on "openai" models only.
+// "replica_load_factor"; replicas stand in for base_url, on "openai" and "anthropic" models.
 Status ParseReplicas(const json::object& o, const std::string& where, ModelEndpointConfig* m) {
   SINEW_RETURN_IF_ERROR(
       ReadNumber(o, "replica_load_factor", where, 1.0, 100.0, &m->replica_load_factor));
@@ -97,8 +97,8 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   if (m->kind != "openai" && m->kind != "anthropic" && m->kind != "scripted") {
     return Status::InvalidArgument(where + ".kind must be \"openai\", \"anthropic\" or \"scripted\"");
   }
-  if (!m->replicas.empty() && m->kind != "openai") {
-    return Status::InvalidArgument(where + ".replicas is for kind \"openai\" models only");
+  if (!m->replicas.empty() && m->kind == "scripted") {
+    return Status::InvalidArgument(where + ".replicas is for kind \"openai\" and \"anthropic\" models only");
   }
   if (m->kind == "scripted" && m->script.empty()) {
     return Status::InvalidArgument(where + ".script is required for a scripted model");
