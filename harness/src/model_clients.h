@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "async.h"
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "sinew/harness/model_client.h"
 
 namespace sinew::harness {

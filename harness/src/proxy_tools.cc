@@ -5,10 +5,10 @@
 #include <boost/json.hpp>
 #include <chrono>
 
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "sinew/http/url.h"
 #include "sinew/json_fields.h"
-#include "tools.h"
+#include "proxy_tools.h"
 
 namespace sinew::harness {
 namespace {

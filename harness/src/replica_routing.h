@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "async.h"
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "replica_router.h"
 #include "sinew/harness/config.h"
 

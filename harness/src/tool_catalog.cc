@@ -1,7 +1,7 @@
 #include <boost/json.hpp>
 
 #include "sinew/json_fields.h"
-#include "tools.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness {
 

@@ -11,7 +11,7 @@
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
 #include "test_util.h"
-#include "tools.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness::test {
 namespace {
