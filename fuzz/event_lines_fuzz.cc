@@ -1,5 +1,5 @@
 // Event decoding and export/import lines. Each input line is decoded as the CLI reads
-// `sinew import` files and exported events (cli ParseEvent: proto3 JSON), exported again
+// `sinew import` files and exported events (client::ParseEvent: proto3 JSON), exported again
 // as the harness writes them (ProtoJsonLine, GET /events and export) and read back: a
 // decoded event must survive export -> import unchanged. The decoded events then go
 // through the store's append validation (ValidateEventForAppend), the binary encoding
@@ -11,7 +11,7 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
-#include "api_client.h"
+#include "sinew/client/api_client.h"
 #include "context_builder.h"
 #include "event_util.h"
 #include "fuzz_util.h"
@@ -25,10 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (!rest.empty() && events.size() < 64) {
     auto [line, after] = sinew::fuzz::SplitAt(rest, "\n");
     rest = after;
-    auto ev = sinew::cli::ParseEvent(line);
+    auto ev = sinew::client::ParseEvent(line);
     if (!ev.ok()) continue;
     const std::string exported = sinew::ProtoJsonLine(*ev);
-    auto again = sinew::cli::ParseEvent(exported);
+    auto again = sinew::client::ParseEvent(exported);
     if (!again.ok()) sinew::fuzz::Violated("an exported event does not import");
     // (Compared as messages: a map's JSON key order is not stable between instances.)
     if (!google::protobuf::util::MessageDifferencer::Equals(*ev, *again)) {

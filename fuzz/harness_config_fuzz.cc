@@ -8,7 +8,7 @@
 #include "fuzz_util.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/vault.h"
-#include "tools.h"
+#include "proxy_tools.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto config = sinew::harness::ParseConfig(std::string(sinew::fuzz::Bytes(data, size)));

@@ -28,7 +28,7 @@
 #include "sinew/harness/model_client.h"
 #include "sinew/harness/vault.h"
 #include "sinew/session_store/session_store.h"
-#include "tools.h"
+#include "sandbox_backend.h"
 
 namespace {
 

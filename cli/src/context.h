@@ -10,10 +10,15 @@
 #include <memory>
 #include <string>
 
-#include "api_client.h"
+#include "sinew/client/api_client.h"
 #include "render.h"
 
 namespace sinew::cli {
+
+// The REST client the commands use (client/, shared with evaluation runs).
+using client::ApiClient;
+using client::ParseEvent;
+using client::SessionView;
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;

@@ -14,7 +14,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <boost/json.hpp>
 
-#include "api_client.h"
+#include "sinew/client/api_client.h"
 #include "sinew/sandbox/outcome.h"
 #include "sinew/sandbox/sandbox_client.h"
 
@@ -256,7 +256,7 @@ class Attempt {
   }
 
   bool HarnessAgent() {
-    cli::ApiClient api(ctx_.server, ctx_.api_key);
+    client::ApiClient api(ctx_.server, ctx_.api_key);
     json::object attach{{"id", box_.id()}, {"endpoint", box_.endpoint()}};
     const bool harness = ctx_.agent == "harness";
     const std::string prompt =
@@ -299,7 +299,7 @@ class Attempt {
           [&] {
             if (!past_deadline && Clock::now() > deadline) {
               past_deadline = true;
-              (void)cli::ApiClient(ctx_.server, ctx_.api_key).Cancel(session->id);
+              (void)client::ApiClient(ctx_.server, ctx_.api_key).Cancel(session->id);
             }
           },
           &past_deadline);

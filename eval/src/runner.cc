@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "api_client.h"
+#include "sinew/client/api_client.h"
 #include "attempt_steps.h"
 #include "sinew/sandbox/outcome.h"
 #include "sinew/sandbox/provisioner_client.h"
@@ -126,7 +126,7 @@ struct Runner::Impl {
       r.session_id = o.session_id;
       r.started_unix_ms = o.started_unix_ms;
       if (!o.session_id.empty() && !spec.server.empty()) {
-        cli::ApiClient api(spec.server, options.api_key);
+        client::ApiClient api(spec.server, options.api_key);
         (void)api.Cancel(o.session_id);
       }
       if (!o.sandbox_id.empty() && provisioner) (void)provisioner->Destroy(o.sandbox_id);
@@ -238,7 +238,7 @@ Status CheckServices(const JobSpec& spec, const std::string& api_key) {
         "(pass --server URL or set SINEW_SERVER; scripts/eval.sh brings a local stack up)");
   }
   {
-    cli::ApiClient api(spec.server, api_key);
+    client::ApiClient api(spec.server, api_key);
     std::string next;
     auto probe = api.ListSessions("", 1, "", &next);
     if (!probe.ok()) {

@@ -7,7 +7,6 @@
 #include "model_clients.h"
 #include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
-#include "sinew/trace.h"
 
 namespace sinew::harness {
 namespace {
@@ -18,8 +17,6 @@ using json_fields::ObjectField;
 using json_fields::StringField;
 using json_fields::UintField;
 
-constexpr size_t kMaxErrorBody = 16384;
-
 json::value ParsedOrEmptyObject(const std::string& text) {
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
@@ -27,38 +24,24 @@ json::value ParsedOrEmptyObject(const std::string& text) {
   return v;
 }
 
-void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> blocks, ModelReply* reply) {
-  for (auto& [index, tc] : blocks) {
-    if (tc.input_json.empty()) tc.input_json = "{}";
-    if (tc.id.empty()) tc.id = "toolu_" + std::to_string(call.turn) + "_" + std::to_string(index);
-    reply->tool_calls.push_back(std::move(tc));
-  }
-  if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
-}
-
-
 class AnthropicClient final : public HttpModelClient {
  public:
-  AnthropicClient(ModelEndpointConfig config, std::string api_key)
-      : config_(std::move(config)), api_key_(std::move(api_key)) {}
+  using HttpModelClient::HttpModelClient;
 
  protected:
-  Task<Result<ModelReply>> Call(const ModelCall& call, const TokenCallback& on_token) override {
-    const json::object base = RequestBody(call);
-    co_return co_await RunWithRetries(
-        config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Task<Result<HttpResponse>> {
-          json::object body = base;
-          body["stream"] = stream;
-          HttpRequest req = Request(call, json::serialize(body), stream);
-          if (stream) co_return co_await StreamedAttempt(call, std::move(req), on_token, reply);
-          co_return co_await WholeAttempt(call, std::move(req), on_token, reply);
-        });
+  std::string Path() const override { return "/messages"; }
+
+  std::vector<std::string> ProtocolHeaders(const std::string& api_key) const override {
+    std::vector<std::string> headers = {"anthropic-version: 2023-06-01"};
+    if (!api_key.empty()) headers.push_back("x-api-key: " + api_key);
+    return headers;
   }
 
- private:
+  std::string_view ToolCallIdPrefix() const override { return "toolu"; }
+
   // Messages must alternate user/assistant: tool results ride in user messages, and
   // consecutive same-role messages are merged into one with several blocks.
-  json::object RequestBody(const ModelCall& call) const {
+  json::object RequestBody(const ModelCall& call) const override {
     json::array messages;
     std::string last_role;
     for (const auto& m : call.messages) {
@@ -103,52 +86,17 @@ class AnthropicClient final : public HttpModelClient {
     return body;
   }
 
-  HttpRequest Request(const ModelCall& call, std::string body, bool stream) const {
-    HttpRequest req;
-    req.method = "POST";
-    req.url = config_.base_url + "/messages";
-    req.headers = {"Content-Type: application/json",
-                   stream ? "Accept: text/event-stream" : "Accept: application/json",
-                   "anthropic-version: 2023-06-01"};
-    if (!api_key_.empty()) req.headers.push_back("x-api-key: " + api_key_);
-    // The session's trace, a fresh span per attempt (docs/logging.md).
-    if (std::string tp = OutgoingTraceparent(); !tp.empty()) req.headers.push_back("traceparent: " + tp);
-    req.body = std::move(body);
-    req.timeout_ms = config_.timeout_seconds * 1000;
-    req.stop = call.cancelled;
-    req.tls.ca_file = config_.ca_file;
-    return req;
-  }
-
   // One whole message: {"content":[{"type":"text"|"thinking"|"tool_use",...}],
   // "stop_reason", "usage"}.
-  Task<Result<HttpResponse>> WholeAttempt(const ModelCall& call, HttpRequest req, const TokenCallback& on_token,
-                                          ModelReply* reply) {
-    auto response = co_await Perform(std::move(req));
-    if (!response.ok()) co_return response;
-    if (response->status < 200 || response->status >= 300) {
-      if (response->body.size() > kMaxErrorBody) response->body.resize(kMaxErrorBody);
-      co_return response;
-    }
-    boost::system::error_code ec;
-    json::value v = json::parse(response->body, ec);
-    if (ec || !v.is_object()) {
-      co_return Status::Corruption("model server sent a reply that is not a JSON object: " +
-                                response->body.substr(0, 200));
-    }
-    const auto& o = v.as_object();
-    if (StringField(o, "type") == "error") {
-      response->status = 500;
-      response->body.resize(std::min(response->body.size(), kMaxErrorBody));
-      co_return response;
-    }
+  bool ReadWholeReply(const json::object& o, ModelReply* reply,
+                      std::map<uint64_t, ModelToolCall>* blocks) const override {
+    if (StringField(o, "type") == "error") return false;
     if (const json::object* usage = ObjectField(o, "usage")) {
       reply->prompt_tokens = UintField(*usage, "input_tokens");
       reply->cached_prompt_tokens = UintField(*usage, "cache_read_input_tokens");
       reply->completion_tokens = UintField(*usage, "output_tokens");
     }
     reply->stop_reason = StringField(o, "stop_reason");
-    std::map<uint64_t, ModelToolCall> blocks;
     if (const json::array* content = ArrayField(o, "content")) {
       uint64_t index = 0;
       for (const auto& bv : *content) {
@@ -158,7 +106,7 @@ class AnthropicClient final : public HttpModelClient {
         if (type == "text") reply->text += StringField(b, "text");
         if (type == "thinking") reply->reasoning += StringField(b, "thinking");
         if (type == "tool_use") {
-          ModelToolCall& tc = blocks[index];
+          ModelToolCall& tc = (*blocks)[index];
           tc.id = StringField(b, "id");
           tc.name = StringField(b, "name");
           if (const json::object* input = ObjectField(b, "input")) {
@@ -168,16 +116,13 @@ class AnthropicClient final : public HttpModelClient {
         ++index;
       }
     }
-    if (!reply->text.empty() && on_token) on_token(reply->text);
-    FinishReply(call, std::move(blocks), reply);
-    response->body.clear();
-    co_return response;
+    return true;
   }
 
   // The SSE parser and what it fills live in this frame; they run on the HTTP client's
   // thread while the coroutine waits.
   Task<Result<HttpResponse>> StreamedAttempt(const ModelCall& call, HttpRequest req, const TokenCallback& on_token,
-                                             ModelReply* reply) {
+                                             ModelReply* reply) override {
     const auto start = std::chrono::steady_clock::now();
     std::map<uint64_t, ModelToolCall> tool_blocks;
     std::string error_body;
@@ -275,10 +220,6 @@ class AnthropicClient final : public HttpModelClient {
     FinishReply(call, std::move(tool_blocks), reply);
     co_return response;
   }
-
-  const ModelEndpointConfig config_;
-  const std::string api_key_;
-  StreamMemory memory_;
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 
 #include "api_handler.h"
 #include "json_util.h"
-#include "session_log.h"
+#include "task_spec.h"
 #include "sinew/json_fields.h"
 
 namespace sinew::harness {

@@ -4,12 +4,11 @@
 #include <charconv>
 #include <cstdio>
 
-#include <curl/curl.h>
-
 #include <chrono>
 
 #include "json_util.h"
 #include "sinew/proto_json.h"
+#include "sinew/http/url.h"
 #include "sinew/utf8.h"
 #include "ui_assets.h"
 
@@ -66,12 +65,7 @@ std::string QueryParam(const std::string& query, const std::string& key, bool* p
       for (auto& c : raw) {
         if (c == '+') c = ' ';
       }
-      int length = 0;
-      char* decoded = curl_easy_unescape(nullptr, raw.c_str(), static_cast<int>(raw.size()), &length);
-      if (decoded == nullptr) return raw;
-      std::string out(decoded, static_cast<size_t>(length));
-      curl_free(decoded);
-      return out;
+      return http::PercentDecode(raw);
     }
     pos = amp + 1;
   }

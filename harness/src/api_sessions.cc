@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "api_handler.h"
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "json_util.h"
-#include "session_log.h"
+#include "task_spec.h"
 #include "sinew/json_fields.h"
 #include "sinew/proto_json.h"
 #include "sinew/trace.h"

@@ -26,7 +26,7 @@ using json_fields::ReadUint32;
 using json_fields::RejectUnknownKeys;
 
 // "replicas": ["http://a:8081/v1", ...] (distinct, http or https) and
-// "replica_load_factor"; replicas stand in for base_url, on "openai" models only.
+// "replica_load_factor"; replicas stand in for base_url, on "openai" and "anthropic" models.
 Status ParseReplicas(const json::object& o, const std::string& where, ModelEndpointConfig* m) {
   SINEW_RETURN_IF_ERROR(
       ReadNumber(o, "replica_load_factor", where, 1.0, 100.0, &m->replica_load_factor));
@@ -97,8 +97,8 @@ Status ParseModel(const std::string& name, const json::object& o, ModelEndpointC
   if (m->kind != "openai" && m->kind != "anthropic" && m->kind != "scripted") {
     return Status::InvalidArgument(where + ".kind must be \"openai\", \"anthropic\" or \"scripted\"");
   }
-  if (!m->replicas.empty() && m->kind != "openai") {
-    return Status::InvalidArgument(where + ".replicas is for kind \"openai\" models only");
+  if (!m->replicas.empty() && m->kind == "scripted") {
+    return Status::InvalidArgument(where + ".replicas is for kind \"openai\" and \"anthropic\" models only");
   }
   if (m->kind == "scripted" && m->script.empty()) {
     return Status::InvalidArgument(where + ".script is required for a scripted model");
@@ -162,208 +162,267 @@ Status AddBuiltinAgents(HarnessConfig* config) {
   return Status::Ok();
 }
 
-Result<HarnessConfig> ParseConfig(const std::string& json_text) {
-  SINEW_ASSIGN_OR_RETURN(json::object root, ParseObject(json_text, "config"));
+namespace {
+
+// The top level's plain fields (listen, threads, timeouts, log_format, ...).
+Status ParseTopLevel(const json::object& root, HarnessConfig* c) {
   const std::string where = "config";
-  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
-      root,
-      "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
-      "limits,lease_ttl_ms,scan_interval_ms,workers,max_sessions_driven,max_request_bytes,read_timeout_seconds,"
-      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
-      where));
-  HarnessConfig c;
-  SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c.listen));
-  SINEW_RETURN_IF_ERROR(ReadString(root, "advertise_url", where, &c.advertise_url));
-  SINEW_RETURN_IF_ERROR(ReadString(root, "default_model", where, &c.default_model));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "lease_ttl_ms", where, &c.lease_ttl_ms));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "scan_interval_ms", where, &c.scan_interval_ms));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "workers", where, &c.workers));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_sessions_driven", where, &c.max_sessions_driven));
-  SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c.max_request_bytes));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c.read_timeout_seconds));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c.max_connections));
-  SINEW_RETURN_IF_ERROR(ReadUint32(root, "api_threads", where, &c.api_threads));
-  SINEW_RETURN_IF_ERROR(ReadBool(root, "insecure", where, &c.insecure));
-  SINEW_RETURN_IF_ERROR(ReadString(root, "log_format", where, &c.log_format));
-  if (auto f = logging::ParseLogFormat(c.log_format); !f.ok()) return f.status().WithContext("config.log_format");
+  SINEW_RETURN_IF_ERROR(ReadString(root, "listen", where, &c->listen));
+  SINEW_RETURN_IF_ERROR(ReadString(root, "advertise_url", where, &c->advertise_url));
+  SINEW_RETURN_IF_ERROR(ReadString(root, "default_model", where, &c->default_model));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "lease_ttl_ms", where, &c->lease_ttl_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "scan_interval_ms", where, &c->scan_interval_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "workers", where, &c->workers));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_sessions_driven", where, &c->max_sessions_driven));
+  SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c->max_request_bytes));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "read_timeout_seconds", where, &c->read_timeout_seconds));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_connections", where, &c->max_connections));
+  SINEW_RETURN_IF_ERROR(ReadUint32(root, "api_threads", where, &c->api_threads));
+  SINEW_RETURN_IF_ERROR(ReadBool(root, "insecure", where, &c->insecure));
+  SINEW_RETURN_IF_ERROR(ReadString(root, "log_format", where, &c->log_format));
+  if (auto f = logging::ParseLogFormat(c->log_format); !f.ok()) return f.status().WithContext("config.log_format");
+  return Status::Ok();
+}
+
+// config.store: {"address", "dir", "etcd", "durability"}.
+Status ParseStore(const json::object& root, HarnessConfig* c) {
   const json::object* s = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "store", where, &s));
-  if (s != nullptr) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,etcd,durability", "config.store"));
-    SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.store", &c.store_address));
-    SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.store", &c.store_etcd));
-    SINEW_RETURN_IF_ERROR(ReadString(*s, "dir", "config.store", &c.store_dir));
-    SINEW_RETURN_IF_ERROR(ReadString(*s, "durability", "config.store", &c.store_durability));
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "store", "config", &s));
+  if (s == nullptr) return Status::Ok();
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,dir,etcd,durability", "config.store"));
+  SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.store", &c->store_address));
+  SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.store", &c->store_etcd));
+  SINEW_RETURN_IF_ERROR(ReadString(*s, "dir", "config.store", &c->store_dir));
+  SINEW_RETURN_IF_ERROR(ReadString(*s, "durability", "config.store", &c->store_durability));
+  return Status::Ok();
+}
+
+// config.sandboxd: {"address" or "etcd", "provision_timeout_seconds"}.
+Status ParseSandboxd(const json::object& root, HarnessConfig* c) {
+  const json::object* s = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "sandboxd", "config", &s));
+  if (s == nullptr) return Status::Ok();
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,etcd,provision_timeout_seconds", "config.sandboxd"));
+  SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c->sandboxd_address));
+  SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.sandboxd", &c->sandboxd_etcd));
+  SINEW_RETURN_IF_ERROR(ReadUint32(*s, "provision_timeout_seconds", "config.sandboxd",
+                                   &c->sandbox_provision_timeout_seconds));
+  if (c->sandbox_provision_timeout_seconds == 0 || c->sandbox_provision_timeout_seconds > 86400) {
+    return Status::InvalidArgument("config.sandboxd.provision_timeout_seconds must be in [1, 86400]");
   }
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "sandboxd", where, &s));
-  if (s != nullptr) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*s, "address,etcd,provision_timeout_seconds", "config.sandboxd"));
-    SINEW_RETURN_IF_ERROR(ReadString(*s, "address", "config.sandboxd", &c.sandboxd_address));
-    SINEW_RETURN_IF_ERROR(ReadString(*s, "etcd", "config.sandboxd", &c.sandboxd_etcd));
-    SINEW_RETURN_IF_ERROR(ReadUint32(*s, "provision_timeout_seconds", "config.sandboxd",
-                                     &c.sandbox_provision_timeout_seconds));
-    if (c.sandbox_provision_timeout_seconds == 0 || c.sandbox_provision_timeout_seconds > 86400) {
-      return Status::InvalidArgument("config.sandboxd.provision_timeout_seconds must be in [1, 86400]");
-    }
-    if (!c.sandboxd_address.empty() && !c.sandboxd_etcd.empty()) {
-      return Status::InvalidArgument("config.sandboxd: give either address (one sinew-sandboxd) or etcd "
-                                     "(sandbox hosts registered there), not both");
-    }
-    if (!c.sandboxd_etcd.empty() && c.sandboxd_etcd.find(':') == std::string::npos) {
-      return Status::InvalidArgument("config.sandboxd.etcd must be host:port (got '" + c.sandboxd_etcd + "')");
-    }
+  if (!c->sandboxd_address.empty() && !c->sandboxd_etcd.empty()) {
+    return Status::InvalidArgument("config.sandboxd: give either address (one sinew-sandboxd) or etcd "
+                                   "(sandbox hosts registered there), not both");
   }
+  if (!c->sandboxd_etcd.empty() && c->sandboxd_etcd.find(':') == std::string::npos) {
+    return Status::InvalidArgument("config.sandboxd.etcd must be host:port (got '" + c->sandboxd_etcd + "')");
+  }
+  return Status::Ok();
+}
+
+// config.tls (the REST listener's certificate), config.grpc_tls and config.etcd_tls. Comes
+// after the store and sandboxd sections: etcd_tls needs an etcd among them.
+Status ParseTls(const json::object& root, HarnessConfig* c) {
   const json::object* t = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "tls", where, &t));
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "tls", "config", &t));
   if (t != nullptr) {
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*t, "cert_file,key_file,ca_file", "config.tls"));
-    SINEW_RETURN_IF_ERROR(ReadString(*t, "cert_file", "config.tls", &c.tls.cert_file));
-    SINEW_RETURN_IF_ERROR(ReadString(*t, "key_file", "config.tls", &c.tls.key_file));
-    SINEW_RETURN_IF_ERROR(ReadString(*t, "ca_file", "config.tls", &c.tls.ca_file));
+    SINEW_RETURN_IF_ERROR(ReadString(*t, "cert_file", "config.tls", &c->tls.cert_file));
+    SINEW_RETURN_IF_ERROR(ReadString(*t, "key_file", "config.tls", &c->tls.key_file));
+    SINEW_RETURN_IF_ERROR(ReadString(*t, "ca_file", "config.tls", &c->tls.ca_file));
   }
   const json::object* g = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "grpc_tls", where, &g));
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "grpc_tls", "config", &g));
   if (g != nullptr) {
-    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, "config.grpc_tls", &c.grpc_tls));
+    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, "config.grpc_tls", &c->grpc_tls));
   }
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "etcd_tls", where, &g));
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "etcd_tls", "config", &g));
   if (g != nullptr) {
-    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, "config.etcd_tls", &c.etcd_tls));
-    if (c.store_etcd.empty() && c.sandboxd_etcd.empty()) {
+    SINEW_RETURN_IF_ERROR(ParseGrpcTls(*g, "config.etcd_tls", &c->etcd_tls));
+    if (c->store_etcd.empty() && c->sandboxd_etcd.empty()) {
       return Status::InvalidArgument("config.etcd_tls is set but no etcd is configured (store.etcd or sandboxd.etcd)");
     }
   }
+  return Status::Ok();
+}
+
+// config.api_keys ({"key": "tenant"}), config.api_keys_file and config.tenants (quotas).
+Status ParseTenancy(const json::object& root, HarnessConfig* c) {
   const json::object* keys = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "api_keys", where, &keys));
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "api_keys", "config", &keys));
   if (keys != nullptr) {
     for (const auto& kv : *keys) {
       if (!kv.value().is_string() || kv.value().as_string().empty()) {
         return Status::InvalidArgument("config.api_keys values must be tenant names");
       }
-      c.api_keys[std::string(kv.key())] = std::string(kv.value().as_string());
+      c->api_keys[std::string(kv.key())] = std::string(kv.value().as_string());
     }
   }
-  SINEW_RETURN_IF_ERROR(ReadString(root, "api_keys_file", where, &c.api_keys_file));
-  SINEW_RETURN_IF_ERROR(ParseKeyTable(c.api_keys, true, "config.api_keys", nullptr).status());
+  SINEW_RETURN_IF_ERROR(ReadString(root, "api_keys_file", "config", &c->api_keys_file));
+  SINEW_RETURN_IF_ERROR(ParseKeyTable(c->api_keys, true, "config.api_keys", nullptr).status());
   const json::object* tenants = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "tenants", where, &tenants));
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "tenants", "config", &tenants));
   if (tenants != nullptr) {
     for (const auto& kv : *tenants) {
       const std::string tw = "config.tenants." + std::string(kv.key());
       if (!kv.value().is_object()) return Status::InvalidArgument(tw + " must be an object");
-      SINEW_RETURN_IF_ERROR(ParseTenantQuota(tw, kv.value().as_object(), &c.tenants[std::string(kv.key())]));
+      SINEW_RETURN_IF_ERROR(ParseTenantQuota(tw, kv.value().as_object(), &c->tenants[std::string(kv.key())]));
     }
   }
+  return Status::Ok();
+}
+
+// config.models: {"name": {model}, ...} (ParseModel).
+Status ParseModels(const json::object& root, HarnessConfig* c) {
   const json::object* models = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "models", where, &models));
-  if (models != nullptr) {
-    for (const auto& kv : *models) {
-      if (!kv.value().is_object()) {
-        return Status::InvalidArgument("config.models." + std::string(kv.key()) + " must be an object");
-      }
-      ModelEndpointConfig m;
-      SINEW_RETURN_IF_ERROR(ParseModel(std::string(kv.key()), kv.value().as_object(), &m));
-      c.models[std::string(kv.key())] = m;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "models", "config", &models));
+  if (models == nullptr) return Status::Ok();
+  for (const auto& kv : *models) {
+    if (!kv.value().is_object()) {
+      return Status::InvalidArgument("config.models." + std::string(kv.key()) + " must be an object");
     }
+    ModelEndpointConfig m;
+    SINEW_RETURN_IF_ERROR(ParseModel(std::string(kv.key()), kv.value().as_object(), &m));
+    c->models[std::string(kv.key())] = m;
   }
+  return Status::Ok();
+}
+
+// config.secrets: {"name": {"value"} or {"env"}}; an "env" is read now.
+Status ParseSecrets(const json::object& root, HarnessConfig* c) {
   const json::object* secrets = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "secrets", where, &secrets));
-  if (secrets != nullptr) {
-    for (const auto& kv : *secrets) {
-      std::string name(kv.key());
-      const std::string sw = "config.secrets." + name;
-      if (!kv.value().is_object()) return Status::InvalidArgument(sw + " must be {\"value\"} or {\"env\"}");
-      const auto& so = kv.value().as_object();
-      SINEW_RETURN_IF_ERROR(RejectUnknownKeys(so, "value,env", sw));
-      std::string value, env;
-      SINEW_RETURN_IF_ERROR(ReadString(so, "value", sw, &value));
-      SINEW_RETURN_IF_ERROR(ReadString(so, "env", sw, &env));
-      if (!env.empty()) {
-        const char* v = std::getenv(env.c_str());
-        if (v == nullptr) {
-          return Status::NotFound(sw + " reads environment variable " + env + ", which is not set");
-        }
-        value = v;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "secrets", "config", &secrets));
+  if (secrets == nullptr) return Status::Ok();
+  for (const auto& kv : *secrets) {
+    std::string name(kv.key());
+    const std::string sw = "config.secrets." + name;
+    if (!kv.value().is_object()) return Status::InvalidArgument(sw + " must be {\"value\"} or {\"env\"}");
+    const auto& so = kv.value().as_object();
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(so, "value,env", sw));
+    std::string value, env;
+    SINEW_RETURN_IF_ERROR(ReadString(so, "value", sw, &value));
+    SINEW_RETURN_IF_ERROR(ReadString(so, "env", sw, &env));
+    if (!env.empty()) {
+      const char* v = std::getenv(env.c_str());
+      if (v == nullptr) {
+        return Status::NotFound(sw + " reads environment variable " + env + ", which is not set");
       }
-      if (value.empty()) return Status::InvalidArgument(sw + " is empty");
-      c.secrets[name] = value;
+      value = v;
     }
+    if (value.empty()) return Status::InvalidArgument(sw + " is empty");
+    c->secrets[name] = value;
   }
+  return Status::Ok();
+}
+
+// config.http_request: {"allow": [{"host", "secret", "header", "prefix"}, ...]}.
+Status ParseHttpRequestTool(const json::object& root, HarnessConfig* c) {
   const json::object* http_request = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "http_request", where, &http_request));
-  if (http_request != nullptr) {
-    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*http_request, "allow", "config.http_request"));
-    const json::array* allow = nullptr;
-    SINEW_RETURN_IF_ERROR(ReadArray(*http_request, "allow", "config.http_request", &allow));
-    for (size_t index = 0; allow != nullptr && index < allow->size(); ++index) {
-      const std::string ew = json_fields::IndexPath("config.http_request.allow", index);
-      if (!(*allow)[index].is_object()) return Status::InvalidArgument(ew + " must be an object");
-      const auto& eo = (*allow)[index].as_object();
-      SINEW_RETURN_IF_ERROR(RejectUnknownKeys(eo, "host,secret,header,prefix", ew));
-      HttpAllowEntry e;
-      SINEW_RETURN_IF_ERROR(ReadString(eo, "host", ew, &e.host));
-      SINEW_RETURN_IF_ERROR(ReadString(eo, "secret", ew, &e.secret));
-      SINEW_RETURN_IF_ERROR(ReadString(eo, "header", ew, &e.header));
-      SINEW_RETURN_IF_ERROR(ReadString(eo, "prefix", ew, &e.prefix));
-      if (e.host.empty()) return Status::InvalidArgument(ew + ".host is required");
-      for (auto& ch : e.host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      c.http_allow.push_back(e);
-    }
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "http_request", "config", &http_request));
+  if (http_request == nullptr) return Status::Ok();
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*http_request, "allow", "config.http_request"));
+  const json::array* allow = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadArray(*http_request, "allow", "config.http_request", &allow));
+  for (size_t index = 0; allow != nullptr && index < allow->size(); ++index) {
+    const std::string ew = json_fields::IndexPath("config.http_request.allow", index);
+    if (!(*allow)[index].is_object()) return Status::InvalidArgument(ew + " must be an object");
+    const auto& eo = (*allow)[index].as_object();
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(eo, "host,secret,header,prefix", ew));
+    HttpAllowEntry e;
+    SINEW_RETURN_IF_ERROR(ReadString(eo, "host", ew, &e.host));
+    SINEW_RETURN_IF_ERROR(ReadString(eo, "secret", ew, &e.secret));
+    SINEW_RETURN_IF_ERROR(ReadString(eo, "header", ew, &e.header));
+    SINEW_RETURN_IF_ERROR(ReadString(eo, "prefix", ew, &e.prefix));
+    if (e.host.empty()) return Status::InvalidArgument(ew + ".host is required");
+    for (auto& ch : e.host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    c->http_allow.push_back(e);
   }
+  return Status::Ok();
+}
+
+// config.limits: {"max_turns", "max_output_tokens", "max_wall_seconds"}.
+Status ParseLimits(const json::object& root, HarnessConfig* c) {
   const json::object* limits = nullptr;
-  SINEW_RETURN_IF_ERROR(ReadObject(root, "limits", where, &limits));
-  if (limits != nullptr) {
-    SINEW_RETURN_IF_ERROR(
-        RejectUnknownKeys(*limits, "max_turns,max_output_tokens,max_wall_seconds", "config.limits"));
-    SINEW_RETURN_IF_ERROR(ReadUint32(*limits, "max_turns", "config.limits", &c.limits.max_turns));
-    SINEW_RETURN_IF_ERROR(ReadUint(*limits, "max_output_tokens", "config.limits", UINT64_MAX,
-                                   &c.limits.max_output_tokens));
-    SINEW_RETURN_IF_ERROR(
-        ReadUint32(*limits, "max_wall_seconds", "config.limits", &c.limits.max_wall_seconds));
-  }
-  if (!c.store_address.empty() + !c.store_dir.empty() + !c.store_etcd.empty() != 1) {
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "limits", "config", &limits));
+  if (limits == nullptr) return Status::Ok();
+  SINEW_RETURN_IF_ERROR(
+      RejectUnknownKeys(*limits, "max_turns,max_output_tokens,max_wall_seconds", "config.limits"));
+  SINEW_RETURN_IF_ERROR(ReadUint32(*limits, "max_turns", "config.limits", &c->limits.max_turns));
+  SINEW_RETURN_IF_ERROR(ReadUint(*limits, "max_output_tokens", "config.limits", UINT64_MAX,
+                                 &c->limits.max_output_tokens));
+  SINEW_RETURN_IF_ERROR(
+      ReadUint32(*limits, "max_wall_seconds", "config.limits", &c->limits.max_wall_seconds));
+  return Status::Ok();
+}
+
+// What the sections must say together: one store, at least one key and model, a default
+// model that exists (the built-in agents added), secrets that are named exist, and the
+// process's limits and listener in range.
+Status CheckWhole(HarnessConfig* c) {
+  if (!c->store_address.empty() + !c->store_dir.empty() + !c->store_etcd.empty() != 1) {
     return Status::InvalidArgument(
         "config.store needs exactly one of \"address\" (sinew-store), \"dir\" (embedded) or \"etcd\" (store "
         "shards)");
   }
-  if (c.store_durability != "sync" && c.store_durability != "async") {
+  if (c->store_durability != "sync" && c->store_durability != "async") {
     return Status::InvalidArgument("config.store.durability must be \"sync\" or \"async\"");
   }
-  if (c.api_keys.empty() && c.api_keys_file.empty()) {
+  if (c->api_keys.empty() && c->api_keys_file.empty()) {
     return Status::InvalidArgument("config.api_keys must map at least one key to a tenant (or name an api_keys_file)");
   }
-  if (c.models.empty()) return Status::InvalidArgument("config.models must name at least one model");
-  if (c.default_model.empty()) c.default_model = c.models.begin()->first;
-  SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&c));
-  if (!c.models.count(c.default_model)) {
-    return Status::InvalidArgument("config.default_model '" + c.default_model + "' is not in config.models");
+  if (c->models.empty()) return Status::InvalidArgument("config.models must name at least one model");
+  if (c->default_model.empty()) c->default_model = c->models.begin()->first;
+  SINEW_RETURN_IF_ERROR(AddBuiltinAgents(c));
+  if (!c->models.count(c->default_model)) {
+    return Status::InvalidArgument("config.default_model '" + c->default_model + "' is not in config.models");
   }
-  for (const auto& [name, m] : c.models) {
-    if (!m.api_key_secret.empty() && !c.secrets.count(m.api_key_secret)) {
+  for (const auto& [name, m] : c->models) {
+    if (!m.api_key_secret.empty() && !c->secrets.count(m.api_key_secret)) {
       return Status::InvalidArgument("config.models." + name + ".api_key_secret names unknown secret '" +
                                      m.api_key_secret + "'");
     }
   }
-  for (const auto& e : c.http_allow) {
-    if (!e.secret.empty() && !c.secrets.count(e.secret)) {
+  for (const auto& e : c->http_allow) {
+    if (!e.secret.empty() && !c->secrets.count(e.secret)) {
       return Status::InvalidArgument("config.http_request.allow host " + e.host + " names unknown secret '" +
                                      e.secret + "'");
     }
   }
-  if (c.lease_ttl_ms < 300) return Status::InvalidArgument("config.lease_ttl_ms must be at least 300");
-  if (c.workers == 0 || c.workers > 10000)
+  if (c->lease_ttl_ms < 300) return Status::InvalidArgument("config.lease_ttl_ms must be at least 300");
+  if (c->workers == 0 || c->workers > 10000)
     return Status::InvalidArgument("config.workers must be from 1 to 10000 (threads for blocking calls)");
-  if (c.api_threads == 0 || c.api_threads > 4096)
+  if (c->api_threads == 0 || c->api_threads > 4096)
     return Status::InvalidArgument("config.api_threads must be from 1 to 4096 (threads for REST requests)");
-  if (c.max_sessions_driven == 0 || c.max_sessions_driven > 1000000)
+  if (c->max_sessions_driven == 0 || c->max_sessions_driven > 1000000)
     return Status::InvalidArgument("config.max_sessions_driven must be from 1 to 1000000");
-  if (c.tls.cert_file.empty() != c.tls.key_file.empty())
+  if (c->tls.cert_file.empty() != c->tls.key_file.empty())
     return Status::InvalidArgument("config.tls needs both cert_file and key_file (or neither)");
-  const auto colon = c.listen.rfind(':');
-  SINEW_RETURN_IF_ERROR(http::CheckPlainOnlyOnLoopback(colon == std::string::npos ? c.listen : c.listen.substr(0, colon),
-                                                       !c.tls.cert_file.empty(), c.insecure, "config.insecure"));
-  if (c.read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
-  SINEW_RETURN_IF_ERROR(CheckAdvertiseUrl(c.advertise_url, "config.advertise_url"));
+  const auto colon = c->listen.rfind(':');
+  SINEW_RETURN_IF_ERROR(http::CheckPlainOnlyOnLoopback(colon == std::string::npos ? c->listen : c->listen.substr(0, colon),
+                                                       !c->tls.cert_file.empty(), c->insecure, "config.insecure"));
+  if (c->read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
+  return CheckAdvertiseUrl(c->advertise_url, "config.advertise_url");
+}
+
+}  // namespace
+
+Result<HarnessConfig> ParseConfig(const std::string& json_text) {
+  SINEW_ASSIGN_OR_RETURN(json::object root, ParseObject(json_text, "config"));
+  SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
+      root,
+      "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
+      "limits,lease_ttl_ms,scan_interval_ms,workers,max_sessions_driven,max_request_bytes,read_timeout_seconds,"
+      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
+      "config"));
+  HarnessConfig c;
+  // In this order: the errors of an earlier section come first, and ParseTls reads what
+  // ParseStore and ParseSandboxd set.
+  for (Status (*section)(const json::object&, HarnessConfig*) :
+       {ParseTopLevel, ParseStore, ParseSandboxd, ParseTls, ParseTenancy, ParseModels, ParseSecrets,
+        ParseHttpRequestTool, ParseLimits}) {
+    SINEW_RETURN_IF_ERROR(section(root, &c));
+  }
+  SINEW_RETURN_IF_ERROR(CheckWhole(&c));
   return c;
 }
 

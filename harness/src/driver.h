@@ -17,7 +17,8 @@
 
 #include "async.h"
 #include "harness_deps.h"
-#include "session_log.h"
+#include "log_state.h"
+#include "task_spec.h"
 
 namespace sinew::harness {
 

@@ -21,7 +21,7 @@
 
 #include "api_handler.h"
 #include "async.h"
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "driver.h"
 #include "http_server.h"
 #include "json_util.h"

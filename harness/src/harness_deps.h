@@ -14,7 +14,8 @@
 #include "sinew/metrics.h"
 #include "sinew/session_store/session_store.h"
 #include "tenant_quotas.h"
-#include "tools.h"
+#include "proxy_tools.h"
+#include "sandbox_backend.h"
 
 namespace sinew::harness {
 

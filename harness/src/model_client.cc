@@ -1,4 +1,3 @@
-#include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,6 +12,9 @@
 
 #include "async.h"
 #include "model_clients.h"
+#include "replica_routing.h"
+#include "sinew/http/url.h"
+#include "sinew/trace.h"
 
 namespace sinew::harness {
 
@@ -47,6 +49,94 @@ Task<void> SleepUnlessCancelled(uint32_t ms, const std::atomic<bool>* cancelled)
 }
 
 }  // namespace
+
+HttpModelClient::HttpModelClient(ModelEndpointConfig config, std::string api_key)
+    : config_(std::move(config)), api_key_(std::move(api_key)) {
+  if (!config_.replicas.empty()) routing_ = std::make_unique<ReplicaRouting>(config_);
+}
+
+HttpModelClient::~HttpModelClient() = default;
+
+std::string HttpModelClient::MetricsText(std::string_view model) const {
+  return routing_ ? routing_->MetricsText(model) : std::string();
+}
+
+void HttpModelClient::SetStream(json::object* body, bool stream) const { (*body)["stream"] = stream; }
+
+void HttpModelClient::FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> tool_calls,
+                                  ModelReply* reply) const {
+  for (auto& [index, tc] : tool_calls) {
+    if (tc.id.empty()) {
+      tc.id = std::string(ToolCallIdPrefix()) + "_" + std::to_string(call.turn) + "_" + std::to_string(index);
+    }
+    if (tc.input_json.empty()) tc.input_json = "{}";
+    reply->tool_calls.push_back(std::move(tc));
+  }
+  if (reply->stop_reason.empty()) reply->stop_reason = reply->tool_calls.empty() ? "end_turn" : "tool_use";
+}
+
+Task<Result<ModelReply>> HttpModelClient::Call(const ModelCall& call, const TokenCallback& on_token) {
+  const json::object base = RequestBody(call);
+  co_return co_await RunWithRetries(
+      config_, call, &memory_, [&](bool stream, ModelReply* reply) -> Task<Result<HttpResponse>> {
+        json::object body = base;
+        SetStream(&body, stream);
+        if (!routing_) co_return co_await Attempt(call, json::serialize(body), stream, config_.base_url, on_token, reply);
+        co_return co_await routing_->Route(call.session_id, [&](const std::string& base_url) {
+          return Attempt(call, json::serialize(body), stream, base_url, on_token, reply);
+        });
+      });
+}
+
+Task<Result<HttpResponse>> HttpModelClient::Attempt(const ModelCall& call, std::string body, bool stream,
+                                                    const std::string& base_url, const TokenCallback& on_token,
+                                                    ModelReply* reply) {
+  HttpRequest req = Request(call, std::move(body), stream, base_url);
+  if (stream) co_return co_await StreamedAttempt(call, std::move(req), on_token, reply);
+  co_return co_await WholeAttempt(call, std::move(req), on_token, reply);
+}
+
+HttpRequest HttpModelClient::Request(const ModelCall& call, std::string body, bool stream,
+                                     const std::string& base_url) const {
+  HttpRequest req;
+  req.method = "POST";
+  req.url = base_url + Path();
+  req.headers = {"Content-Type: application/json", stream ? "Accept: text/event-stream" : "Accept: application/json"};
+  for (auto& h : ProtocolHeaders(api_key_)) req.headers.push_back(std::move(h));
+  // The session's trace, a fresh span per attempt (docs/logging.md).
+  if (std::string tp = OutgoingTraceparent(); !tp.empty()) req.headers.push_back("traceparent: " + tp);
+  req.body = std::move(body);
+  req.timeout_ms = config_.timeout_seconds * 1000;
+  req.stop = call.cancelled;
+  req.tls.ca_file = config_.ca_file;
+  return req;
+}
+
+Task<Result<HttpResponse>> HttpModelClient::WholeAttempt(const ModelCall& call, HttpRequest req,
+                                                         const TokenCallback& on_token, ModelReply* reply) {
+  auto response = co_await Perform(std::move(req));
+  if (!response.ok()) co_return response;
+  if (response->status < 200 || response->status >= 300) {
+    if (response->body.size() > kMaxErrorBody) response->body.resize(kMaxErrorBody);
+    co_return response;
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(response->body, ec);
+  if (ec || !v.is_object()) {
+    co_return Status::Corruption("model server sent a reply that is not a JSON object: " +
+                                 response->body.substr(0, 200));
+  }
+  std::map<uint64_t, ModelToolCall> tool_calls;
+  if (!ReadWholeReply(v.as_object(), reply, &tool_calls)) {
+    response->status = 500;  // an error inside a 200: treated as the server's failure
+    response->body.resize(std::min(response->body.size(), kMaxErrorBody));
+    co_return response;
+  }
+  if (!reply->text.empty() && on_token) on_token(reply->text);
+  FinishReply(call, std::move(tool_calls), reply);
+  response->body.clear();
+  co_return response;
+}
 
 Result<ModelReply> HttpModelClient::Complete(const ModelCall& call, const TokenCallback& on_token) {
   asio::io_context io;
@@ -150,9 +240,9 @@ long RetryAfterSeconds(const HttpResponse& response) {
     if (std::all_of(value.begin(), value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       return value.size() > 9 ? 999999999L : std::stol(value);
     }
-    const time_t at = curl_getdate(value.c_str(), nullptr);
-    if (at < 0) return -1;
-    return std::max<long>(0, static_cast<long>(at - std::time(nullptr)));
+    const std::optional<std::time_t> at = http::ParseHttpDate(value);
+    if (!at) return -1;
+    return std::max<long>(0, static_cast<long>(*at - std::time(nullptr)));
   }
   return -1;
 }

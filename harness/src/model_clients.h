@@ -3,15 +3,20 @@
 // the retry policy, server error messages and the <think> splitter.
 #pragma once
 
+#include <boost/json.hpp>
+
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "async.h"
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "sinew/harness/model_client.h"
 
 namespace sinew::harness {
@@ -28,31 +33,6 @@ Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig&
 // call ends the turn; nop's every call ends the turn. Neither fails.
 std::unique_ptr<ModelClient> NewOracleAgent();
 std::unique_ptr<ModelClient> NewNopAgent();
-
-// A model client over HTTP (OpenAI, Anthropic): a call is a coroutine whose requests go
-// out on the client's own http::AsyncClient (libcurl's multi interface, one thread for
-// every call of the client), so a call in flight holds no thread of the caller's: the
-// agent loop's coroutine waits for it like for a timer. Complete, for callers that do
-// block, runs the same coroutine on an io_context of its own: one code path for both.
-class HttpModelClient : public ModelClient {
- public:
-  Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) final;
-  Task<Result<ModelReply>> CompleteAsync(const ModelCall& call, const TokenCallback& on_token,
-                                         asio::thread_pool& blocking) final;
-  void Shutdown() override;
-
- protected:
-  // One call, with its retries (RunWithRetries).
-  virtual Task<Result<ModelReply>> Call(const ModelCall& call, const TokenCallback& on_token) = 0;
-  // One HTTP request on the client's thread; `on_chunk` runs there. A transfer stopped
-  // (request.stop set, or on_chunk returned false) is kCancelled; other errors: Fetch's.
-  Task<Result<HttpResponse>> Perform(HttpRequest request, http::ChunkCallback on_chunk = nullptr);
-
- private:
-  http::AsyncClient& Http();
-  std::once_flag http_once_;
-  std::unique_ptr<http::AsyncClient> http_;  // made at the first call
-};
 
 // One HTTP attempt of a model call, streaming or not: the HTTP response (for a non-2xx
 // answer its body holds the error body) or a transport error; fills *reply.
@@ -71,6 +51,89 @@ struct StreamMemory {
 // fails. The caller co_awaits it at once: every argument lives until it returns.
 Task<Result<ModelReply>> RunWithRetries(const ModelEndpointConfig& config, const ModelCall& call,
                                   StreamMemory* memory, const ModelAttempt& attempt);
+
+class ReplicaRouting;  // replica_routing.h
+
+// A model client over HTTP (OpenAI, Anthropic): a call is a coroutine whose requests go
+// out on the client's own http::AsyncClient (libcurl's multi interface, one thread for
+// every call of the client), so a call in flight holds no thread of the caller's: the
+// agent loop's coroutine waits for it like for a timer. Complete, for callers that do
+// block, runs the same coroutine on an io_context of its own: one code path for both.
+//
+// What every protocol shares lives here: the retries (RunWithRetries), the request's
+// common parts (POST {base}{Path()}, JSON, the trace, timeout, cancellation, CA file), a
+// whole reply's handling (error bodies, a body that is not JSON, an error inside a 200,
+// tool call ids, the stop reason) and where each attempt goes: config.base_url, or with
+// config.replicas the replica ReplicaRouting picks. A protocol's subclass writes the
+// body, its headers, and reads a whole reply's object and a stream.
+class HttpModelClient : public ModelClient {
+ public:
+  HttpModelClient(ModelEndpointConfig config, std::string api_key);
+  ~HttpModelClient() override;
+  Result<ModelReply> Complete(const ModelCall& call, const TokenCallback& on_token) final;
+  Task<Result<ModelReply>> CompleteAsync(const ModelCall& call, const TokenCallback& on_token,
+                                         asio::thread_pool& blocking) final;
+  void Shutdown() override;
+  // The replicas' metrics (ReplicaRouter::MetricsText); "" without replicas.
+  std::string MetricsText(std::string_view model) const final;
+
+ protected:
+  // Error bodies are kept up to this size (the message in them is bounded further).
+  static constexpr size_t kMaxErrorBody = 16384;
+
+  // The call's request body, without the streaming fields.
+  virtual boost::json::object RequestBody(const ModelCall& call) const = 0;
+  // Sets the streaming fields of one attempt's body (default: "stream").
+  virtual void SetStream(boost::json::object* body, bool stream) const;
+  // The path after the base URL, like "/chat/completions".
+  virtual std::string Path() const = 0;
+  // The protocol's own headers (authentication with `api_key`, which may be empty;
+  // versions), after Content-Type and Accept.
+  virtual std::vector<std::string> ProtocolHeaders(const std::string& api_key) const = 0;
+  // Reads a whole 2xx reply's JSON object into *reply (text, reasoning, usage, stop
+  // reason) and *tool_calls (by position). False when the object reports an error
+  // instead: the attempt is then answered as the server's HTTP 500 with that body.
+  virtual bool ReadWholeReply(const boost::json::object& o, ModelReply* reply,
+                              std::map<uint64_t, ModelToolCall>* tool_calls) const = 0;
+  // One streamed attempt of `req` (built here, Accept: text/event-stream): fills *reply
+  // (ending with FinishReply) and passes answer text to `on_token` as it comes. Returns
+  // as ModelAttempt says.
+  virtual Task<Result<HttpResponse>> StreamedAttempt(const ModelCall& call, HttpRequest req,
+                                                     const TokenCallback& on_token, ModelReply* reply) = 0;
+  // The prefix of the ids given to tool calls that came without one ("call", "toolu").
+  virtual std::string_view ToolCallIdPrefix() const = 0;
+
+  // Moves `tool_calls` into the reply, each with an id ("<prefix>_<turn>_<index>" when it
+  // had none) and an input ("{}" when empty), and sets the stop reason when the server
+  // gave none ("tool_use" with calls, else "end_turn").
+  void FinishReply(const ModelCall& call, std::map<uint64_t, ModelToolCall> tool_calls,
+                   ModelReply* reply) const;
+  // One HTTP request on the client's thread; `on_chunk` runs there. A transfer stopped
+  // (request.stop set, or on_chunk returned false) is kCancelled; other errors: Fetch's.
+  Task<Result<HttpResponse>> Perform(HttpRequest request, http::ChunkCallback on_chunk = nullptr);
+
+  const ModelEndpointConfig& config() const { return config_; }
+
+ private:
+  // One call, with its retries.
+  Task<Result<ModelReply>> Call(const ModelCall& call, const TokenCallback& on_token);
+  // One attempt against the server at `base_url`.
+  Task<Result<HttpResponse>> Attempt(const ModelCall& call, std::string body, bool stream,
+                                     const std::string& base_url, const TokenCallback& on_token,
+                                     ModelReply* reply);
+  HttpRequest Request(const ModelCall& call, std::string body, bool stream,
+                      const std::string& base_url) const;
+  Task<Result<HttpResponse>> WholeAttempt(const ModelCall& call, HttpRequest req,
+                                          const TokenCallback& on_token, ModelReply* reply);
+  http::AsyncClient& Http();
+
+  const ModelEndpointConfig config_;
+  const std::string api_key_;
+  StreamMemory memory_;
+  std::unique_ptr<ReplicaRouting> routing_;  // set when config_.replicas is
+  std::once_flag http_once_;
+  std::unique_ptr<http::AsyncClient> http_;  // made at the first call
+};
 
 // Whether an HTTP status is worth retrying: never (4xx but 408/429, 501, 505, ...),
 // once (500 with an error body: the server may have hit a passing fault, but more likely

@@ -1,14 +1,14 @@
 // http_request: runs in the harness, reaches only allowlisted hosts, and injects the
 // host's credential from the vault. The model never sees the credential: the response
 // is redacted before it becomes a tool result.
-#include <curl/curl.h>
 
 #include <boost/json.hpp>
 #include <chrono>
 
-#include "curl_http.h"
+#include "outgoing_http.h"
+#include "sinew/http/url.h"
 #include "sinew/json_fields.h"
-#include "tools.h"
+#include "proxy_tools.h"
 
 namespace sinew::harness {
 namespace {
@@ -26,26 +26,15 @@ ToolOutcome Error(std::string message) {
 
 // Returns "host" and "host:port" (lower case) of an http(s) URL, or an error.
 Result<std::pair<std::string, std::string>> HostOf(const std::string& url) {
-  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
-  if (curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
-    return Status::InvalidArgument("url '" + url + "' does not parse");
+  auto parts = http::ParseUrl(url);
+  if (!parts.ok()) return parts.status();
+  if (parts->scheme != "http" && parts->scheme != "https") {
+    return Status::InvalidArgument("url scheme must be http or https, not '" + parts->scheme + "'");
   }
-  auto part = [&](CURLUPart which, unsigned flags) -> std::string {
-    char* out = nullptr;
-    if (curl_url_get(u.get(), which, &out, flags) != CURLUE_OK || out == nullptr) return "";
-    std::string s(out);
-    curl_free(out);
-    return s;
-  };
-  std::string scheme = part(CURLUPART_SCHEME, 0);
-  if (scheme != "http" && scheme != "https") {
-    return Status::InvalidArgument("url scheme must be http or https, not '" + scheme + "'");
-  }
-  if (!part(CURLUPART_USER, 0).empty()) return Status::InvalidArgument("url must not carry user info");
-  std::string host = part(CURLUPART_HOST, 0);
+  if (!parts->user.empty()) return Status::InvalidArgument("url must not carry user info");
+  std::string host = std::move(parts->host);
   for (auto& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  std::string port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
-  return std::make_pair(host, host + ":" + port);
+  return std::make_pair(host, host + ":" + parts->port);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // ReplicaRouter: picks which replica of a model (several sinew-model or other
-// OpenAI-compatible servers serving the same weights) takes a session's next call.
+// OpenAI-compatible or Anthropic servers serving the same weights) takes a session's next call.
 //
 // The rule (docs/scale-out.md, "Model replicas"):
 //   - Each session has a home replica: consistent hashing of the session id on a ring of
@@ -16,7 +16,7 @@
 //     (1 s, doubling per consecutive failure up to 30 s); calls skip it, and the first
 //     call after that time probes it. A success brings it back at once. When every
 //     replica is down the call goes home anyway (a probe).
-//   - Active health checks (the model client's prober, every replica_health_check_ms):
+//   - Active health checks (ReplicaRouting's prober, every replica_health_check_ms):
 //     a failed check (transport error, 5xx, 429) counts like a failed call, so a dead or
 //     loading replica is skipped before any session's call finds it; a passing check
 //     brings it back at once, before any call probes it.

@@ -1,4 +1,4 @@
-// What both sandbox backends (sandbox_tools.cc: one sinew-sandboxd; sandbox_hosts.cc:
+// What both sandbox backends (grpc_sandbox_backend.cc: one sinew-sandboxd; sandbox_hosts.cc:
 // hosts placed through etcd) share: reading the task's "sandbox" object and turning the
 // provisioner's answers into the harness's terms. Internal to the harness.
 #pragma once
@@ -13,7 +13,7 @@
 #include "sinew/proto/sandbox.pb.h"
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
-#include "tools.h"
+#include "sandbox_backend.h"
 
 namespace sinew::harness {
 

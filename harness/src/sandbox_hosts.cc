@@ -14,7 +14,7 @@
 #include "sinew/proto/coord.pb.h"
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
-#include "tools.h"
+#include "sandbox_backend.h"
 
 namespace sinew::harness {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "sinew/json_fields.h"
 #include "sinew/sandbox/tool_specs.h"
-#include "tools.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness {
 

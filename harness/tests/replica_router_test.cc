@@ -1,8 +1,10 @@
 // The model replica router (src/replica_router.h): homes by consistent hashing, the load
-// bound, failover and recovery, and the config that turns it on.
+// bound, failover and recovery, the config that turns it on, and both HTTP model clients
+// routing over two replicas (src/replica_routing.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -10,6 +12,8 @@
 
 #include "replica_router.h"
 #include "sinew/harness/config.h"
+#include "sinew/harness/model_client.h"
+#include "test_util.h"
 
 namespace sinew::harness {
 namespace {
@@ -187,7 +191,7 @@ TEST(ReplicaRouterTest, RoundRobinTheBaselineTakesTurnsOverReplicasThatAreUp) {
   EXPECT_EQ(seen, (std::vector<size_t>{1, 2, 1, 2}));
 }
 
-TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
+TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnHttpModels) {
   auto with = [](const std::string& model) {
     return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "models": {"m": )" + model + "}}");
   };
@@ -203,7 +207,7 @@ TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
       {R"({"kind": "openai", "replicas": ["http://a:1/v1", "http://a:1/v1"]})", "replicas[1] repeats"},
       {R"({"kind": "openai", "replicas": ["a:1"]})", "replicas[0] must be an http"},
       {R"({"kind": "openai", "replicas": [7]})", "replicas[0] must be a string"},
-      {R"({"kind": "anthropic", "replicas": ["http://a:1/v1"]})", "openai"},
+      {R"({"kind": "scripted", "script": "s.json", "replicas": ["http://a:1/v1"]})", "openai\" and \"anthropic"},
       {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_load_factor": 0.5})", "replica_load_factor"},
       {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_policy": "random"})", "replica_policy"},
       {R"({"kind": "openai", "replicas": ["http://a:1/v1"], "replica_health_check_ms": 50})", "replica_health_check_ms"},
@@ -217,6 +221,98 @@ TEST(ReplicaConfigTest, ReplicasReplaceBaseUrlOnOpenAiModels) {
     EXPECT_NE(r.status().message().find("config.models.m"), std::string::npos) << r.status().message();
   }
 }
+
+}  // namespace
+}  // namespace sinew::harness
+
+namespace sinew::harness {
+namespace {
+
+// A model client of either protocol with two replicas, each a server in the test: a
+// session's calls go to its home replica, and when the home fails (502) its retry goes to the
+// other replica, which answers; the home is then reported down. Health checks are off,
+// so only calls reach the servers.
+class ReplicaFailoverTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // One streamed answer "ok" in the protocol under test.
+  static std::string Answer(const std::string& kind) {
+    if (kind == "anthropic") {
+      return "event: content_block_delta\ndata: "
+             R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}})"
+             "\n\nevent: message_delta\ndata: "
+             R"({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}})"
+             "\n\n";
+    }
+    return "data: " R"({"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]})"
+           "\n\ndata: [DONE]\n\n";
+  }
+};
+
+TEST_P(ReplicaFailoverTest, ASessionStaysHomeAndItsRetryMovesToTheOtherReplicaWhenHomeFails) {
+  const std::string kind = GetParam();
+  std::atomic<bool> failing[2] = {false, false};
+  auto handler = [&](int i) {
+    return [&, i](const test::TestHttpServer::Request&) {
+      test::TestHttpServer::Response r;
+      if (failing[i]) {
+        // 502: a 503 from this server would carry Retry-After: 1, and the retry would wait
+        // until the home's first down time is over.
+        r.status = 502;
+        r.body = R"({"error":{"message":"replica is down"}})";
+        return r;
+      }
+      r.content_type = "text/event-stream";
+      r.body = Answer(kind);
+      return r;
+    };
+  };
+  test::TestHttpServer a(handler(0)), b(handler(1));
+  test::TestHttpServer* servers[2] = {&a, &b};
+  ModelEndpointConfig config;
+  config.kind = kind;
+  config.model = "m";
+  config.replicas = {a.url() + "/v1", b.url() + "/v1"};
+  config.replica_health_check_ms = 0;
+  config.backoff_ms = 1;
+  config.max_retries = 2;
+  config.timeout_seconds = 5;
+  auto client = MakeModelClient(config, "key");
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+
+  ModelCall call;
+  call.model = "m";
+  call.session_id = "session-failover";
+  ChatMessage user;
+  user.text = "hi";
+  call.messages = {user};
+  for (int i = 0; i < 3; ++i) {
+    auto reply = (*client)->Complete(call, nullptr);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->text, "ok");
+  }
+  const size_t home = a.requests().size() == 3 ? 0 : 1;
+  const size_t other = 1 - home;
+  ASSERT_EQ(servers[home]->requests().size(), 3u) << "the session's calls did not all go to one replica";
+  ASSERT_EQ(servers[other]->requests().size(), 0u);
+  EXPECT_EQ(servers[home]->requests()[0].target, kind == "anthropic" ? "/v1/messages" : "/v1/chat/completions");
+
+  failing[home] = true;
+  auto reply = (*client)->Complete(call, nullptr);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->text, "ok");
+  EXPECT_EQ(reply->attempts, 2u);
+  EXPECT_EQ(servers[home]->requests().size(), 4u);
+  EXPECT_EQ(servers[other]->requests().size(), 1u);
+  const std::string metrics = (*client)->MetricsText("m");
+  EXPECT_NE(metrics.find("sinew_harness_model_replica_up{model=\"m\",replica=\"" + config.replicas[home] + "\"} 0"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sinew_harness_model_replica_up{model=\"m\",replica=\"" + config.replicas[other] + "\"} 1"),
+            std::string::npos)
+      << metrics;
+}
+
+INSTANTIATE_TEST_SUITE_P(BothProtocols, ReplicaFailoverTest, ::testing::Values("openai", "anthropic"));
 
 }  // namespace
 }  // namespace sinew::harness

@@ -12,7 +12,7 @@
 #include "sinew/sandbox/sandbox_client.h"
 #include "sinew/session_store/session_store.h"
 #include "test_util.h"
-#include "tools.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness::test {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "sinew/sandbox/provisioner_client.h"
 
-#include "curl_http.h"
+#include "outgoing_http.h"
 #include "sinew/http/server.h"
 
 namespace sinew::harness::test {

@@ -11,12 +11,13 @@
 
 #include "async.h"
 #include "model_clients.h"
-#include "session_log.h"
+#include "log_state.h"
+#include "task_spec.h"
 #include "sinew/harness/config.h"
 #include "sinew/harness/vault.h"
 #include "sinew/sandbox/tool_specs.h"
 #include "test_util.h"
-#include "tools.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness {
 namespace {

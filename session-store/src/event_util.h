@@ -22,8 +22,8 @@ bool ReadEnvelopeSeq(std::string_view bytes, uint64_t* seq);
 
 // Read limits shared by the stores and the remote client.
 inline constexpr uint32_t kMaxEventLimit = 100000;
-// ReadEventBytes pages of a few hundred KiB: measured on loopback, a harness woke a
-// 10,000-event session (2 MB) faster in 256 KiB pages than in one 2 MB gRPC message.
+// ReadEventBytes page bounds: the page size when the caller gives none, and the most a
+// caller may ask for (docs/session-store.md says why 256 KiB).
 inline constexpr uint64_t kDefaultPageBytes = 256u << 10;
 inline constexpr uint64_t kMaxPageBytes = 32u << 20;
 

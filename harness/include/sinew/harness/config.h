@@ -22,7 +22,7 @@ struct ModelEndpointConfig {
   // Base URL, e.g. "http://127.0.0.1:8081/v1" (".../chat/completions" or ".../messages"
   // is appended). Unused for "scripted".
   std::string base_url;
-  // "openai" only, instead of base_url: the base URLs of several servers of the same
+  // "openai" and "anthropic", instead of base_url: the base URLs of several servers of the same
   // model. Each session's calls go to one of them (its home, by consistent hashing of
   // the session id) while it is up and under the load bound; a replica that fails is
   // skipped for a while (src/replica_router.h, docs/scale-out.md). Default: none

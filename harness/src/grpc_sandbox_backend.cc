@@ -3,7 +3,7 @@
 #include "sandbox_common.h"
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
-#include "tools.h"
+#include "sandbox_backend.h"
 
 namespace sinew::harness {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "http_client.h"
+#include "sinew/client/http_client.h"
 #include "sinew/proto/events.pb.h"
 #include "sinew/status.h"
 
-namespace sinew::cli {
+namespace sinew::client {
 
 struct SessionView {
   std::string id, tenant, title, status, forked_from_session;
@@ -75,4 +75,4 @@ Result<SessionView> ParseSession(const boost::json::value& v);
 // Parses one event in the proto3 JSON mapping.
 Result<v1::Event> ParseEvent(std::string_view json);
 
-}  // namespace sinew::cli
+}  // namespace sinew::client

@@ -1,5 +1,5 @@
 // Built when the hands' client library is absent: sandbox tools fail clearly.
-#include "tools.h"
+#include "sandbox_backend.h"
 
 namespace sinew::harness {
 namespace {

@@ -1,9 +1,9 @@
-#include "session_log.h"
+#include "task_spec.h"
 
 #include <algorithm>
 
 #include "sinew/json_fields.h"
-#include "tools.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness {
 
@@ -175,55 +175,6 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
     SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_wall_seconds", w, &t.max_wall_seconds));
   }
   return t;
-}
-
-void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
-  switch (ev.payload_case()) {
-    case v1::Event::kUserMessage:
-      s->last_user = index;
-      break;
-    case v1::Event::kModelResponse:
-      s->last_response = index;
-      ++s->turns;
-      s->output_tokens += ev.model_response().usage().completion_tokens();
-      break;
-    case v1::Event::kToolCall:
-      s->started[ev.tool_call().call_id()] = true;
-      break;
-    case v1::Event::kToolResult:
-      s->finished[ev.tool_result().call_id()] = true;
-      break;
-    case v1::Event::kSandboxProvisioned:
-      s->sandbox_id = ev.sandbox_provisioned().sandbox_id();
-      s->sandbox_endpoint = ev.sandbox_provisioned().endpoint();
-      s->sandbox_host_id = ev.sandbox_provisioned().host_id();
-      s->sandbox_host_address = ev.sandbox_provisioned().host_address();
-      break;
-    case v1::Event::kSandboxReleased:
-      if (ev.sandbox_released().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
-      break;
-    case v1::Event::kSandboxLost:
-      if (ev.sandbox_lost().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
-      break;
-    case v1::Event::kStatusChange:
-      s->status = ev.status_change().to();
-      s->last_status_change = index;
-      break;
-    default:
-      break;
-  }
-  if (s->sandbox_id.empty()) {
-    s->sandbox_endpoint.clear();
-    s->sandbox_host_id.clear();
-    s->sandbox_host_address.clear();
-  }
-}
-
-LogState ReadLogState(const std::vector<v1::Event>& events) {
-  LogState s;
-  s.status = v1::SESSION_STATUS_QUEUED;
-  for (size_t i = 0; i < events.size(); ++i) ApplyEvent(events[i], static_cast<int>(i), &s);
-  return s;
 }
 
 }  // namespace sinew::harness

@@ -1,4 +1,4 @@
-// HttpClient: the CLI's HTTP calls to the harness, over the common client (sinew/http/client.h).
+// HttpClient: HTTP calls to the harness (for ApiClient), over the common client (sinew/http/client.h).
 //
 // Thread-safety: one HttpClient per thread.
 #pragma once
@@ -11,7 +11,7 @@
 #include "sinew/http/client.h"
 #include "sinew/status.h"
 
-namespace sinew::cli {
+namespace sinew::client {
 
 struct HttpResponse {
   long status = 0;
@@ -50,4 +50,4 @@ class HttpClient {
   http::ClientTls tls_;
 };
 
-}  // namespace sinew::cli
+}  // namespace sinew::client

@@ -1,83 +1,22 @@
-// The tools the harness offers a model: sandbox tools (run inside a runc sandbox by
-// sinew-sandbox-agent) and proxy tools (run here, in the harness, where the secrets are).
+// The hands, seen from the harness: SandboxBackend provisions sandboxes through
+// sinew-sandboxd (one, or hosts placed over through etcd) and runs tools in them.
 //
-// Thread-safety: the catalog is immutable; ProxyTools and SandboxBackend may be used
-// from many threads at once.
+// Thread-safety: a SandboxBackend may be used from many threads at once.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <variant>
-#include <vector>
+#include <utility>
 
 #include "async.h"
-#include "curl_http.h"
 #include "sinew/harness/config.h"
-#include "sinew/harness/model_client.h"
-#include "sinew/harness/vault.h"
 #include "sinew/status.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness {
-
-struct ToolInfo {
-  std::string name;
-  std::string description;
-  std::string input_schema_json;
-  bool idempotent = false;
-  bool needs_sandbox = true;
-};
-
-// Every tool the harness knows, sandbox tools first (they mirror sinew-sandbox-agent).
-const std::vector<ToolInfo>& ToolCatalog();
-const ToolInfo* FindTool(const std::string& name);
-// Whether this particular call may be re-run after a crash (http_request: GET/HEAD only).
-bool CallIsIdempotent(const ToolInfo& tool, const std::string& input_json);
-std::vector<ToolDefinition> ToolDefinitions(const std::vector<std::string>& names);
-
-struct ToolOutcome {
-  std::string output;
-  bool is_error = false;
-  int32_t exit_status = 0;
-  int32_t signal = 0;
-  bool timed_out = false;  // bash: its timeout fired
-  bool truncated = false;
-  int64_t duration_ms = 0;
-};
-
-// Proxy tools: http_request with a per-host allowlist and credential injection.
-class ProxyTools {
- public:
-  ProxyTools(std::vector<HttpAllowEntry> allow, const Vault* vault)
-      : allow_(std::move(allow)), vault_(vault) {}
-  // Runs a proxy tool without holding a thread while its request is out (libcurl's multi
-  // interface on the tools' own HTTP thread, started at the first call): `done` gets the
-  // outcome there, or at once for input refused before any request; it must be quick and
-  // must not block. Failures are outcomes with is_error (for the model). `cancelled`
-  // (may be null) stops the request within about a second.
-  using Done = std::function<void(ToolOutcome)>;
-  void ExecuteAsync(const std::string& name, const std::string& input_json, const std::atomic<bool>* cancelled,
-                    Done done) const;
-  // Ends the requests still out (their `done` gets a cancelled outcome) and joins the
-  // HTTP thread; later calls are answered at once as cancelled. Idempotent.
-  void Shutdown();
-
- private:
-  // The request an http_request input asks for (allow list checked, credential added), or
-  // the error outcome that refuses it.
-  std::variant<HttpRequest, ToolOutcome> HttpRequestFor(const std::string& input_json) const;
-  ToolOutcome HttpRequestOutcome(const Result<HttpResponse>& response,
-                                 std::chrono::steady_clock::time_point start) const;
-  http::AsyncClient& Http() const;
-  const std::vector<HttpAllowEntry> allow_;
-  const Vault* vault_;  // not owned; outlives this
-  mutable std::once_flag http_once_;
-  mutable std::unique_ptr<http::AsyncClient> http_;
-};
 
 // A session's sandbox as its log records it (sandbox_provisioned): its id, and the host
 // that holds it when sandboxes are placed over several hosts (docs/scale-out.md; both

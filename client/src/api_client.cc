@@ -1,11 +1,11 @@
-#include "api_client.h"
+#include "sinew/client/api_client.h"
 
 #include <google/protobuf/util/json_util.h>
 
 #include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
 
-namespace sinew::cli {
+namespace sinew::client {
 namespace json = boost::json;
 using json_fields::StringField;
 using json_fields::UintField;
@@ -228,4 +228,4 @@ Status ApiClient::Stream(const std::string& id, uint64_t after,
   return parse_error;
 }
 
-}  // namespace sinew::cli
+}  // namespace sinew::client

@@ -1,6 +1,6 @@
-#include "http_client.h"
+#include "sinew/client/http_client.h"
 
-namespace sinew::cli {
+namespace sinew::client {
 
 HttpClient::HttpClient(std::string base_url, std::string api_key, std::string ca_file)
     : base_url_(std::move(base_url)), api_key_(std::move(api_key)) {
@@ -51,4 +51,4 @@ Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::
   return response->status;
 }
 
-}  // namespace sinew::cli
+}  // namespace sinew::client

@@ -1,0 +1,34 @@
+// What a session's log says about where it stands (the state wake() rebuilds). Pure
+// functions of their inputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sinew/proto/events.pb.h"
+
+namespace sinew::harness {
+
+// Where a session stands, from its log.
+struct LogState {
+  v1::SessionStatus status = v1::SESSION_STATUS_UNSPECIFIED;
+  uint32_t turns = 0;              // model responses so far
+  uint64_t output_tokens = 0;      // completion tokens so far
+  int last_response = -1;          // index of the last model_response
+  int last_user = -1;              // index of the last user_message
+  int last_status_change = -1;
+  std::map<std::string, bool> started;   // call_id -> a tool_call event exists
+  std::map<std::string, bool> finished;  // call_id -> a tool_result exists
+  std::string sandbox_id;          // the live sandbox, "" when none
+  std::string sandbox_endpoint;
+  std::string sandbox_host_id;       // with etcd placement: the host holding it
+  std::string sandbox_host_address;
+};
+
+LogState ReadLogState(const std::vector<v1::Event>& events);
+// Applies one more event to a state (appends keep the state current without re-reading).
+void ApplyEvent(const v1::Event& event, int index, LogState* state);
+
+}  // namespace sinew::harness
