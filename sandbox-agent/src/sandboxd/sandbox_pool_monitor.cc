@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
+#include <cstring>
+
 #include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager_impl.h"
 
@@ -59,6 +61,26 @@ void SandboxManagerImpl::PoolLoop() {
     pool_[shape].push_back(id);
   }
 }
+
+namespace {
+
+// How the agent ended, from the wait status of the sandbox's init process (under gVisor,
+// runsc's sandbox process, which exits with 128 + N when the agent is killed by signal N).
+std::string HowTheAgentEnded(int status, bool gvisor) {
+  int signal = 0;
+  if (WIFSIGNALED(status)) {
+    signal = WTERMSIG(status);
+  } else if (gvisor && WIFEXITED(status) && WEXITSTATUS(status) > 128) {
+    signal = WEXITSTATUS(status) - 128;
+  }
+  if (signal != 0) {
+    const char* name = sigabbrev_np(signal);
+    return "killed by signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+}  // namespace
 
 void SandboxManagerImpl::MonitorLoop() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -129,15 +151,15 @@ void SandboxManagerImpl::MonitorLoop() {
                "the host task budget of all sandboxes (" + std::to_string(host_pids_budget_) +
                    ", --host-pids-budget) was reached and gVisor's sentry could not make a "
                    "thread; the sandbox was ended (sentry: " + panics[id] + ")");
-      } else if (WIFEXITED(status)) {
-        e.info.set_exit_code(WEXITSTATUS(status));
-        Finish(e, v1::SANDBOX_OUTCOME_EXITED,
-               "the agent exited with status " + std::to_string(WEXITSTATUS(status)) +
-                   (panics[id].empty() ? "" : " (gVisor's sentry: " + panics[id] + ")"));
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        e.info.set_exit_code(0);
+        Finish(e, v1::SANDBOX_OUTCOME_EXITED, "the agent exited with status 0 (it was told to stop)");
       } else {
+        if (WIFEXITED(status)) e.info.set_exit_code(WEXITSTATUS(status));
         Finish(e, v1::SANDBOX_OUTCOME_LOST,
-               "the agent was killed by signal " +
-                   std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+               "the agent died (" + HowTheAgentEnded(status, e.info.resources().runtime() == "runsc") +
+                   "); the sandbox was ended" +
+                   (panics[id].empty() ? "" : " (gVisor's sentry: " + panics[id] + ")"));
       }
     }
   }
