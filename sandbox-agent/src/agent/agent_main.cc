@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   rlim_t max_processes = 0;
   app.add_option("--max-processes", max_processes,
-                 "RLIMIT_NPROC of the agent and its commands (gVisor: the sandbox's process "
-                 "limit, enforced by its kernel); 0: unchanged")
+                 "the sandbox's process limit (gVisor, enforced by its kernel): its commands' "
+                 "RLIMIT_NPROC is this less the agent's own threads; 0: unchanged")
       ->check(CLI::Range(rlim_t{0}, rlim_t{1} << 20));
   app.add_option("--workspace", workspace, "workspace directory")->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "cap of a tool's output")
@@ -203,13 +203,6 @@ int main(int argc, char** argv) {
     files.rlim_cur = files.rlim_max = max_open_files;
     setrlimit(RLIMIT_NOFILE, &files);
   }
-  if (max_processes > 0) {
-    rlimit procs{max_processes, max_processes};
-    if (setrlimit(RLIMIT_NPROC, &procs) != 0) {
-      std::cerr << "sinew-sandbox-agent: cannot set RLIMIT_NPROC: " << strerror(errno) << "\n";
-      return 1;
-    }
-  }
   // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -243,6 +236,23 @@ int main(int argc, char** argv) {
     std::thread(AcceptLoop, listen_fd, server.get()).detach();
   } else {
     chmod(socket_path.c_str(), 0660);
+  }
+  if (max_processes > 0) {
+    // The sandbox's process limit covers its agent, as the pids cgroup does under runc.
+    // The limit counts the tasks of the sandbox user's real uid, which is not the agent's:
+    // its own threads, all started by now, are taken off the limit its commands inherit.
+    std::error_code ec;
+    rlim_t own = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      ++own;
+    }
+    const rlim_t limit = max_processes > own ? max_processes - own : 1;
+    rlimit procs{limit, limit};
+    if (setrlimit(RLIMIT_NPROC, &procs) != 0) {
+      std::cerr << "sinew-sandbox-agent: cannot set RLIMIT_NPROC: " << strerror(errno) << "\n";
+      return 1;
+    }
   }
   // Serving: nothing more goes to the host's log file, and the descriptors that name it
   // are gone, so no process of the sandbox can reach it in any way.
