@@ -22,6 +22,27 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// Children of `parent` that have exited and were not reaped.
+int ZombieChildren(pid_t parent) {
+  int zombies = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
+        state == 'Z') {
+      ++zombies;
+    }
+  }
+  return zombies;
+}
+
 // Runs against each runtime: runc (the default) and gVisor's runsc.
 class IsolationTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -411,6 +432,14 @@ TEST_P(IsolationTest, ALifetimeEndsTheSandboxWithThatOutcome) {
   EXPECT_THAT(info.outcome_detail(), HasSubstr("lifetime limit of 1 s"));
   for (const auto& cgroup : daemon_.Cgroups()) EXPECT_THAT(cgroup, Not(HasSubstr(box_.id())));
   EXPECT_THAT(daemon_.SandboxDirs(), Not(::testing::Contains(box_.id())));
+  // Nothing of it stays behind as the daemon's unreaped child: runsc's gofer and its
+  // ptrace stubs are re-parented to the daemon, and were left as zombies for good.
+  int zombies = ZombieChildren(daemon_.pid());
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       zombies != 0 && std::chrono::steady_clock::now() < deadline; zombies = ZombieChildren(daemon_.pid())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(zombies, 0);
 }
 
 // Issue 45: ptrace(PTRACE_ATTACH) of a child and unshare(CLONE_NEWUSER) succeeded under

@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager_impl.h"
@@ -66,7 +68,11 @@ namespace {
 
 // How the agent ended, from the wait status of the sandbox's init process (under gVisor,
 // runsc's sandbox process, which exits with 128 + N when the agent is killed by signal N).
+// A wait status no process has (its exit status was lost).
+constexpr int kStatusLost = -1;
+
 std::string HowTheAgentEnded(int status, bool gvisor) {
+  if (status == kStatusLost) return "its exit status was lost";
   int signal = 0;
   if (WIFSIGNALED(status)) {
     signal = WTERMSIG(status);
@@ -84,17 +90,31 @@ std::string HowTheAgentEnded(int status, bool gvisor) {
 
 void SandboxManagerImpl::MonitorLoop() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
+  for (uint64_t tick = 0; !stopping_; ++tick) {
     pool_cv_.wait_for(lock, kMonitorInterval, [&] { return stopping_; });
     if (stopping_) break;
+    // About once a second: runsc's processes that outlived their sandbox and were
+    // re-parented here (this daemon is the subreaper), such as the ptrace platform's stub
+    // processes, which die with the sentry. Their command name is runsc's re-executed
+    // "exe"; a live sandbox's own init (also "exe" under runsc) is left to the loop below.
+    if (tick % 20 == 0) {
+      std::set<pid_t> inits;
+      for (const auto& [id, e] : live_) inits.insert(e->container.init_pid);
+      for (pid_t pid : ZombieChildren("exe")) {
+        int status = 0;
+        if (inits.count(pid) == 0) waitpid(pid, &status, WNOHANG);
+      }
+    }
     std::vector<std::pair<std::string, int>> exited;
     auto now = Clock::now();
     for (auto& [id, e] : live_) {
       if (e->ending) continue;
       int status = 0;
-      if (waitpid(e->container.init_pid, &status, WNOHANG) == e->container.init_pid) {
+      const pid_t waited = waitpid(e->container.init_pid, &status, WNOHANG);
+      if (waited == e->container.init_pid || (waited < 0 && errno == ECHILD)) {
+        // ECHILD: reaped elsewhere (by the sweep above while it started): status unknown.
         e->ending = true;
-        exited.emplace_back(id, status);
+        exited.emplace_back(id, waited < 0 ? kStatusLost : status);
         continue;
       }
       if (e->oom || e->lifetime || e->unclaimed) continue;  // killed, waiting for its exit
