@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
   if (max_processes > 0) {
     // The sandbox's process limit covers its agent, as the pids cgroup does under runc.
     // The limit counts the tasks of the sandbox user's real uid, which is not the agent's:
-    // its own threads, all started by now, are taken off the limit its commands inherit.
+    // its own threads (those it has once serving) are taken off the limit its commands inherit.
     std::error_code ec;
     rlim_t own = 0;
     for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
