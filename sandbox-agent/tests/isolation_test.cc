@@ -1,8 +1,10 @@
 // The isolation suite: each case runs a program inside a real sandbox that must fail to
 // cross a wall, and the limits (pids, memory, workspace size) must hold while the host
 // stays healthy.
+#include <boost/json.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +22,27 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// Children of `parent` that have exited and were not reaped.
+int ZombieChildren(pid_t parent) {
+  int zombies = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
+        state == 'Z') {
+      ++zombies;
+    }
+  }
+  return zombies;
+}
+
 // Runs against each runtime: runc (the default) and gVisor's runsc.
 class IsolationTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -32,8 +55,10 @@ class IsolationTest : public ::testing::TestWithParam<std::string> {
     r.set_runtime(GetParam());
     Boot(r);
     ASSERT_EQ(box_.resources().runtime(), GetParam());
-    if (gvisor()) {  // gVisor's own kernel answers, not the host's
-      ASSERT_THAT(Bash(*tools_, "dmesg 2>&1 | head -1; uname -r").output(), HasSubstr("gVisor"));
+    if (gvisor()) {  // gVisor's own kernel answers, not the host's (dmesg is refused by seccomp)
+      utsname host{};
+      ASSERT_EQ(uname(&host), 0);
+      ASSERT_NE(Bash(*tools_, "uname -r").output(), std::string(host.release) + "\n");
     }
   }
   bool gvisor() const { return GetParam() == "runsc"; }
@@ -143,15 +168,12 @@ TEST_P(IsolationTest, HasNoCapabilitiesAndCannotGainThem) {
   EXPECT_EQ(Python("import os\ntry:\n os.setuid(0); print('root')\nexcept OSError as e: "
                    "print('denied', e.errno)"),
             "denied 1\n");
-  // A user namespace would hand out capabilities: refused by seccomp. (Under gVisor a
-  // nested user namespace exists only inside gVisor's own kernel, which gives it nothing
-  // on the host: that is gVisor's design, so it is not refused there.)
+  // A user namespace would hand out capabilities: refused by seccomp, under gVisor by
+  // the same profile inside its kernel (runsc --oci-seccomp).
   auto userns =
       Bash(*tools_, "unshare -Ur id 2>&1; python3 -c 'import os; os.unshare(0x10000000)' 2>&1");
-  if (!gvisor()) {
-    EXPECT_THAT(userns.output(), HasSubstr("Operation not permitted"));
-    EXPECT_THAT(userns.output(), Not(HasSubstr("uid=0")));
-  }
+  EXPECT_THAT(userns.output(), HasSubstr("Operation not permitted"));
+  EXPECT_THAT(userns.output(), Not(HasSubstr("uid=0")));
 }
 
 TEST_P(IsolationTest, CannotMount) {
@@ -166,16 +188,11 @@ TEST_P(IsolationTest, CannotMount) {
   EXPECT_EQ(Bash(*tools_, "grep -c ' /workspace/m ' /proc/self/mountinfo || true").output(), "0\n");
 }
 
+// Under either runtime (gVisor: the same seccomp profile inside its kernel).
 TEST_P(IsolationTest, CannotPtrace) {
-  if (gvisor()) {
-    // gVisor implements ptrace inside its own kernel (a sandbox may trace its own
-    // children; no host process is reachable). What must hold: the agent (PID 1, not
-    // dumpable) cannot be traced.
-    EXPECT_EQ(Python("import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\n"
-                     "print(libc.ptrace(16,1,0,0), ctypes.get_errno())"),
-              "-1 1\n");
-    return;
-  }
+  EXPECT_EQ(Python("import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\n"
+                   "print(libc.ptrace(16,1,0,0), ctypes.get_errno())"),
+            "-1 1\n");  // the agent
   auto r = Python(
       "import ctypes,os,time\nlibc=ctypes.CDLL(None,use_errno=True)\npid=os.fork()\n"
       "if pid==0:\n time.sleep(5); os._exit(0)\n"
@@ -210,17 +227,16 @@ TEST_P(IsolationTest, CannotFillTheHostThroughTheAgentsFiles) {
                    "dd if=/dev/zero of=/.sinew/agent/fill bs=1M count=1 2>&1 | head -1");
   EXPECT_THAT(fill.output(), Not(HasSubstr("records out")));
   EXPECT_THAT(fill.output(), HasSubstr(gvisor() ? "Permission denied" : "Read-only file system"));
-  // The agent's stdout/stderr (a host log file) cannot be reached through /proc/1/fd.
-  if (gvisor()) {
-    // gVisor lets the same uid reach /proc/1 (it ignores non-dumpable there; writing to
-    // the agent's descriptors once ended a sandbox in a CI run, so this test does not).
-    // The agent's output goes to /dev/null once it serves; what is checked here is that
-    // its secret is wiped from its environment.
-    auto environ_text = Bash(*tools_, "tr '\\0' '\\n' < /proc/1/environ 2>&1").output();
-    EXPECT_THAT(environ_text, Not(HasSubstr(box_.agent_secret())));
-  } else {
+  // The agent's stdout/stderr (a host log file) cannot be reached through /proc/1/fd,
+  // nor its environment: the agent's real uid is not the sandbox user's. gVisor's /proc
+  // checks neither (documented in docs/sandbox.md): there the agent's descriptors are
+  // /dev/null once it serves, and its secret is wiped from its environment.
+  auto environ_text = Bash(*tools_, "tr '\\0' '\\n' < /proc/1/environ 2>&1").output();
+  EXPECT_THAT(environ_text, Not(HasSubstr(box_.agent_secret())));
+  if (!gvisor()) {
     auto log = Bash(*tools_, "echo x >> /proc/1/fd/2 2>&1; ls /proc/1/fd 2>&1 | head -1");
     EXPECT_THAT(log.output(), HasSubstr("Permission denied"));
+    EXPECT_THAT(environ_text, HasSubstr("Permission denied"));
   }
   EXPECT_FALSE(Bash(*tools_, "echo still fine").is_error());
 }
@@ -240,11 +256,13 @@ TEST_P(IsolationTest, ForkBombStaysWithinThePidsLimit) {
     EXPECT_EQ(CgroupFile("pids", "pids.events"), "max 0\n");  // the host never refused the sentry
   }
   // The bomb's processes are killed with its command; once they are gone, the sandbox
-  // forks again.
+  // forks again. Until then the agent may be refused a thread too (under runc its threads
+  // count in the pids cgroup): gRPC answers RESOURCE_EXHAUSTED, and the call is retried.
   std::string answer;
   for (int i = 0; i < 120 && answer != "still here\n"; ++i) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
     auto alive = tools_->Execute("bash", R"({"command":"echo still here","timeout":10})");
+    if (!alive.ok() && alive.status().code() == StatusCode::kResourceExhausted) continue;
     ASSERT_TRUE(alive.ok()) << alive.status().ToString();
     answer = alive->output();
   }
@@ -327,6 +345,146 @@ TEST_P(IsolationTest, DiskFillStopsAtTheWorkspaceCap) {
   EXPECT_LE(std::stoi(du.output()), 64);
   ExpectHostHealthy();
   EXPECT_FALSE(Bash(*tools_, "rm /workspace/fill && echo ok").is_error());
+}
+
+// Issue 45: under runsc the sandbox's own code knocked its agent out (signals to PID 1,
+// garbage to its socket): calls dropped, then ECONNREFUSED, and the sandbox stayed READY.
+// Every signal the sandbox user can name goes to the agent's process and to each of its
+// threads; the agent must still answer and the sandbox stay READY, under either runtime.
+TEST_P(IsolationTest, ItsOwnCodeCannotKillStopOrWedgeTheAgent) {
+  // A stopped or wedged agent never answers: bound each call.
+  SandboxClientOptions options;
+  options.call_timeout = std::chrono::seconds(60);
+  auto tools = SandboxClient::ConnectTo(box_, options);
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  const std::string garbage =
+      "import socket,os\n"
+      "for p in ['/.sinew/run/agent.sock','/proc/1/root/.sinew/run/agent.sock']:\n"
+      "  try:\n"
+      "    s=socket.socket(socket.AF_UNIX); s.connect(p)\n"
+      "    s.sendall(b'PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n'+os.urandom(65536)); s.close(); print('sent')\n"
+      "  except OSError as e: print(p, e.strerror)\n";
+  std::string quoted;
+  for (char c : garbage) quoted += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  boost::json::object input{
+      {"command", "python3 -c '" + quoted +
+                      "' 2>&1; for s in TERM INT HUP QUIT USR1 USR2 PIPE ALRM TRAP SEGV BUS FPE ABRT "
+                      "SYS XCPU STOP KILL; do for t in $(ls /proc/1/task 2>/dev/null) 1; do "
+                      "kill -s $s $t 2>/dev/null && echo sent $s to $t; done; done; "
+                      "renice -n 19 -p 1 >/dev/null 2>&1 && echo reniced 1; echo done"},
+      {"timeout", 30}};
+  auto attack = (*tools)->Execute("bash", boost::json::serialize(input));
+  ASSERT_TRUE(attack.ok()) << attack.status().ToString();
+  EXPECT_THAT(attack->output(), Not(HasSubstr("sent ")));  // no signal and no byte got through
+  EXPECT_THAT(attack->output(), Not(HasSubstr("reniced")));  // nor a lower priority
+  EXPECT_THAT(attack->output(), HasSubstr("done"));
+  // kill(-1) signals every process the sender may signal: the command itself dies, the
+  // agent must not.
+  (void)(*tools)->Execute("bash", R"({"command":"kill -KILL -1; kill -STOP -1","timeout":30})");
+  auto alive = (*tools)->Execute("bash", R"({"command":"echo still here","timeout":30})");
+  ASSERT_TRUE(alive.ok()) << alive.status().ToString();
+  EXPECT_EQ(alive->output(), "still here\n");
+  auto info = daemon_.client().Get(box_.id());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state(), v1::SANDBOX_STATE_READY) << info->outcome_detail();
+}
+
+// If the agent dies anyway (here killed from the host through the runtime, as a crash
+// would end it), the sandbox ends at once with an outcome that says the agent died;
+// it is not left listed READY.
+TEST_P(IsolationTest, AnAgentThatDiesEndsTheSandboxAsLost) {
+  const std::string runtime = GetParam();
+  const std::string kill = runtime + " --root " + daemon_.state_dir() + "/" + runtime +
+                           " kill " + box_.id() + " KILL";
+  ASSERT_EQ(system(kill.c_str()), 0) << kill;
+  auto info = WaitEnded();
+  EXPECT_EQ(info.outcome(), v1::SANDBOX_OUTCOME_LOST) << info.outcome_detail();
+  EXPECT_THAT(info.outcome_detail(), HasSubstr("the agent died"));
+  EXPECT_TRUE(daemon_.Cgroups().empty());
+  EXPECT_TRUE(daemon_.SandboxDirs().empty());
+}
+
+// Issue 45: a 2 s lifetime ended a runsc sandbox after 10.2 s (runc: 2.2 s). The sandbox
+// ends with outcome LIFETIME, and nothing of it is left. The times are printed (no
+// threshold: the bound below is only "it ended at all").
+TEST_P(IsolationTest, ALifetimeEndsTheSandboxWithThatOutcome) {
+  v1::Resources r = SmallResources();
+  r.set_runtime(GetParam());
+  r.set_lifetime_seconds(1);
+  const auto start = std::chrono::steady_clock::now();
+  Boot(r);
+  v1::SandboxInfo info;
+  for (auto deadline = start + std::chrono::seconds(30); std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    auto got = daemon_.client().Get(box_.id());
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    if (got->state() == v1::SANDBOX_STATE_ENDED) {
+      info = *got;
+      break;
+    }
+  }
+  ASSERT_EQ(info.state(), v1::SANDBOX_STATE_ENDED) << "not ended 30 s after a 1 s lifetime";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  RecordProperty("ended_after_ms", static_cast<int>(ms));
+  std::printf("[ measured ] %s: a 1 s lifetime ended the sandbox %lld ms after Provision\n",
+              GetParam().c_str(), static_cast<long long>(ms));
+  EXPECT_EQ(info.outcome(), v1::SANDBOX_OUTCOME_LIFETIME) << info.outcome_detail();
+  EXPECT_THAT(info.outcome_detail(), HasSubstr("lifetime limit of 1 s"));
+  for (const auto& cgroup : daemon_.Cgroups()) EXPECT_THAT(cgroup, Not(HasSubstr(box_.id())));
+  EXPECT_THAT(daemon_.SandboxDirs(), Not(::testing::Contains(box_.id())));
+  // Nothing of it stays behind as the daemon's unreaped child: runsc's gofer and its
+  // ptrace stubs are re-parented to the daemon, and were left as zombies for good.
+  int zombies = ZombieChildren(daemon_.pid());
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       zombies != 0 && std::chrono::steady_clock::now() < deadline; zombies = ZombieChildren(daemon_.pid())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(zombies, 0);
+}
+
+// Issue 45: ptrace(PTRACE_ATTACH) of a child and unshare(CLONE_NEWUSER) succeeded under
+// runsc. The same seccomp policy refuses both under either runtime.
+TEST_P(IsolationTest, CannotTraceItsOwnChildOrMakeAUserNamespace) {
+  auto r = Python(
+      "import ctypes,os,time\nlibc=ctypes.CDLL(None,use_errno=True)\npid=os.fork()\n"
+      "if pid==0:\n time.sleep(5); os._exit(0)\n"
+      "rc=libc.ptrace(16,pid,0,0)\nprint(rc, ctypes.get_errno())\nos.kill(pid,9)");  // PTRACE_ATTACH
+  EXPECT_EQ(r, "-1 1\n");
+  auto userns = Python(
+      "import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\n"
+      "print(libc.unshare(0x10000000), ctypes.get_errno())");  // CLONE_NEWUSER
+  EXPECT_EQ(userns, "-1 1\n");
+  EXPECT_THAT(Bash(*tools_, "unshare -Ur id 2>&1").output(), Not(HasSubstr("uid=0")));
+}
+
+// Issue 45: the output cap, bash timeouts and RLIMIT_NOFILE, under either runtime.
+TEST_P(IsolationTest, OutputIsCappedKeepingHeadAndTail) {
+  auto r = Bash(*tools_, "echo first; head -c 1000000 /dev/zero | tr '\\0' x; echo; echo last");
+  EXPECT_TRUE(r.truncated());
+  EXPECT_THAT(r.output(), HasSubstr("bytes truncated"));
+  EXPECT_EQ(r.output().rfind("first\n", 0), 0u);
+  EXPECT_THAT(r.output(), HasSubstr("last\n"));
+  EXPECT_LE(r.output().size(), 30000u + 200u);
+}
+
+TEST_P(IsolationTest, BashTimeoutKillsTheWholeProcessGroup) {
+  auto r = Bash(*tools_, "(sleep 300; echo late) & sleep 300", 1);
+  EXPECT_TRUE(r.is_error());
+  EXPECT_THAT(r.output(), HasSubstr("timed out"));
+  EXPECT_THAT(r.output(), Not(HasSubstr("late")));
+  // Nothing of the command is left running.
+  EXPECT_EQ(Bash(*tools_, "pgrep -c sleep || true").output(), "0\n");
+}
+
+TEST_P(IsolationTest, OpenFilesStopAtTheDescriptorLimit) {
+  EXPECT_EQ(Bash(*tools_, "ulimit -n; ulimit -Hn").output(), "4096\n4096\n");
+  auto out = Python(
+      "import os\nfds=[]\ntry:\n for i in range(10000): fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+      "except OSError as e: print(len(fds) < 4096, e.strerror)");
+  EXPECT_EQ(out, "True Too many open files\n");
+  EXPECT_FALSE(Bash(*tools_, "echo still fine").is_error());
 }
 
 // The parent cgroup of all sandboxes holds them to --host-pids-budget host tasks together.

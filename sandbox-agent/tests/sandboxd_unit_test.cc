@@ -1,5 +1,7 @@
 // The provisioner's pure parts, without runc: resource defaults and validation, and the
 // OCI configuration it generates.
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +10,7 @@
 #include "sandboxd/config.h"
 #include "sandboxd/host_setup.h"
 #include "sandboxd/oci_spec.h"
+#include "sandboxd/seccomp_profile.h"
 #include "sandboxd/sandbox_manager.h"
 
 namespace sinew::sandbox {
@@ -82,16 +85,22 @@ class OciSpecTest : public ::testing::Test {
   json::object config_;
 };
 
-TEST_F(OciSpecTest, ReadOnlyRootNonRootUserNoCapabilitiesNoNewPrivileges) {
+// The agent starts as root inside with only what it needs to change its ids, and drops
+// to its own real uid with the sandbox user's effective uid before it serves.
+TEST_F(OciSpecTest, ReadOnlyRootAgentDropsToItsOwnUidNoNewPrivileges) {
   EXPECT_EQ(config_.at("root").at("readonly"), true);
   EXPECT_EQ(config_.at("root").at("path"), "/images/default/rootfs");
   const auto& process = config_.at("process").as_object();
-  EXPECT_EQ(process.at("user").at("uid"), 1000);
+  EXPECT_EQ(process.at("user").at("uid"), 0);
   EXPECT_EQ(process.at("noNewPrivileges"), true);
+  const json::array only = {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"};
   for (const auto& set : process.at("capabilities").as_object()) {
-    EXPECT_TRUE(set.value().as_array().empty()) << set.key();
+    const bool held = set.key() == "bounding" || set.key() == "effective" || set.key() == "permitted";
+    EXPECT_EQ(set.value().as_array(), held ? only : json::array()) << set.key();
   }
   EXPECT_EQ(process.at("args").as_array()[0], "/.sinew/agent/sinew-sandbox-agent");
+  const std::string args = json::serialize(process.at("args"));
+  EXPECT_THAT(args, HasSubstr("\"--drop-to-uid\",\"1000\",\"--drop-to-gid\",\"1000\",\"--agent-uid\",\"999\""));
 }
 
 TEST_F(OciSpecTest, NamespacesAndLimits) {
@@ -195,6 +204,42 @@ TEST_F(OciSpecTest, SeccompRefusesDangerousCalls) {
                            "unshare", "setns", "reboot", "clone3", "open_by_handle_at"}) {
     EXPECT_TRUE(denied.count(name)) << name;
   }
+  // Another process's scheduling cannot be changed (the agent's effective uid is the
+  // sandbox user's): only pid 0, the caller, is allowed.
+  std::set<std::string> self_only;
+  for (const auto& rule : seccomp.at("syscalls").as_array()) {
+    if (!rule.as_object().contains("args")) continue;
+    const auto& arg = rule.at("args").as_array()[0];
+    if (arg.at("op") != "SCMP_CMP_NE" || arg.at("value") != 0) continue;
+    for (const auto& n : rule.at("names").as_array()) self_only.insert(std::string(n.as_string()));
+  }
+  EXPECT_EQ(self_only, (std::set<std::string>{"sched_setscheduler", "sched_setparam", "sched_setattr",
+                                              "sched_setaffinity", "setpriority", "ioprio_set"}));
+}
+
+// runsc applies the same profile inside (--oci-seccomp), less the clone3 rule: runsc
+// answers every refused call with EPERM, which would stop libc from making threads, and
+// gVisor's kernel answers clone3 with ENOSYS itself.
+TEST(OciSpecGvisorTest, TheSameSeccompProfileLessClone3) {
+  OciParams p;
+  p.rootfs = "/images/default/rootfs";
+  p.agent_dir = "/state/agent";
+  p.sandbox_id = "sb-1";
+  p.cgroups_path = "/sinew/sb-1";
+  p.resources = *NormalizeResources(v1::Resources(), ProvisionerConfig::DefaultResources());
+  p.gvisor = true;
+  p.run_dir = "/state/sandboxes/sb-1/run";
+  p.agent_secret = "s";
+  auto config = json::parse(BuildOciConfig(p)).as_object();
+  json::array runc_rules = SeccompProfile(false).at("syscalls").as_array();
+  runc_rules.erase(std::remove_if(runc_rules.begin(), runc_rules.end(),
+                                  [](const json::value& r) { return r.at("names").as_array()[0] == "clone3"; }),
+                   runc_rules.end());
+  EXPECT_EQ(config.at("linux").at("seccomp").at("syscalls").as_array(), runc_rules);
+  EXPECT_EQ(config.at("process").at("user").at("uid"), 0);
+  const std::string args = json::serialize(config.at("process").at("args"));
+  EXPECT_THAT(args, HasSubstr("\"--agent-uid\",\"999\""));
+  EXPECT_THAT(args, HasSubstr("\"--socket\",\"/.sinew/run/agent.sock\""));
 }
 
 }  // namespace

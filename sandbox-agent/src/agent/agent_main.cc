@@ -49,10 +49,9 @@ std::string ReadSecret(int fd) {
   return secret;
 }
 
-// gVisor mode: binds the socket as root in a directory only root can write, then becomes
-// the sandbox user with no capability left (bounding set included) before any thread
-// starts. Returns the bound socket, or -1 (after printing why).
-int BindThenDrop(const std::string& path, uid_t uid, gid_t gid) {
+// gVisor mode, as root: binds the socket in a directory only root can write, readable
+// and writable by root alone. Returns the bound socket, or -1 (after printing why).
+int BindSocket(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -64,13 +63,26 @@ int BindThenDrop(const std::string& path, uid_t uid, gid_t gid) {
     return -1;
   }
   chmod(path.c_str(), 0600);
-  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0 ||
-      getuid() != uid || geteuid() != uid) {
-    std::cerr << "sinew-sandbox-agent: cannot drop to uid " << uid << ": " << strerror(errno) << "\n";
-    return -1;
-  }
   return fd;
+}
+
+// Started as root: drops every capability (bounding set included) and takes real and
+// saved uid `agent_uid` with effective uid `uid` (all gids `gid`), before any thread
+// starts. What the agent creates belongs to `uid`, and it may still make its commands
+// wholly `uid` (an effective id may become the real one), but no process of `uid` may
+// signal it (kill needs the sender's real or effective uid to match the target's real or
+// saved uid) or trace it (ptrace needs all three to match). Returns false after printing why.
+bool DropPrivileges(uid_t uid, gid_t gid, uid_t agent_uid) {
+  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  uid_t r = 0, e = 0, s = 0;
+  if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
+      setresuid(agent_uid, uid, agent_uid) != 0 || getresuid(&r, &e, &s) != 0 || r != agent_uid ||
+      e != uid || s != agent_uid) {
+    std::cerr << "sinew-sandbox-agent: cannot take uids " << agent_uid << "/" << uid << ": "
+              << strerror(errno) << "\n";
+    return false;
+  }
+  return true;
 }
 
 // Accepts connections on the inherited socket and hands each one to the gRPC server.
@@ -108,17 +120,20 @@ int main(int argc, char** argv) {
   app.add_option("--secret-env", secret_env,
                  "an environment variable holding the secret (read, then removed; gVisor mode)");
   int drop_uid = -1, drop_gid = -1;
+  int agent_uid = -1;
   app.add_option("--drop-to-uid", drop_uid,
-                 "started as root: bind --socket, then become this uid with no capabilities");
+                 "started as root: bind --socket (if given), drop every capability and take "
+                 "this effective uid (the commands' uid) with --agent-uid as real and saved uid");
   app.add_option("--drop-to-gid", drop_gid, "the gid for --drop-to-uid");
+  app.add_option("--agent-uid", agent_uid, "the agent's own real and saved uid for --drop-to-uid");
   app.add_option("--sandbox-id", sandbox_id, "this sandbox's id (bound into each call's proof)");
   rlim_t max_open_files = 4096;
   app.add_option("--max-open-files", max_open_files, "RLIMIT_NOFILE of the agent and its commands")
       ->capture_default_str();
   rlim_t max_processes = 0;
   app.add_option("--max-processes", max_processes,
-                 "RLIMIT_NPROC of the agent and its commands (gVisor: the sandbox's process "
-                 "limit, enforced by its kernel); 0: unchanged")
+                 "the sandbox's process limit (gVisor, enforced by its kernel): its commands' "
+                 "RLIMIT_NPROC is this less the agent's own threads; 0: unchanged")
       ->check(CLI::Range(rlim_t{0}, rlim_t{1} << 20));
   app.add_option("--workspace", workspace, "workspace directory")->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "cap of a tool's output")
@@ -149,13 +164,19 @@ int main(int argc, char** argv) {
     unsetenv(secret_env.c_str());
   }
   if (drop_uid >= 0) {
-    if (socket_path.empty() || drop_gid < 0) {
-      std::cerr << "sinew-sandbox-agent: --drop-to-uid needs --socket and --drop-to-gid\n";
+    if (drop_gid < 0 || agent_uid < 0 || agent_uid == drop_uid) {
+      std::cerr << "sinew-sandbox-agent: --drop-to-uid needs --drop-to-gid and another --agent-uid\n";
       return 2;
     }
-    listen_fd = BindThenDrop(socket_path, static_cast<uid_t>(drop_uid), static_cast<gid_t>(drop_gid));
-    if (listen_fd < 0) return 1;
-    socket_path.clear();
+    if (!socket_path.empty()) {  // bound as root, before the drop
+      listen_fd = BindSocket(socket_path);
+      if (listen_fd < 0) return 1;
+      socket_path.clear();
+    }
+    if (!DropPrivileges(static_cast<uid_t>(drop_uid), static_cast<gid_t>(drop_gid),
+                        static_cast<uid_t>(agent_uid))) {
+      return 1;
+    }
   }
   if (secret_fd >= 0) {
     secret = ReadSecret(secret_fd);
@@ -170,7 +191,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Not dumpable: the commands it runs (same uid) cannot open /proc/1/fd/* or ptrace it.
+  // Not dumpable: the commands it runs cannot open /proc/1/fd/* or ptrace it (their uid
+  // is its effective uid).
   prctl(PR_SET_DUMPABLE, 0);
   // Limits every command inherits (lowering needs no privilege): no core dumps, and at
   // most --max-open-files descriptors.
@@ -180,13 +202,6 @@ int main(int argc, char** argv) {
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max > max_open_files) {
     files.rlim_cur = files.rlim_max = max_open_files;
     setrlimit(RLIMIT_NOFILE, &files);
-  }
-  if (max_processes > 0) {
-    rlimit procs{max_processes, max_processes};
-    if (setrlimit(RLIMIT_NPROC, &procs) != 0) {
-      std::cerr << "sinew-sandbox-agent: cannot set RLIMIT_NPROC: " << strerror(errno) << "\n";
-      return 1;
-    }
   }
   // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored).
   sigset_t stop_signals;
@@ -212,15 +227,32 @@ int main(int argc, char** argv) {
     std::cerr << "sinew-sandbox-agent: cannot listen on " << socket_path << "\n";
     return 1;
   }
-  std::thread acceptor;
   if (listen_fd >= 0) {
     if (listen(listen_fd, 64) != 0) {
       std::cerr << "sinew-sandbox-agent: listen on fd " << listen_fd << ": " << strerror(errno) << "\n";
       return 1;
     }
-    acceptor = std::thread(AcceptLoop, listen_fd, server.get());
+    // Never joined: see the end of main.
+    std::thread(AcceptLoop, listen_fd, server.get()).detach();
   } else {
     chmod(socket_path.c_str(), 0660);
+  }
+  if (max_processes > 0) {
+    // The sandbox's process limit covers its agent, as the pids cgroup does under runc.
+    // The limit counts the tasks of the sandbox user's real uid, which is not the agent's:
+    // its own threads (those it has once serving) are taken off the limit its commands inherit.
+    std::error_code ec;
+    rlim_t own = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      ++own;
+    }
+    const rlim_t limit = max_processes > own ? max_processes - own : 1;
+    rlimit procs{limit, limit};
+    if (setrlimit(RLIMIT_NPROC, &procs) != 0) {
+      std::cerr << "sinew-sandbox-agent: cannot set RLIMIT_NPROC: " << strerror(errno) << "\n";
+      return 1;
+    }
   }
   // Serving: nothing more goes to the host's log file, and the descriptors that name it
   // are gone, so no process of the sandbox can reach it in any way.
@@ -240,6 +272,8 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   stopper.join();
-  if (acceptor.joinable()) acceptor.join();
-  return 0;
+  // The acceptor is not joined, and no static destructor runs: gVisor does not wake an
+  // accept() blocked on a socket that was shut down, and an agent that never exits leaves
+  // its sandbox running with nothing serving it.
+  _exit(0);
 }

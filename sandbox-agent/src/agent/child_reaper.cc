@@ -1,6 +1,7 @@
 #include "agent/child_reaper.h"
 
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,12 @@ Result<ChildReaper::Child> ChildReaper::Spawn(const std::function<void()>& in_ch
                                      " (the process limit of this sandbox may be reached)");
   }
   if (pid == 0) {
+    // A child is wholly the agent's effective user (the sandbox user): with the agent's
+    // real uid it could signal the agent. Raw system calls: this thread is the child's only one.
+    const long euid = syscall(SYS_geteuid), egid = syscall(SYS_getegid);
+    if (syscall(SYS_setresgid, egid, egid, egid) != 0 || syscall(SYS_setresuid, euid, euid, euid) != 0) {
+      _exit(126);
+    }
     in_child();
     _exit(127);
   }

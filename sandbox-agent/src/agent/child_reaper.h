@@ -28,8 +28,9 @@ class ChildReaper {
 
   static ChildReaper& Instance();
 
-  // Forks; the child runs `in_child`, which may only use async-signal-safe calls and
-  // must not return (end it with execve or _exit).
+  // Forks; the child takes the agent's effective uid and gid as its real, effective and
+  // saved ids (exit status 126 if it cannot), then runs `in_child`, which may only use
+  // async-signal-safe calls and must not return (end it with execve or _exit).
   [[nodiscard]] Result<Child> Spawn(const std::function<void()>& in_child);
   // The wait status of an exited child (after exit_fd became readable); forgets it.
   // Returns -1 if the child has not exited.

@@ -81,8 +81,9 @@ std::vector<std::string> ContainerRunner::Runtime(const std::string& runtime,
     // agent's socket directory is the only writable one). The sentry's CPUs (and so its
     // threads, which HostPidsLimit counts on) follow the sandbox's CPU quota, not the
     // host's core count.
+    // --oci-seccomp: the spec's seccomp profile is applied inside, as runc applies it.
     argv = {config_.runsc, "--root", runsc_root(), "--network=none", "--host-uds=create",
-            "--cpu-num-from-quota"};
+            "--cpu-num-from-quota", "--oci-seccomp"};
   } else {
     argv = {config_.runc, "--root", runc_root()};
   }
@@ -356,7 +357,7 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
     return Status::IOError("cannot create " + c.dir + ": " + ec.message());
   }
   chmod(c.dir.c_str(), 0711);
-  chmod((c.dir + "/run").c_str(), 0755);  // root's: inside, only the agent before it drops to uid 1000
+  chmod((c.dir + "/run").c_str(), 0755);  // root's: inside, only the agent before it drops its privileges
   c.secret = RandomHex(16);
   OciParams params;
   params.rootfs = rootfs;
@@ -423,7 +424,26 @@ Result<Container> ContainerRunner::AwaitAgent(Container c, const std::string& ru
                           (why.empty() ? "(no log)" : why));
 }
 
+void ContainerRunner::ReapGofer(const std::string& id) const {
+  std::ifstream in(runsc_root() + "/" + id + "_sandbox:" + id + ".state");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  boost::system::error_code ec;
+  const boost::json::value state = boost::json::parse(text, ec);
+  if (ec || !state.is_object()) return;
+  const boost::json::value* pid_value = state.as_object().if_contains("goferPid");
+  if (pid_value == nullptr || !pid_value->is_int64() || pid_value->as_int64() <= 0) return;
+  const pid_t gofer = static_cast<pid_t>(pid_value->as_int64());
+  int status = 0;
+  // Ours (re-parented here) and not reaped yet: only then is the pid surely the gofer's.
+  if (waitpid(gofer, &status, WNOHANG) != 0) return;
+  kill(gofer, SIGKILL);
+  waitpid(gofer, &status, 0);
+}
+
 void ContainerRunner::Remove(const std::string& id) {
+  // runsc's gofer is re-parented to this daemon (the sandboxes' subreaper) when `runsc
+  // run` exits; `runsc delete` waits seconds for it to be gone, and a zombie never is.
+  if (RuntimeOf(id) == "runsc") ReapGofer(id);
   (void)RunProcess(Runtime(RuntimeOf(id), {"delete", "--force", id}), kRuncTimeout);
   (void)RemoveCgroups(config_.cgroup_parent, id);
   std::string dir = sandbox_dir(id);

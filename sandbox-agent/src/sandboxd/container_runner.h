@@ -77,6 +77,9 @@ class ContainerRunner {
   }
 
  private:
+  // Kills and reaps runsc's gofer process of `id` (from runsc's state file) while it is
+  // this daemon's unreaped child.
+  void ReapGofer(const std::string& id) const;
   std::vector<std::string> Runc(std::initializer_list<std::string> args) const;
   // The command line of `runtime` ("runc" or "runsc") with its root and global flags.
   std::vector<std::string> Runtime(const std::string& runtime,

@@ -322,6 +322,25 @@ void KillCgroupProcesses(const std::string& parent, const std::string& name) {
   }
 }
 
+std::vector<pid_t> ZombieChildren(const std::string& comm) {
+  const std::string self = std::to_string(getpid());
+  std::vector<pid_t> zombies;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string pid_text = e.path().filename().string();
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split at the last ')'.
+    const std::string stat = ReadProcFile((e.path() / "stat").string());
+    const auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string state, ppid;
+    if (!(fields >> state >> ppid) || state != "Z" || ppid != self) continue;
+    if (stat.compare(open + 1, close - open - 1, comm) == 0) zombies.push_back(std::stoi(pid_text));
+  }
+  return zombies;
+}
+
 std::vector<std::string> MountsBelow(const std::string& dir) {
   std::vector<std::string> found;
   std::ifstream in("/proc/self/mountinfo");

@@ -44,6 +44,9 @@ std::vector<std::string> ListCgroups(const std::string& parent);
 void KillProcessesMentioning(const std::string& needle);
 // SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
 void KillCgroupProcesses(const std::string& parent, const std::string& name);
+// This process's children that have exited and are not reaped yet, whose command name
+// (/proc/<pid>/comm) is `comm`.
+std::vector<pid_t> ZombieChildren(const std::string& comm);
 // The kernel's task limits (kernel.pid_max, kernel.threads-max); 0 for what cannot be read.
 struct HostTaskLimits {
   uint64_t pid_max = 0;

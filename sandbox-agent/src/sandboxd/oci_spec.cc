@@ -63,14 +63,6 @@ json::array IdMapping(uint32_t host_base) {
   return json::array{json::object{{"containerID", 0}, {"hostID", host_base}, {"size", kUidRangeSize}}};
 }
 
-json::object NoCapabilities() {
-  return {{"bounding", json::array()},
-          {"effective", json::array()},
-          {"inheritable", json::array()},
-          {"permitted", json::array()},
-          {"ambient", json::array()}};
-}
-
 }  // namespace
 
 int64_t HostPidsLimit(uint32_t pids_limit, bool gvisor) {
@@ -104,11 +96,18 @@ std::string BuildOciConfig(const OciParams& p) {
   std::vector<std::string> agent_args = {agent + "/sinew-sandbox-agent", "--sandbox-id", p.sandbox_id,
                                          "--workspace", kWorkspace, "--max-output-bytes",
                                          std::to_string(p.max_output_bytes)};
+  // The agent starts as root inside and drops at once (before serving, before any
+  // thread) to its own real and saved uid with the sandbox user's effective uid: what it
+  // creates belongs to the sandbox user, yet that user's processes can neither signal nor
+  // trace it (both need a match with its real or saved uid), which PID 1's protection
+  // alone does not give under gVisor. See docs/sandbox.md, "The agent's identity".
+  agent_args.insert(agent_args.end(), {"--drop-to-uid", std::to_string(kSandboxUid), "--drop-to-gid",
+                                       std::to_string(kSandboxGid), "--agent-uid",
+                                       std::to_string(kAgentUid)});
   if (p.gvisor) {
     agent_args.insert(agent_args.end(),
                       {"--socket", std::string(kRunMountPoint) + "/agent.sock", "--secret-env",
-                       "SINEW_AGENT_SECRET", "--drop-to-uid", std::to_string(kSandboxUid),
-                       "--drop-to-gid", std::to_string(kSandboxGid),
+                       "SINEW_AGENT_SECRET",
                        // gVisor's kernel holds the sandbox user to the process limit (the
                        // host pids cgroup must also hold the sentry's threads). Not an OCI
                        // rlimit: runsc would apply that to the sentry on the host too.
@@ -120,16 +119,12 @@ std::string BuildOciConfig(const OciParams& p) {
   for (const auto& a : agent_args) args.emplace_back(a);
   json::array env = Strings({"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                              "HOME=/workspace", "LANG=C.UTF-8", "TERM=dumb"});
-  json::object user = {{"uid", kSandboxUid}, {"gid", kSandboxGid}};
-  json::object caps = NoCapabilities();
-  if (p.gvisor) {
-    env.emplace_back("SINEW_AGENT_SECRET=" + p.agent_secret);
-    user = {{"uid", 0}, {"gid", 0}};
-    // Only what the agent needs to become the sandbox user; it drops them all at once.
-    json::array drop = Strings({"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"});
-    caps = {{"bounding", drop}, {"effective", drop}, {"permitted", drop},
-            {"inheritable", json::array()}, {"ambient", json::array()}};
-  }
+  if (p.gvisor) env.emplace_back("SINEW_AGENT_SECRET=" + p.agent_secret);
+  json::object user = {{"uid", 0}, {"gid", 0}};
+  // Only what the agent needs to change its ids; it drops them all at once.
+  json::array drop = Strings({"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"});
+  json::object caps = {{"bounding", drop}, {"effective", drop}, {"permitted", drop},
+                       {"inheritable", json::array()}, {"ambient", json::array()}};
   json::object process = {
       {"terminal", false},
       {"user", user},
@@ -179,9 +174,9 @@ std::string BuildOciConfig(const OciParams& p) {
       {"namespaces", Namespaces(p.uid_base != 0, p.userns_path)}, {"maskedPaths", MaskedPaths()},
       {"readonlyPaths", ReadonlyPaths()},
   };
-  // Under gVisor the sandbox's system calls go to gVisor's own kernel (itself confined by
-  // its seccomp filters); runc's profile applies to runc containers.
-  if (!p.gvisor) linux_section["seccomp"] = SeccompProfile();
+  // The same policy under either runtime: under gVisor its kernel applies the profile
+  // (runsc --oci-seccomp) to the sandbox's processes, inside the sandbox.
+  linux_section["seccomp"] = SeccompProfile(p.gvisor);
   if (p.uid_base != 0) {
     linux_section["uidMappings"] = IdMapping(p.uid_base);
     linux_section["gidMappings"] = IdMapping(p.uid_base);

@@ -1,7 +1,8 @@
 // The OCI runtime configuration (config.json for runc) of one sandbox, built with
 // Boost.JSON: read-only image root, size-capped tmpfs /workspace, new pid, mount,
-// network, ipc, uts and cgroup namespaces, cgroup limits, no capabilities,
-// no_new_privileges, a seccomp deny list and a non-root user.
+// network, ipc, uts and cgroup namespaces, cgroup limits, no_new_privileges, a seccomp
+// deny list (both runtimes), and an agent that starts as root with the three capabilities
+// it needs to drop to its own uid, which it does before serving.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -14,6 +15,9 @@ namespace sinew::sandbox {
 
 inline constexpr int kSandboxUid = 1000;
 inline constexpr int kSandboxGid = 1000;
+// The agent's real and saved uid (its effective uid is kSandboxUid): no account has it,
+// so no process of the sandbox user may signal or trace the agent.
+inline constexpr int kAgentUid = 999;
 // Paths inside the container (the image must have them as directories).
 inline constexpr const char* kAgentMountPoint = "/.sinew/agent";
 inline constexpr const char* kRunMountPoint = "/.sinew/run";  // images keep it; nothing is mounted there now
@@ -34,10 +38,9 @@ struct OciParams {
   bool memory_swap_accounting = false;  // cgroup v1 memsw files exist: also cap swap
   uint32_t max_output_bytes = 30000;
   bool agent_static = true;  // false: start the agent through the copied ld.so
-  // gVisor (runsc): it cannot pass descriptors, so the agent starts as root inside the
-  // sandbox's own kernel, creates its socket in `run_dir` (mounted at /.sinew/run,
-  // writable by root alone), reads its secret from the environment, then drops to the
-  // sandbox user and every capability before it serves anything.
+  // gVisor (runsc): it cannot pass descriptors, so the agent creates its socket in
+  // `run_dir` (mounted at /.sinew/run, writable by root alone) before it drops its
+  // privileges, and reads its secret from the environment.
   bool gvisor = false;
   std::string run_dir;       // host directory for the socket (gvisor only)
   std::string agent_secret;  // gvisor only

@@ -4,6 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+#include <cstring>
+#include <set>
+
 #include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager_impl.h"
 
@@ -60,19 +64,57 @@ void SandboxManagerImpl::PoolLoop() {
   }
 }
 
+namespace {
+
+// How the agent ended, from the wait status of the sandbox's init process (under gVisor,
+// runsc's sandbox process, which exits with 128 + N when the agent is killed by signal N).
+// A wait status no process has (its exit status was lost).
+constexpr int kStatusLost = -1;
+
+std::string HowTheAgentEnded(int status, bool gvisor) {
+  if (status == kStatusLost) return "its exit status was lost";
+  int signal = 0;
+  if (WIFSIGNALED(status)) {
+    signal = WTERMSIG(status);
+  } else if (gvisor && WIFEXITED(status) && WEXITSTATUS(status) > 128) {
+    signal = WEXITSTATUS(status) - 128;
+  }
+  if (signal != 0) {
+    const char* name = sigabbrev_np(signal);
+    return "killed by signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+}  // namespace
+
 void SandboxManagerImpl::MonitorLoop() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
+  for (uint64_t tick = 0; !stopping_; ++tick) {
     pool_cv_.wait_for(lock, kMonitorInterval, [&] { return stopping_; });
     if (stopping_) break;
+    // About once a second: runsc's processes that outlived their sandbox and were
+    // re-parented here (this daemon is the subreaper), such as the ptrace platform's stub
+    // processes, which die with the sentry. Their command name is runsc's re-executed
+    // "exe"; a live sandbox's own init (also "exe" under runsc) is left to the loop below.
+    if (tick % 20 == 0) {
+      std::set<pid_t> inits;
+      for (const auto& [id, e] : live_) inits.insert(e->container.init_pid);
+      for (pid_t pid : ZombieChildren("exe")) {
+        int status = 0;
+        if (inits.count(pid) == 0) waitpid(pid, &status, WNOHANG);
+      }
+    }
     std::vector<std::pair<std::string, int>> exited;
     auto now = Clock::now();
     for (auto& [id, e] : live_) {
       if (e->ending) continue;
       int status = 0;
-      if (waitpid(e->container.init_pid, &status, WNOHANG) == e->container.init_pid) {
+      const pid_t waited = waitpid(e->container.init_pid, &status, WNOHANG);
+      if (waited == e->container.init_pid || (waited < 0 && errno == ECHILD)) {
+        // ECHILD: reaped elsewhere (by the sweep above while it started): status unknown.
         e->ending = true;
-        exited.emplace_back(id, status);
+        exited.emplace_back(id, waited < 0 ? kStatusLost : status);
         continue;
       }
       if (e->oom || e->lifetime || e->unclaimed) continue;  // killed, waiting for its exit
@@ -129,15 +171,15 @@ void SandboxManagerImpl::MonitorLoop() {
                "the host task budget of all sandboxes (" + std::to_string(host_pids_budget_) +
                    ", --host-pids-budget) was reached and gVisor's sentry could not make a "
                    "thread; the sandbox was ended (sentry: " + panics[id] + ")");
-      } else if (WIFEXITED(status)) {
-        e.info.set_exit_code(WEXITSTATUS(status));
-        Finish(e, v1::SANDBOX_OUTCOME_EXITED,
-               "the agent exited with status " + std::to_string(WEXITSTATUS(status)) +
-                   (panics[id].empty() ? "" : " (gVisor's sentry: " + panics[id] + ")"));
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        e.info.set_exit_code(0);
+        Finish(e, v1::SANDBOX_OUTCOME_EXITED, "the agent exited with status 0 (it was told to stop)");
       } else {
+        if (WIFEXITED(status)) e.info.set_exit_code(WEXITSTATUS(status));
         Finish(e, v1::SANDBOX_OUTCOME_LOST,
-               "the agent was killed by signal " +
-                   std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+               "the agent died (" + HowTheAgentEnded(status, e.info.resources().runtime() == "runsc") +
+                   "); the sandbox was ended" +
+                   (panics[id].empty() ? "" : " (gVisor's sentry: " + panics[id] + ")"));
       }
     }
   }

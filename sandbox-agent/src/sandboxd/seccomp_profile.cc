@@ -7,7 +7,7 @@ namespace sinew::sandbox {
 
 namespace json = boost::json;
 
-json::object SeccompProfile() {
+json::object SeccompProfile(bool gvisor) {
   json::array denied;
   for (const char* name : {"mount",
                            "umount",
@@ -73,8 +73,25 @@ json::object SeccompProfile() {
   json::array rules;
   rules.push_back(
       json::object{{"names", denied}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}});
-  rules.push_back(json::object{
-      {"names", json::array{"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", ENOSYS}});
+  // Scheduling may be changed for the caller itself (pid 0: nice, chrt, taskset), not for
+  // another process: the agent's effective uid is the sandbox user's, so Linux would let
+  // the sandbox starve it (renice, SCHED_IDLE, one CPU). The pid is argument 0, or 1 after
+  // a "which".
+  for (auto [names, index] :
+       {std::pair{json::array{"sched_setscheduler", "sched_setparam", "sched_setattr",
+                              "sched_setaffinity"},
+                  0},
+        std::pair{json::array{"setpriority", "ioprio_set"}, 1}}) {
+    rules.push_back(json::object{
+        {"names", names},
+        {"action", "SCMP_ACT_ERRNO"},
+        {"errnoRet", EPERM},
+        {"args", json::array{json::object{{"index", index}, {"value", 0}, {"op", "SCMP_CMP_NE"}}}}});
+  }
+  if (!gvisor) {
+    rules.push_back(json::object{
+        {"names", json::array{"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", ENOSYS}});
+  }
   rules.push_back(json::object{{"names", json::array{"clone"}},
                                {"action", "SCMP_ACT_ERRNO"},
                                {"errnoRet", EPERM},
