@@ -11,10 +11,10 @@
 #include <sstream>
 #include <thread>
 
-#include <google/protobuf/util/json_util.h>
 #include <boost/json.hpp>
 
 #include "sinew/client/api_client.h"
+#include "sinew/proto_json.h"
 #include "sinew/sandbox/outcome.h"
 #include "sinew/sandbox/sandbox_client.h"
 
@@ -138,9 +138,7 @@ class Attempt {
       return End(kInfraError, "the sandbox could not be provisioned: " + info.status().message());
     box_ = *info;
     r_->sandbox_id = box_.id();
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(box_.resources(), &r_->shape, options);
+    r_->shape = ProtoJsonLine(box_.resources());
     if (ctx_.on_sandbox) ctx_.on_sandbox(box_.id());
     sandbox::SandboxClientOptions co;
     co.call_timeout = std::chrono::seconds(

@@ -1,8 +1,7 @@
-// Attacks from inside sandboxes that the first isolation suite did not try (issue 10),
-// each written first against the old code: redirecting the host's connection through the
-// agent's socket, racing write_file out of the workspace, exhausting per-uid kernel
-// limits for the next sandbox, guessing ids, leaving cgroups behind, reading host paths
-// from mountinfo.
+// Attacks from inside sandboxes beyond the isolation suite: redirecting the host's
+// connection through the agent's socket, racing write_file out of the workspace,
+// exhausting per-uid kernel limits for the next sandbox, guessing ids, leaving cgroups
+// behind, reading host paths from mountinfo.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>

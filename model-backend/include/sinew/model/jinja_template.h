@@ -28,8 +28,8 @@ namespace sinew::model {
 // small or quick: past a bound the render fails with a message instead of taking the
 // process's memory or time (Python's jinja2 has none of these bounds).
 struct RenderBounds {
-  // Statements and loop iterations run: a few per message in real templates; a loop
-  // iteration costs about 2-5 us, so the bound is a few seconds of one core.
+  // Statements and loop iterations run: a few per message in real templates, so the bound
+  // leaves room for any real conversation and stops a runaway loop within seconds.
   uint64_t max_steps = 1'000'000;
   size_t max_text_bytes = size_t{64} << 20;  // one string value, and the output
   size_t max_items = size_t{1} << 20;        // one list built by + or *
