@@ -227,6 +227,17 @@ class PrimaryImpl final : public Primary, public SessionStore {
     const uint64_t sequence = store_->LatestSequence();
     book_.Written(sequence);
     if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
+    if (options_.degrade_when_alone) {
+      const bool alone = book_.List().empty();
+      if (alone != degraded_.exchange(alone)) {
+        if (alone) {
+          spdlog::warn("replication: no follower; writes are acknowledged without one (degraded to async)");
+        } else {
+          spdlog::info("replication: a follower is back; writes wait for it again (sync)");
+        }
+      }
+      if (alone) return Status::Ok();
+    }
     if (book_.AwaitSynced(sequence, options_.follower_timeout)) return Status::Ok();
     return Status::Unavailable("no follower synced sequence " + std::to_string(sequence) + " within " +
                                std::to_string(options_.follower_timeout.count()) +
@@ -234,6 +245,7 @@ class PrimaryImpl final : public Primary, public SessionStore {
   }
 
   const PrimaryOptions options_;
+  std::atomic<bool> degraded_{false};  // degrade_when_alone: writes go unreplicated now
   FollowerBook book_;
   std::unique_ptr<RocksStore> store_;
   ReplicationService service_;

@@ -197,6 +197,25 @@ TEST_F(ReplicationTest, AnAsyncPrimaryAcknowledgesAloneAndANewFollowerCatchesUpF
   EXPECT_EQ(events->SerializeAsString(), primary_events->SerializeAsString());
 }
 
+TEST_F(ReplicationTest, ASyncPrimaryThatMayDegradeAcknowledgesAloneAndWaitsAgainOnceAFollowerIsBack) {
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", "--when-no-follower=degrade"));
+  auto meta = client_->CreateSession(test::CreateOf("acme", "degraded"));
+  ASSERT_TRUE(meta.ok()) << "alone, a degraded primary acknowledges: " << meta.status().ToString();
+  ASSERT_TRUE(client_->Append(AppendOf(meta->id(), 2, 0, {"alone"})).ok());
+  ASSERT_NO_FATAL_FAILURE(StartFollower());
+  ASSERT_NO_FATAL_FAILURE(AwaitCaughtUp());
+  ASSERT_TRUE(client_->Append(AppendOf(meta->id(), 3, 0, {"with a follower"})).ok());
+  // With the follower back, an acknowledged write is on it even if both go at once.
+  follower_->Signal(SIGKILL);
+  LosePrimary();
+  auto copy = OpenFollowerCopy();
+  ASSERT_NE(copy, nullptr);
+  auto events = AllEvents(*copy, meta->id());
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->events_size(), 3);
+  EXPECT_EQ(events->events(2).user_message().text(), "with a follower");
+}
+
 TEST_F(ReplicationTest, AStreamThatDoesNotStartWithStartIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartPrimary("async"));
   for (uint64_t from : {uint64_t{0}, uint64_t{1}}) {
