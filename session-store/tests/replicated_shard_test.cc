@@ -5,11 +5,14 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
 #include "etcd_process.h"
+#include "sinew/coord/etcd_client.h"
 #include "sinew/session_store/shard_map.h"
 #include "sinew/testing/subprocess.h"
 #include "store_test_util.h"
@@ -176,6 +179,95 @@ TEST_F(ReplicatedShardTest, AFrozenPrimaryIsDeposedAndRejoinsWithItsDirectorySet
   ASSERT_EQ(events->events_size(), 21);
   for (int i = 0; i < 21; ++i) EXPECT_EQ(events->events(i).seq(), static_cast<uint64_t>(i + 1));
   EXPECT_EQ(events->events(20).user_message().text(), "two-9");
+}
+
+// The kill loop: the primary of the moment is SIGKILLed and its disk deleted, again and
+// again, while a client keeps writing; a new member with an empty disk takes each lost
+// one's place. SINEW_FAILOVER_CYCLES sets the count (default 4; the `long` label runs 40).
+TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
+  const char* env = std::getenv("SINEW_FAILOVER_CYCLES");
+  const int cycles = env != nullptr ? std::atoi(env) : 4;
+  std::map<std::string, std::unique_ptr<testing::Subprocess>> members;
+  int made = 0;
+  auto add_member = [&] {
+    const std::string db = dir_.Sub("m" + std::to_string(made++));
+    members[db] = Member(db);
+    return members[db] != nullptr;
+  };
+  ASSERT_TRUE(add_member());
+  ASSERT_TRUE(members.begin()->second->WaitForLine("primary at term", seconds(20)));
+  ASSERT_TRUE(add_member());
+  RemoteOptions lazy;
+  lazy.wait_for_server = false;
+  auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto meta = (*client)->CreateSession(test::CreateOf("acme", "kill loop"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  const std::string id = meta->id();
+  std::map<uint64_t, std::string> acknowledged;
+  auto etcd = coord::EtcdClient::Connect(etcd_->endpoint());
+  ASSERT_TRUE(etcd.ok());
+  std::vector<double> failover_ms;  // from a leader's SIGKILL to the next acknowledged write
+  std::chrono::steady_clock::time_point killed{};
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    for (int i = 0; i < 5; ++i) {
+      const std::string text = std::to_string(cycle) + "-" + std::to_string(i);
+      const uint64_t seq = AppendThroughFailover(**client, id, text);
+      ASSERT_NE(seq, 0u) << "cycle " << cycle;
+      acknowledged[seq] = text;
+      if (i == 0 && cycle > 0) {
+        failover_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count());
+      }
+    }
+    // Whoever leads now, and the other has caught up with this term: lose the leader.
+    auto listing = (*etcd)->GetPrefix("/sinew/store-primaries/s1");
+    ASSERT_TRUE(listing.ok());
+    std::string leader_address;
+    int64_t term = 0;
+    for (const auto& kv : listing->kvs) {
+      if (kv.key == "/sinew/store-primaries/s1") {
+        leader_address = kv.value;
+        term = kv.create_revision;
+      }
+    }
+    ASSERT_FALSE(leader_address.empty()) << "cycle " << cycle;
+    std::string leader_db, follower_db;
+    for (const auto& [db, proc] : members) {
+      std::ifstream primary_marker(db + "/PRIMARY");
+      int64_t led = 0;
+      if (primary_marker >> led && led == term) leader_db = db; else follower_db = db;
+    }
+    ASSERT_FALSE(leader_db.empty() || follower_db.empty()) << "cycle " << cycle;
+    auto synced = [&] {
+      std::ifstream in(follower_db + "/TERM");
+      int64_t t = 0;
+      return (in >> t) && t == term;
+    };
+    for (int i = 0; i < 400 && !synced(); ++i) std::this_thread::sleep_for(milliseconds(25));
+    ASSERT_TRUE(synced()) << "cycle " << cycle << ": the follower did not catch up";
+    members[leader_db]->Signal(SIGKILL);
+    killed = std::chrono::steady_clock::now();
+    members[leader_db]->Wait();
+    members.erase(leader_db);
+    std::filesystem::remove_all(leader_db);
+    ASSERT_TRUE(add_member()) << "cycle " << cycle;
+  }
+  auto events = AllEvents(**client, id);
+  for (int i = 0; i < 300 && !events.ok(); ++i) {  // the last failover may be under way
+    std::this_thread::sleep_for(milliseconds(100));
+    events = AllEvents(**client, id);
+  }
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->events_size(), 1 + 5 * cycles) << "every write once, nothing else";
+  std::sort(failover_ms.begin(), failover_ms.end());
+  if (!failover_ms.empty()) {
+    std::printf("failover (primary lease 2 s), kill to next acknowledged write over %zu: p50 %.0f ms, max %.0f ms\n",
+                failover_ms.size(), failover_ms[failover_ms.size() / 2], failover_ms.back());
+  }
+  for (int i = 0; i < events->events_size(); ++i) EXPECT_EQ(events->events(i).seq(), static_cast<uint64_t>(i + 1));
+  for (const auto& [seq, text] : acknowledged) {
+    EXPECT_EQ(events->events(static_cast<int>(seq - 1)).user_message().text(), text) << "at " << seq;
+  }
 }
 
 }  // namespace
