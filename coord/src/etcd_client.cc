@@ -88,6 +88,31 @@ class GrpcEtcdClient final : public EtcdClient {
     return resp.header().revision();
   }
 
+  Result<int64_t> CreateGuarded(std::string_view key, std::string_view guard, int64_t guard_mod_revision,
+                                std::string_view value, int64_t lease) override {
+    etcdserverpb::TxnRequest req;
+    auto* absent = req.add_compare();
+    absent->set_key(std::string(key));
+    absent->set_target(etcdserverpb::Compare::CREATE);
+    absent->set_result(etcdserverpb::Compare::EQUAL);
+    absent->set_create_revision(0);
+    auto* guarded = req.add_compare();
+    guarded->set_key(std::string(guard));
+    guarded->set_target(etcdserverpb::Compare::MOD);
+    guarded->set_result(etcdserverpb::Compare::EQUAL);
+    guarded->set_mod_revision(guard_mod_revision);
+    auto* put = req.add_success()->mutable_request_put();
+    put->set_key(std::string(key));
+    put->set_value(std::string(value));
+    put->set_lease(lease);
+    auto* put_guard = req.add_success()->mutable_request_put();
+    put_guard->set_key(std::string(guard));
+    put_guard->set_value(std::string(value));
+    etcdserverpb::TxnResponse resp;
+    SINEW_RETURN_IF_ERROR(Call("Txn", [&](grpc::ClientContext* c) { return Conn()->kv->Txn(c, req, &resp); }));
+    return resp.succeeded() ? resp.header().revision() : 0;
+  }
+
   Result<Listing> GetPrefix(std::string_view prefix) override {
     etcdserverpb::RangeRequest req;
     req.set_key(std::string(prefix));

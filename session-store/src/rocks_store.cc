@@ -49,7 +49,8 @@ Result<std::unique_ptr<SessionStore>> OpenSessionStore(const std::string& dir,
 }
 
 Result<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& dir,
-                                                     const StoreOptions& options) {
+                                                     const StoreOptions& options,
+                                                     std::chrono::seconds keep_wal) {
   if (dir.empty()) return Status::InvalidArgument("store directory is empty");
   rocksdb::DBOptions db_options;
   db_options.paranoid_checks = true;
@@ -59,6 +60,9 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& dir,
   db_options.max_background_jobs = 2;
   db_options.enable_pipelined_write = false;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  if (keep_wal.count() > 0) {
+    db_options.WAL_ttl_seconds = static_cast<uint64_t>(keep_wal.count());
+  }
 
   std::vector<std::string> existing;
   rocksdb::Status list = rocksdb::DB::ListColumnFamilies(db_options, dir, &existing);

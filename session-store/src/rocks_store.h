@@ -10,10 +10,12 @@
 
 #include <array>
 #include <condition_variable>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -23,8 +25,10 @@ namespace sinew::store {
 
 class RocksStore final : public SessionStore {
  public:
+  // keep_wal > 0 keeps write-ahead log files that long for ReadUpdates (a primary).
   static Result<std::unique_ptr<RocksStore>> Open(const std::string& dir,
-                                                  const StoreOptions& options);
+                                                  const StoreOptions& options,
+                                                  std::chrono::seconds keep_wal = std::chrono::seconds(0));
   ~RocksStore() override;
 
   Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) override;
@@ -63,6 +67,18 @@ class RocksStore final : public SessionStore {
       ready.clear();
     }
   };
+
+  // Replication (replication_log.cc). The last RocksDB sequence number written.
+  uint64_t LatestSequence() const;
+  // Calls send(sequence, count, batch bytes) for each committed batch from sequence
+  // `from` on, in order, while it returns true; returns the sequence number after the last
+  // batch sent. kFailedPrecondition when the log from `from` is no longer kept.
+  using BatchSink = std::function<bool(uint64_t sequence, uint32_t count, std::string_view data)>;
+  Result<uint64_t> ReadUpdates(uint64_t from, const BatchSink& send);
+  // Applies a primary's batch and syncs it. It must start right after LatestSequence()
+  // and take `count` sequence numbers (kFailedPrecondition / kCorruption otherwise).
+  // Only for a follower's store, which nothing else writes.
+  Status ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data);
 
   // For EventWatcher: the stripe mutex and state of a session (loaded, existing).
   Result<std::shared_ptr<SessionState>> LoadedState(const std::string& raw_id,

@@ -1,12 +1,20 @@
 // sinew-store: the session store as a gRPC server.
 //   sinew-store --db DIR [--listen 127.0.0.1:7701] [--durability sync|async]
-//               [--tls-cert F --tls-key F --tls-ca F | --insecure]
-// Prints "sinew-store listening on HOST:PORT" once it serves (port 0 picks a free port).
+//               [--replication sync|async] [--tls-cert F --tls-key F --tls-ca F | --insecure]
+//   sinew-store --db DIR --follow PRIMARY_HOST:PORT [--follower-name NAME]
+//   sinew-store --db DIR --etcd HOST:PORT --shard-id ID --replication sync|async   (a member
+//               of a replicated shard: elected primary or follower)
+// Prints "sinew-store listening on HOST:PORT" once it serves (port 0 picks a free port);
+// a follower prints "sinew-store following HOST:PORT from sequence N" once it has started.
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
+#include <thread>
 #include <fstream>
 #include <cstdio>
 
@@ -15,9 +23,11 @@
 #include "sinew/log.h"
 #include "sinew/log_flags.h"
 #include "sinew/coord/etcd_client.h"
+#include "sinew/session_store/replication.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/shard_map.h"
 #include "sinew/session_store/store_service.h"
+#include "shard_member.h"
 
 namespace {
 
@@ -76,9 +86,38 @@ int main(int argc, char** argv) {
                  "when this shard is new to the map, new sessions start coming to it this long after it joins "
                  "(every client must have seen the map by then)")
       ->capture_default_str();
+  std::string replication, follow, follower_name = "follower";
+  uint32_t follower_timeout_ms = 10000;
+  app.add_option("--replication", replication,
+                 "serve as a shard's primary with followers (docs/session-store.md): sync acknowledges a write "
+                 "once a follower has synced it, async at once")
+      ->check(CLI::IsMember({"sync", "async"}));
+  app.add_option("--follower-timeout-ms", follower_timeout_ms,
+                 "with --replication sync: how long a write waits for a follower before it fails (unavailable)")
+      ->capture_default_str();
+  std::string when_alone = "block";
+  app.add_option("--when-no-follower", when_alone,
+                 "with --replication sync and no follower connected: block (writes fail after "
+                 "--follower-timeout-ms) or degrade (acknowledge without one, logged)")
+      ->check(CLI::IsMember({"block", "degrade"}))
+      ->capture_default_str();
+  int64_t primary_lease_seconds = 5;
+  app.add_option("--primary-lease-seconds", primary_lease_seconds,
+                 "with --replication and --etcd: the TTL of the shard primary's etcd lease (how long a failover "
+                 "waits for a primary that died)")
+      ->check(CLI::Range(int64_t{2}, int64_t{60}))
+      ->capture_default_str();
+  app.add_option("--follow", follow, "be a follower: keep --db a copy of the primary at this host:port");
+  app.add_option("--follower-name", follower_name, "with --follow: this follower's name in the primary's status")
+      ->capture_default_str();
   sinew::logging::LogFlags log_flags;
   sinew::logging::AddLogFlags(app, &log_flags);
   CLI11_PARSE(app, argc, argv);
+  const bool member = !replication.empty() && !etcd.empty();
+  if (!follow.empty() && (!replication.empty() || !etcd.empty())) {
+    std::fprintf(stderr, "sinew-store: --follow serves nothing: it goes without --replication and --etcd\n");
+    return 2;
+  }
   if (etcd.empty() != shard_id.empty()) {
     std::fprintf(stderr, "sinew-store: --etcd and --shard-id go together\n");
     return 2;
@@ -114,29 +153,90 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (!follow.empty()) {
+    sinew::store::FollowerOptions follower_options;
+    follower_options.name = follower_name;
+    follower_options.tls = tls;
+    auto follower = sinew::store::Follower::Start(db, follow, follower_options);
+    if (!follower.ok()) {
+      spdlog::error("cannot open store: {}", follower.status().ToString());
+      return 2;
+    }
+    std::printf("sinew-store following %s from sequence %llu\n", follow.c_str(),
+                static_cast<unsigned long long>((*follower)->AppliedSequence() + 1));
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("signal {}: stopping; {} is synced through sequence {}", sig, db, (*follower)->AppliedSequence());
+    return 0;
+  }
+
   sinew::store::StoreOptions options;
   options.durability =
       durability == "async" ? sinew::store::Durability::kAsync : sinew::store::Durability::kSync;
   options.max_event_bytes = max_event_bytes;
-  auto store = sinew::store::OpenSessionStore(db, options);
-  if (!store.ok()) {
-    spdlog::error("cannot open store: {}", store.status().ToString());
-    return 2;
+  std::unique_ptr<sinew::store::Primary> primary;
+  std::unique_ptr<sinew::store::SessionStore> plain;
+  std::unique_ptr<sinew::coord::EtcdClient> member_etcd;
+  std::unique_ptr<sinew::store::ShardMember> shard_member;
+  sinew::store::PrimaryOptions primary_options;
+  primary_options.mode =
+      replication == "async" ? sinew::store::ReplicationMode::kAsync : sinew::store::ReplicationMode::kSync;
+  primary_options.follower_timeout = std::chrono::milliseconds(follower_timeout_ms);
+  primary_options.degrade_when_alone = when_alone == "degrade";
+  sinew::store::SessionStore* store = nullptr;
+  if (member) {
+    // Elected in etcd; the store it serves switches between primary and refusals.
+    auto client = sinew::coord::EtcdClient::Connect(etcd, std::chrono::seconds(5), etcd_tls);
+    if (!client.ok()) {
+      spdlog::error("--etcd: {}", client.status().ToString());
+      return 2;
+    }
+    member_etcd = std::move(*client);
+    sinew::store::ShardMember::Options mo;
+    mo.db = db;
+    mo.shard_id = shard_id;
+    mo.store = options;
+    mo.primary = primary_options;
+    mo.follow_tls = tls;
+    mo.ttl_seconds = primary_lease_seconds;
+    shard_member = std::make_unique<sinew::store::ShardMember>(member_etcd.get(), std::move(mo));
+    store = shard_member->store();
+  } else if (!replication.empty()) {
+    auto opened = sinew::store::OpenPrimaryStore(db, options, primary_options);
+    if (!opened.ok()) {
+      spdlog::error("cannot open store: {}", opened.status().ToString());
+      return 2;
+    }
+    primary = std::move(*opened);
+    store = primary->store();
+  } else {
+    auto opened = sinew::store::OpenSessionStore(db, options);
+    if (!opened.ok()) {
+      spdlog::error("cannot open store: {}", opened.status().ToString());
+      return 2;
+    }
+    plain = std::move(*opened);
+    store = plain.get();
   }
-  auto service = sinew::store::NewStoreService(store->get());
+  auto service = sinew::store::NewStoreService(store);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(sinew::store::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(sinew::store::kMaxGrpcMessageBytes);
   builder.RegisterService(service.get());
+  if (primary) builder.RegisterService(primary->service());
+  if (shard_member) builder.RegisterService(shard_member->replication_service());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     spdlog::error("cannot listen on {} (address in use? try --listen 127.0.0.1:0)", listen);
     return 3;
   }
   std::string host = listen.substr(0, listen.rfind(':'));
-  if (!etcd.empty()) {
+  if (shard_member) {
+    if (advertise.empty()) advertise = host + ":" + std::to_string(port);
+  } else if (!etcd.empty()) {
     // Joined before the listening line, so that whoever waits for that line finds the
     // shard in the map.
     if (advertise.empty()) advertise = host + ":" + std::to_string(port);
@@ -149,12 +249,31 @@ int main(int argc, char** argv) {
   }
   std::printf("sinew-store listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
-  spdlog::info("serving {} ({} durability, {})", db, durability, tls.enabled() ? "mTLS" : "plain gRPC");
+  spdlog::info("serving {} ({} durability, {}{})", db, durability, tls.enabled() ? "mTLS" : "plain gRPC",
+               replication.empty() ? "" : ", primary with " + replication + " replication");
 
+  std::atomic<bool> stop{false};
+  std::thread campaign;
+  std::atomic<int> exit_code{0};
+  if (shard_member) {
+    shard_member->SetAdvertise(advertise, [=] {
+      return JoinShardMap(db, etcd, etcd_tls, shard_id, advertise, std::chrono::milliseconds(shard_grace_ms));
+    });
+    campaign = std::thread([&] {
+      sinew::Status ended = shard_member->Run(&stop);
+      if (!ended.ok()) {
+        spdlog::error("{}", ended.ToString());
+        exit_code = 3;
+        kill(getpid(), SIGTERM);  // ends the wait below
+      }
+    });
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: shutting down", sig);
+  stop = true;
+  if (campaign.joinable()) campaign.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
-  return 0;
+  return exit_code.load();
 }

@@ -75,6 +75,13 @@ class EtcdClient {
   // Returns the revision of the write.
   [[nodiscard]] virtual Result<int64_t> Put(std::string_view key, std::string_view value,
                                             int64_t lease = 0) = 0;
+  // An election step, in one transaction: when `key` does not exist and `guard` was last
+  // written at `guard_mod_revision` (0: `guard` does not exist), creates key = value
+  // under `lease` and writes guard = value. Returns the revision of that write (the
+  // winner's term), or 0 when the conditions did not hold and nothing was written.
+  [[nodiscard]] virtual Result<int64_t> CreateGuarded(std::string_view key, std::string_view guard,
+                                                      int64_t guard_mod_revision, std::string_view value,
+                                                      int64_t lease) = 0;
   // Every key starting with `prefix`, at one revision.
   [[nodiscard]] virtual Result<Listing> GetPrefix(std::string_view prefix) = 0;
   // Deletes `key`; returns how many keys went (0 or 1).

@@ -1,0 +1,367 @@
+// A shard's primary (a store that waits for its followers) and its followers.
+#include "sinew/session_store/replication.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "rocks_store.h"
+#include "sinew/grpc_status.h"
+#include "sinew/grpc_tls.h"
+#include "sinew/proto/store_replication.grpc.pb.h"
+#include "sinew/session_store/store_service.h"
+
+namespace sinew::store {
+namespace {
+
+// What the primary knows of its followers: how far each has synced, and how far the log
+// goes (streams wait on it for new batches, writers for a follower to catch up).
+class FollowerBook {
+ public:
+  // Registers a stream; returns its key.
+  uint64_t Add(const std::string& name, uint64_t synced) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t key = ++next_key_;
+    followers_[key] = {name, synced};
+    cv_.notify_all();
+    return key;
+  }
+  void Remove(uint64_t key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    followers_.erase(key);
+    cv_.notify_all();
+  }
+  void Synced(uint64_t key, uint64_t sequence) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = followers_.find(key);
+    if (it != followers_.end() && sequence > it->second.synced_sequence) {
+      it->second.synced_sequence = sequence;
+      cv_.notify_all();
+    }
+  }
+  // The log grew to `sequence`: wakes the streams.
+  void Written(uint64_t sequence) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sequence > written_) {
+      written_ = sequence;
+      cv_.notify_all();
+    }
+  }
+  // Wakes every waiter to look again (a stream's follower left).
+  void Wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  // Waits until some follower has synced `sequence`; false after `timeout`.
+  bool AwaitSynced(uint64_t sequence, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (const auto& [key, f] : followers_) {
+        if (f.synced_sequence >= sequence) return true;
+      }
+      return false;
+    });
+  }
+  // Waits until the log goes past `sequence - 1` or `timeout` passes.
+  void AwaitWritten(uint64_t sequence, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return written_ >= sequence; });
+  }
+  std::vector<FollowerStatus> List() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<FollowerStatus> out;
+    for (const auto& [key, f] : followers_) out.push_back(f);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_key_ = 0;
+  uint64_t written_ = 0;
+  std::map<uint64_t, FollowerStatus> followers_;
+};
+
+// sinew.v1.StoreReplication: one stream per follower.
+class ReplicationService final : public v1::StoreReplication::Service {
+ public:
+  ReplicationService(RocksStore* store, FollowerBook* book, ReplicationMode mode)
+      : store_(store), book_(book), mode_(mode) {}
+
+  grpc::Status GetReplicationStatus(grpc::ServerContext*, const v1::GetReplicationStatusRequest*,
+                                    v1::ReplicationStatus* out) override {
+    out->set_mode(mode_ == ReplicationMode::kSync ? "sync" : "async");
+    out->set_latest_sequence(store_->LatestSequence());
+    for (const auto& f : book_->List()) {
+      auto* p = out->add_followers();
+      p->set_name(f.name);
+      p->set_synced_sequence(f.synced_sequence);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Replicate(grpc::ServerContext* ctx,
+                         grpc::ServerReaderWriter<v1::ReplicatedBatch, v1::ReplicationAck>* stream) override {
+    v1::ReplicationAck first;
+    if (!stream->Read(&first) || !first.has_start()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "a replication stream starts with `start`"};
+    }
+    const std::string name = first.start().follower();
+    uint64_t next = first.start().from_sequence();
+    if (next == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "start.from_sequence must be at least 1"};
+    const uint64_t key = book_->Add(name, next - 1);
+    spdlog::info("replication: follower '{}' streams from sequence {}", name, next);
+    std::atomic<bool> reader_done{false};
+    std::thread reader([&] {
+      v1::ReplicationAck ack;
+      while (stream->Read(&ack)) {
+        if (ack.has_synced_sequence()) book_->Synced(key, ack.synced_sequence());
+      }
+      reader_done = true;
+      book_->Wake();  // the writer below looks again
+    });
+    Status ended = Status::Ok();
+    v1::ReplicatedBatch batch;
+    while (!ctx->IsCancelled() && !reader_done) {
+      auto sent = store_->ReadUpdates(next, [&](uint64_t sequence, uint32_t count, std::string_view data) {
+        batch.set_sequence(sequence);
+        batch.set_count(count);
+        batch.set_data(data.data(), data.size());
+        return stream->Write(batch);
+      });
+      if (!sent.ok()) {
+        ended = sent.status();
+        break;
+      }
+      if (*sent == next) book_->AwaitWritten(next, std::chrono::milliseconds(200));
+      next = *sent;
+    }
+    ctx->TryCancel();  // ends the reader's Read
+    reader.join();
+    book_->Remove(key);
+    spdlog::info("replication: follower '{}' left at sequence {}{}", name, next - 1,
+                 ended.ok() ? "" : ": " + ended.ToString());
+    return ToGrpcStatus(ended);
+  }
+
+ private:
+  RocksStore* store_;
+  FollowerBook* book_;
+  const ReplicationMode mode_;
+};
+
+// The SessionStore of a primary: every write waits for a follower as the mode says.
+class PrimaryImpl final : public Primary, public SessionStore {
+ public:
+  PrimaryImpl(std::unique_ptr<RocksStore> store, const PrimaryOptions& options)
+      : options_(options), store_(std::move(store)), service_(store_.get(), &book_, options.mode) {
+    book_.Written(store_->LatestSequence());
+  }
+
+  SessionStore* store() override { return this; }
+  grpc::Service* service() override { return &service_; }
+  uint64_t LatestSequence() override { return store_->LatestSequence(); }
+  std::vector<FollowerStatus> Followers() override { return book_.List(); }
+
+  Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) override {
+    return Replicated(store_->CreateSession(req));
+  }
+  Result<v1::Session> GetSession(const std::string& id) override { return store_->GetSession(id); }
+  Result<v1::ListSessionsResponse> ListSessions(const v1::ListSessionsRequest& req) override {
+    return store_->ListSessions(req);
+  }
+  Result<v1::Session> SetStatus(const v1::SetStatusRequest& req) override {
+    return Replicated(store_->SetStatus(req));
+  }
+  Result<v1::AppendResponse> Append(const v1::AppendRequest& req) override {
+    return Replicated(store_->Append(req));
+  }
+  Result<v1::GetEventsResponse> GetEvents(const v1::GetEventsRequest& req) override {
+    return store_->GetEvents(req);
+  }
+  Result<v1::ReadEventBytesResponse> ReadEventBytes(const v1::ReadEventBytesRequest& req) override {
+    return store_->ReadEventBytes(req);
+  }
+  Result<std::unique_ptr<EventWatcher>> Watch(const std::string& id, uint64_t from_seq) override {
+    return store_->Watch(id, from_seq);
+  }
+  Result<v1::Lease> AcquireLease(const std::string& id, const LeaseHolder& holder,
+                                 std::chrono::milliseconds ttl) override {
+    return Replicated(store_->AcquireLease(id, holder, ttl));
+  }
+  Result<v1::Lease> RenewLease(const std::string& id, const std::string& owner, uint64_t epoch,
+                               std::chrono::milliseconds ttl) override {
+    auto renewed = store_->RenewLease(id, owner, epoch, ttl);
+    book_.Written(store_->LatestSequence());  // streamed, not waited for
+    return renewed;
+  }
+  Status ReleaseLease(const std::string& id, const std::string& owner, uint64_t epoch) override {
+    Status released = store_->ReleaseLease(id, owner, epoch);
+    if (!released.ok()) return released;
+    return AwaitFollower();
+  }
+  Status Checkpoint(const std::string& target_dir) override { return store_->Checkpoint(target_dir); }
+  Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) override {
+    return Replicated(store_->AppendAudit(req));
+  }
+  Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) override {
+    return store_->ListAudit(req);
+  }
+
+ private:
+  // A write that succeeded is acknowledged once the mode allows (a refused one wrote nothing).
+  template <typename T>
+  Result<T> Replicated(Result<T> written) {
+    if (!written.ok()) return written;
+    SINEW_RETURN_IF_ERROR(AwaitFollower());
+    return written;
+  }
+
+  // Runs after the store released its locks: only this write's caller waits.
+  Status AwaitFollower() {
+    // At least this caller's write: the log's end after it returned.
+    const uint64_t sequence = store_->LatestSequence();
+    book_.Written(sequence);
+    if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
+    if (options_.degrade_when_alone) {
+      const bool alone = book_.List().empty();
+      if (alone != degraded_.exchange(alone)) {
+        if (alone) {
+          spdlog::warn("replication: no follower; writes are acknowledged without one (degraded to async)");
+        } else {
+          spdlog::info("replication: a follower is back; writes wait for it again (sync)");
+        }
+      }
+      if (alone) return Status::Ok();
+    }
+    if (book_.AwaitSynced(sequence, options_.follower_timeout)) return Status::Ok();
+    return Status::Unavailable("no follower synced sequence " + std::to_string(sequence) + " within " +
+                               std::to_string(options_.follower_timeout.count()) +
+                               " ms; the write is kept here: retry it with the same idempotency key");
+  }
+
+  const PrimaryOptions options_;
+  std::atomic<bool> degraded_{false};  // degrade_when_alone: writes go unreplicated now
+  FollowerBook book_;
+  std::unique_ptr<RocksStore> store_;
+  ReplicationService service_;
+};
+
+class FollowerImpl final : public Follower {
+ public:
+  FollowerImpl(std::unique_ptr<RocksStore> store, std::string primary, FollowerOptions options)
+      : store_(std::move(store)), primary_(std::move(primary)), options_(std::move(options)) {
+    applied_ = store_->LatestSequence();
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~FollowerImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      if (ctx_) ctx_->TryCancel();
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  uint64_t AppliedSequence() override { return applied_.load(); }
+  Status LastError() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_error_;
+  }
+
+ private:
+  void Run() {
+    auto backoff = std::chrono::milliseconds(100);
+    while (true) {
+      Status ended = StreamOnce();
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (stopping_) return;
+        if (!ended.ok() && ended.ToString() != last_error_.ToString()) {
+          spdlog::warn("follower '{}': stream from {} ended: {}", options_.name, primary_, ended.ToString());
+        }
+        last_error_ = ended;
+        cv_.wait_for(lock, backoff, [&] { return stopping_; });
+        if (stopping_) return;
+      }
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+    }
+  }
+
+  // One stream: from the first batch this store lacks until the stream ends.
+  Status StreamOnce() {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(primary_, options_.tls, args));
+    auto stub = v1::StoreReplication::NewStub(channel);
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return Status::Ok();
+      ctx_ = &ctx;
+    }
+    auto stream = stub->Replicate(&ctx);
+    v1::ReplicationAck start;
+    start.mutable_start()->set_follower(options_.name);
+    start.mutable_start()->set_from_sequence(store_->LatestSequence() + 1);
+    Status applied = Status::Ok();
+    if (stream->Write(start)) {
+      v1::ReplicatedBatch batch;
+      v1::ReplicationAck ack;
+      while (stream->Read(&batch)) {
+        applied = store_->ApplyReplicated(batch.sequence(), batch.count(), batch.data());
+        if (!applied.ok()) {
+          ctx.TryCancel();
+          break;
+        }
+        applied_ = batch.sequence() + batch.count() - 1;
+        ack.set_synced_sequence(applied_.load());
+        if (!stream->Write(ack)) break;
+      }
+    }
+    stream->WritesDone();
+    grpc::Status finished = stream->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ctx_ = nullptr;
+    }
+    if (!applied.ok()) return applied;
+    return FromGrpcStatus(finished);
+  }
+
+  std::unique_ptr<RocksStore> store_;
+  const std::string primary_;
+  const FollowerOptions options_;
+  std::atomic<uint64_t> applied_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                 // guarded by mu_
+  grpc::ClientContext* ctx_ = nullptr;    // the stream in flight; guarded by mu_
+  Status last_error_ = Status::Ok();      // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& dir, const StoreOptions& options,
+                                                  const PrimaryOptions& primary) {
+  if (primary.wal_ttl.count() <= 0) return Status::InvalidArgument("wal_ttl must be positive");
+  SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, options, primary.wal_ttl));
+  return std::unique_ptr<Primary>(new PrimaryImpl(std::move(store), primary));
+}
+
+Result<std::unique_ptr<Follower>> Follower::Start(const std::string& dir, const std::string& primary_address,
+                                                  const FollowerOptions& options) {
+  if (primary_address.empty()) return Status::InvalidArgument("the primary's address is required");
+  SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, StoreOptions{}));
+  return std::unique_ptr<Follower>(new FollowerImpl(std::move(store), primary_address, options));
+}
+
+}  // namespace sinew::store

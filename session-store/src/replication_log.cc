@@ -1,0 +1,75 @@
+// RocksStore: its write-ahead log read and replayed as batches (a shard's replication).
+#include <rocksdb/transaction_log.h>
+#include <rocksdb/write_batch.h>
+
+#include "rocks_store.h"
+
+namespace sinew::store {
+namespace {
+
+// A WriteBatch's fixed header: an 8-byte sequence number and a 4-byte count.
+constexpr size_t kBatchHeaderBytes = 12;
+
+}  // namespace
+
+uint64_t RocksStore::LatestSequence() const { return db_->GetLatestSequenceNumber(); }
+
+Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send) {
+  if (from == 0) return Status::InvalidArgument("replication starts at sequence 1 or later");
+  if (from > db_->GetLatestSequenceNumber()) return from;  // nothing new
+  std::unique_ptr<rocksdb::TransactionLogIterator> it;
+  rocksdb::Status s = db_->GetUpdatesSince(from, &it);
+  if (!s.ok()) {
+    return Status::FailedPrecondition("this store no longer keeps its log from sequence " +
+                                      std::to_string(from) + " (" + s.ToString() +
+                                      "): seed the follower from a checkpoint");
+  }
+  uint64_t next = from;
+  for (; it->Valid(); it->Next()) {
+    rocksdb::BatchResult b = it->GetBatch();
+    const uint32_t count = b.writeBatchPtr->Count();
+    if (b.sequence + count <= next) continue;  // the first batch may end before `from`
+    if (b.sequence != next) {
+      return Status::FailedPrecondition("the log here has no batch starting at sequence " +
+                                        std::to_string(next) + " (the next starts at " +
+                                        std::to_string(b.sequence) +
+                                        "): seed the follower from a checkpoint");
+    }
+    const std::string& data = b.writeBatchPtr->Data();
+    if (!send(b.sequence, count, std::string_view(data))) return next;
+    next = b.sequence + count;
+  }
+  // The iterator stops at the end of what is written (its status may then say so); only
+  // damage is an error.
+  if (it->status().IsCorruption()) return FromRocks(it->status(), "reading the write-ahead log");
+  return next;
+}
+
+Status RocksStore::ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data) {
+  if (data.size() < kBatchHeaderBytes) {
+    return Status::Corruption("a replicated batch of " + std::to_string(data.size()) +
+                              " bytes is shorter than a batch header");
+  }
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  if (sequence != latest + 1) {
+    return Status::FailedPrecondition("a replicated batch starts at sequence " +
+                                      std::to_string(sequence) + " but this store ends at " +
+                                      std::to_string(latest));
+  }
+  rocksdb::WriteBatch batch(data);
+  if (batch.Count() != count || count == 0) {
+    return Status::Corruption("a replicated batch says it holds " + std::to_string(batch.Count()) +
+                              " writes, its header " + std::to_string(count));
+  }
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  SINEW_RETURN_IF_ERROR(FromRocks(db_->Write(options, &batch), "applying a replicated batch"));
+  if (db_->GetLatestSequenceNumber() != sequence + count - 1) {
+    return Status::Internal("a replicated batch at sequence " + std::to_string(sequence) +
+                            " ended at " + std::to_string(db_->GetLatestSequenceNumber()) +
+                            " here (was this store written by another?)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinew::store
