@@ -58,7 +58,7 @@ struct World {
   std::map<std::string, std::unique_ptr<ModelClient>> models;
   std::unique_ptr<ProxyTools> proxy;
   std::unique_ptr<SandboxBackend> sandboxes;
-  Metrics metrics({0.1, 1});
+  Metrics metrics{std::vector<double>{0.1, 1}};
   std::unique_ptr<ApiKeys> api_keys;
   std::unique_ptr<TenantQuotas> quotas;
   std::atomic<bool> stopping{false};
