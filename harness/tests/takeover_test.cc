@@ -29,6 +29,19 @@ class TakeoverTest : public ::testing::Test {
                  "long": {"kind": "scripted", "script": ")" + dir_.Sub("long.json") + R"("}},
       "lease_ttl_ms": 900, "scan_interval_ms": 200})";
   }
+  // Submits a session with the slow model on `h` and waits until `h` is inside its model
+  // call; returns its id ("" with a test failure when it did not get there).
+  std::string SessionInItsModelCall(HarnessProcess& h) {
+    auto r = Api("POST", h.url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    if (r.status != 201) return "";
+    const std::string id(r.json.at("session").at("id").as_string());
+    for (int i = 0; i < 400 && Count(AllEvents(h.url(), kKey, id), "model_request") < 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(Count(AllEvents(h.url(), kKey, id), "model_request"), 1);
+    return Count(AllEvents(h.url(), kKey, id), "model_request") == 1 ? id : "";
+  }
   static int Count(const std::vector<json::object>& events, const char* type) {
     int n = 0;
     for (const auto& e : events) n += e.contains(type) ? 1 : 0;
@@ -62,14 +75,9 @@ TEST_F(TakeoverTest, TwoHarnessesShareTheWorkOneDriverPerSession) {
 TEST_F(TakeoverTest, AStalledHarnessIsTakenOverAndItsLateWriteIsRefused) {
   HarnessProcess a(dir_.Sub("a.json"), Config());
   ASSERT_FALSE(a.address.empty());
-  auto r = Api("POST", a.url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
-  ASSERT_EQ(r.status, 201);
-  const std::string id(r.json.at("session").at("id").as_string());
-  // Wait until A is inside its model call, then freeze it: a zombie holding a lease.
-  for (int i = 0; i < 400 && Count(AllEvents(a.url(), kKey, id), "model_request") < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(Count(AllEvents(a.url(), kKey, id), "model_request"), 1);
+  // Once A is inside its model call, freeze it: a zombie holding a lease.
+  const std::string id = SessionInItsModelCall(a);
+  ASSERT_FALSE(id.empty());
   a.proc->Signal(SIGSTOP);
   HarnessProcess b(dir_.Sub("b.json"), Config());
   ASSERT_FALSE(b.address.empty());
@@ -113,13 +121,8 @@ TEST_F(TakeoverTest, AStalledHarnessIsTakenOverAndItsLateWriteIsRefused) {
 TEST_F(TakeoverTest, AHarnessLateToRenewKeepsTheSessionsNobodyTookFromIt) {
   HarnessProcess a(dir_.Sub("a.json"), Config());
   ASSERT_FALSE(a.address.empty());
-  auto r = Api("POST", a.url() + "/v1/sessions", kKey, R"({"prompt": "p", "model": "long"})");
-  ASSERT_EQ(r.status, 201);
-  const std::string id(r.json.at("session").at("id").as_string());
-  for (int i = 0; i < 400 && Count(AllEvents(a.url(), kKey, id), "model_request") < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(Count(AllEvents(a.url(), kKey, id), "model_request"), 1);
+  const std::string id = SessionInItsModelCall(a);
+  ASSERT_FALSE(id.empty());
   a.proc->Signal(SIGSTOP);
   // Past the 900 ms ttl: the store lets the lease expire, and nobody takes it.
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));

@@ -63,25 +63,39 @@ class ReplicatedShardTest : public ::testing::Test {
     ADD_FAILURE() << text << ": the shard did not take the write within 60 s; last: " << last.ToString();
     return 0;
   }
+  // Two members, A leading and B following it, and a client through the shard map with
+  // one session; *id is the session.
+  void StartShard(const std::string& title, std::string* id) {
+    a_ = Member(a_dir_);
+    ASSERT_NE(a_, nullptr);
+    ASSERT_TRUE(a_->WaitForLine("primary at term", seconds(20))) << "the first member did not lead";
+    b_ = Member(b_dir_);
+    ASSERT_NE(b_, nullptr);
+    ASSERT_TRUE(b_->WaitForLine("following the primary", seconds(20)));
+    RemoteOptions lazy;
+    lazy.wait_for_server = false;
+    auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+    auto meta = client_->CreateSession(test::CreateOf("acme", title));
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    *id = meta->id();
+  }
   testing::TempDir dir_;
   std::unique_ptr<coord::test::EtcdProcess> etcd_;
+  const std::string a_dir_ = dir_.Sub("a"), b_dir_ = dir_.Sub("b");
+  std::unique_ptr<testing::Subprocess> a_, b_;
+  std::unique_ptr<SessionStore> client_;
 };
 
 TEST_F(ReplicatedShardTest, TheFollowerTakesOverALostPrimaryWithEveryAcknowledgedWriteAndTheOldOneRejoins) {
-  const std::string a_dir = dir_.Sub("a"), b_dir = dir_.Sub("b");
-  auto a = Member(a_dir);
-  ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->WaitForLine("primary at term", seconds(20))) << "the first member did not lead";
-  auto b = Member(b_dir);
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(b->WaitForLine("following the primary", seconds(20)));
-  RemoteOptions lazy;
-  lazy.wait_for_server = false;
-  auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
-  auto meta = (*client)->CreateSession(test::CreateOf("acme", "failover"));
-  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-  const std::string id = meta->id();
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartShard("failover", &id));
+  auto& a = a_;
+  auto& b = b_;
+  auto* client = &client_;
+  const std::string& a_dir = a_dir_;
+  const std::string& b_dir = b_dir_;
 
   std::map<uint64_t, std::string> acknowledged;
   for (int i = 0; i < 30; ++i) {
@@ -140,20 +154,13 @@ TEST_F(ReplicatedShardTest, TheFollowerTakesOverALostPrimaryWithEveryAcknowledge
 // up it acknowledges nothing more, ends, and rejoins as a follower with its directory set
 // aside (it may hold writes nobody acknowledged).
 TEST_F(ReplicatedShardTest, AFrozenPrimaryIsDeposedAndRejoinsWithItsDirectorySetAside) {
-  const std::string a_dir = dir_.Sub("a"), b_dir = dir_.Sub("b");
-  auto a = Member(a_dir);
-  ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->WaitForLine("primary at term", seconds(20)));
-  auto b = Member(b_dir);
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(b->WaitForLine("following the primary", seconds(20)));
-  RemoteOptions lazy;
-  lazy.wait_for_server = false;
-  auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
-  auto meta = (*client)->CreateSession(test::CreateOf("acme", "deposed"));
-  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-  const std::string id = meta->id();
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartShard("deposed", &id));
+  auto& a = a_;
+  auto& b = b_;
+  auto* client = &client_;
+  const std::string& a_dir = a_dir_;
+  const std::string& b_dir = b_dir_;
   for (int i = 0; i < 10; ++i) ASSERT_NE(AppendThroughFailover(**client, id, "one-" + std::to_string(i)), 0u);
   for (int i = 0; i < 300 && !std::filesystem::exists(b_dir + "/TERM"); ++i) std::this_thread::sleep_for(milliseconds(50));
   ASSERT_TRUE(std::filesystem::exists(b_dir + "/TERM")) << "B did not catch up";
