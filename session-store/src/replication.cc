@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "rocks_store.h"
+#include "store_channel.h"
 #include "sinew/grpc_status.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/proto/store_replication.grpc.pb.h"
@@ -70,6 +71,10 @@ class FollowerBook {
   void AwaitWritten(uint64_t sequence, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, timeout, [&] { return written_ >= sequence; });
+  }
+  bool Empty() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return followers_.empty();
   }
   std::vector<FollowerStatus> List() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -228,7 +233,7 @@ class PrimaryImpl final : public Primary, public SessionStore {
     book_.Written(sequence);
     if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
     if (options_.degrade_when_alone) {
-      const bool alone = book_.List().empty();
+      const bool alone = book_.Empty();
       if (alone != degraded_.exchange(alone)) {
         if (alone) {
           spdlog::warn("replication: no follower; writes are acknowledged without one (degraded to async)");
@@ -295,11 +300,7 @@ class FollowerImpl final : public Follower {
 
   // One stream: from the first batch this store lacks until the stream ends.
   Status StreamOnce() {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(primary_, options_.tls, args));
+    SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(primary_, options_.tls, StoreChannelArgs()));
     auto stub = v1::StoreReplication::NewStub(channel);
     grpc::ClientContext ctx;
     {

@@ -58,8 +58,8 @@ Status RocksStore::ApplyReplicated(uint64_t sequence, uint32_t count, const std:
   }
   rocksdb::WriteBatch batch(data);
   if (batch.Count() != count || count == 0) {
-    return Status::Corruption("a replicated batch says it holds " + std::to_string(batch.Count()) +
-                              " writes, its header " + std::to_string(count));
+    return Status::Corruption("a replicated batch's header says it holds " + std::to_string(batch.Count()) +
+                              " writes, the primary sent " + std::to_string(count));
   }
   rocksdb::WriteOptions options;
   options.sync = true;

@@ -41,11 +41,6 @@ Status WriteTerm(const std::string& db, int64_t term) {
   return Status::Ok();
 }
 
-template <typename T>
-Result<T> NotServing(const std::string& why) {
-  return Status::Unavailable(why);
-}
-
 }  // namespace
 
 // The store gRPC serves: the primary while this member leads (and its lease is surely
@@ -133,14 +128,14 @@ class ShardMember::Switch final : public SessionStore {
   template <typename T, typename Fn>
   Result<T> Read(Fn&& fn) {
     auto p = primary();
-    if (!p) return NotServing<T>(NotPrimary());
+    if (!p) return Status::Unavailable(NotPrimary());
     return fn(p->store());
   }
   // A write done past the deadline is not acknowledged: another member may lead by now.
   template <typename T, typename Fn>
   Result<T> Write(Fn&& fn) {
     auto p = primary();
-    if (!p || Clock::now().time_since_epoch().count() >= deadline_ns_.load()) return NotServing<T>(NotPrimary());
+    if (!p || Clock::now().time_since_epoch().count() >= deadline_ns_.load()) return Status::Unavailable(NotPrimary());
     Result<T> out = fn(p->store());
     if (out.ok() && Clock::now().time_since_epoch().count() >= deadline_ns_.load()) {
       return Status::Unavailable("store shard '" + shard_ +
@@ -220,9 +215,9 @@ Status ShardMember::Run(const std::atomic<bool>* stop) {
     }
     // Only a directory that is complete for the last term may lead the next one.
     const int64_t last_term = last != nullptr ? last->mod_revision : 0;
-    if (ReadTerm(options_.db) != last_term) {
+    if (const int64_t mine = ReadTerm(options_.db); mine != last_term) {
       spdlog::info("store shard '{}': no primary; this member holds term {}, the last was {}: it waits for an "
-                   "up-to-date member to lead", options_.shard_id, ReadTerm(options_.db), last_term);
+                   "up-to-date member to lead", options_.shard_id, mine, last_term);
       std::this_thread::sleep_for(std::chrono::seconds(1));
       continue;
     }

@@ -1,0 +1,11 @@
+// The gRPC channel arguments of every client of a sinew-store: the store's message size,
+// and reconnects at least every second (a remote store, a follower's stream).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+namespace sinew::store {
+
+grpc::ChannelArguments StoreChannelArgs();
+
+}  // namespace sinew::store
