@@ -1,8 +1,9 @@
-// Helpers of the filters written after Python's text algorithms (filter_util.h).
+// Helpers shared by the filter files (filter_util.h).
 #include "filter_util.h"
 
 #include <algorithm>
 
+#include "builtins.h"
 #include "methods.h"
 
 namespace sinew::jinja {
@@ -15,6 +16,28 @@ int64_t IntArg(const Value& v, std::string_view what) {
 
 std::u32string Text(const Value& v) { return DecodeUtf8(v.Str()); }
 std::string Utf8(std::u32string_view s) { return EncodeUtf8(s); }
+
+const Value* Arg(const CallArgs& args, size_t index, std::string_view name) { return args.Get(index, name); }
+
+const Value& Required(const CallArgs& args, size_t index, std::string_view name, std::string_view what) {
+  const Value* v = args.Get(index, name);
+  if (v == nullptr) Fail(std::string(what) + "() missing required argument '" + std::string(name) + "'");
+  return *v;
+}
+
+Value Attribute(const Value& item, const std::string& path) {
+  Value v = item;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    const std::optional<int64_t> index = digits ? ParseDecimalInt64(part) : std::nullopt;
+    v = GetItem(v, index ? Value(*index) : Value(part));  // an index past int64: by name
+    if (dot == std::string::npos) return v;
+    start = dot + 1;
+  }
+}
 
 // The text a string filter gives back: a Markup stays one (str methods of Markup).
 Value Same(const Value& input, std::string text) {

@@ -1,5 +1,5 @@
-// Helpers shared by the filters that follow Python's text algorithms (text_filters.cc,
-// markup_filters.cc). All throw JinjaError on failure.
+// Helpers shared by the filter files (text, markup and sequence filters, builtins.cc).
+// All throw JinjaError on failure.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,12 @@ namespace sinew::jinja {
 
 // A Python int argument (bool counts); anything else is Python's TypeError.
 int64_t IntArg(const Value& v, std::string_view what);
+// The argument at `index` or named `name`; null when not given.
+const Value* Arg(const CallArgs& args, size_t index, std::string_view name);
+// The same, failing as Python does ("what() missing required argument 'name'") when absent.
+const Value& Required(const CallArgs& args, size_t index, std::string_view name, std::string_view what);
+// Jinja's make_attrgetter: "a.b" looks up each part with getitem (a part of digits as an index).
+Value Attribute(const Value& item, const std::string& path);
 // A value's text as code points, and code points as UTF-8.
 std::u32string Text(const Value& v);
 std::string Utf8(std::u32string_view s);
