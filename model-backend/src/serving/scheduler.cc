@@ -123,18 +123,18 @@ void Scheduler::RegisterFullBlocks(Sequence& seq) {
 std::vector<Scheduler::Planned> Scheduler::Plan(bool ahead) {
   ahead_refused_ = false;
   // Drop cancelled sequences first (their callers have returned); those in the
-  // step in flight once it is taken in.
-  auto droppable = [](const std::shared_ptr<Sequence>& s) {
-    return s->cancelled.load() && s->in_steps == 0;
-  };
-  for (auto& s : running_) {
-    if (droppable(s)) ReleaseBlocks(*s);
-  }
-  std::erase_if(running_, droppable);
-  for (auto& s : waiting_) {
-    if (s->cancelled.load()) DropSwap(*s);
-  }
-  std::erase_if(waiting_, [](const auto& s) { return s->cancelled.load(); });
+  // step in flight once it is taken in. A caller may cancel at any moment, so
+  // `cancelled` is read once per sequence: what is dropped is what is freed.
+  std::erase_if(running_, [this](const std::shared_ptr<Sequence>& s) {
+    if (!s->cancelled.load() || s->in_steps != 0) return false;
+    ReleaseBlocks(*s);
+    return true;
+  });
+  std::erase_if(waiting_, [this](const std::shared_ptr<Sequence>& s) {
+    if (!s->cancelled.load()) return false;
+    DropSwap(*s);
+    return true;
+  });
 
   std::vector<Planned> plan;
   int32_t budget = options_.step_tokens;
