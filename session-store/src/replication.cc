@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "replication_seed.h"
 #include "rocks_store.h"
 #include "store_channel.h"
 #include "sinew/grpc_status.h"
@@ -94,8 +96,17 @@ class FollowerBook {
 // sinew.v1.StoreReplication: one stream per follower.
 class ReplicationService final : public v1::StoreReplication::Service {
  public:
-  ReplicationService(RocksStore* store, FollowerBook* book, ReplicationMode mode)
-      : store_(store), book_(book), mode_(mode) {}
+  ReplicationService(RocksStore* store, std::string dir, FollowerBook* book, ReplicationMode mode)
+      : store_(store), dir_(std::move(dir)), book_(book), mode_(mode) {}
+
+  grpc::Status Seed(grpc::ServerContext*, const v1::SeedRequest* req,
+                    grpc::ServerWriter<v1::SeedChunk>* out) override {
+    const std::string scratch = dir_ + ".seed-" + std::to_string(++seeds_);
+    spdlog::info("replication: seeding follower '{}' from a checkpoint", req->follower());
+    Status served = ServeSeed(store_, scratch, out);
+    if (!served.ok()) spdlog::warn("replication: seeding follower '{}': {}", req->follower(), served.ToString());
+    return ToGrpcStatus(served);
+  }
 
   grpc::Status GetReplicationStatus(grpc::ServerContext*, const v1::GetReplicationStatusRequest*,
                                     v1::ReplicationStatus* out) override {
@@ -140,6 +151,12 @@ class ReplicationService final : public v1::StoreReplication::Service {
       });
       if (!sent.ok()) {
         ended = sent.status();
+        if (ended.code() == StatusCode::kOutOfRange) {
+          // Said in the stream: a status would be lost to the cancel that ends the reader.
+          v1::ReplicatedBatch seed;
+          seed.set_seed_needed(ended.message());
+          stream->Write(seed);
+        }
         break;
       }
       if (*sent == next) book_->AwaitWritten(next, std::chrono::milliseconds(200));
@@ -155,6 +172,8 @@ class ReplicationService final : public v1::StoreReplication::Service {
 
  private:
   RocksStore* store_;
+  const std::string dir_;  // the store's directory: seeds are checkpointed beside it
+  std::atomic<uint64_t> seeds_{0};
   FollowerBook* book_;
   const ReplicationMode mode_;
 };
@@ -162,8 +181,8 @@ class ReplicationService final : public v1::StoreReplication::Service {
 // The SessionStore of a primary: every write waits for a follower as the mode says.
 class PrimaryImpl final : public Primary, public SessionStore {
  public:
-  PrimaryImpl(std::unique_ptr<RocksStore> store, const PrimaryOptions& options)
-      : options_(options), store_(std::move(store)), service_(store_.get(), &book_, options.mode) {
+  PrimaryImpl(std::unique_ptr<RocksStore> store, const std::string& dir, const PrimaryOptions& options)
+      : options_(options), store_(std::move(store)), service_(store_.get(), dir, &book_, options.mode) {
     book_.Written(store_->LatestSequence());
   }
 
@@ -258,8 +277,8 @@ class PrimaryImpl final : public Primary, public SessionStore {
 
 class FollowerImpl final : public Follower {
  public:
-  FollowerImpl(std::unique_ptr<RocksStore> store, std::string primary, FollowerOptions options)
-      : store_(std::move(store)), primary_(std::move(primary)), options_(std::move(options)) {
+  FollowerImpl(std::unique_ptr<RocksStore> store, std::string dir, std::string primary, FollowerOptions options)
+      : store_(std::move(store)), dir_(std::move(dir)), primary_(std::move(primary)), options_(std::move(options)) {
     applied_ = store_->LatestSequence();
     thread_ = std::thread([this] { Run(); });
   }
@@ -284,6 +303,14 @@ class FollowerImpl final : public Follower {
     auto backoff = std::chrono::milliseconds(100);
     while (true) {
       Status ended = StreamOnce();
+      if (ended.code() == StatusCode::kOutOfRange) {
+        spdlog::info("follower '{}': {}; seeding from a checkpoint", options_.name, ended.ToString());
+        ended = SeedOnce();
+        if (ended.ok()) {
+          backoff = std::chrono::milliseconds(100);
+          continue;
+        }
+      }
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (stopping_) return;
@@ -317,6 +344,11 @@ class FollowerImpl final : public Follower {
       v1::ReplicatedBatch batch;
       v1::ReplicationAck ack;
       while (stream->Read(&batch)) {
+        if (!batch.seed_needed().empty()) {
+          applied = Status::OutOfRange(batch.seed_needed());
+          ctx.TryCancel();
+          break;
+        }
         applied = store_->ApplyReplicated(batch.sequence(), batch.count(), batch.data());
         if (!applied.ok()) {
           ctx.TryCancel();
@@ -337,7 +369,48 @@ class FollowerImpl final : public Follower {
     return FromGrpcStatus(finished);
   }
 
-  std::unique_ptr<RocksStore> store_;
+  // The primary no longer keeps the log this store needs: replaces the directory by a
+  // checkpoint of the primary's (the store is closed meanwhile) and reopens it.
+  Status SeedOnce() {
+    SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(primary_, options_.tls, StoreChannelArgs()));
+    auto stub = v1::StoreReplication::NewStub(channel);
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return Status::Ok();
+      ctx_ = &ctx;
+    }
+    v1::SeedRequest req;
+    req.set_follower(options_.name);
+    auto reader = stub->Seed(&ctx, req);
+    store_.reset();
+    Result<uint64_t> seeded = ReceiveSeed(reader.get(), dir_, options_.keep_files);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ctx_ = nullptr;
+    }
+    auto reopened = RocksStore::Open(dir_, StoreOptions{});
+    if (!reopened.ok()) {
+      // Nothing else can be done with a directory that does not open: stop here.
+      spdlog::error("follower '{}': cannot reopen {}: {}", options_.name, dir_, reopened.status().ToString());
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      return reopened.status();
+    }
+    store_ = std::move(*reopened);
+    if (!seeded.ok()) return seeded.status();
+    applied_ = store_->LatestSequence();
+    if (applied_.load() < *seeded) {
+      return Status::Corruption("a seed said it holds sequence " + std::to_string(*seeded) + " but opened at " +
+                                std::to_string(applied_.load()));
+    }
+    spdlog::info("follower '{}': seeded {} from a checkpoint of {} through sequence {}", options_.name, dir_, primary_,
+                 applied_.load());
+    return Status::Ok();
+  }
+
+  std::unique_ptr<RocksStore> store_;  // null only while a seed replaces the directory
+  const std::string dir_;
   const std::string primary_;
   const FollowerOptions options_;
   std::atomic<uint64_t> applied_{0};
@@ -349,20 +422,45 @@ class FollowerImpl final : public Follower {
   std::thread thread_;
 };
 
+// Checkpoints left beside `dir` by seeds a crash interrupted.
+void RemoveSeedScratch(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path path(dir);
+  const std::string prefix = path.filename().string() + ".seed-";
+  std::error_code ec;
+  const fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& dir, const StoreOptions& options,
                                                   const PrimaryOptions& primary) {
   if (primary.wal_ttl.count() <= 0) return Status::InvalidArgument("wal_ttl must be positive");
+  RemoveSeedScratch(dir);
   SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, options, primary.wal_ttl));
-  return std::unique_ptr<Primary>(new PrimaryImpl(std::move(store), primary));
+  return std::unique_ptr<Primary>(new PrimaryImpl(std::move(store), dir, primary));
+}
+
+Result<uint64_t> StoredSequence(const std::string& dir) {
+  StoreOptions read_only;
+  read_only.read_only = true;
+  auto store = RocksStore::Open(dir, read_only);
+  if (!store.ok() && store.status().code() == StatusCode::kNotFound) return uint64_t{0};
+  if (!store.ok()) return store.status();
+  return (*store)->LatestSequence();
 }
 
 Result<std::unique_ptr<Follower>> Follower::Start(const std::string& dir, const std::string& primary_address,
                                                   const FollowerOptions& options) {
   if (primary_address.empty()) return Status::InvalidArgument("the primary's address is required");
+  // A seed that a crash interrupted is not a store: start over.
+  std::error_code ec;
+  std::filesystem::remove_all(dir + ".seeding", ec);
   SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, StoreOptions{}));
-  return std::unique_ptr<Follower>(new FollowerImpl(std::move(store), primary_address, options));
+  return std::unique_ptr<Follower>(new FollowerImpl(std::move(store), dir, primary_address, options));
 }
 
 }  // namespace sinew::store

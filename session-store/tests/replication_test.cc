@@ -52,6 +52,21 @@ class ReplicationTest : public ::testing::Test {
                            "following");
     ASSERT_NE(follower_, nullptr) << "the follower did not start";
   }
+  // Whether the primary still serves its log from sequence 1 (a new follower's start).
+  bool LogStartsAtOne() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    auto stream = replication_->Replicate(&ctx);
+    v1::ReplicationAck start;
+    start.mutable_start()->set_follower("probe");
+    start.mutable_start()->set_from_sequence(1);
+    v1::ReplicatedBatch batch;
+    const bool got = stream->Write(start) && stream->Read(&batch);
+    EXPECT_TRUE(got) << "the primary answered no batch and did not say why";
+    ctx.TryCancel();
+    (void)stream->Finish();
+    return got && batch.seed_needed().empty();
+  }
   v1::ReplicationStatus ReplicationStatus() {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
@@ -214,6 +229,71 @@ TEST_F(ReplicationTest, ASyncPrimaryThatMayDegradeAcknowledgesAloneAndWaitsAgain
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->events_size(), 3);
   EXPECT_EQ(events->events(2).user_message().text(), "with a follower");
+}
+
+// A primary keeps its write-ahead log for --wal-ttl-seconds; a follower that needs older
+// batches (a new one with an empty directory, or one that was away too long) is seeded
+// from a checkpoint of the primary and then streams from the checkpoint's end.
+TEST_F(ReplicationTest, AFollowerThePrimarysLogNoLongerCoversIsSeededFromACheckpoint) {
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("async", "--wal-ttl-seconds=1"));
+  auto meta = client_->CreateSession(test::CreateOf("acme", "seeded"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  uint64_t next = 2;
+  auto append = [&](int n) {
+    for (int i = 0; i < n; ++i, ++next) {
+      auto r = client_->Append(AppendOf(meta->id(), next, 0, {"e" + std::to_string(next)}));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(append(10));
+  // A follower holds the first writes, then goes away.
+  ASSERT_NO_FATAL_FAILURE(StartFollower());
+  ASSERT_NO_FATAL_FAILURE(AwaitCaughtUp());
+  follower_->Signal(SIGKILL);
+  follower_->Wait();
+  // Meanwhile the primary flushes (a checkpoint does) and drops the log past its TTL.
+  int flushes = 0;
+  while (LogStartsAtOne()) {
+    ASSERT_LT(flushes, 300) << "the primary still serves its log from sequence 1";
+    ASSERT_NO_FATAL_FAILURE(append(5));
+    ASSERT_TRUE(client_->Checkpoint(dir_.Sub("flush-" + std::to_string(flushes++))).ok());
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_NO_FATAL_FAILURE(append(10));
+  // The follower that was away, and a new one with an empty directory: both are seeded.
+  ASSERT_NO_FATAL_FAILURE(StartFollower());
+  const std::string new_dir = dir_.Sub("new-follower");
+  auto fresh = StartStore({"--db", new_dir, "--follow", primary_address_, "--follower-name", "f2"}, "following");
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_TRUE(follower_->WaitForLine("seeded", seconds(30))) << "the follower that was away was not seeded";
+  EXPECT_TRUE(fresh->WaitForLine("seeded", seconds(30))) << "the new follower was not seeded";
+  ASSERT_NO_FATAL_FAILURE(append(10));  // streamed after the seed
+  for (int i = 0; i < 3000; ++i) {
+    auto st = ReplicationStatus();
+    if (st.followers_size() == 2 && st.followers(0).synced_sequence() == st.latest_sequence() &&
+        st.followers(1).synced_sequence() == st.latest_sequence()) {
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  auto primary_events = AllEvents(*client_, meta->id());
+  ASSERT_TRUE(primary_events.ok());
+  ASSERT_EQ(primary_events->events_size(), static_cast<int>(next - 1));
+  LosePrimary();
+  fresh->Signal(SIGKILL);
+  fresh->Wait();
+  for (const std::string& copy_dir : {follower_dir_, new_dir}) {
+    if (copy_dir == follower_dir_) {
+      follower_->Signal(SIGKILL);
+      follower_->Wait();
+    }
+    auto copy = OpenSessionStore(copy_dir, StoreOptions{});
+    ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+    auto events = AllEvents(**copy, meta->id());
+    ASSERT_TRUE(events.ok()) << copy_dir << ": " << events.status().ToString();
+    EXPECT_EQ(events->SerializeAsString(), primary_events->SerializeAsString()) << copy_dir;
+  }
+  EXPECT_FALSE(std::filesystem::exists(follower_dir_ + ".seeding")) << "a seed left its scratch directory";
 }
 
 TEST_F(ReplicationTest, AStreamThatDoesNotStartWithStartIsRefused) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "sinew/grpc_tls.h"
@@ -41,7 +42,75 @@ Status WriteTerm(const std::string& db, int64_t term) {
   return Status::Ok();
 }
 
+// "<term> <sequence> following|campaigning", the value of a member's progress key.
+std::string ProgressValue(int64_t term, uint64_t sequence, bool campaigning) {
+  return std::to_string(term) + " " + std::to_string(sequence) + (campaigning ? " campaigning" : " following");
+}
+
+std::optional<MemberProgress> ParseProgress(std::string name, const std::string& value) {
+  std::istringstream in(value);
+  MemberProgress p;
+  std::string state;
+  if (!(in >> p.term >> p.sequence >> state) || (state != "following" && state != "campaigning")) return std::nullopt;
+  p.name = std::move(name);
+  p.campaigning = state == "campaigning";
+  return p;
+}
+
 }  // namespace
+
+std::string WaitsFor(const std::vector<MemberProgress>& others, int64_t term, uint64_t sequence) {
+  for (const auto& p : others) {
+    if (p.term != term) continue;  // not complete for this term: it never leads it
+    if (!p.campaigning) return p.name + " (term " + std::to_string(term) + ", still following)";
+    if (p.sequence > sequence) {
+      return p.name + " (term " + std::to_string(term) + ", sequence " + std::to_string(p.sequence) + ")";
+    }
+  }
+  return "";
+}
+
+// This member's progress key, under an etcd lease of its own that Publish renews. Best
+// effort: while etcd does not answer, the next call tries again.
+class ShardMember::Progress {
+ public:
+  Progress(coord::EtcdClient* etcd, std::string key, int64_t ttl_seconds)
+      : etcd_(etcd), key_(std::move(key)), ttl_seconds_(ttl_seconds) {}
+
+  void Publish(int64_t term, uint64_t sequence, bool campaigning) {
+    const Clock::time_point now = Clock::now();
+    if (lease_ != 0 && now - renewed_ >= std::chrono::seconds(ttl_seconds_) / 3) {
+      auto ttl = etcd_->KeepAliveOnce(lease_);
+      if (!ttl.ok()) return;
+      if (*ttl == 0) lease_ = 0;  // it ran out (this process was frozen, or etcd lost it)
+      renewed_ = now;
+    }
+    if (lease_ == 0) {
+      auto lease = etcd_->GrantLease(ttl_seconds_);
+      if (!lease.ok()) return;
+      lease_ = lease->id;
+      renewed_ = now;
+      value_.clear();
+    }
+    const std::string value = ProgressValue(term, sequence, campaigning);
+    if (value == value_) return;
+    if (etcd_->Put(key_, value, lease_).ok()) value_ = value;
+  }
+  // While this member leads: its progress is the primary's own.
+  void Withdraw() {
+    if (lease_ != 0) (void)etcd_->RevokeLease(lease_);
+    lease_ = 0;
+    value_.clear();
+  }
+
+ private:
+  coord::EtcdClient* etcd_;
+  const std::string key_;
+  const int64_t ttl_seconds_;
+  int64_t lease_ = 0;
+  Clock::time_point renewed_{};
+  std::string value_;  // as last put
+};
 
 // The store gRPC serves: the primary while this member leads (and its lease is surely
 // still held), else refusals that name the primary.
@@ -162,6 +231,12 @@ class ShardMember::ForwardingReplication final : public v1::StoreReplication::Se
     if (!p) return {grpc::StatusCode::UNAVAILABLE, "this sinew-store is not its shard's primary"};
     return static_cast<v1::StoreReplication::Service*>(p->service())->Replicate(ctx, stream);
   }
+  grpc::Status Seed(grpc::ServerContext* ctx, const v1::SeedRequest* req,
+                    grpc::ServerWriter<v1::SeedChunk>* out) override {
+    auto p = switch_->primary();
+    if (!p) return {grpc::StatusCode::UNAVAILABLE, "this sinew-store is not its shard's primary"};
+    return static_cast<v1::StoreReplication::Service*>(p->service())->Seed(ctx, req, out);
+  }
   grpc::Status GetReplicationStatus(grpc::ServerContext* ctx, const v1::GetReplicationStatusRequest* req,
                                     v1::ReplicationStatus* out) override {
     auto p = switch_->primary();
@@ -185,6 +260,7 @@ ShardMember::~ShardMember() = default;
 void ShardMember::SetAdvertise(std::string advertise, std::function<Status()> on_lead) {
   advertise_ = std::move(advertise);
   on_lead_ = std::move(on_lead);
+  progress_ = std::make_unique<Progress>(etcd_, key_ + "/members/" + advertise_, options_.member_ttl_seconds);
 }
 
 SessionStore* ShardMember::store() { return switch_.get(); }
@@ -192,6 +268,16 @@ v1::StoreReplication::Service* ShardMember::replication_service() { return repli
 
 Status ShardMember::Run(const std::atomic<bool>* stop) {
   const std::string last_key = key_ + "/last";  // the last winner, kept without a lease
+  const std::string members_prefix = key_ + "/members/";
+  // How far this directory goes, read once it stops following (kUnread until then).
+  constexpr uint64_t kUnread = ~uint64_t{0};
+  uint64_t mine = kUnread;
+  std::string waiting;           // why this member last held back (logged when it changes)
+  auto hold_back = [&](std::string why, std::chrono::milliseconds pause) {
+    if (why != waiting) spdlog::info("store shard '{}': no primary; {}", options_.shard_id, why);
+    waiting = std::move(why);
+    std::this_thread::sleep_for(pause);
+  };
   while (!*stop) {
     auto listing = etcd_->GetPrefix(key_);
     if (!listing.ok()) {
@@ -200,9 +286,16 @@ Status ShardMember::Run(const std::atomic<bool>* stop) {
     }
     const coord::KeyValue* primary = nullptr;
     const coord::KeyValue* last = nullptr;
+    std::vector<MemberProgress> others;
     for (const auto& kv : listing->kvs) {
       if (kv.key == key_) primary = &kv;
       if (kv.key == last_key) last = &kv;
+    }
+    for (const auto& kv : listing->kvs) {
+      if (kv.key.rfind(members_prefix, 0) != 0) continue;
+      std::string name = kv.key.substr(members_prefix.size());
+      if (name == advertise_ || (last != nullptr && name == last->value)) continue;
+      if (auto p = ParseProgress(std::move(name), kv.value)) others.push_back(std::move(*p));
     }
     if (primary != nullptr) {
       if (primary->value == advertise_) {
@@ -210,15 +303,31 @@ Status ShardMember::Run(const std::atomic<bool>* stop) {
         std::this_thread::sleep_for(kPoll);
         continue;
       }
+      waiting.clear();
+      mine = kUnread;
       SINEW_RETURN_IF_ERROR(Follow(*primary, stop));
       continue;
     }
+    if (mine == kUnread) {
+      auto stored = StoredSequence(options_.db);
+      if (!stored.ok()) return stored.status();
+      mine = *stored;
+    }
     // Only a directory that is complete for the last term may lead the next one.
     const int64_t last_term = last != nullptr ? last->mod_revision : 0;
-    if (const int64_t mine = ReadTerm(options_.db); mine != last_term) {
-      spdlog::info("store shard '{}': no primary; this member holds term {}, the last was {}: it waits for an "
-                   "up-to-date member to lead", options_.shard_id, mine, last_term);
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+    const int64_t term_held = ReadTerm(options_.db);
+    progress_->Publish(term_held, mine, /*campaigning=*/true);
+    if (term_held != last_term) {
+      hold_back("this member holds term " + std::to_string(term_held) + ", the last was " +
+                    std::to_string(last_term) + ": it waits for an up-to-date member to lead",
+                std::chrono::seconds(1));
+      continue;
+    }
+    // ... and the most advanced of those: every write acknowledged in sync mode is on it.
+    if (std::string ahead = WaitsFor(others, last_term, mine); !ahead.empty()) {
+      hold_back("this member holds sequence " + std::to_string(mine) + " of term " + std::to_string(last_term) +
+                    "; it waits for " + ahead,
+                kPoll);
       continue;
     }
     auto lease = etcd_->GrantLease(options_.ttl_seconds);
@@ -233,6 +342,7 @@ Status ShardMember::Run(const std::atomic<bool>* stop) {
       continue;  // another won (or etcd did not answer): look again
     }
     switch_->HoldUntil(granted + std::chrono::seconds(lease->ttl_seconds) - kSafetyMargin);
+    progress_->Withdraw();
     return Lead(lease->id, *term, stop);
   }
   return Status::Ok();
@@ -282,6 +392,7 @@ Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<boo
   FollowerOptions fo;
   fo.name = advertise_;
   fo.tls = options_.follow_tls;
+  fo.keep_files = {"SHARD", "TERM"};
   SINEW_ASSIGN_OR_RETURN(auto follower, Follower::Start(options_.db, primary.value, fo));
   spdlog::info("store shard '{}': following the primary at {} (term {})", options_.shard_id, primary.value,
                primary.create_revision);
@@ -304,6 +415,8 @@ Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<boo
         complete = true;
       }
     }
+    progress_->Publish(complete ? primary.create_revision : ReadTerm(options_.db), follower->AppliedSequence(),
+                       /*campaigning=*/false);
     std::this_thread::sleep_for(kPoll);
     auto listing = etcd_->GetPrefix(key_);
     if (!listing.ok()) continue;  // etcd away: keep following

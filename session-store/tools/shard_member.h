@@ -3,7 +3,10 @@
 // (/sinew/store-primaries/<shard>, held under an etcd lease; its creation revision is the
 // term). The winner opens its directory as the primary, registers its address as the
 // shard's in the shard map and serves; the others follow it and campaign again when the
-// key goes (the primary's lease ran out). A primary that cannot renew its lease stops
+// key goes (the primary's lease ran out). Each member that does not lead publishes how far
+// its directory goes (/sinew/store-primaries/<shard>/members/<address>, under its own
+// lease); a member campaigns only when no live member complete for the same term is
+// still following or holds more, so the most advanced live member leads. A primary that cannot renew its lease stops
 // acknowledging a second before the lease's TTL ends, and the process exits: it is
 // deposed, and when it starts again it sets its directory aside (it may hold writes
 // nobody acknowledged) and follows the new primary from an empty one.
@@ -35,6 +38,7 @@ class ShardMember {
     PrimaryOptions primary;
     GrpcTlsOptions follow_tls;  // to the primary, when following
     int64_t ttl_seconds = 5;    // the primary key's etcd lease
+    int64_t member_ttl_seconds = 5;  // the lease of this member's published progress
   };
 
   ShardMember(coord::EtcdClient* etcd, Options options);
@@ -57,6 +61,7 @@ class ShardMember {
  private:
   class Switch;
   class ForwardingReplication;
+  class Progress;
 
   Status Lead(int64_t lease_id, int64_t term, const std::atomic<bool>* stop);
   Status Follow(const coord::KeyValue& primary, const std::atomic<bool>* stop);
@@ -70,6 +75,20 @@ class ShardMember {
   std::function<Status()> on_lead_;
   std::unique_ptr<Switch> switch_;
   std::unique_ptr<ForwardingReplication> replication_;
+  std::unique_ptr<Progress> progress_;  // used by Run's thread only
 };
+
+// A member's published progress, as another member reads it.
+struct MemberProgress {
+  std::string name;        // its address
+  int64_t term = 0;        // the term its directory is complete for
+  uint64_t sequence = 0;   // the last sequence number its directory holds
+  bool campaigning = false;  // false: it still follows a primary, its sequence may grow
+};
+
+// Whom a member holding `sequence` at `term` waits for before it campaigns: the first
+// of `others` complete for the same term that still follows or holds more. Empty: it may
+// campaign. `others` leaves out the member itself and the last primary.
+std::string WaitsFor(const std::vector<MemberProgress>& others, int64_t term, uint64_t sequence);
 
 }  // namespace sinew::store

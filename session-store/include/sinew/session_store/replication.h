@@ -44,7 +44,7 @@ struct PrimaryOptions {
   // and logs each change between the two. Default: false
   bool degrade_when_alone = false;
   // How long the primary keeps write-ahead log files for followers that fall behind or
-  // reconnect; a follower that needs an older batch is refused with kFailedPrecondition.
+  // reconnect; a follower that needs an older batch is seeded from a checkpoint instead.
   // Default: 1 h
   std::chrono::seconds wal_ttl{3600};
 };
@@ -75,11 +75,20 @@ class Primary {
                                                                 const StoreOptions& options,
                                                                 const PrimaryOptions& primary);
 
+// The last RocksDB sequence number the store at `dir` holds (how far a member's copy
+// goes); 0 when `dir` holds no store. Opens it read-only: nothing may be writing it.
+// Errors: those of OpenSessionStore.
+[[nodiscard]] Result<uint64_t> StoredSequence(const std::string& dir);
+
 struct FollowerOptions {
   // Sent to the primary; names this follower in its status and logs. Default: "follower"
   std::string name = "follower";
   // mTLS to the primary (docs/security.md). Default: none (plain gRPC)
   GrpcTlsOptions tls{};
+  // Files of the directory (beside RocksDB's) that a seed keeps: when the directory is
+  // replaced by a checkpoint of the primary, these are copied into the new one.
+  // Default: none
+  std::vector<std::string> keep_files{};
 };
 
 // Keeps a directory a copy of a primary's store.
@@ -88,14 +97,18 @@ class Follower {
   virtual ~Follower() = default;  // stops following and closes the directory
   // Opens (or creates) the store at `dir` and follows the primary at `primary_address`
   // (host:port) from the first batch `dir` lacks, reconnecting while the primary is
-  // away. Errors: those of OpenSessionStore.
+  // away. When the primary no longer keeps the log from there (a new follower of an old
+  // primary, or one away longer than its wal_ttl), `dir` is replaced, in one rename, by a
+  // checkpoint of the primary's store streamed over the replication service (every
+  // file's size and SHA-256 checked), and following goes on from the checkpoint's end.
+  // `dir`.seeding is the seed's scratch space. Errors: those of OpenSessionStore.
   [[nodiscard]] static Result<std::unique_ptr<Follower>> Start(const std::string& dir,
                                                               const std::string& primary_address,
                                                               const FollowerOptions& options);
   // The last batch applied and synced here.
   virtual uint64_t AppliedSequence() = 0;
   // Why the last stream ended (Ok while streaming or before the first); a batch out of
-  // order or a primary that no longer has the log this follower needs shows up here.
+  // order or a seed that failed shows up here.
   virtual Status LastError() = 0;
 };
 
