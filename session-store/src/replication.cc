@@ -25,11 +25,12 @@ namespace {
 // goes (streams wait on it for new batches, writers for a follower to catch up).
 class FollowerBook {
  public:
-  // Registers a stream; returns its key.
-  uint64_t Add(const std::string& name, uint64_t synced) {
+  // Registers a stream that has synced `synced` and is in sync once it has synced
+  // `in_sync_from`; returns its key.
+  uint64_t Add(const std::string& name, uint64_t synced, uint64_t in_sync_from) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t key = ++next_key_;
-    followers_[key] = {name, synced};
+    followers_[key] = {{name, synced, synced >= in_sync_from}, in_sync_from};
     cv_.notify_all();
     return key;
   }
@@ -41,8 +42,9 @@ class FollowerBook {
   void Synced(uint64_t key, uint64_t sequence) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = followers_.find(key);
-    if (it != followers_.end() && sequence > it->second.synced_sequence) {
-      it->second.synced_sequence = sequence;
+    if (it != followers_.end() && sequence > it->second.status.synced_sequence) {
+      it->second.status.synced_sequence = sequence;
+      it->second.status.in_sync = sequence >= it->second.in_sync_from;
       cv_.notify_all();
     }
   }
@@ -59,12 +61,12 @@ class FollowerBook {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
-  // Waits until some follower has synced `sequence`; false after `timeout`.
+  // Waits until some in-sync follower has synced `sequence`; false after `timeout`.
   bool AwaitSynced(uint64_t sequence, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, timeout, [&] {
       for (const auto& [key, f] : followers_) {
-        if (f.synced_sequence >= sequence) return true;
+        if (f.status.in_sync && f.status.synced_sequence >= sequence) return true;
       }
       return false;
     });
@@ -81,7 +83,7 @@ class FollowerBook {
   std::vector<FollowerStatus> List() {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<FollowerStatus> out;
-    for (const auto& [key, f] : followers_) out.push_back(f);
+    for (const auto& [key, f] : followers_) out.push_back(f.status);
     return out;
   }
 
@@ -90,7 +92,11 @@ class FollowerBook {
   std::condition_variable cv_;
   uint64_t next_key_ = 0;
   uint64_t written_ = 0;
-  std::map<uint64_t, FollowerStatus> followers_;
+  struct Entry {
+    FollowerStatus status;
+    uint64_t in_sync_from = 0;  // the primary's last sequence number when the stream began
+  };
+  std::map<uint64_t, Entry> followers_;
 };
 
 // sinew.v1.StoreReplication: one stream per follower.
@@ -116,6 +122,7 @@ class ReplicationService final : public v1::StoreReplication::Service {
       auto* p = out->add_followers();
       p->set_name(f.name);
       p->set_synced_sequence(f.synced_sequence);
+      p->set_in_sync(f.in_sync);
     }
     return grpc::Status::OK;
   }
@@ -129,7 +136,9 @@ class ReplicationService final : public v1::StoreReplication::Service {
     const std::string name = first.start().follower();
     uint64_t next = first.start().from_sequence();
     if (next == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "start.from_sequence must be at least 1"};
-    const uint64_t key = book_->Add(name, next - 1);
+    // Read before the first batch is: a follower that knows this number (it asked for
+    // the status before it started) is in sync no later than the book says.
+    const uint64_t key = book_->Add(name, next - 1, store_->LatestSequence());
     spdlog::info("replication: follower '{}' streams from sequence {}", name, next);
     std::atomic<bool> reader_done{false};
     std::thread reader([&] {
@@ -335,12 +344,34 @@ class FollowerImpl final : public Follower {
       if (stopping_) return Status::Ok();
       ctx_ = &ctx;
     }
+    // The primary counts this follower in sync from its last sequence number now on, or
+    // from a later one: caught up with this number, the follower is surely in sync.
+    bool await_caught_up = false;
+    uint64_t caught_up_at = 0;
+    if (options_.on_caught_up) {
+      grpc::ClientContext status_ctx;
+      status_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::ReplicationStatus status;
+      grpc::Status got = stub->GetReplicationStatus(&status_ctx, {}, &status);
+      if (!got.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ctx_ = nullptr;
+        return FromGrpcStatus(got);
+      }
+      caught_up_at = status.latest_sequence();
+      await_caught_up = true;
+    }
+    auto caught_up = [&]() -> Status {
+      if (!await_caught_up || applied_.load() < caught_up_at) return Status::Ok();
+      await_caught_up = false;
+      return options_.on_caught_up();
+    };
     auto stream = stub->Replicate(&ctx);
     v1::ReplicationAck start;
     start.mutable_start()->set_follower(options_.name);
     start.mutable_start()->set_from_sequence(store_->LatestSequence() + 1);
-    Status applied = Status::Ok();
-    if (stream->Write(start)) {
+    Status applied = caught_up();
+    if (applied.ok() && stream->Write(start)) {
       v1::ReplicatedBatch batch;
       v1::ReplicationAck ack;
       while (stream->Read(&batch)) {
@@ -355,6 +386,11 @@ class FollowerImpl final : public Follower {
           break;
         }
         applied_ = batch.sequence() + batch.count() - 1;
+        applied = caught_up();
+        if (!applied.ok()) {
+          ctx.TryCancel();
+          break;
+        }
         ack.set_synced_sequence(applied_.load());
         if (!stream->Write(ack)) break;
       }

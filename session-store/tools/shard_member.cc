@@ -389,34 +389,25 @@ Status ShardMember::Lead(int64_t lease_id, int64_t term, const std::atomic<bool>
 Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<bool>* stop) {
   SINEW_RETURN_IF_ERROR(SetAsideIfDeposed(primary.create_revision));
   switch_->Follow(primary.value);
+  // The term is this directory's once it holds everything the primary had written when
+  // the stream began: from then on the primary counts its fsyncs for sync mode, so it is
+  // recorded before the first of those is acknowledged.
+  const int64_t term = primary.create_revision;
+  std::atomic<bool> complete{ReadTerm(options_.db) == term};
   FollowerOptions fo;
   fo.name = advertise_;
   fo.tls = options_.follow_tls;
   fo.keep_files = {"SHARD", "TERM"};
+  fo.on_caught_up = [&]() -> Status {
+    if (complete) return Status::Ok();
+    SINEW_RETURN_IF_ERROR(WriteTerm(options_.db, term));
+    complete = true;
+    return Status::Ok();
+  };
   SINEW_ASSIGN_OR_RETURN(auto follower, Follower::Start(options_.db, primary.value, fo));
-  spdlog::info("store shard '{}': following the primary at {} (term {})", options_.shard_id, primary.value,
-               primary.create_revision);
-  // The term is this directory's once it holds everything the primary had written when
-  // the stream began (in sync mode, everything acknowledged before it).
-  std::optional<uint64_t> target;  // the primary's last sequence number when the stream began
-  bool complete = ReadTerm(options_.db) == primary.create_revision;
-  SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(primary.value, options_.follow_tls));
-  auto stub = v1::StoreReplication::NewStub(channel);
+  spdlog::info("store shard '{}': following the primary at {} (term {})", options_.shard_id, primary.value, term);
   while (!*stop) {
-    if (!complete) {
-      if (!target) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-        v1::ReplicationStatus status;
-        if (stub->GetReplicationStatus(&ctx, {}, &status).ok()) target = status.latest_sequence();
-      }
-      if (target && follower->AppliedSequence() >= *target) {
-        SINEW_RETURN_IF_ERROR(WriteTerm(options_.db, primary.create_revision));
-        complete = true;
-      }
-    }
-    progress_->Publish(complete ? primary.create_revision : ReadTerm(options_.db), follower->AppliedSequence(),
-                       /*campaigning=*/false);
+    progress_->Publish(complete ? term : ReadTerm(options_.db), follower->AppliedSequence(), /*campaigning=*/false);
     std::this_thread::sleep_for(kPoll);
     auto listing = etcd_->GetPrefix(key_);
     if (!listing.ok()) continue;  // etcd away: keep following

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@
 namespace sinew::store {
 
 enum class ReplicationMode {
-  // A write is acknowledged once one follower has synced it to its disk.
+  // A write is acknowledged once one in-sync follower (FollowerStatus::in_sync) has
+  // synced it to its disk.
   kSync,
   // A write is acknowledged after the primary's own write; followers lag behind.
   kAsync,
@@ -52,6 +54,9 @@ struct PrimaryOptions {
 struct FollowerStatus {
   std::string name;             // as the follower gave it
   uint64_t synced_sequence = 0;  // the last batch it has synced (RocksDB sequence number)
+  // It has synced everything this primary had written when its stream began; only such
+  // a follower's fsync acknowledges a write in kSync mode.
+  bool in_sync = false;
 };
 
 // A store with followers: writes through store() are replicated as PrimaryOptions say.
@@ -89,6 +94,12 @@ struct FollowerOptions {
   // replaced by a checkpoint of the primary, these are copied into the new one.
   // Default: none
   std::vector<std::string> keep_files{};
+  // Called on the follower's thread once this directory holds everything the primary had
+  // written when the stream began, before the follower acknowledges anything the primary
+  // counts for kSync (so a member can record that its copy is complete before it is
+  // needed to be). Called again after a reconnection. An error ends the stream.
+  // Default: none
+  std::function<Status()> on_caught_up{};
 };
 
 // Keeps a directory a copy of a primary's store.
