@@ -61,8 +61,10 @@ std::optional<MemberProgress> ParseProgress(std::string name, const std::string&
 
 std::string WaitsFor(const std::vector<MemberProgress>& others, int64_t term, uint64_t sequence) {
   for (const auto& p : others) {
+    // Its record may lag behind its copy (it is republished every poll): it may be
+    // complete for the term and ahead by now.
+    if (!p.campaigning) return p.name + " (still following)";
     if (p.term != term) continue;  // not complete for this term: it never leads it
-    if (!p.campaigning) return p.name + " (term " + std::to_string(term) + ", still following)";
     if (p.sequence > sequence) {
       return p.name + " (term " + std::to_string(term) + ", sequence " + std::to_string(p.sequence) + ")";
     }
@@ -401,6 +403,9 @@ Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<boo
   fo.on_caught_up = [&]() -> Status {
     if (complete) return Status::Ok();
     SINEW_RETURN_IF_ERROR(WriteTerm(options_.db, term));
+    // A copy complete for this term is no deposed primary's, whatever it led before.
+    std::error_code ec;
+    std::filesystem::remove(options_.db + "/PRIMARY", ec);
     complete = true;
     return Status::Ok();
   };

@@ -5,8 +5,8 @@
 // shard's in the shard map and serves; the others follow it and campaign again when the
 // key goes (the primary's lease ran out). Each member that does not lead publishes how far
 // its directory goes (/sinew/store-primaries/<shard>/members/<address>, under its own
-// lease); a member campaigns only when no live member complete for the same term is
-// still following or holds more, so the most advanced live member leads. A primary that cannot renew its lease stops
+// lease); a member campaigns only when no live member still follows or, complete for the
+// same term, holds more, so the most advanced live member leads. A primary that cannot renew its lease stops
 // acknowledging a second before the lease's TTL ends, and the process exits: it is
 // deposed, and when it starts again it sets its directory aside (it may hold writes
 // nobody acknowledged) and follows the new primary from an empty one.
@@ -87,8 +87,9 @@ struct MemberProgress {
 };
 
 // Whom a member holding `sequence` at `term` waits for before it campaigns: the first
-// of `others` complete for the same term that still follows or holds more. Empty: it may
-// campaign. `others` leaves out the member itself and the last primary.
+// of `others` that still follows (its record may lag behind its copy) or that is complete
+// for the same term and holds more. Empty: it may campaign. `others` leaves out the
+// member itself and the last primary.
 std::string WaitsFor(const std::vector<MemberProgress>& others, int64_t term, uint64_t sequence);
 
 }  // namespace sinew::store
