@@ -295,6 +295,8 @@ TEST_F(ReplicatedShardTest, TheMostAdvancedFollowerLeadsAfterThePrimaryIsLost) {
 // is SIGKILLed and its disk deleted, again and again, a new member with an empty disk
 // taking each lost one's place; followers crash too (restarted on their directory), a
 // follower's machine is lost now and then, and etcd is killed and restarted on its data.
+// Primaries keep their log 1 s and are flushed every cycle, so new members are seeded
+// from checkpoints as they would be in a shard that has run for a while.
 // SINEW_FAILOVER_CYCLES sets the count (default 4; the `long` label runs 40).
 TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
   const char* env = std::getenv("SINEW_FAILOVER_CYCLES");
@@ -305,7 +307,7 @@ TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
   auto add_member = [&](std::string db = "") {
     if (db.empty()) db = dir_.Sub("m" + std::to_string(made++));
     std::string address;
-    members[db] = Member(db, {}, &address);
+    members[db] = Member(db, {"--wal-ttl-seconds", "1"}, &address);
     addresses[address] = db;
     return members[db] != nullptr;
   };
@@ -369,16 +371,29 @@ TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
     return std::string();
   };
   std::vector<double> failover_ms;  // from a primary's SIGKILL to the client's next acknowledgement
-  int follower_crashes = 0, follower_losses = 0, etcd_restarts = 0;
+  int follower_crashes = 0, follower_losses = 0, etcd_restarts = 0, seeds = 0;
+  auto count_seeds = [&](testing::Subprocess& proc) {
+    while (auto line = proc.ReadLine(milliseconds(1))) seeds += line->find("seeded") != std::string::npos ? 1 : 0;
+  };
+  auto kill = [&](const std::string& db) {
+    members[db]->Signal(SIGKILL);
+    members[db]->Wait();
+    count_seeds(*members[db]);
+  };
+  int flushes = 0;
   for (int cycle = 0; cycle < cycles && !::testing::Test::HasFailure(); ++cycle) {
     ASSERT_TRUE(await_acks(5)) << "cycle " << cycle << ": the client made no progress";
     std::string leader_db = leader_with(1);
     ASSERT_FALSE(leader_db.empty()) << "cycle " << cycle << ": no primary with an in-sync follower";
+    {
+      // A checkpoint flushes the primary's memtables: its log files become old ones.
+      auto direct = ConnectSessionStore(PrimaryNow(**etcd).first);
+      if (direct.ok()) (void)(*direct)->Checkpoint(dir_.Sub("flush-" + std::to_string(flushes++)));
+    }
     if (cycle % 2 == 1) {
       // A follower's process crashes and comes back on its directory.
       const std::string db = a_follower_of(leader_db);
-      members[db]->Signal(SIGKILL);
-      members[db]->Wait();
+      kill(db);
       ASSERT_TRUE(add_member(db)) << "cycle " << cycle;
       ++follower_crashes;
       ASSERT_TRUE(await_acks(3)) << "cycle " << cycle;
@@ -386,8 +401,7 @@ TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
     if (cycle % 4 == 3) {
       // A follower's machine is lost; a new member takes its place and catches up.
       const std::string db = a_follower_of(leader_db);
-      members[db]->Signal(SIGKILL);
-      members[db]->Wait();
+      kill(db);
       members.erase(db);
       std::filesystem::remove_all(db);
       ASSERT_TRUE(add_member()) << "cycle " << cycle;
@@ -395,9 +409,8 @@ TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
       ASSERT_EQ(leader_with(2), leader_db) << "cycle " << cycle << ": the new member did not get in sync";
     }
     // The primary's machine is lost.
-    members[leader_db]->Signal(SIGKILL);
     const auto killed = std::chrono::steady_clock::now();
-    members[leader_db]->Wait();
+    kill(leader_db);
     members.erase(leader_db);
     std::filesystem::remove_all(leader_db);
     const bool etcd_restart = cycle % 3 == 2;
@@ -421,9 +434,11 @@ TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
     all = acknowledged;
   }
   ExpectExactly(**client, id, all);
+  for (auto& [db, proc] : members) count_seeds(*proc);
   std::sort(failover_ms.begin(), failover_ms.end());
-  std::printf("%d cycles, %zu acknowledged writes, %d follower crashes, %d follower machines lost, %d etcd restarts\n",
-              cycles, all.size(), follower_crashes, follower_losses, etcd_restarts);
+  std::printf("%d cycles, %zu acknowledged writes, %d follower crashes, %d follower machines lost, %d etcd restarts, "
+              "%d members seeded from a checkpoint\n",
+              cycles, all.size(), follower_crashes, follower_losses, etcd_restarts, seeds);
   if (!failover_ms.empty()) {
     std::printf("failover (3 members, primary lease 2 s), kill to next acknowledged write over %zu: p50 %.0f ms, "
                 "max %.0f ms\n",
