@@ -20,6 +20,7 @@
 #include "sinew/session_store/shard_map.h"
 #include "sinew/testing/subprocess.h"
 #include "store_test_util.h"
+#include "tcp_proxy.h"
 
 namespace sinew::store {
 namespace {
@@ -36,11 +37,13 @@ class ReplicatedShardTest : public ::testing::Test {
     etcd_ = std::make_unique<coord::test::EtcdProcess>();
     ASSERT_FALSE(etcd_->endpoint().empty()) << "etcd did not start";
   }
-  // A member of shard s1; *address (when given) is where it listens.
+  // A member of shard s1; *address (when given) is where it listens; it reaches etcd at
+  // `etcd` (default: etcd's own address).
   std::unique_ptr<testing::Subprocess> Member(const std::string& db, std::vector<std::string> extra = {},
-                                              std::string* address = nullptr) {
+                                              std::string* address = nullptr, std::string etcd = "") {
     std::vector<std::string> args{testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0",
-                                  "--etcd", etcd_->endpoint(), "--shard-id", "s1", "--replication", "sync",
+                                  "--etcd", etcd.empty() ? etcd_->endpoint() : etcd, "--shard-id", "s1",
+                                  "--replication", "sync",
                                   "--primary-lease-seconds", "2", "--shard-grace-ms", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto proc = std::make_unique<testing::Subprocess>(args);
@@ -289,6 +292,75 @@ TEST_F(ReplicatedShardTest, TheMostAdvancedFollowerLeadsAfterThePrimaryIsLost) {
   EXPECT_TRUE(c->WaitForLine("following the primary at " + b_address, seconds(30))) << "C does not follow B";
   ASSERT_NO_FATAL_FAILURE(append("after"));
   ExpectExactly(**client, id, acknowledged);
+}
+
+// A network partition: the primary loses etcd (its packets dropped) while its followers
+// and the client still reach it. It stops acknowledging before its lease can run out and a
+// follower leads; the partition heals while the client goes on writing. Every write the
+// client was told is kept is on the new primary once, in order: none was acknowledged by
+// the old primary after the new one took over. (That a deposed primary ends once it sees
+// its lease gone is AFrozenPrimaryIsDeposedAndRejoinsWithItsDirectorySetAside's.)
+TEST_F(ReplicatedShardTest, APrimaryCutOffFromEtcdStopsAcknowledgingAndAFollowerLeads) {
+  test::TcpProxy etcd_link(etcd_->endpoint());
+  a_ = Member(a_dir_, {}, nullptr, etcd_link.address());
+  ASSERT_NE(a_, nullptr);
+  ASSERT_TRUE(a_->WaitForLine("primary at term", seconds(20)));
+  b_ = Member(b_dir_);
+  auto c = Member(dir_.Sub("c"));
+  ASSERT_TRUE(b_ != nullptr && c != nullptr);
+  RemoteOptions lazy;
+  lazy.wait_for_server = false;
+  auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto meta = (*client)->CreateSession(test::CreateOf("acme", "partition"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  const std::string id = meta->id();
+  auto etcd = coord::EtcdClient::Connect(etcd_->endpoint());
+  ASSERT_TRUE(etcd.ok());
+  const std::string a_address = PrimaryNow(**etcd).first;
+
+  std::mutex mu;
+  std::map<uint64_t, std::string> acknowledged;  // guarded by mu
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) {
+      const std::string text = "p-" + std::to_string(i);
+      const uint64_t seq = AppendThroughFailover(**client, id, text);
+      if (seq == 0) return;
+      std::lock_guard<std::mutex> lock(mu);
+      acknowledged[seq] = text;
+    }
+  });
+  auto acked = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return acknowledged.size();
+  };
+  auto await_acks = [&](size_t n) {
+    const size_t from = acked();
+    for (int i = 0; i < 2400 && acked() < from + n; ++i) std::this_thread::sleep_for(milliseconds(25));
+    return acked() >= from + n;
+  };
+  EXPECT_TRUE(await_acks(10)) << "no writes before the partition";
+  etcd_link.Cut();
+  std::string leader;
+  for (int i = 0; i < 2400; ++i) {
+    leader = PrimaryNow(**etcd).first;
+    if (!leader.empty() && leader != a_address) break;
+    std::this_thread::sleep_for(milliseconds(25));
+  }
+  EXPECT_FALSE(leader.empty() || leader == a_address) << "no follower took over from the cut-off primary";
+  EXPECT_TRUE(await_acks(10)) << "no writes after the failover";
+  // Healed, the old primary (still running, its lease gone) takes no write from anyone.
+  etcd_link.Heal();
+  EXPECT_TRUE(await_acks(10)) << "no writes after the partition healed";
+  stop = true;
+  writer.join();
+  std::map<uint64_t, std::string> all;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    all = acknowledged;
+  }
+  ExpectExactly(**client, id, all);
 }
 
 // The kill loop: three members and a client writing all along; the primary of the moment
