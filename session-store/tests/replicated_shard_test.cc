@@ -294,6 +294,67 @@ TEST_F(ReplicatedShardTest, TheMostAdvancedFollowerLeadsAfterThePrimaryIsLost) {
   ExpectExactly(**client, id, acknowledged);
 }
 
+// Two failures at once: the follower that holds the last acknowledged writes is frozen
+// past its progress lease while the primary's machine is lost, so the one behind leads
+// without them. When the frozen one wakes it holds batches the new primary never had: it
+// sets its directory aside and copies the new primary's from the start, so that its copy
+// is the new primary's and not a mix of both logs.
+TEST_F(ReplicatedShardTest, AFollowerHoldingWritesTheNewPrimaryNeverHadStartsItsCopyAgain) {
+  std::string c_address;
+  const std::string c_dir = dir_.Sub("c");
+  a_ = Member(a_dir_);
+  ASSERT_NE(a_, nullptr);
+  ASSERT_TRUE(a_->WaitForLine("primary at term", seconds(20)));
+  b_ = Member(b_dir_);
+  auto c = Member(c_dir, {}, &c_address);
+  ASSERT_TRUE(b_ != nullptr && c != nullptr);
+  RemoteOptions lazy;
+  lazy.wait_for_server = false;
+  auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto meta = (*client)->CreateSession(test::CreateOf("acme", "diverged"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  const std::string id = meta->id();
+  for (int i = 0; i < 5; ++i) ASSERT_NE(AppendThroughFailover(**client, id, "all-" + std::to_string(i)), 0u);
+  auto etcd = coord::EtcdClient::Connect(etcd_->endpoint());
+  ASSERT_TRUE(etcd.ok());
+  auto in_sync_followers = [&](const std::string& address) {
+    auto st = StatusOf(address);
+    int n = 0;
+    for (int i = 0; st && i < st->followers_size(); ++i) n += st->followers(i).in_sync() ? 1 : 0;
+    return n;
+  };
+  const std::string a_address = PrimaryNow(**etcd).first;
+  for (int i = 0; i < 400 && in_sync_followers(a_address) < 2; ++i) std::this_thread::sleep_for(milliseconds(25));
+  ASSERT_EQ(in_sync_followers(a_address), 2);
+  b_->Signal(SIGSTOP);
+  for (int i = 0; i < 10; ++i) ASSERT_NE(AppendThroughFailover(**client, id, "c-only-" + std::to_string(i)), 0u);
+  c->Signal(SIGSTOP);
+  a_->Signal(SIGKILL);
+  a_->Wait();
+  std::filesystem::remove_all(a_dir_);
+  b_->Signal(SIGCONT);
+  ASSERT_TRUE(b_->WaitForLine("primary at term", seconds(30))) << "B did not lead once C's progress ran out";
+  // A new member in A's place, so that B acknowledges writes again; then C wakes.
+  a_ = Member(a_dir_);
+  ASSERT_NE(a_, nullptr);
+  for (int i = 0; i < 5; ++i) ASSERT_NE(AppendThroughFailover(**client, id, "b-" + std::to_string(i)), 0u);
+  c->Signal(SIGCONT);
+  EXPECT_TRUE(c->WaitForLine("holds writes the primary never had", seconds(30))) << "C kept its diverged copy";
+  const std::string b_address = PrimaryNow(**etcd).first;
+  for (int i = 0; i < 1200 && in_sync_followers(b_address) < 2; ++i) std::this_thread::sleep_for(milliseconds(25));
+  ASSERT_EQ(in_sync_followers(b_address), 2) << "C did not get in sync with B";
+  auto on_b = AllEvents(**client, id);
+  ASSERT_TRUE(on_b.ok()) << on_b.status().ToString();
+  c->Signal(SIGKILL);
+  c->Wait();
+  auto copy = OpenSessionStore(c_dir, StoreOptions{});
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto on_c = AllEvents(**copy, id);
+  ASSERT_TRUE(on_c.ok()) << on_c.status().ToString();
+  EXPECT_EQ(on_c->SerializeAsString(), on_b->SerializeAsString()) << "C's copy is not B's";
+}
+
 // A network partition: the primary loses etcd (its packets dropped) while its followers
 // and the client still reach it. It stops acknowledging before its lease can run out and a
 // follower leads; the partition heals while the client goes on writing. Every write the

@@ -20,27 +20,34 @@ constexpr std::string_view kPrimaryPrefix = "/sinew/store-primaries/";
 constexpr auto kSafetyMargin = std::chrono::seconds(1);
 constexpr auto kPoll = std::chrono::milliseconds(200);
 
-// The term a directory's log is complete for: the term it led, or the term of the primary
-// it followed and caught up with. Kept in <db>/TERM; 0 when there is none.
-int64_t ReadTerm(const std::string& db) {
-  std::ifstream in(db + "/TERM");
+// A term kept in a file of the directory; 0 when there is none.
+int64_t ReadTermFile(const std::string& db, const std::string& name) {
+  std::ifstream in(db + "/" + name);
   int64_t term = 0;
   if (in) in >> term;
   return in ? term : 0;
 }
 
-Status WriteTerm(const std::string& db, int64_t term) {
-  const std::string tmp = db + "/TERM.tmp";
+Status WriteTermFile(const std::string& db, const std::string& name, int64_t term) {
+  const std::string tmp = db + "/" + name + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << term << "\n";
     if (!out.flush()) return Status::IOError("cannot write " + tmp);
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, db + "/TERM", ec);
-  if (ec) return Status::IOError("cannot write " + db + "/TERM: " + ec.message());
+  std::filesystem::rename(tmp, db + "/" + name, ec);
+  if (ec) return Status::IOError("cannot write " + db + "/" + name + ": " + ec.message());
   return Status::Ok();
 }
+
+// The term a directory's log is complete for: the term it led, or the term of the primary
+// it followed and caught up with. Kept in <db>/TERM.
+int64_t ReadTerm(const std::string& db) { return ReadTermFile(db, "TERM"); }
+Status WriteTerm(const std::string& db, int64_t term) { return WriteTermFile(db, "TERM", term); }
+// The term of the primary whose batches the directory last received (complete or not):
+// whatever it holds past that term's start came from that primary. Kept in <db>/FOLLOWS.
+constexpr const char* kFollows = "FOLLOWS";
 
 // "<term> <sequence> following|campaigning", the value of a member's progress key.
 std::string ProgressValue(int64_t term, uint64_t sequence, bool campaigning) {
@@ -362,6 +369,11 @@ Status ShardMember::Lead(int64_t lease_id, int64_t term, const std::atomic<bool>
     (void)etcd_->RevokeLease(lease_id);
     return opened.status();
   }
+  // Where this term's log parts from the last one's: a member that holds more than this
+  // of an older term holds writes this primary never had (TermStart).
+  const std::string start_key = key_ + "/start";
+  const std::string start_value = std::to_string(term) + " " + std::to_string((*opened)->LatestSequence());
+  bool start_published = etcd_->Put(start_key, start_value).ok();
   switch_->Lead(std::shared_ptr<Primary>(std::move(*opened)));
   if (on_lead_) {
     if (Status s = on_lead_(); !s.ok()) spdlog::warn("store shard '{}': {}", options_.shard_id, s.ToString());
@@ -370,6 +382,7 @@ Status ShardMember::Lead(int64_t lease_id, int64_t term, const std::atomic<bool>
   const auto every = std::chrono::milliseconds(options_.ttl_seconds * 1000 / 3);
   while (!*stop) {
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(every, kPoll * 5));
+    if (!start_published) start_published = etcd_->Put(start_key, start_value).ok();
     const Clock::time_point sent = Clock::now();
     auto ttl = etcd_->KeepAliveOnce(lease_id);
     if (ttl.ok() && *ttl > 0) {
@@ -390,6 +403,15 @@ Status ShardMember::Lead(int64_t lease_id, int64_t term, const std::atomic<bool>
 
 Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<bool>* stop) {
   SINEW_RETURN_IF_ERROR(SetAsideIfDeposed(primary.create_revision));
+  if (ReadTerm(options_.db) != primary.create_revision &&
+      ReadTermFile(options_.db, kFollows) != primary.create_revision) {
+    const std::optional<uint64_t> start = TermStart(primary.create_revision);
+    if (!start) {
+      std::this_thread::sleep_for(kPoll);  // the new primary has not said it yet
+      return Status::Ok();
+    }
+    SINEW_RETURN_IF_ERROR(SetAsideIfAhead(primary.create_revision, *start));
+  }
   switch_->Follow(primary.value);
   // The term is this directory's once it holds everything the primary had written when
   // the stream began: from then on the primary counts its fsyncs for sync mode, so it is
@@ -399,7 +421,7 @@ Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<boo
   FollowerOptions fo;
   fo.name = advertise_;
   fo.tls = options_.follow_tls;
-  fo.keep_files = {"SHARD", "TERM"};
+  fo.keep_files = {"SHARD", "TERM", kFollows};
   fo.on_caught_up = [&]() -> Status {
     if (complete) return Status::Ok();
     SINEW_RETURN_IF_ERROR(WriteTerm(options_.db, term));
@@ -409,6 +431,10 @@ Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<boo
     complete = true;
     return Status::Ok();
   };
+  // Before the first batch: Follower::Start only opens (or creates) the directory.
+  std::error_code ec;
+  std::filesystem::create_directories(options_.db, ec);
+  SINEW_RETURN_IF_ERROR(WriteTermFile(options_.db, kFollows, term));
   SINEW_ASSIGN_OR_RETURN(auto follower, Follower::Start(options_.db, primary.value, fo));
   spdlog::info("store shard '{}': following the primary at {} (term {})", options_.shard_id, primary.value, term);
   while (!*stop) {
@@ -423,6 +449,33 @@ Status ShardMember::Follow(const coord::KeyValue& primary, const std::atomic<boo
     if (!same) break;  // the primary's lease ran out (or another leads): campaign again
   }
   return Status::Ok();  // the follower closes the directory as it goes
+}
+
+std::optional<uint64_t> ShardMember::TermStart(int64_t term) {
+  auto listing = etcd_->GetPrefix(key_ + "/start");
+  if (!listing.ok()) return std::nullopt;
+  for (const auto& kv : listing->kvs) {
+    if (kv.key != key_ + "/start") continue;
+    std::istringstream in(kv.value);
+    int64_t t = 0;
+    uint64_t sequence = 0;
+    if (in >> t >> sequence && t == term) return sequence;
+  }
+  return std::nullopt;
+}
+
+Status ShardMember::SetAsideIfAhead(int64_t term, uint64_t start) {
+  SINEW_ASSIGN_OR_RETURN(const uint64_t mine, StoredSequence(options_.db));
+  if (mine <= start) return Status::Ok();
+  std::string aside = options_.db + ".diverged-" + std::to_string(term);
+  for (int n = 2; std::filesystem::exists(aside); ++n) aside = options_.db + ".diverged-" + std::to_string(term) + "-" + std::to_string(n);
+  std::error_code ec;
+  std::filesystem::rename(options_.db, aside, ec);
+  if (ec) return Status::IOError("cannot set aside " + options_.db + ": " + ec.message());
+  spdlog::warn("store shard '{}': {} holds sequence {}, past {} where term {} began, so it holds writes the "
+               "primary never had; set aside as {}, following term {} from an empty directory",
+               options_.shard_id, options_.db, mine, start, term, aside, term);
+  return Status::Ok();
 }
 
 Status ShardMember::SetAsideIfDeposed(int64_t current_term) {

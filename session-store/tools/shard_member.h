@@ -11,6 +11,10 @@
 // deposed, and when it starts again it sets its directory aside (it may hold writes
 // nobody acknowledged) and follows the new primary from an empty one.
 //
+// Each primary also records where its term's log began (/sinew/store-primaries/<shard>/start);
+// a member that holds more than that from an older term sets its directory aside before it
+// follows (its copy would differ from the primary's from there on).
+//
 // Thread-safety: store() and replication_service() are served from gRPC threads while
 // Run() campaigns on its own.
 #pragma once
@@ -20,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "sinew/coord/etcd_client.h"
@@ -67,6 +72,13 @@ class ShardMember {
   Status Follow(const coord::KeyValue& primary, const std::atomic<bool>* stop);
   // Moves the directory aside when it was a primary's at an older term.
   Status SetAsideIfDeposed(int64_t current_term);
+  // The sequence number the primary of `term` started from (published when it began to
+  // lead); nullopt until it has.
+  std::optional<uint64_t> TermStart(int64_t term);
+  // Moves the directory aside when it holds more than `start`, where `term` began: the
+  // rest is writes of an older term the primary never had (nobody acknowledged them, or
+  // they were lost with two members at once), and its copy would differ from there on.
+  Status SetAsideIfAhead(int64_t term, uint64_t start);
 
   coord::EtcdClient* etcd_;
   const Options options_;
