@@ -458,6 +458,12 @@ class FollowerImpl final : public Follower {
   std::thread thread_;
 };
 
+// `dir` without trailing slashes: seeds are kept beside it, named after it.
+std::string WithoutTrailingSlash(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
 // Checkpoints left beside `dir` by seeds a crash interrupted.
 void RemoveSeedScratch(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -472,8 +478,9 @@ void RemoveSeedScratch(const std::string& dir) {
 
 }  // namespace
 
-Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& dir, const StoreOptions& options,
+Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& given_dir, const StoreOptions& options,
                                                   const PrimaryOptions& primary) {
+  const std::string dir = WithoutTrailingSlash(given_dir);
   if (primary.wal_ttl.count() <= 0) return Status::InvalidArgument("wal_ttl must be positive");
   RemoveSeedScratch(dir);
   SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, options, primary.wal_ttl));
@@ -489,8 +496,9 @@ Result<uint64_t> StoredSequence(const std::string& dir) {
   return (*store)->LatestSequence();
 }
 
-Result<std::unique_ptr<Follower>> Follower::Start(const std::string& dir, const std::string& primary_address,
+Result<std::unique_ptr<Follower>> Follower::Start(const std::string& given_dir, const std::string& primary_address,
                                                   const FollowerOptions& options) {
+  const std::string dir = WithoutTrailingSlash(given_dir);
   if (primary_address.empty()) return Status::InvalidArgument("the primary's address is required");
   // A seed that a crash interrupted is not a store: start over.
   std::error_code ec;

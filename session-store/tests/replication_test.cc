@@ -263,7 +263,8 @@ TEST_F(ReplicationTest, AFollowerThePrimarysLogNoLongerCoversIsSeededFromACheckp
   // The follower that was away, and a new one with an empty directory: both are seeded.
   ASSERT_NO_FATAL_FAILURE(StartFollower());
   const std::string new_dir = dir_.Sub("new-follower");
-  auto fresh = StartStore({"--db", new_dir, "--follow", primary_address_, "--follower-name", "f2"}, "following");
+  // (Given with a trailing slash: the seed's scratch space is still beside it.)
+  auto fresh = StartStore({"--db", new_dir + "/", "--follow", primary_address_, "--follower-name", "f2"}, "following");
   ASSERT_NE(fresh, nullptr);
   EXPECT_TRUE(follower_->WaitForLine("seeded", seconds(30))) << "the follower that was away was not seeded";
   EXPECT_TRUE(fresh->WaitForLine("seeded", seconds(30))) << "the new follower was not seeded";
@@ -293,7 +294,10 @@ TEST_F(ReplicationTest, AFollowerThePrimarysLogNoLongerCoversIsSeededFromACheckp
     ASSERT_TRUE(events.ok()) << copy_dir << ": " << events.status().ToString();
     EXPECT_EQ(events->SerializeAsString(), primary_events->SerializeAsString()) << copy_dir;
   }
-  EXPECT_FALSE(std::filesystem::exists(follower_dir_ + ".seeding")) << "a seed left its scratch directory";
+  for (const std::string& copy_dir : {follower_dir_, new_dir}) {
+    EXPECT_FALSE(std::filesystem::exists(copy_dir + ".seeding")) << "a seed left its scratch directory";
+    EXPECT_FALSE(std::filesystem::exists(copy_dir + "/.seeding")) << "a seed left its scratch directory";
+  }
 }
 
 TEST_F(ReplicationTest, AStreamThatDoesNotStartWithStartIsRefused) {
