@@ -76,9 +76,12 @@ class FollowerBook {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, timeout, [&] { return written_ >= sequence; });
   }
-  bool Empty() {
+  bool AnyInSync() {
     std::lock_guard<std::mutex> lock(mu_);
-    return followers_.empty();
+    for (const auto& [key, f] : followers_) {
+      if (f.status.in_sync) return true;
+    }
+    return false;
   }
   std::vector<FollowerStatus> List() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -261,12 +264,12 @@ class PrimaryImpl final : public Primary, public SessionStore {
     book_.Written(sequence);
     if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
     if (options_.degrade_when_alone) {
-      const bool alone = book_.Empty();
+      const bool alone = !book_.AnyInSync();
       if (alone != degraded_.exchange(alone)) {
         if (alone) {
-          spdlog::warn("replication: no follower; writes are acknowledged without one (degraded to async)");
+          spdlog::warn("replication: no follower in sync; writes are acknowledged without one (degraded to async)");
         } else {
-          spdlog::info("replication: a follower is back; writes wait for it again (sync)");
+          spdlog::info("replication: a follower is in sync again; writes wait for it again (sync)");
         }
       }
       if (alone) return Status::Ok();

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string when_alone = "block";
   app.add_option("--when-no-follower", when_alone,
-                 "with --replication sync and no follower connected: block (writes fail after "
+                 "with --replication sync and no follower in sync: block (writes fail after "
                  "--follower-timeout-ms) or degrade (acknowledge without one, logged)")
       ->check(CLI::IsMember({"block", "degrade"}))
       ->capture_default_str();

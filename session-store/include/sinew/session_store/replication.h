@@ -41,7 +41,7 @@ struct PrimaryOptions {
   // write stays in the primary's log (a read may see it); a retry with the same
   // idempotency key returns it once a follower has synced it. Default: 10 s
   std::chrono::milliseconds follower_timeout{10000};
-  // kSync with no follower connected: false fails each write after follower_timeout
+  // kSync with no in-sync follower: false fails each write after follower_timeout
   // (the shard blocks writes); true acknowledges it after the local write, as kAsync does,
   // and logs each change between the two. Default: false
   bool degrade_when_alone = false;
