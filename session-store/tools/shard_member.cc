@@ -468,7 +468,9 @@ Status ShardMember::SetAsideIfAhead(int64_t term, uint64_t start) {
   SINEW_ASSIGN_OR_RETURN(const uint64_t mine, StoredSequence(options_.db));
   if (mine <= start) return Status::Ok();
   std::string aside = options_.db + ".diverged-" + std::to_string(term);
-  for (int n = 2; std::filesystem::exists(aside); ++n) aside = options_.db + ".diverged-" + std::to_string(term) + "-" + std::to_string(n);
+  for (int n = 2; std::filesystem::exists(aside); ++n) {
+    aside = options_.db + ".diverged-" + std::to_string(term) + "-" + std::to_string(n);
+  }
   std::error_code ec;
   std::filesystem::rename(options_.db, aside, ec);
   if (ec) return Status::IOError("cannot set aside " + options_.db + ": " + ec.message());

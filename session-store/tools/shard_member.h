@@ -6,14 +6,15 @@
 // key goes (the primary's lease ran out). Each member that does not lead publishes how far
 // its directory goes (/sinew/store-primaries/<shard>/members/<address>, under its own
 // lease); a member campaigns only when no live member still follows or, complete for the
-// same term, holds more, so the most advanced live member leads. A primary that cannot renew its lease stops
-// acknowledging a second before the lease's TTL ends, and the process exits: it is
-// deposed, and when it starts again it sets its directory aside (it may hold writes
-// nobody acknowledged) and follows the new primary from an empty one.
+// same term, holds more, so the most advanced live member leads. A primary that cannot
+// renew its lease stops acknowledging a second before the lease's TTL ends, and the
+// process exits: it is deposed, and when it starts again it sets its directory aside (it
+// may hold writes nobody acknowledged) and follows the new primary from an empty one.
 //
-// Each primary also records where its term's log began (/sinew/store-primaries/<shard>/start);
-// a member that holds more than that from an older term sets its directory aside before it
-// follows (its copy would differ from the primary's from there on).
+// Each primary also records where its term's log began
+// (/sinew/store-primaries/<shard>/start); a member that holds more than that from an
+// older term sets its directory aside before it follows (its copy would differ from the
+// primary's from there on).
 //
 // Thread-safety: store() and replication_service() are served from gRPC threads while
 // Run() campaigns on its own.
