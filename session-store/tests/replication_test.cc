@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -322,6 +323,74 @@ TEST_F(ReplicationTest, AFollowerThePrimarysLogNoLongerCoversIsSeededFromACheckp
     EXPECT_FALSE(std::filesystem::exists(copy_dir + ".seeding")) << "a seed left its scratch directory";
     EXPECT_FALSE(std::filesystem::exists(copy_dir + "/.seeding")) << "a seed left its scratch directory";
   }
+}
+
+// A primary that needs its follower seeded and then sends a bad seed: first a file whose
+// bytes do not match the manifest's SHA-256, then a manifest naming a file outside the
+// directory. The follower refuses both and its directory stays as it was.
+class BadSeedPrimary final : public v1::StoreReplication::Service {
+ public:
+  grpc::Status Replicate(grpc::ServerContext*,
+                         grpc::ServerReaderWriter<v1::ReplicatedBatch, v1::ReplicationAck>* stream) override {
+    v1::ReplicationAck start;
+    if (!stream->Read(&start)) return grpc::Status::OK;
+    v1::ReplicatedBatch seed;
+    seed.set_seed_needed("this test's primary keeps no log");
+    stream->Write(seed);
+    return grpc::Status::OK;
+  }
+  grpc::Status Seed(grpc::ServerContext*, const v1::SeedRequest*, grpc::ServerWriter<v1::SeedChunk>* out) override {
+    const bool traversal = seeds_++ % 2 == 1;
+    v1::SeedChunk manifest;
+    manifest.mutable_manifest()->set_sequence(1);
+    auto* file = manifest.mutable_manifest()->add_files();
+    file->set_name(traversal ? "../outside" : "CURRENT");
+    file->set_size(5);
+    file->set_sha256(std::string(32, '\0'));  // not the SHA-256 of the bytes below
+    out->Write(manifest);
+    v1::SeedChunk data;
+    data.mutable_data()->set_file(0);
+    data.mutable_data()->set_bytes("abcde");
+    out->Write(data);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::atomic<int> seeds_{0};
+};
+
+TEST_F(ReplicationTest, AFollowerRefusesABadSeedAndKeepsItsDirectory) {
+  std::string id;
+  {
+    auto own = OpenSessionStore(follower_dir_, StoreOptions{});
+    ASSERT_TRUE(own.ok()) << own.status().ToString();
+    auto meta = (*own)->CreateSession(test::CreateOf("acme", "kept"));
+    ASSERT_TRUE(meta.ok());
+    id = meta->id();
+    ASSERT_TRUE((*own)->Append(AppendOf(id, 2, 0, {"mine"})).ok());
+  }
+  BadSeedPrimary fake;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&fake);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  follower_ = StartStore({"--db", follower_dir_, "--follow", "127.0.0.1:" + std::to_string(port)}, "following");
+  ASSERT_NE(follower_, nullptr);
+  EXPECT_TRUE(follower_->WaitForLine("does not match its SHA-256", seconds(30))) << "a corrupt file was taken";
+  EXPECT_TRUE(follower_->WaitForLine("unusable file '../outside'", seconds(30))) << "a file outside was taken";
+  follower_->Signal(SIGKILL);
+  follower_->Wait();
+  server->Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("outside")));
+  EXPECT_FALSE(std::filesystem::exists(follower_dir_ + ".seeding"));
+  auto copy = OpenSessionStore(follower_dir_, StoreOptions{});
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto events = AllEvents(**copy, id);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->events_size(), 2);
+  EXPECT_EQ(events->events(1).user_message().text(), "mine");
 }
 
 TEST_F(ReplicationTest, AStreamThatDoesNotStartWithStartIsRefused) {
