@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "replication_seed.h"
 #include "rocks_store.h"
 #include "store_channel.h"
 #include "sinew/grpc_status.h"
@@ -23,11 +25,12 @@ namespace {
 // goes (streams wait on it for new batches, writers for a follower to catch up).
 class FollowerBook {
  public:
-  // Registers a stream; returns its key.
-  uint64_t Add(const std::string& name, uint64_t synced) {
+  // Registers a stream that has synced `synced` and is in sync once it has synced
+  // `in_sync_from`; returns its key.
+  uint64_t Add(const std::string& name, uint64_t synced, uint64_t in_sync_from) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t key = ++next_key_;
-    followers_[key] = {name, synced};
+    followers_[key] = {{name, synced, synced >= in_sync_from}, in_sync_from};
     cv_.notify_all();
     return key;
   }
@@ -39,8 +42,9 @@ class FollowerBook {
   void Synced(uint64_t key, uint64_t sequence) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = followers_.find(key);
-    if (it != followers_.end() && sequence > it->second.synced_sequence) {
-      it->second.synced_sequence = sequence;
+    if (it != followers_.end() && sequence > it->second.status.synced_sequence) {
+      it->second.status.synced_sequence = sequence;
+      it->second.status.in_sync = sequence >= it->second.in_sync_from;
       cv_.notify_all();
     }
   }
@@ -57,12 +61,12 @@ class FollowerBook {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
-  // Waits until some follower has synced `sequence`; false after `timeout`.
+  // Waits until some in-sync follower has synced `sequence`; false after `timeout`.
   bool AwaitSynced(uint64_t sequence, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, timeout, [&] {
       for (const auto& [key, f] : followers_) {
-        if (f.synced_sequence >= sequence) return true;
+        if (f.status.in_sync && f.status.synced_sequence >= sequence) return true;
       }
       return false;
     });
@@ -72,14 +76,17 @@ class FollowerBook {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, timeout, [&] { return written_ >= sequence; });
   }
-  bool Empty() {
+  bool AnyInSync() {
     std::lock_guard<std::mutex> lock(mu_);
-    return followers_.empty();
+    for (const auto& [key, f] : followers_) {
+      if (f.status.in_sync) return true;
+    }
+    return false;
   }
   std::vector<FollowerStatus> List() {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<FollowerStatus> out;
-    for (const auto& [key, f] : followers_) out.push_back(f);
+    for (const auto& [key, f] : followers_) out.push_back(f.status);
     return out;
   }
 
@@ -88,14 +95,27 @@ class FollowerBook {
   std::condition_variable cv_;
   uint64_t next_key_ = 0;
   uint64_t written_ = 0;
-  std::map<uint64_t, FollowerStatus> followers_;
+  struct Entry {
+    FollowerStatus status;
+    uint64_t in_sync_from = 0;  // the primary's last sequence number when the stream began
+  };
+  std::map<uint64_t, Entry> followers_;
 };
 
 // sinew.v1.StoreReplication: one stream per follower.
 class ReplicationService final : public v1::StoreReplication::Service {
  public:
-  ReplicationService(RocksStore* store, FollowerBook* book, ReplicationMode mode)
-      : store_(store), book_(book), mode_(mode) {}
+  ReplicationService(RocksStore* store, std::string dir, FollowerBook* book, ReplicationMode mode)
+      : store_(store), dir_(std::move(dir)), book_(book), mode_(mode) {}
+
+  grpc::Status Seed(grpc::ServerContext*, const v1::SeedRequest* req,
+                    grpc::ServerWriter<v1::SeedChunk>* out) override {
+    const std::string scratch = dir_ + ".seed-" + std::to_string(++seeds_);
+    spdlog::info("replication: seeding follower '{}' from a checkpoint", req->follower());
+    Status served = ServeSeed(store_, scratch, out);
+    if (!served.ok()) spdlog::warn("replication: seeding follower '{}': {}", req->follower(), served.ToString());
+    return ToGrpcStatus(served);
+  }
 
   grpc::Status GetReplicationStatus(grpc::ServerContext*, const v1::GetReplicationStatusRequest*,
                                     v1::ReplicationStatus* out) override {
@@ -105,6 +125,7 @@ class ReplicationService final : public v1::StoreReplication::Service {
       auto* p = out->add_followers();
       p->set_name(f.name);
       p->set_synced_sequence(f.synced_sequence);
+      p->set_in_sync(f.in_sync);
     }
     return grpc::Status::OK;
   }
@@ -118,7 +139,9 @@ class ReplicationService final : public v1::StoreReplication::Service {
     const std::string name = first.start().follower();
     uint64_t next = first.start().from_sequence();
     if (next == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "start.from_sequence must be at least 1"};
-    const uint64_t key = book_->Add(name, next - 1);
+    // Read before the first batch is: a follower that knows this number (it asked for
+    // the status before it started) is in sync no later than the book says.
+    const uint64_t key = book_->Add(name, next - 1, store_->LatestSequence());
     spdlog::info("replication: follower '{}' streams from sequence {}", name, next);
     std::atomic<bool> reader_done{false};
     std::thread reader([&] {
@@ -140,6 +163,12 @@ class ReplicationService final : public v1::StoreReplication::Service {
       });
       if (!sent.ok()) {
         ended = sent.status();
+        if (ended.code() == StatusCode::kOutOfRange) {
+          // Said in the stream: a status would be lost to the cancel that ends the reader.
+          v1::ReplicatedBatch seed;
+          seed.set_seed_needed(ended.message());
+          stream->Write(seed);
+        }
         break;
       }
       if (*sent == next) book_->AwaitWritten(next, std::chrono::milliseconds(200));
@@ -155,6 +184,8 @@ class ReplicationService final : public v1::StoreReplication::Service {
 
  private:
   RocksStore* store_;
+  const std::string dir_;  // the store's directory: seeds are checkpointed beside it
+  std::atomic<uint64_t> seeds_{0};
   FollowerBook* book_;
   const ReplicationMode mode_;
 };
@@ -162,8 +193,8 @@ class ReplicationService final : public v1::StoreReplication::Service {
 // The SessionStore of a primary: every write waits for a follower as the mode says.
 class PrimaryImpl final : public Primary, public SessionStore {
  public:
-  PrimaryImpl(std::unique_ptr<RocksStore> store, const PrimaryOptions& options)
-      : options_(options), store_(std::move(store)), service_(store_.get(), &book_, options.mode) {
+  PrimaryImpl(std::unique_ptr<RocksStore> store, const std::string& dir, const PrimaryOptions& options)
+      : options_(options), store_(std::move(store)), service_(store_.get(), dir, &book_, options.mode) {
     book_.Written(store_->LatestSequence());
   }
 
@@ -233,12 +264,12 @@ class PrimaryImpl final : public Primary, public SessionStore {
     book_.Written(sequence);
     if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
     if (options_.degrade_when_alone) {
-      const bool alone = book_.Empty();
+      const bool alone = !book_.AnyInSync();
       if (alone != degraded_.exchange(alone)) {
         if (alone) {
-          spdlog::warn("replication: no follower; writes are acknowledged without one (degraded to async)");
+          spdlog::warn("replication: no follower in sync; writes are acknowledged without one (degraded to async)");
         } else {
-          spdlog::info("replication: a follower is back; writes wait for it again (sync)");
+          spdlog::info("replication: a follower is in sync again; writes wait for it again (sync)");
         }
       }
       if (alone) return Status::Ok();
@@ -258,8 +289,8 @@ class PrimaryImpl final : public Primary, public SessionStore {
 
 class FollowerImpl final : public Follower {
  public:
-  FollowerImpl(std::unique_ptr<RocksStore> store, std::string primary, FollowerOptions options)
-      : store_(std::move(store)), primary_(std::move(primary)), options_(std::move(options)) {
+  FollowerImpl(std::unique_ptr<RocksStore> store, std::string dir, std::string primary, FollowerOptions options)
+      : store_(std::move(store)), dir_(std::move(dir)), primary_(std::move(primary)), options_(std::move(options)) {
     applied_ = store_->LatestSequence();
     thread_ = std::thread([this] { Run(); });
   }
@@ -284,6 +315,14 @@ class FollowerImpl final : public Follower {
     auto backoff = std::chrono::milliseconds(100);
     while (true) {
       Status ended = StreamOnce();
+      if (ended.code() == StatusCode::kOutOfRange) {
+        spdlog::info("follower '{}': {}; seeding from a checkpoint", options_.name, ended.ToString());
+        ended = SeedOnce();
+        if (ended.ok()) {
+          backoff = std::chrono::milliseconds(100);
+          continue;
+        }
+      }
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (stopping_) return;
@@ -308,21 +347,53 @@ class FollowerImpl final : public Follower {
       if (stopping_) return Status::Ok();
       ctx_ = &ctx;
     }
+    // The primary counts this follower in sync from its last sequence number now on, or
+    // from a later one: caught up with this number, the follower is surely in sync.
+    bool await_caught_up = false;
+    uint64_t caught_up_at = 0;
+    if (options_.on_caught_up) {
+      grpc::ClientContext status_ctx;
+      status_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::ReplicationStatus status;
+      grpc::Status got = stub->GetReplicationStatus(&status_ctx, {}, &status);
+      if (!got.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ctx_ = nullptr;
+        return FromGrpcStatus(got);
+      }
+      caught_up_at = status.latest_sequence();
+      await_caught_up = true;
+    }
+    auto caught_up = [&]() -> Status {
+      if (!await_caught_up || applied_.load() < caught_up_at) return Status::Ok();
+      await_caught_up = false;
+      return options_.on_caught_up();
+    };
     auto stream = stub->Replicate(&ctx);
     v1::ReplicationAck start;
     start.mutable_start()->set_follower(options_.name);
     start.mutable_start()->set_from_sequence(store_->LatestSequence() + 1);
-    Status applied = Status::Ok();
-    if (stream->Write(start)) {
+    Status applied = caught_up();
+    if (applied.ok() && stream->Write(start)) {
       v1::ReplicatedBatch batch;
       v1::ReplicationAck ack;
       while (stream->Read(&batch)) {
+        if (!batch.seed_needed().empty()) {
+          applied = Status::OutOfRange(batch.seed_needed());
+          ctx.TryCancel();
+          break;
+        }
         applied = store_->ApplyReplicated(batch.sequence(), batch.count(), batch.data());
         if (!applied.ok()) {
           ctx.TryCancel();
           break;
         }
         applied_ = batch.sequence() + batch.count() - 1;
+        applied = caught_up();
+        if (!applied.ok()) {
+          ctx.TryCancel();
+          break;
+        }
         ack.set_synced_sequence(applied_.load());
         if (!stream->Write(ack)) break;
       }
@@ -337,7 +408,48 @@ class FollowerImpl final : public Follower {
     return FromGrpcStatus(finished);
   }
 
-  std::unique_ptr<RocksStore> store_;
+  // The primary no longer keeps the log this store needs: replaces the directory by a
+  // checkpoint of the primary's (the store is closed meanwhile) and reopens it.
+  Status SeedOnce() {
+    SINEW_ASSIGN_OR_RETURN(auto channel, GrpcChannel(primary_, options_.tls, StoreChannelArgs()));
+    auto stub = v1::StoreReplication::NewStub(channel);
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return Status::Ok();
+      ctx_ = &ctx;
+    }
+    v1::SeedRequest req;
+    req.set_follower(options_.name);
+    auto reader = stub->Seed(&ctx, req);
+    store_.reset();
+    Result<uint64_t> seeded = ReceiveSeed(reader.get(), dir_, options_.keep_files);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ctx_ = nullptr;
+    }
+    auto reopened = RocksStore::Open(dir_, StoreOptions{});
+    if (!reopened.ok()) {
+      // Nothing else can be done with a directory that does not open: stop here.
+      spdlog::error("follower '{}': cannot reopen {}: {}", options_.name, dir_, reopened.status().ToString());
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      return reopened.status();
+    }
+    store_ = std::move(*reopened);
+    if (!seeded.ok()) return seeded.status();
+    applied_ = store_->LatestSequence();
+    if (applied_.load() < *seeded) {
+      return Status::Corruption("a seed said it holds sequence " + std::to_string(*seeded) + " but opened at " +
+                                std::to_string(applied_.load()));
+    }
+    spdlog::info("follower '{}': seeded {} from a checkpoint of {} through sequence {}", options_.name, dir_, primary_,
+                 applied_.load());
+    return Status::Ok();
+  }
+
+  std::unique_ptr<RocksStore> store_;  // null only while a seed replaces the directory
+  const std::string dir_;
   const std::string primary_;
   const FollowerOptions options_;
   std::atomic<uint64_t> applied_{0};
@@ -349,20 +461,53 @@ class FollowerImpl final : public Follower {
   std::thread thread_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& dir, const StoreOptions& options,
-                                                  const PrimaryOptions& primary) {
-  if (primary.wal_ttl.count() <= 0) return Status::InvalidArgument("wal_ttl must be positive");
-  SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, options, primary.wal_ttl));
-  return std::unique_ptr<Primary>(new PrimaryImpl(std::move(store), primary));
+// `dir` without trailing slashes: seeds are kept beside it, named after it.
+std::string WithoutTrailingSlash(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
 }
 
-Result<std::unique_ptr<Follower>> Follower::Start(const std::string& dir, const std::string& primary_address,
+// Checkpoints left beside `dir` by seeds a crash interrupted.
+void RemoveSeedScratch(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path path(dir);
+  const std::string prefix = path.filename().string() + ".seed-";
+  std::error_code ec;
+  const fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& given_dir, const StoreOptions& options,
+                                                  const PrimaryOptions& primary) {
+  const std::string dir = WithoutTrailingSlash(given_dir);
+  if (primary.wal_ttl.count() <= 0) return Status::InvalidArgument("wal_ttl must be positive");
+  RemoveSeedScratch(dir);
+  SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, options, primary.wal_ttl));
+  return std::unique_ptr<Primary>(new PrimaryImpl(std::move(store), dir, primary));
+}
+
+Result<uint64_t> StoredSequence(const std::string& dir) {
+  StoreOptions read_only;
+  read_only.read_only = true;
+  auto store = RocksStore::Open(dir, read_only);
+  if (!store.ok() && store.status().code() == StatusCode::kNotFound) return uint64_t{0};
+  if (!store.ok()) return store.status();
+  return (*store)->LatestSequence();
+}
+
+Result<std::unique_ptr<Follower>> Follower::Start(const std::string& given_dir, const std::string& primary_address,
                                                   const FollowerOptions& options) {
+  const std::string dir = WithoutTrailingSlash(given_dir);
   if (primary_address.empty()) return Status::InvalidArgument("the primary's address is required");
+  // A seed that a crash interrupted is not a store: start over.
+  std::error_code ec;
+  std::filesystem::remove_all(dir + ".seeding", ec);
   SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, StoreOptions{}));
-  return std::unique_ptr<Follower>(new FollowerImpl(std::move(store), primary_address, options));
+  return std::unique_ptr<Follower>(new FollowerImpl(std::move(store), dir, primary_address, options));
 }
 
 }  // namespace sinew::store

@@ -1,5 +1,6 @@
 // RocksStore: its write-ahead log read and replayed as batches (a shard's replication).
 #include <rocksdb/transaction_log.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include "rocks_store.h"
@@ -20,7 +21,7 @@ Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send) {
   std::unique_ptr<rocksdb::TransactionLogIterator> it;
   rocksdb::Status s = db_->GetUpdatesSince(from, &it);
   if (!s.ok()) {
-    return Status::FailedPrecondition("this store no longer keeps its log from sequence " +
+    return Status::OutOfRange("this store no longer keeps its log from sequence " +
                                       std::to_string(from) + " (" + s.ToString() +
                                       "): seed the follower from a checkpoint");
   }
@@ -30,7 +31,7 @@ Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send) {
     const uint32_t count = b.writeBatchPtr->Count();
     if (b.sequence + count <= next) continue;  // the first batch may end before `from`
     if (b.sequence != next) {
-      return Status::FailedPrecondition("the log here has no batch starting at sequence " +
+      return Status::OutOfRange("the log here has no batch starting at sequence " +
                                         std::to_string(next) + " (the next starts at " +
                                         std::to_string(b.sequence) +
                                         "): seed the follower from a checkpoint");
@@ -43,6 +44,16 @@ Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send) {
   // damage is an error.
   if (it->status().IsCorruption()) return FromRocks(it->status(), "reading the write-ahead log");
   return next;
+}
+
+Result<uint64_t> RocksStore::CheckpointForSeed(const std::string& target_dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  SINEW_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), "checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  uint64_t sequence = 0;
+  SINEW_RETURN_IF_ERROR(FromRocks(checkpoint->CreateCheckpoint(target_dir, 0, &sequence),
+                                  "checkpoint to " + target_dir));
+  return sequence;
 }
 
 Status RocksStore::ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data) {

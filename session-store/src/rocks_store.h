@@ -72,9 +72,13 @@ class RocksStore final : public SessionStore {
   uint64_t LatestSequence() const;
   // Calls send(sequence, count, batch bytes) for each committed batch from sequence
   // `from` on, in order, while it returns true; returns the sequence number after the last
-  // batch sent. kFailedPrecondition when the log from `from` is no longer kept.
+  // batch sent. kOutOfRange when the log from `from` is no longer kept (seed from a
+  // checkpoint instead).
   using BatchSink = std::function<bool(uint64_t sequence, uint32_t count, std::string_view data)>;
   Result<uint64_t> ReadUpdates(uint64_t from, const BatchSink& send);
+  // A checkpoint of this store in `target_dir` (which must not exist) for seeding a
+  // follower; returns a sequence number the checkpoint holds everything up to.
+  Result<uint64_t> CheckpointForSeed(const std::string& target_dir);
   // Applies a primary's batch and syncs it. It must start right after LatestSequence()
   // and take `count` sequence numbers (kFailedPrecondition / kCorruption otherwise).
   // Only for a follower's store, which nothing else writes.

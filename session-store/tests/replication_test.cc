@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -35,9 +36,9 @@ std::unique_ptr<testing::Subprocess> StartStore(std::vector<std::string> args, c
 
 class ReplicationTest : public ::testing::Test {
  protected:
-  void StartPrimary(const std::string& mode, const std::string& extra_flag = "") {
+  void StartPrimary(const std::string& mode, const std::vector<std::string>& extra_flags = {}) {
     std::vector<std::string> args{"--db", primary_dir_, "--listen", "127.0.0.1:0", "--replication", mode};
-    if (!extra_flag.empty()) args.push_back(extra_flag);
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
     primary_ = StartStore(args, "listening on", &primary_address_);
     ASSERT_NE(primary_, nullptr) << "the primary did not start";
     auto client = ConnectSessionStore(primary_address_);
@@ -51,6 +52,21 @@ class ReplicationTest : public ::testing::Test {
     follower_ = StartStore({"--db", follower_dir_, "--follow", primary_address_, "--follower-name", "f1"},
                            "following");
     ASSERT_NE(follower_, nullptr) << "the follower did not start";
+  }
+  // Whether the primary still serves its log from sequence 1 (a new follower's start).
+  bool LogStartsAtOne() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    auto stream = replication_->Replicate(&ctx);
+    v1::ReplicationAck start;
+    start.mutable_start()->set_follower("probe");
+    start.mutable_start()->set_from_sequence(1);
+    v1::ReplicatedBatch batch;
+    const bool got = stream->Write(start) && stream->Read(&batch);
+    EXPECT_TRUE(got) << "the primary answered no batch and did not say why";
+    ctx.TryCancel();
+    (void)stream->Finish();
+    return got && batch.seed_needed().empty();
   }
   v1::ReplicationStatus ReplicationStatus() {
     grpc::ClientContext ctx;
@@ -149,7 +165,7 @@ TEST_F(ReplicationTest, EveryAcknowledgedWriteIsOnTheFollowerWhenThePrimaryAndIt
 }
 
 TEST_F(ReplicationTest, WithNoFollowerASyncWriteFailsAndItsRetryReturnsItOnceOneHasIt) {
-  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", "--follower-timeout-ms=300"));
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", {"--follower-timeout-ms=300"}));
   ASSERT_NO_FATAL_FAILURE(StartFollower());
   auto meta = client_->CreateSession(test::CreateOf("acme", "waits"));
   ASSERT_TRUE(meta.ok()) << meta.status().ToString();
@@ -198,7 +214,7 @@ TEST_F(ReplicationTest, AnAsyncPrimaryAcknowledgesAloneAndANewFollowerCatchesUpF
 }
 
 TEST_F(ReplicationTest, ASyncPrimaryThatMayDegradeAcknowledgesAloneAndWaitsAgainOnceAFollowerIsBack) {
-  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", "--when-no-follower=degrade"));
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", {"--when-no-follower=degrade"}));
   auto meta = client_->CreateSession(test::CreateOf("acme", "degraded"));
   ASSERT_TRUE(meta.ok()) << "alone, a degraded primary acknowledges: " << meta.status().ToString();
   ASSERT_TRUE(client_->Append(AppendOf(meta->id(), 2, 0, {"alone"})).ok());
@@ -214,6 +230,167 @@ TEST_F(ReplicationTest, ASyncPrimaryThatMayDegradeAcknowledgesAloneAndWaitsAgain
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->events_size(), 3);
   EXPECT_EQ(events->events(2).user_message().text(), "with a follower");
+}
+
+// A follower that is connected but has not yet synced what the primary had written when
+// its stream began is not in sync: its fsyncs do not acknowledge writes, so a primary that
+// may degrade acknowledges alone meanwhile rather than failing writes.
+TEST_F(ReplicationTest, ADegradedPrimaryAcknowledgesAloneWhileItsOnlyFollowerIsStillCatchingUp) {
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", {"--when-no-follower=degrade", "--follower-timeout-ms=300"}));
+  auto meta = client_->CreateSession(test::CreateOf("acme", "catching up"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  // A follower that starts from the beginning and never acknowledges anything.
+  grpc::ClientContext ctx;
+  auto stream = replication_->Replicate(&ctx);
+  v1::ReplicationAck start;
+  start.mutable_start()->set_follower("slow");
+  start.mutable_start()->set_from_sequence(1);
+  v1::ReplicatedBatch batch;
+  ASSERT_TRUE(stream->Write(start) && stream->Read(&batch));
+  auto st = ReplicationStatus();
+  ASSERT_EQ(st.followers_size(), 1);
+  EXPECT_FALSE(st.followers(0).in_sync());
+  auto r = client_->Append(AppendOf(meta->id(), 2, 0, {"while the follower catches up"}));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  ctx.TryCancel();
+  (void)stream->Finish();
+}
+
+// A primary keeps its write-ahead log for --wal-ttl-seconds; a follower that needs older
+// batches (a new one with an empty directory, or one that was away too long) is seeded
+// from a checkpoint of the primary and then streams from the checkpoint's end.
+TEST_F(ReplicationTest, AFollowerThePrimarysLogNoLongerCoversIsSeededFromACheckpoint) {
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("async", {"--wal-ttl-seconds=1"}));
+  auto meta = client_->CreateSession(test::CreateOf("acme", "seeded"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  uint64_t next = 2;
+  auto append = [&](int n) {
+    for (int i = 0; i < n; ++i, ++next) {
+      auto r = client_->Append(AppendOf(meta->id(), next, 0, {"e" + std::to_string(next)}));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(append(10));
+  // A follower holds the first writes, then goes away.
+  ASSERT_NO_FATAL_FAILURE(StartFollower());
+  ASSERT_NO_FATAL_FAILURE(AwaitCaughtUp());
+  follower_->Signal(SIGKILL);
+  follower_->Wait();
+  // Meanwhile the primary flushes (a checkpoint does) and drops the log past its TTL.
+  int flushes = 0;
+  while (LogStartsAtOne()) {
+    ASSERT_LT(flushes, 300) << "the primary still serves its log from sequence 1";
+    ASSERT_NO_FATAL_FAILURE(append(5));
+    ASSERT_TRUE(client_->Checkpoint(dir_.Sub("flush-" + std::to_string(flushes++))).ok());
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_NO_FATAL_FAILURE(append(10));
+  // The follower that was away, and a new one with an empty directory: both are seeded.
+  ASSERT_NO_FATAL_FAILURE(StartFollower());
+  const std::string new_dir = dir_.Sub("new-follower");
+  // (Given with a trailing slash: the seed's scratch space is still beside it.)
+  auto fresh = StartStore({"--db", new_dir + "/", "--follow", primary_address_, "--follower-name", "f2"}, "following");
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_TRUE(follower_->WaitForLine("seeded", seconds(30))) << "the follower that was away was not seeded";
+  EXPECT_TRUE(fresh->WaitForLine("seeded", seconds(30))) << "the new follower was not seeded";
+  ASSERT_NO_FATAL_FAILURE(append(10));  // streamed after the seed
+  for (int i = 0; i < 3000; ++i) {
+    auto st = ReplicationStatus();
+    if (st.followers_size() == 2 && st.followers(0).synced_sequence() == st.latest_sequence() &&
+        st.followers(1).synced_sequence() == st.latest_sequence()) {
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  auto primary_events = AllEvents(*client_, meta->id());
+  ASSERT_TRUE(primary_events.ok());
+  ASSERT_EQ(primary_events->events_size(), static_cast<int>(next - 1));
+  LosePrimary();
+  fresh->Signal(SIGKILL);
+  fresh->Wait();
+  for (const std::string& copy_dir : {follower_dir_, new_dir}) {
+    if (copy_dir == follower_dir_) {
+      follower_->Signal(SIGKILL);
+      follower_->Wait();
+    }
+    auto copy = OpenSessionStore(copy_dir, StoreOptions{});
+    ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+    auto events = AllEvents(**copy, meta->id());
+    ASSERT_TRUE(events.ok()) << copy_dir << ": " << events.status().ToString();
+    EXPECT_EQ(events->SerializeAsString(), primary_events->SerializeAsString()) << copy_dir;
+  }
+  for (const std::string& copy_dir : {follower_dir_, new_dir}) {
+    EXPECT_FALSE(std::filesystem::exists(copy_dir + ".seeding")) << "a seed left its scratch directory";
+    EXPECT_FALSE(std::filesystem::exists(copy_dir + "/.seeding")) << "a seed left its scratch directory";
+  }
+}
+
+// A primary that needs its follower seeded and then sends a bad seed: first a file whose
+// bytes do not match the manifest's SHA-256, then a manifest naming a file outside the
+// directory. The follower refuses both and its directory stays as it was.
+class BadSeedPrimary final : public v1::StoreReplication::Service {
+ public:
+  grpc::Status Replicate(grpc::ServerContext*,
+                         grpc::ServerReaderWriter<v1::ReplicatedBatch, v1::ReplicationAck>* stream) override {
+    v1::ReplicationAck start;
+    if (!stream->Read(&start)) return grpc::Status::OK;
+    v1::ReplicatedBatch seed;
+    seed.set_seed_needed("this test's primary keeps no log");
+    stream->Write(seed);
+    return grpc::Status::OK;
+  }
+  grpc::Status Seed(grpc::ServerContext*, const v1::SeedRequest*, grpc::ServerWriter<v1::SeedChunk>* out) override {
+    const bool traversal = seeds_++ % 2 == 1;
+    v1::SeedChunk manifest;
+    manifest.mutable_manifest()->set_sequence(1);
+    auto* file = manifest.mutable_manifest()->add_files();
+    file->set_name(traversal ? "../outside" : "CURRENT");
+    file->set_size(5);
+    file->set_sha256(std::string(32, '\0'));  // not the SHA-256 of the bytes below
+    out->Write(manifest);
+    v1::SeedChunk data;
+    data.mutable_data()->set_file(0);
+    data.mutable_data()->set_bytes("abcde");
+    out->Write(data);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::atomic<int> seeds_{0};
+};
+
+TEST_F(ReplicationTest, AFollowerRefusesABadSeedAndKeepsItsDirectory) {
+  std::string id;
+  {
+    auto own = OpenSessionStore(follower_dir_, StoreOptions{});
+    ASSERT_TRUE(own.ok()) << own.status().ToString();
+    auto meta = (*own)->CreateSession(test::CreateOf("acme", "kept"));
+    ASSERT_TRUE(meta.ok());
+    id = meta->id();
+    ASSERT_TRUE((*own)->Append(AppendOf(id, 2, 0, {"mine"})).ok());
+  }
+  BadSeedPrimary fake;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&fake);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  follower_ = StartStore({"--db", follower_dir_, "--follow", "127.0.0.1:" + std::to_string(port)}, "following");
+  ASSERT_NE(follower_, nullptr);
+  EXPECT_TRUE(follower_->WaitForLine("does not match its SHA-256", seconds(30))) << "a corrupt file was taken";
+  EXPECT_TRUE(follower_->WaitForLine("unusable file '../outside'", seconds(30))) << "a file outside was taken";
+  follower_->Signal(SIGKILL);
+  follower_->Wait();
+  server->Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("outside")));
+  EXPECT_FALSE(std::filesystem::exists(follower_dir_ + ".seeding"));
+  auto copy = OpenSessionStore(follower_dir_, StoreOptions{});
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto events = AllEvents(**copy, id);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->events_size(), 2);
+  EXPECT_EQ(events->events(1).user_message().text(), "mine");
 }
 
 TEST_F(ReplicationTest, AStreamThatDoesNotStartWithStartIsRefused) {

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string when_alone = "block";
   app.add_option("--when-no-follower", when_alone,
-                 "with --replication sync and no follower connected: block (writes fail after "
+                 "with --replication sync and no follower in sync: block (writes fail after "
                  "--follower-timeout-ms) or degrade (acknowledge without one, logged)")
       ->check(CLI::IsMember({"block", "degrade"}))
       ->capture_default_str();
@@ -106,6 +106,18 @@ int main(int argc, char** argv) {
                  "with --replication and --etcd: the TTL of the shard primary's etcd lease (how long a failover "
                  "waits for a primary that died)")
       ->check(CLI::Range(int64_t{2}, int64_t{60}))
+      ->capture_default_str();
+  int64_t member_lease_seconds = 0;
+  app.add_option("--member-lease-seconds", member_lease_seconds,
+                 "with --replication and --etcd: the TTL of the etcd lease under which a member publishes its "
+                 "progress; an election waits this long for a member that stopped answering while it followed "
+                 "(default: --primary-lease-seconds)")
+      ->check(CLI::Range(int64_t{2}, int64_t{600}));
+  uint32_t wal_ttl_seconds = 3600;
+  app.add_option("--wal-ttl-seconds", wal_ttl_seconds,
+                 "with --replication: how long the primary keeps its write-ahead log for followers that fall "
+                 "behind (one further behind is seeded from a checkpoint)")
+      ->check(CLI::Range(1u, 30u * 24 * 3600))
       ->capture_default_str();
   app.add_option("--follow", follow, "be a follower: keep --db a copy of the primary at this host:port");
   app.add_option("--follower-name", follower_name, "with --follow: this follower's name in the primary's status")
@@ -157,6 +169,7 @@ int main(int argc, char** argv) {
     sinew::store::FollowerOptions follower_options;
     follower_options.name = follower_name;
     follower_options.tls = tls;
+    follower_options.keep_files = {"SHARD"};
     auto follower = sinew::store::Follower::Start(db, follow, follower_options);
     if (!follower.ok()) {
       spdlog::error("cannot open store: {}", follower.status().ToString());
@@ -184,6 +197,7 @@ int main(int argc, char** argv) {
       replication == "async" ? sinew::store::ReplicationMode::kAsync : sinew::store::ReplicationMode::kSync;
   primary_options.follower_timeout = std::chrono::milliseconds(follower_timeout_ms);
   primary_options.degrade_when_alone = when_alone == "degrade";
+  primary_options.wal_ttl = std::chrono::seconds(wal_ttl_seconds);
   sinew::store::SessionStore* store = nullptr;
   if (member) {
     // Elected in etcd; the store it serves switches between primary and refusals.
@@ -200,6 +214,7 @@ int main(int argc, char** argv) {
     mo.primary = primary_options;
     mo.follow_tls = tls;
     mo.ttl_seconds = primary_lease_seconds;
+    mo.member_ttl_seconds = member_lease_seconds > 0 ? member_lease_seconds : primary_lease_seconds;
     shard_member = std::make_unique<sinew::store::ShardMember>(member_etcd.get(), std::move(mo));
     store = shard_member->store();
   } else if (!replication.empty()) {

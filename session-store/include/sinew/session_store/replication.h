@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@
 namespace sinew::store {
 
 enum class ReplicationMode {
-  // A write is acknowledged once one follower has synced it to its disk.
+  // A write is acknowledged once one in-sync follower (FollowerStatus::in_sync) has
+  // synced it to its disk.
   kSync,
   // A write is acknowledged after the primary's own write; followers lag behind.
   kAsync,
@@ -39,12 +41,12 @@ struct PrimaryOptions {
   // write stays in the primary's log (a read may see it); a retry with the same
   // idempotency key returns it once a follower has synced it. Default: 10 s
   std::chrono::milliseconds follower_timeout{10000};
-  // kSync with no follower connected: false fails each write after follower_timeout
+  // kSync with no in-sync follower: false fails each write after follower_timeout
   // (the shard blocks writes); true acknowledges it after the local write, as kAsync does,
   // and logs each change between the two. Default: false
   bool degrade_when_alone = false;
   // How long the primary keeps write-ahead log files for followers that fall behind or
-  // reconnect; a follower that needs an older batch is refused with kFailedPrecondition.
+  // reconnect; a follower that needs an older batch is seeded from a checkpoint instead.
   // Default: 1 h
   std::chrono::seconds wal_ttl{3600};
 };
@@ -52,6 +54,9 @@ struct PrimaryOptions {
 struct FollowerStatus {
   std::string name;             // as the follower gave it
   uint64_t synced_sequence = 0;  // the last batch it has synced (RocksDB sequence number)
+  // It has synced everything this primary had written when its stream began; only such
+  // a follower's fsync acknowledges a write in kSync mode.
+  bool in_sync = false;
 };
 
 // A store with followers: writes through store() are replicated as PrimaryOptions say.
@@ -75,11 +80,26 @@ class Primary {
                                                                 const StoreOptions& options,
                                                                 const PrimaryOptions& primary);
 
+// The last RocksDB sequence number the store at `dir` holds (how far a member's copy
+// goes); 0 when `dir` holds no store. Opens it read-only: nothing may be writing it.
+// Errors: those of OpenSessionStore.
+[[nodiscard]] Result<uint64_t> StoredSequence(const std::string& dir);
+
 struct FollowerOptions {
   // Sent to the primary; names this follower in its status and logs. Default: "follower"
   std::string name = "follower";
   // mTLS to the primary (docs/security.md). Default: none (plain gRPC)
   GrpcTlsOptions tls{};
+  // Files of the directory (beside RocksDB's) that a seed keeps: when the directory is
+  // replaced by a checkpoint of the primary, these are copied into the new one.
+  // Default: none
+  std::vector<std::string> keep_files{};
+  // Called on the follower's thread once this directory holds everything the primary had
+  // written when the stream began, before the follower acknowledges anything the primary
+  // counts for kSync (so a member can record that its copy is complete before it is
+  // needed to be). Called again after a reconnection. An error ends the stream.
+  // Default: none
+  std::function<Status()> on_caught_up{};
 };
 
 // Keeps a directory a copy of a primary's store.
@@ -88,14 +108,18 @@ class Follower {
   virtual ~Follower() = default;  // stops following and closes the directory
   // Opens (or creates) the store at `dir` and follows the primary at `primary_address`
   // (host:port) from the first batch `dir` lacks, reconnecting while the primary is
-  // away. Errors: those of OpenSessionStore.
+  // away. When the primary no longer keeps the log from there (a new follower of an old
+  // primary, or one away longer than its wal_ttl), `dir` is replaced, in one rename, by a
+  // checkpoint of the primary's store streamed over the replication service (every
+  // file's size and SHA-256 checked), and following goes on from the checkpoint's end.
+  // `dir`.seeding is the seed's scratch space. Errors: those of OpenSessionStore.
   [[nodiscard]] static Result<std::unique_ptr<Follower>> Start(const std::string& dir,
                                                               const std::string& primary_address,
                                                               const FollowerOptions& options);
   // The last batch applied and synced here.
   virtual uint64_t AppliedSequence() = 0;
   // Why the last stream ended (Ok while streaming or before the first); a batch out of
-  // order or a primary that no longer has the log this follower needs shows up here.
+  // order or a seed that failed shows up here.
   virtual Status LastError() = 0;
 };
 
