@@ -334,6 +334,10 @@ int main(int argc, char** argv) {
   int failovers = 20, failover_lease_seconds = 2;
   app.add_flag("!--no-replicated", replicated, "skip the appends through sinew-store processes, replicated or not");
   app.add_option("--failovers", failovers, "failovers to time (0: none)")->capture_default_str();
+  std::string follower_root;
+  app.add_option("--follower-root", follower_root,
+                 "put the replicated appends' followers' directories here (another disk, or a tmpfs to see what "
+                 "sharing one disk with the primary costs)");
   app.add_option("--failover-lease-seconds", failover_lease_seconds, "the primary's etcd lease in the failovers")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -353,7 +357,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  if (appends && replicated) sinew::bench::ReplicatedAppends(dir.Sub("replicated"), writer_counts, seconds);
+  if (appends && replicated) sinew::bench::ReplicatedAppends(dir.Sub("replicated"), writer_counts, seconds, follower_root);
   if (failovers > 0) sinew::bench::Failovers(dir.Sub("failover"), failovers, failover_lease_seconds);
   ReadBack(dir.Sub("read"), read_events, reps, remote, page_bytes);
   return 0;

@@ -1,6 +1,7 @@
 #include "store_replicated.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,9 @@
 #include <memory>
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
+
+#include "sinew/proto/store_replication.grpc.pb.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/testing/subprocess.h"
 #ifdef SINEW_BENCH_ETCD
@@ -51,21 +55,23 @@ Store StartStore(std::vector<std::string> args) {
 // One setup under test: the store the client writes to, and its follower if any.
 struct Setup {
   const char* name;
+  std::vector<std::string> args;  // the primary's
   Store primary;
   std::unique_ptr<testing::Subprocess> follower;
   std::unique_ptr<store::SessionStore> client;
 };
 
-void StartSetup(Setup* s, const std::string& dir, const char* replication) {
+void StartSetup(Setup* s, const std::string& dir, const char* replication, const std::string& follower_dir) {
   std::vector<std::string> args = {"--db", dir + "/primary", "--listen", "127.0.0.1:0", "--durability", "sync"};
   if (replication != nullptr) {
     args.push_back("--replication");
     args.push_back(replication);
   }
+  s->args = args;
   s->primary = StartStore(args);
   if (replication != nullptr) {
     s->follower = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        testing::BinaryPath("sinew-store"), "--db", dir + "/follower", "--follow", s->primary.address,
+        testing::BinaryPath("sinew-store"), "--db", follower_dir, "--follow", s->primary.address,
         "--follower-name", "bench-follower"});
     if (!s->follower->WaitForLine("following", seconds(20))) Die("the follower did not start");
     if (!s->primary.proc->WaitForLine("streams from sequence", seconds(20))) Die("the follower did not connect");
@@ -75,10 +81,11 @@ void StartSetup(Setup* s, const std::string& dir, const char* replication) {
   s->client = std::move(*client);
 }
 
-struct Figures {
-  double per_second = 0;
-  double p50_ms = 0;
-  double p99_ms = 0;
+// What one setup did at one writer count, over all its slices.
+struct Tally {
+  std::vector<double> latencies_ms;
+  uint64_t appends = 0;
+  double seconds = 0;
 };
 
 double Percentile(std::vector<double>& v, double p) {
@@ -88,8 +95,9 @@ double Percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
-// `writers` threads, one session each, appending one 120-byte event at a time.
-Figures TimedAppends(store::SessionStore& store, int writers, double run_seconds) {
+// `writers` threads, one session each, appending one 120-byte event at a time for
+// `run_seconds`; adds to `tally`.
+void TimedAppends(store::SessionStore& store, int writers, double run_seconds, Tally* tally) {
   std::vector<std::string> ids;
   for (int w = 0; w < writers; ++w) {
     v1::CreateSessionRequest req;
@@ -121,43 +129,138 @@ Figures TimedAppends(store::SessionStore& store, int writers, double run_seconds
   std::this_thread::sleep_for(std::chrono::duration<double>(run_seconds));
   stop = true;
   for (auto& t : threads) t.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::vector<double> all;
-  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
-  Figures f;
-  f.per_second = static_cast<double>(all.size()) / elapsed;
-  f.p50_ms = Percentile(all, 0.50);
-  f.p99_ms = Percentile(all, 0.99);
-  return f;
+  tally->seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  for (auto& v : latencies) {
+    tally->appends += v.size();
+    tally->latencies_ms.insert(tally->latencies_ms.end(), v.begin(), v.end());
+  }
 }
+
+// Samples a primary's replication status every 5 ms while it runs: how far its follower
+// is behind (in async mode, what losing the primary at that moment would lose).
+class LagSampler {
+ public:
+  explicit LagSampler(const std::string& primary)
+      : stub_(v1::StoreReplication::NewStub(grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()))) {}
+  void Start() {
+    stop_ = false;
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        grpc::ClientContext ctx;
+        v1::ReplicationStatus status;
+        if (stub_->GetReplicationStatus(&ctx, {}, &status).ok() && status.followers_size() > 0) {
+          const uint64_t latest = status.latest_sequence(), synced = status.followers(0).synced_sequence();
+          lags_.push_back(static_cast<double>(latest > synced ? latest - synced : 0));
+          if (first_sequence_ == 0) first_sequence_ = latest;
+          last_sequence_ = latest;
+        }
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+    });
+  }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // Sequence numbers written between the first sample and the last.
+  uint64_t sequences() const { return last_sequence_ - first_sequence_; }
+  std::vector<double>& lags() { return lags_; }
+
+ private:
+  std::unique_ptr<v1::StoreReplication::Stub> stub_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<double> lags_;
+  uint64_t first_sequence_ = 0, last_sequence_ = 0;
+};
+
+// Slices per setup and writer count, run in turn so that the three setups share the
+// machine's ups and downs (other work, the disk's load) alike.
+constexpr int kSlices = 4;
 
 }  // namespace
 
-void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_counts, double run_seconds) {
-  Setup setups[3] = {{"unreplicated sync", {}, nullptr, nullptr},
-                     {"replicated sync", {}, nullptr, nullptr},
-                     {"replicated async", {}, nullptr, nullptr}};
-  StartSetup(&setups[0], dir + "/unreplicated", nullptr);
-  StartSetup(&setups[1], dir + "/sync", "sync");
-  StartSetup(&setups[2], dir + "/async", "async");
+void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_counts, double run_seconds,
+                       const std::string& follower_root) {
+  // Declared before the setups, so removed after their processes end.
+  struct RemovedAtEnd {
+    std::string path;
+    ~RemovedAtEnd() {
+      std::error_code ec;
+      if (!path.empty()) std::filesystem::remove_all(path, ec);
+    }
+  } follower_dirs{follower_root.empty() ? "" : follower_root + "/sinew-bench-" + std::to_string(getpid())};
+  Setup setups[3] = {{"unreplicated sync", {}, {}, nullptr, nullptr},
+                     {"replicated sync", {}, {}, nullptr, nullptr},
+                     {"replicated async", {}, {}, nullptr, nullptr}};
+  const std::string followers = follower_root.empty() ? dir : follower_dirs.path;
+  StartSetup(&setups[0], dir + "/unreplicated", nullptr, "");
+  StartSetup(&setups[1], dir + "/sync", "sync", followers + "/sync-follower");
+  StartSetup(&setups[2], dir + "/async", "async", followers + "/async-follower");
   std::printf(
       "\nappends through sinew-store on loopback gRPC (--durability sync; replicated: a primary and one "
-      "--follow follower; one client, one session per writer)\n");
+      "--follow follower; one client, one session per writer; %d slices of %.2f s per mode, taken in turn%s)\n",
+      kSlices, run_seconds / kSlices, follower_root.empty() ? "" : ("; followers in " + follower_root).c_str());
   std::printf("%8s  %-18s %10s %9s %9s %10s\n", "writers", "mode", "app/s", "p50 ms", "p99 ms", "vs unrepl");
   double sync_ratio_at_max = 0;
   for (int w : writer_counts) {
-    double base = 0;
-    for (auto& s : setups) {
-      Figures f = TimedAppends(*s.client, w, run_seconds);
-      if (&s == &setups[0]) base = f.per_second;
-      const double ratio = base > 0 ? f.per_second / base : 0;
-      if (&s == &setups[1] && w == writer_counts.back()) sync_ratio_at_max = ratio;
-      std::printf("%8d  %-18s %10.0f %9.2f %9.2f %9.2fx\n", w, s.name, f.per_second, f.p50_ms, f.p99_ms, ratio);
-      std::fflush(stdout);
+    Tally tallies[3];
+    LagSampler async_lag(setups[2].primary.address);
+    for (int slice = 0; slice < kSlices; ++slice) {
+      for (int i = 0; i < 3; ++i) {
+        if (i == 2) async_lag.Start();
+        TimedAppends(*setups[i].client, w, run_seconds / kSlices, &tallies[i]);
+        if (i == 2) async_lag.Stop();
+      }
     }
+    const double base = static_cast<double>(tallies[0].appends) / tallies[0].seconds;
+    for (int i = 0; i < 3; ++i) {
+      Tally& t = tallies[i];
+      const double per_second = static_cast<double>(t.appends) / t.seconds;
+      const double ratio = base > 0 ? per_second / base : 0;
+      if (i == 1 && w == writer_counts.back()) sync_ratio_at_max = ratio;
+      std::printf("%8d  %-18s %10.0f %9.2f %9.2f %9.2fx\n", w, setups[i].name, per_second,
+                  Percentile(t.latencies_ms, 0.50), Percentile(t.latencies_ms, 0.99), ratio);
+    }
+    auto& lags = async_lag.lags();
+    if (!lags.empty()) {
+      // One append here is one event plus its session's records: sequence numbers per append.
+      const double per_append =
+          std::max(1.0, static_cast<double>(async_lag.sequences()) / static_cast<double>(tallies[2].appends));
+      const double max_lag = *std::max_element(lags.begin(), lags.end());
+      const double p50 = Percentile(lags, 0.5), p99 = Percentile(lags, 0.99);
+      std::printf("%8s  async follower's lag (%zu samples, every 5 ms), in appends: p50 %.1f, p99 %.1f, max %.1f "
+                  "(%.1f sequence numbers per append)\n",
+                  "", lags.size(), p50 / per_append, p99 / per_append, max_lag / per_append, per_append);
+    }
+    std::fflush(stdout);
   }
   std::printf("target: replicated sync >= 0.8x unreplicated sync at %d writers: %.2fx\n", writer_counts.back(),
               sync_ratio_at_max);
+
+  // The unreplicated store's recovery time: SIGKILLed and started again on its directory
+  // (holding every append above), until a client's write is acknowledged.
+  std::vector<double> restart_ms;
+  for (int i = 0; i < 5; ++i) {
+    Setup& u = setups[0];
+    u.client.reset();
+    u.primary.proc->Signal(SIGKILL);
+    u.primary.proc->Wait();
+    const auto killed = Clock::now();
+    u.primary = StartStore(u.args);
+    auto client = store::ConnectSessionStore(u.primary.address);
+    if (!client.ok()) Die("connect: " + client.status().ToString());
+    v1::CreateSessionRequest req;
+    req.set_tenant("bench");
+    auto created = (*client)->CreateSession(req);
+    if (!created.ok()) Die("create after a restart: " + created.status().ToString());
+    restart_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
+    u.client = std::move(*client);
+  }
+  std::sort(restart_ms.begin(), restart_ms.end());
+  std::printf("unreplicated sync store SIGKILLed and started again on its directory, kill -> write acknowledged "
+              "(%zu restarts): p50 %.0f ms, max %.0f ms\n",
+              restart_ms.size(), restart_ms[restart_ms.size() / 2], restart_ms.back());
 }
 
 #ifdef SINEW_BENCH_ETCD
