@@ -8,8 +8,8 @@
 // Thread-safety: free functions; the client is the caller's.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
