@@ -307,5 +307,71 @@ TEST_F(ShardOpsTest, MetricsAnswerOnlyGetMetricsAndStorectlNeedsEtcd) {
   EXPECT_NE(wide.output.find("--insecure"), std::string::npos) << wide.output;
 }
 
+// A sync primary without etcd: a write with no follower times out (and is counted so);
+// one that may degrade counts its switch to async and, once a follower is back, to sync.
+TEST(StoreMetricsTest, SyncTimeoutsAndDegradedSwitchesAreCounted) {
+  testing::TempDir dir;
+  auto start = [&](const std::string& db, const std::vector<std::string>& extra, std::string* grpc,
+                   std::string* metrics) {
+    std::vector<std::string> args{testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0",
+                                  "--metrics-listen", "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto proc = std::make_unique<testing::Subprocess>(args);
+    auto m = proc->WaitForLine("metrics on", seconds(20));
+    auto l = proc->WaitForLine("listening on", seconds(20));
+    if (!m || !l) return std::unique_ptr<testing::Subprocess>();
+    *metrics = m->substr(m->rfind(' ') + 1);
+    *grpc = l->substr(l->rfind(' ') + 1);
+    return proc;
+  };
+  std::string blocking_grpc, blocking_metrics;
+  auto blocking = start(dir.Sub("blocking"), {"--replication", "sync", "--follower-timeout-ms", "200"},
+                        &blocking_grpc, &blocking_metrics);
+  ASSERT_NE(blocking, nullptr);
+  auto client = ConnectSessionStore(blocking_grpc);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto created = (*client)->CreateSession(test::CreateOf("acme", "alone"));
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), StatusCode::kUnavailable) << created.status().ToString();
+  auto m = Scrape(blocking_metrics);
+  EXPECT_EQ(m["sinew_store_replication_sync_waits_total"], 1);
+  EXPECT_EQ(m["sinew_store_replication_sync_timeouts_total"], 1);
+  EXPECT_EQ(m["sinew_store_writes_total{op=\"create_session\",outcome=\"unavailable\"}"], 1);
+  EXPECT_EQ(m["sinew_store_role{role=\"primary\"}"], 1);
+  EXPECT_EQ(m["sinew_store_replication_followers"], 0);
+
+  std::string grpc, metrics;
+  auto degrading = start(dir.Sub("degrading"), {"--replication", "sync", "--when-no-follower", "degrade"}, &grpc,
+                         &metrics);
+  ASSERT_NE(degrading, nullptr);
+  client = ConnectSessionStore(grpc);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto meta = (*client)->CreateSession(test::CreateOf("acme", "degraded"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  m = Scrape(metrics);
+  EXPECT_EQ(m["sinew_store_replication_degraded_switches_total{to=\"async\"}"], 1);
+  EXPECT_EQ(m["sinew_store_replication_degraded_switches_total{to=\"sync\"}"], 0);
+  EXPECT_EQ(m["sinew_store_replication_sync_waits_total"], 0) << "a degraded write waits for nobody";
+
+  std::string follower_metrics;
+  testing::Subprocess follower({testing::BinaryPath("sinew-store"), "--db", dir.Sub("follower"), "--follow", grpc,
+                                "--follower-name", "f1", "--metrics-listen", "127.0.0.1:0"});
+  auto fm = follower.WaitForLine("metrics on", seconds(20));
+  ASSERT_TRUE(fm);
+  follower_metrics = fm->substr(fm->rfind(' ') + 1);
+  for (int i = 0; i < 200 && Scrape(metrics)["sinew_store_replication_followers"] != 1; ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  auto r = (*client)->Append(test::AppendOf(meta->id(), 2, 0, {"replicated"}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  m = Scrape(metrics);
+  EXPECT_EQ(m["sinew_store_replication_degraded_switches_total{to=\"sync\"}"], 1);
+  EXPECT_EQ(m["sinew_store_replication_sync_waits_total"], 1);
+  auto f = Scrape(follower_metrics);
+  EXPECT_EQ(f["sinew_store_role{role=\"follower\"}"], 1);
+  EXPECT_GE(f["sinew_store_last_sequence"], m["sinew_store_replication_follower_synced_sequence{follower=\"f1\"}"])
+      << "the follower has at least what the primary knows it synced";
+}
+
 }  // namespace
 }  // namespace sinew::store
