@@ -61,8 +61,10 @@ struct Setup {
   std::unique_ptr<store::SessionStore> client;
 };
 
-void StartSetup(Setup* s, const std::string& dir, const char* replication, const std::string& follower_dir) {
-  std::vector<std::string> args = {"--db", dir + "/primary", "--listen", "127.0.0.1:0", "--durability", "sync"};
+void StartSetup(Setup* s, const std::string& dir, const char* replication,
+                const std::string& follower_dir) {
+  std::vector<std::string> args = {"--db",        dir + "/primary", "--listen",
+                                   "127.0.0.1:0", "--durability",   "sync"};
   if (replication != nullptr) {
     args.push_back("--replication");
     args.push_back(replication);
@@ -74,7 +76,8 @@ void StartSetup(Setup* s, const std::string& dir, const char* replication, const
         testing::BinaryPath("sinew-store"), "--db", follower_dir, "--follow", s->primary.address,
         "--follower-name", "bench-follower"});
     if (!s->follower->WaitForLine("following", seconds(20))) Die("the follower did not start");
-    if (!s->primary.proc->WaitForLine("streams from sequence", seconds(20))) Die("the follower did not connect");
+    if (!s->primary.proc->WaitForLine("streams from sequence", seconds(20)))
+      Die("the follower did not connect");
   }
   auto client = store::ConnectSessionStore(s->primary.address);
   if (!client.ok()) Die("connect: " + client.status().ToString());
@@ -141,7 +144,8 @@ void TimedAppends(store::SessionStore& store, int writers, double run_seconds, T
 class LagSampler {
  public:
   explicit LagSampler(const std::string& primary)
-      : stub_(v1::StoreReplication::NewStub(grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()))) {}
+      : stub_(v1::StoreReplication::NewStub(
+            grpc::CreateChannel(primary, grpc::InsecureChannelCredentials()))) {}
   void Start() {
     stop_ = false;
     thread_ = std::thread([this] {
@@ -149,7 +153,8 @@ class LagSampler {
         grpc::ClientContext ctx;
         v1::ReplicationStatus status;
         if (stub_->GetReplicationStatus(&ctx, {}, &status).ok() && status.followers_size() > 0) {
-          const uint64_t latest = status.latest_sequence(), synced = status.followers(0).synced_sequence();
+          const uint64_t latest = status.latest_sequence(),
+                         synced = status.followers(0).synced_sequence();
           lags_.push_back(static_cast<double>(latest > synced ? latest - synced : 0));
           if (first_sequence_ == 0) first_sequence_ = latest;
           last_sequence_ = latest;
@@ -180,8 +185,8 @@ constexpr int kSlices = 4;
 
 }  // namespace
 
-void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_counts, double run_seconds,
-                       const std::string& follower_root) {
+void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_counts,
+                       double run_seconds, const std::string& follower_root) {
   // Declared before the setups, so removed after their processes end.
   struct RemovedAtEnd {
     std::string path;
@@ -189,7 +194,8 @@ void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_co
       std::error_code ec;
       if (!path.empty()) std::filesystem::remove_all(path, ec);
     }
-  } follower_dirs{follower_root.empty() ? "" : follower_root + "/sinew-bench-" + std::to_string(getpid())};
+  } follower_dirs{
+      follower_root.empty() ? "" : follower_root + "/sinew-bench-" + std::to_string(getpid())};
   Setup setups[3] = {{"unreplicated sync", {}, {}, nullptr, nullptr},
                      {"replicated sync", {}, {}, nullptr, nullptr},
                      {"replicated async", {}, {}, nullptr, nullptr}};
@@ -198,10 +204,14 @@ void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_co
   StartSetup(&setups[1], dir + "/sync", "sync", followers + "/sync-follower");
   StartSetup(&setups[2], dir + "/async", "async", followers + "/async-follower");
   std::printf(
-      "\nappends through sinew-store on loopback gRPC (--durability sync; replicated: a primary and one "
-      "--follow follower; one client, one session per writer; %d slices of %.2f s per mode, taken in turn%s)\n",
-      kSlices, run_seconds / kSlices, follower_root.empty() ? "" : ("; followers in " + follower_root).c_str());
-  std::printf("%8s  %-18s %10s %9s %9s %10s\n", "writers", "mode", "app/s", "p50 ms", "p99 ms", "vs unrepl");
+      "\nappends through sinew-store on loopback gRPC (--durability sync; replicated: a primary "
+      "and one "
+      "--follow follower; one client, one session per writer; %d slices of %.2f s per mode, taken "
+      "in turn%s)\n",
+      kSlices, run_seconds / kSlices,
+      follower_root.empty() ? "" : ("; followers in " + follower_root).c_str());
+  std::printf("%8s  %-18s %10s %9s %9s %10s\n", "writers", "mode", "app/s", "p50 ms", "p99 ms",
+              "vs unrepl");
   double sync_ratio_at_max = 0;
   for (int w : writer_counts) {
     Tally tallies[3];
@@ -225,18 +235,20 @@ void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_co
     auto& lags = async_lag.lags();
     if (!lags.empty()) {
       // One append here is one event plus its session's records: sequence numbers per append.
-      const double per_append =
-          std::max(1.0, static_cast<double>(async_lag.sequences()) / static_cast<double>(tallies[2].appends));
+      const double per_append = std::max(1.0, static_cast<double>(async_lag.sequences()) /
+                                                  static_cast<double>(tallies[2].appends));
       const double max_lag = *std::max_element(lags.begin(), lags.end());
       const double p50 = Percentile(lags, 0.5), p99 = Percentile(lags, 0.99);
-      std::printf("%8s  async follower's lag (%zu samples, every 5 ms), in appends: p50 %.1f, p99 %.1f, max %.1f "
-                  "(%.1f sequence numbers per append)\n",
-                  "", lags.size(), p50 / per_append, p99 / per_append, max_lag / per_append, per_append);
+      std::printf(
+          "%8s  async follower's lag (%zu samples, every 5 ms), in appends: p50 %.1f, p99 %.1f, "
+          "max %.1f "
+          "(%.1f sequence numbers per append)\n",
+          "", lags.size(), p50 / per_append, p99 / per_append, max_lag / per_append, per_append);
     }
     std::fflush(stdout);
   }
-  std::printf("target: replicated sync >= 0.8x unreplicated sync at %d writers: %.2fx\n", writer_counts.back(),
-              sync_ratio_at_max);
+  std::printf("target: replicated sync >= 0.8x unreplicated sync at %d writers: %.2fx\n",
+              writer_counts.back(), sync_ratio_at_max);
 
   // The unreplicated store's recovery time: SIGKILLed and started again on its directory
   // (holding every append above), until a client's write is acknowledged.
@@ -258,9 +270,11 @@ void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_co
     u.client = std::move(*client);
   }
   std::sort(restart_ms.begin(), restart_ms.end());
-  std::printf("unreplicated sync store SIGKILLed and started again on its directory, kill -> write acknowledged "
-              "(%zu restarts): p50 %.0f ms, max %.0f ms\n",
-              restart_ms.size(), restart_ms[restart_ms.size() / 2], restart_ms.back());
+  std::printf(
+      "unreplicated sync store SIGKILLed and started again on its directory, kill -> write "
+      "acknowledged "
+      "(%zu restarts): p50 %.0f ms, max %.0f ms\n",
+      restart_ms.size(), restart_ms[restart_ms.size() / 2], restart_ms.back());
 }
 
 #ifdef SINEW_BENCH_ETCD
@@ -300,13 +314,15 @@ void Failovers(const std::string& dir, int count, int lease_seconds) {
   auto add_member = [&] {
     const std::string db = dir + "/m" + std::to_string(made++);
     members[db] = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd", endpoint, "--shard-id",
-        "bench", "--replication", "sync", "--primary-lease-seconds", std::to_string(lease_seconds),
-        "--shard-grace-ms", "0"});
+        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd",
+        endpoint, "--shard-id", "bench", "--replication", "sync", "--primary-lease-seconds",
+        std::to_string(lease_seconds), "--shard-grace-ms", "0"});
     return members[db].get();
   };
-  if (!add_member()->WaitForLine("primary at term", seconds(20))) Die("the first member did not lead");
-  if (!add_member()->WaitForLine("following the primary", seconds(20))) Die("the second member did not follow");
+  if (!add_member()->WaitForLine("primary at term", seconds(20)))
+    Die("the first member did not lead");
+  if (!add_member()->WaitForLine("following the primary", seconds(20)))
+    Die("the second member did not follow");
   store::RemoteOptions lazy;
   lazy.wait_for_server = false;
   auto client = store::ConnectShardedSessionStore(endpoint, lazy);
@@ -320,9 +336,12 @@ void Failovers(const std::string& dir, int count, int lease_seconds) {
   for (int i = 0; i < count; ++i) {
     const auto [leader, term] = PrimaryOf(etcd->get(), key);
     std::string leader_db, follower_db;
-    for (const auto& [db, proc] : members) (FileNumber(db + "/PRIMARY") == term ? leader_db : follower_db) = db;
-    if (leader.empty() || leader_db.empty() || follower_db.empty()) Die("no primary and follower to fail over");
-    for (int k = 0; k < 800 && FileNumber(follower_db + "/TERM") != term; ++k) std::this_thread::sleep_for(milliseconds(25));
+    for (const auto& [db, proc] : members)
+      (FileNumber(db + "/PRIMARY") == term ? leader_db : follower_db) = db;
+    if (leader.empty() || leader_db.empty() || follower_db.empty())
+      Die("no primary and follower to fail over");
+    for (int k = 0; k < 800 && FileNumber(follower_db + "/TERM") != term; ++k)
+      std::this_thread::sleep_for(milliseconds(25));
     if (FileNumber(follower_db + "/TERM") != term) Die("the follower did not catch up");
     members[leader_db]->Signal(SIGKILL);
     const auto killed = Clock::now();
@@ -335,7 +354,8 @@ void Failovers(const std::string& dir, int count, int lease_seconds) {
     while (true) {
       if (!elected && PrimaryOf(etcd->get(), key).second > term) {
         elected = true;
-        to_elected.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
+        to_elected.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
       }
       v1::AppendRequest req;
       req.set_session_id(session->id());
@@ -345,7 +365,8 @@ void Failovers(const std::string& dir, int count, int lease_seconds) {
       auto r = (*client)->Append(req);
       if (r.ok()) break;
       if (r.status().code() != StatusCode::kUnavailable) Die("append: " + r.status().ToString());
-      if (std::chrono::duration<double>(Clock::now() - killed).count() > 120) Die("no primary within 120 s");
+      if (std::chrono::duration<double>(Clock::now() - killed).count() > 120)
+        Die("no primary within 120 s");
       std::this_thread::sleep_for(milliseconds(20));
     }
     to_ack.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
@@ -353,14 +374,16 @@ void Failovers(const std::string& dir, int count, int lease_seconds) {
     ++next;
   }
   std::printf(
-      "\nfailover of a sync shard through etcd (primary lease %d s; the primary SIGKILLed and its disk lost, a new "
+      "\nfailover of a sync shard through etcd (primary lease %d s; the primary SIGKILLed and its "
+      "disk lost, a new "
       "member with an empty one started at once), %d failovers:\n",
       lease_seconds, count);
   std::printf("  kill -> new primary in etcd:           p50 %6.0f ms  p99 %6.0f ms  max %6.0f ms\n",
               Percentile(to_elected, 0.5), Percentile(to_elected, 0.99),
               *std::max_element(to_elected.begin(), to_elected.end()));
   std::printf("  kill -> client's append acknowledged:  p50 %6.0f ms  p99 %6.0f ms  max %6.0f ms\n",
-              Percentile(to_ack, 0.5), Percentile(to_ack, 0.99), *std::max_element(to_ack.begin(), to_ack.end()));
+              Percentile(to_ack, 0.5), Percentile(to_ack, 0.99),
+              *std::max_element(to_ack.begin(), to_ack.end()));
 }
 #else
 void Failovers(const std::string&, int, int) {

@@ -12,8 +12,8 @@ namespace sinew::bench {
 // mode's throughput as a ratio of the unreplicated one's; in async mode, the follower's lag
 // sampled every 5 ms; then the unreplicated store's restart time. Directories go under
 // `dir`, the followers' under `follower_root` when it is set (another disk, a tmpfs).
-void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_counts, double seconds,
-                       const std::string& follower_root);
+void ReplicatedAppends(const std::string& dir, const std::vector<int>& writer_counts,
+                       double seconds, const std::string& follower_root);
 
 // `count` failovers of a two-member shard elected through a real etcd (primary lease
 // `lease_seconds`): the primary is SIGKILLed (and its directory deleted, a new member

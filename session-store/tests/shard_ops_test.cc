@@ -59,7 +59,8 @@ std::map<std::string, double> Scrape(const std::string& address) {
   std::map<std::string, double> out;
   if (!got.ok() || got->status != 200) {
     ADD_FAILURE() << "GET /metrics at " << address << ": "
-                  << (got.ok() ? std::to_string(got->status) + " " + got->body : got.status().ToString());
+                  << (got.ok() ? std::to_string(got->status) + " " + got->body
+                               : got.status().ToString());
     return out;
   }
   size_t start = 0;
@@ -84,7 +85,8 @@ class ShardOpsTest : public ::testing::Test {
   };
 
   void SetUp() override {
-    if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
+    if (coord::test::EtcdBinary().empty())
+      GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
     etcd_ = std::make_unique<coord::test::EtcdProcess>();
     ASSERT_FALSE(etcd_->endpoint().empty()) << "etcd did not start";
   }
@@ -92,9 +94,9 @@ class ShardOpsTest : public ::testing::Test {
   Member Start(const std::string& db) {
     Member m;
     m.proc = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd", etcd_->endpoint(),
-        "--shard-id", "s1", "--replication", "sync", "--primary-lease-seconds", "2", "--shard-grace-ms", "0",
-        "--metrics-listen", "127.0.0.1:0"});
+        testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0", "--etcd",
+        etcd_->endpoint(), "--shard-id", "s1", "--replication", "sync", "--primary-lease-seconds",
+        "2", "--shard-grace-ms", "0", "--metrics-listen", "127.0.0.1:0"});
     auto metrics = m.proc->WaitForLine("metrics on", seconds(20));
     auto listening = m.proc->WaitForLine("listening on", seconds(20));
     if (metrics && listening) {
@@ -158,7 +160,8 @@ class ShardOpsTest : public ::testing::Test {
   }
 
   boost::json::object ShardsJson() {
-    ToolRun run = RunTool({testing::BinaryPath("sinew-storectl"), "--etcd", etcd_->endpoint(), "shards", "--json"});
+    ToolRun run = RunTool(
+        {testing::BinaryPath("sinew-storectl"), "--etcd", etcd_->endpoint(), "shards", "--json"});
     EXPECT_EQ(run.exit_code, 0) << run.output;
     boost::system::error_code ec;
     auto v = boost::json::parse(run.output, ec);
@@ -203,11 +206,13 @@ TEST_F(ShardOpsTest, StorectlShowsEachMembersRoleTermAndLagAndTheLastFailover) {
   EXPECT_EQ(shard.at("elections").as_array()[0].as_object().at("member").as_string(), a_.address);
   EXPECT_EQ(shard.at("elections").as_array()[0].as_object().at("term").as_int64(), first_term);
 
-  ToolRun table = RunTool({testing::BinaryPath("sinew-storectl"), "--etcd", etcd_->endpoint(), "shards"});
+  ToolRun table =
+      RunTool({testing::BinaryPath("sinew-storectl"), "--etcd", etcd_->endpoint(), "shards"});
   EXPECT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("primary   " + a_.address), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("follower  " + b_.address), std::string::npos) << table.output;
-  EXPECT_NE(table.output.find("s1: sync replication; no failover"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("s1: sync replication; no failover"), std::string::npos)
+      << table.output;
 
   ASSERT_NO_FATAL_FAILURE(LoseA());
   const int64_t second_term = Term();
@@ -228,8 +233,8 @@ TEST_F(ShardOpsTest, StorectlShowsEachMembersRoleTermAndLagAndTheLastFailover) {
             shard.at("elections").as_array()[1].as_object().at("at_unix_ms").as_int64());
 
   table = RunTool({testing::BinaryPath("sinew-storectl"), "--etcd", etcd_->endpoint(), "shards"});
-  EXPECT_NE(table.output.find("term " + std::to_string(second_term) + ", " + b_.address + " took over from " +
-                              a_.address),
+  EXPECT_NE(table.output.find("term " + std::to_string(second_term) + ", " + b_.address +
+                              " took over from " + a_.address),
             std::string::npos)
       << table.output;
 }
@@ -248,28 +253,35 @@ TEST_F(ShardOpsTest, MetricsShowEachMembersRoleTermFollowersAndWrites) {
   EXPECT_EQ(a["sinew_store_replication_sync_timeouts_total"], 0);
   EXPECT_EQ(a["sinew_store_replication_followers"], 1);
   const std::string follower = "{follower=\"" + b_.address + "\"}";
-  ASSERT_EQ(a.count("sinew_store_replication_follower_synced_sequence" + follower), 1u) << "B is not listed";
+  ASSERT_EQ(a.count("sinew_store_replication_follower_synced_sequence" + follower), 1u)
+      << "B is not listed";
   EXPECT_GE(a["sinew_store_last_sequence"], 6);
   EXPECT_EQ(a["sinew_store_replication_follower_lag" + follower],
-            a["sinew_store_last_sequence"] - a["sinew_store_replication_follower_synced_sequence" + follower]);
+            a["sinew_store_last_sequence"] -
+                a["sinew_store_replication_follower_synced_sequence" + follower]);
 
   auto b = Scrape(b_.metrics);
   EXPECT_EQ(b["sinew_store_role{role=\"follower\"}"], 1);
   EXPECT_EQ(b["sinew_store_role{role=\"primary\"}"], 0);
   EXPECT_EQ(b["sinew_store_failovers_seen_total"], 0);
-  EXPECT_EQ(b["sinew_store_writes_total{op=\"append\",outcome=\"acknowledged\"}"], 0) << "B took no write";
+  EXPECT_EQ(b["sinew_store_writes_total{op=\"append\",outcome=\"acknowledged\"}"], 0)
+      << "B took no write";
 
   ASSERT_NO_FATAL_FAILURE(LoseA());
   // B's watch of the term runs every 500 ms: wait for it to see the new one.
-  for (int i = 0; i < 100 && Scrape(b_.metrics)["sinew_store_term"] != static_cast<double>(Term()); ++i) {
+  for (int i = 0; i < 100 && Scrape(b_.metrics)["sinew_store_term"] != static_cast<double>(Term());
+       ++i) {
     std::this_thread::sleep_for(milliseconds(100));
   }
   b = Scrape(b_.metrics);
   EXPECT_EQ(b["sinew_store_term"], static_cast<double>(Term()));
   EXPECT_EQ(b["sinew_store_role{role=\"primary\"}"], 1);
   EXPECT_EQ(b["sinew_store_failovers_seen_total"], 1);
-  EXPECT_EQ(b["sinew_store_writes_total{op=\"append\",outcome=\"acknowledged\"}"], 1) << "the write after the failover";
-  EXPECT_EQ(b.count("sinew_store_replication_follower_synced_sequence{follower=\"" + c_.address + "\"}"), 1u)
+  EXPECT_EQ(b["sinew_store_writes_total{op=\"append\",outcome=\"acknowledged\"}"], 1)
+      << "the write after the failover";
+  EXPECT_EQ(
+      b.count("sinew_store_replication_follower_synced_sequence{follower=\"" + c_.address + "\"}"),
+      1u)
       << "C follows B";
 }
 
@@ -293,16 +305,16 @@ TEST_F(ShardOpsTest, MetricsAnswerOnlyGetMetricsAndStorectlNeedsEtcd) {
   EXPECT_NE(no_etcd.output.find("--etcd"), std::string::npos) << no_etcd.output;
   testing::RefusingPort refusing;
   ToolRun down = RunTool({testing::BinaryPath("sinew-storectl"), "--etcd",
-                      "127.0.0.1:" + std::to_string(refusing.port()), "shards"});
+                          "127.0.0.1:" + std::to_string(refusing.port()), "shards"});
   EXPECT_EQ(down.exit_code, 1);
   EXPECT_NE(down.output.find("unavailable"), std::string::npos) << down.output;
 
-  ToolRun bad = RunTool({testing::BinaryPath("sinew-store"), "--db", dir_.Sub("d"), "--listen", "127.0.0.1:0",
-                     "--metrics-listen", "no-port"});
+  ToolRun bad = RunTool({testing::BinaryPath("sinew-store"), "--db", dir_.Sub("d"), "--listen",
+                         "127.0.0.1:0", "--metrics-listen", "no-port"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("--metrics-listen must be host:port"), std::string::npos) << bad.output;
-  ToolRun wide = RunTool({testing::BinaryPath("sinew-store"), "--db", dir_.Sub("d"), "--listen", "127.0.0.1:0",
-                      "--metrics-listen", "0.0.0.0:0"});
+  ToolRun wide = RunTool({testing::BinaryPath("sinew-store"), "--db", dir_.Sub("d"), "--listen",
+                          "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"});
   EXPECT_EQ(wide.exit_code, 2) << "plain HTTP on every interface needs --insecure";
   EXPECT_NE(wide.output.find("--insecure"), std::string::npos) << wide.output;
 }
@@ -313,8 +325,13 @@ TEST(StoreMetricsTest, SyncTimeoutsAndDegradedSwitchesAreCounted) {
   testing::TempDir dir;
   auto start = [&](const std::string& db, const std::vector<std::string>& extra, std::string* grpc,
                    std::string* metrics) {
-    std::vector<std::string> args{testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0",
-                                  "--metrics-listen", "127.0.0.1:0"};
+    std::vector<std::string> args{testing::BinaryPath("sinew-store"),
+                                  "--db",
+                                  db,
+                                  "--listen",
+                                  "127.0.0.1:0",
+                                  "--metrics-listen",
+                                  "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto proc = std::make_unique<testing::Subprocess>(args);
     auto m = proc->WaitForLine("metrics on", seconds(20));
@@ -325,8 +342,9 @@ TEST(StoreMetricsTest, SyncTimeoutsAndDegradedSwitchesAreCounted) {
     return proc;
   };
   std::string blocking_grpc, blocking_metrics;
-  auto blocking = start(dir.Sub("blocking"), {"--replication", "sync", "--follower-timeout-ms", "200"},
-                        &blocking_grpc, &blocking_metrics);
+  auto blocking =
+      start(dir.Sub("blocking"), {"--replication", "sync", "--follower-timeout-ms", "200"},
+            &blocking_grpc, &blocking_metrics);
   ASSERT_NE(blocking, nullptr);
   auto client = ConnectSessionStore(blocking_grpc);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -341,8 +359,9 @@ TEST(StoreMetricsTest, SyncTimeoutsAndDegradedSwitchesAreCounted) {
   EXPECT_EQ(m["sinew_store_replication_followers"], 0);
 
   std::string grpc, metrics;
-  auto degrading = start(dir.Sub("degrading"), {"--replication", "sync", "--when-no-follower", "degrade"}, &grpc,
-                         &metrics);
+  auto degrading =
+      start(dir.Sub("degrading"), {"--replication", "sync", "--when-no-follower", "degrade"}, &grpc,
+            &metrics);
   ASSERT_NE(degrading, nullptr);
   client = ConnectSessionStore(grpc);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -351,11 +370,13 @@ TEST(StoreMetricsTest, SyncTimeoutsAndDegradedSwitchesAreCounted) {
   m = Scrape(metrics);
   EXPECT_EQ(m["sinew_store_replication_degraded_switches_total{to=\"async\"}"], 1);
   EXPECT_EQ(m["sinew_store_replication_degraded_switches_total{to=\"sync\"}"], 0);
-  EXPECT_EQ(m["sinew_store_replication_sync_waits_total"], 0) << "a degraded write waits for nobody";
+  EXPECT_EQ(m["sinew_store_replication_sync_waits_total"], 0)
+      << "a degraded write waits for nobody";
 
   std::string follower_metrics;
-  testing::Subprocess follower({testing::BinaryPath("sinew-store"), "--db", dir.Sub("follower"), "--follow", grpc,
-                                "--follower-name", "f1", "--metrics-listen", "127.0.0.1:0"});
+  testing::Subprocess follower({testing::BinaryPath("sinew-store"), "--db", dir.Sub("follower"),
+                                "--follow", grpc, "--follower-name", "f1", "--metrics-listen",
+                                "127.0.0.1:0"});
   auto fm = follower.WaitForLine("metrics on", seconds(20));
   ASSERT_TRUE(fm);
   follower_metrics = fm->substr(fm->rfind(' ') + 1);
@@ -369,7 +390,8 @@ TEST(StoreMetricsTest, SyncTimeoutsAndDegradedSwitchesAreCounted) {
   EXPECT_EQ(m["sinew_store_replication_sync_waits_total"], 1);
   auto f = Scrape(follower_metrics);
   EXPECT_EQ(f["sinew_store_role{role=\"follower\"}"], 1);
-  EXPECT_GE(f["sinew_store_last_sequence"], m["sinew_store_replication_follower_synced_sequence{follower=\"f1\"}"])
+  EXPECT_GE(f["sinew_store_last_sequence"],
+            m["sinew_store_replication_follower_synced_sequence{follower=\"f1\"}"])
       << "the follower has at least what the primary knows it synced";
 }
 

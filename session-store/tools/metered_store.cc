@@ -20,14 +20,17 @@ const char* Outcome(const Status& status) {
 
 }  // namespace
 
-MeteredStore::MeteredStore(SessionStore* inner, Metrics* metrics, std::function<std::shared_ptr<Primary>()> primary,
+MeteredStore::MeteredStore(SessionStore* inner, Metrics* metrics,
+                           std::function<std::shared_ptr<Primary>()> primary,
                            PrimaryOptions options)
     : inner_(inner), metrics_(metrics), primary_(std::move(primary)), options_(options) {}
 
 void MeteredStore::Describe(Metrics* metrics) {
-  metrics->Describe(kWrites, MetricType::kCounter,
-                    "Writes by call and outcome: acknowledged, refused (the request was wrong or fenced), "
-                    "unavailable (not the primary, or not replicated in time: retry with the same idempotency key)");
+  metrics->Describe(
+      kWrites, MetricType::kCounter,
+      "Writes by call and outcome: acknowledged, refused (the request was wrong or fenced), "
+      "unavailable (not the primary, or not replicated in time: retry with the same idempotency "
+      "key)");
   metrics->Describe(kWriteSeconds, MetricType::kHistogram,
                     "Time to acknowledge a write, replication included, by call");
   metrics->Describe(kSyncWaits, MetricType::kCounter,
@@ -35,7 +38,8 @@ void MeteredStore::Describe(Metrics* metrics) {
   metrics->Describe(kSyncTimeouts, MetricType::kCounter,
                     "Of those, writes answered unavailable after waiting the follower timeout");
   metrics->Describe(kDegradedSwitches, MetricType::kCounter,
-                    "Switches of a sync primary that may degrade: to async (no follower connected) and back to sync");
+                    "Switches of a sync primary that may degrade: to async (no follower connected) "
+                    "and back to sync");
   metrics->Add(kSyncWaits, "", 0);
   metrics->Add(kSyncTimeouts, "", 0);
   metrics->Add(kDegradedSwitches, "to=\"async\"", 0);
@@ -48,7 +52,8 @@ bool MeteredStore::WaitsForFollower(bool replicated) {
   if (!primary) return false;
   if (!options_.degrade_when_alone) return true;
   const bool alone = primary->Followers().empty();
-  if (alone != degraded_.exchange(alone)) metrics_->Add(kDegradedSwitches, alone ? "to=\"async\"" : "to=\"sync\"");
+  if (alone != degraded_.exchange(alone))
+    metrics_->Add(kDegradedSwitches, alone ? "to=\"async\"" : "to=\"sync\"");
   return !alone;
 }
 
@@ -61,7 +66,8 @@ void MeteredStore::Record(const char* op, const Status& status, double seconds, 
   // A write refused before it waited (no longer the primary) answers at once; one that
   // waited the whole follower timeout is the primary's own refusal.
   const double timeout_s = std::chrono::duration<double>(options_.follower_timeout).count();
-  if (status.code() == StatusCode::kUnavailable && seconds >= timeout_s) metrics_->Add(kSyncTimeouts, "");
+  if (status.code() == StatusCode::kUnavailable && seconds >= timeout_s)
+    metrics_->Add(kSyncTimeouts, "");
 }
 
 template <typename T, typename Fn>
@@ -69,7 +75,8 @@ Result<T> MeteredStore::Write(const char* op, bool replicated, Fn&& fn) {
   const bool waits = WaitsForFollower(replicated);
   const auto start = std::chrono::steady_clock::now();
   Result<T> out = fn();
-  Record(op, out.status(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), waits);
+  Record(op, out.status(),
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), waits);
   return out;
 }
 
@@ -84,17 +91,20 @@ Result<v1::AppendResponse> MeteredStore::Append(const v1::AppendRequest& req) {
 }
 Result<v1::Lease> MeteredStore::AcquireLease(const std::string& id, const LeaseHolder& holder,
                                              std::chrono::milliseconds ttl) {
-  return Write<v1::Lease>("acquire_lease", true, [&] { return inner_->AcquireLease(id, holder, ttl); });
+  return Write<v1::Lease>("acquire_lease", true,
+                          [&] { return inner_->AcquireLease(id, holder, ttl); });
 }
-Result<v1::Lease> MeteredStore::RenewLease(const std::string& id, const std::string& owner, uint64_t epoch,
-                                           std::chrono::milliseconds ttl) {
-  return Write<v1::Lease>("renew_lease", false, [&] { return inner_->RenewLease(id, owner, epoch, ttl); });
+Result<v1::Lease> MeteredStore::RenewLease(const std::string& id, const std::string& owner,
+                                           uint64_t epoch, std::chrono::milliseconds ttl) {
+  return Write<v1::Lease>("renew_lease", false,
+                          [&] { return inner_->RenewLease(id, owner, epoch, ttl); });
 }
 Status MeteredStore::ReleaseLease(const std::string& id, const std::string& owner, uint64_t epoch) {
-  return Write<bool>("release_lease", true, [&]() -> Result<bool> {
-           SINEW_RETURN_IF_ERROR(inner_->ReleaseLease(id, owner, epoch));
-           return true;
-         })
+  return Write<bool>("release_lease", true,
+                     [&]() -> Result<bool> {
+                       SINEW_RETURN_IF_ERROR(inner_->ReleaseLease(id, owner, epoch));
+                       return true;
+                     })
       .status();
 }
 Result<v1::AuditRecord> MeteredStore::AppendAudit(const v1::AppendAuditRequest& req) {

@@ -23,8 +23,8 @@ class MeteredStore final : public SessionStore {
   // `primary` gives the Primary of the moment, null while this process does not lead (or
   // is not replicated); `options` are the ones it was opened with. `inner` and `metrics`
   // must outlive this object.
-  MeteredStore(SessionStore* inner, Metrics* metrics, std::function<std::shared_ptr<Primary>()> primary,
-               PrimaryOptions options);
+  MeteredStore(SessionStore* inner, Metrics* metrics,
+               std::function<std::shared_ptr<Primary>()> primary, PrimaryOptions options);
 
   Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) override;
   Result<v1::Session> GetSession(const std::string& id) override { return inner_->GetSession(id); }
@@ -47,7 +47,9 @@ class MeteredStore final : public SessionStore {
   Result<v1::Lease> RenewLease(const std::string& id, const std::string& owner, uint64_t epoch,
                                std::chrono::milliseconds ttl) override;
   Status ReleaseLease(const std::string& id, const std::string& owner, uint64_t epoch) override;
-  Status Checkpoint(const std::string& target_dir) override { return inner_->Checkpoint(target_dir); }
+  Status Checkpoint(const std::string& target_dir) override {
+    return inner_->Checkpoint(target_dir);
+  }
   Result<v1::AuditRecord> AppendAudit(const v1::AppendAuditRequest& req) override;
   Result<v1::ListAuditResponse> ListAudit(const v1::ListAuditRequest& req) override {
     return inner_->ListAudit(req);

@@ -35,14 +35,17 @@ void AskPrimary(ShardState* shard, const GrpcTlsOptions& tls, std::chrono::milli
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::ReplicationStatus status;
   if (grpc::Status s = stub->GetReplicationStatus(&ctx, {}, &status); !s.ok()) {
-    shard->error = "the primary at " + shard->primary + " did not give its status: " + FromGrpcStatus(s).ToString();
+    shard->error = "the primary at " + shard->primary +
+                   " did not give its status: " + FromGrpcStatus(s).ToString();
     return;
   }
   shard->mode = status.mode();
   shard->latest_sequence = status.latest_sequence();
   for (const auto& f : status.followers()) {
     const uint64_t synced = f.synced_sequence();
-    shard->followers.push_back({f.name(), synced, status.latest_sequence() > synced ? status.latest_sequence() - synced : 0});
+    shard->followers.push_back(
+        {f.name(), synced,
+         status.latest_sequence() > synced ? status.latest_sequence() - synced : 0});
   }
   std::sort(shard->followers.begin(), shard->followers.end(),
             [](const ReplicaState& a, const ReplicaState& b) { return a.member < b.member; });
@@ -50,10 +53,11 @@ void AskPrimary(ShardState* shard, const GrpcTlsOptions& tls, std::chrono::milli
 
 }  // namespace
 
-Status RecordElection(coord::EtcdClient* etcd, const std::string& shard_id, int64_t term, const std::string& member,
-                      int64_t at_unix_ms) {
+Status RecordElection(coord::EtcdClient* etcd, const std::string& shard_id, int64_t term,
+                      const std::string& member, int64_t at_unix_ms) {
   boost::json::object record{{"term", term}, {"member", member}, {"at_unix_ms", at_unix_ms}};
-  SINEW_ASSIGN_OR_RETURN(auto written, etcd->Put(ElectionKey(shard_id, term), boost::json::serialize(record)));
+  SINEW_ASSIGN_OR_RETURN(auto written,
+                         etcd->Put(ElectionKey(shard_id, term), boost::json::serialize(record)));
   (void)written;
   SINEW_ASSIGN_OR_RETURN(auto listing, etcd->GetPrefix(std::string(kElections) + shard_id + "/"));
   for (size_t i = 0; i + kKeptElections < listing.kvs.size(); ++i) {  // oldest first
@@ -103,8 +107,10 @@ Result<std::vector<ShardState>> ReadShardStates(coord::EtcdClient* etcd, const G
     const auto& o = v.as_object();
     Election e;
     if (const auto* t = o.if_contains("term"); t && t->is_int64()) e.term = t->as_int64();
-    if (const auto* m = o.if_contains("member"); m && m->is_string()) e.member = std::string(m->as_string());
-    if (const auto* at = o.if_contains("at_unix_ms"); at && at->is_int64()) e.at_unix_ms = at->as_int64();
+    if (const auto* m = o.if_contains("member"); m && m->is_string())
+      e.member = std::string(m->as_string());
+    if (const auto* at = o.if_contains("at_unix_ms"); at && at->is_int64())
+      e.at_unix_ms = at->as_int64();
     ShardState& s = state(rest.substr(0, slash));
     s.replicated = true;
     s.elections.push_back(std::move(e));

@@ -22,7 +22,7 @@ namespace sinew::store {
 // One election of a shard's primary, as the winner recorded it once it led.
 struct Election {
   int64_t term = 0;
-  std::string member;   // the winner's address
+  std::string member;      // the winner's address
   int64_t at_unix_ms = 0;  // when it started to lead
 };
 
@@ -34,7 +34,7 @@ struct ReplicaState {
 
 struct ShardState {
   std::string id;
-  std::string address;  // in the shard map ("" when the shard is not in it)
+  std::string address;      // in the shard map ("" when the shard is not in it)
   bool replicated = false;  // has a primary key, or ever had one
   std::string primary;      // "" while none holds the key (an election under way)
   int64_t term = 0;         // the primary key's creation revision; 0 without one
@@ -43,19 +43,22 @@ struct ShardState {
   uint64_t latest_sequence = 0;
   std::vector<ReplicaState> followers;
   std::vector<Election> elections;  // newest first, as many as are kept
-  std::string error;  // why the primary's status is missing ("" when it answered)
+  std::string error;                // why the primary's status is missing ("" when it answered)
 };
 
-// Writes the election of `member` at `term` for `shard_id` and keeps the newest
-// kKeptElections of them. Errors: etcd's.
+// How many elections of a shard are kept in etcd.
 inline constexpr int kKeptElections = 16;
-[[nodiscard]] Status RecordElection(coord::EtcdClient* etcd, const std::string& shard_id, int64_t term,
-                                    const std::string& member, int64_t at_unix_ms);
+
+// Writes the election of `member` at `term` for `shard_id` and deletes all but the newest
+// kKeptElections. Errors: etcd's.
+[[nodiscard]] Status RecordElection(coord::EtcdClient* etcd, const std::string& shard_id,
+                                    int64_t term, const std::string& member, int64_t at_unix_ms);
 
 // Every shard in the map or with a primary key, sorted by id; each replicated primary is
 // asked for its status (over `tls` when set, `timeout` each). Errors: etcd's, and
 // kInvalidArgument for a map that does not parse.
-[[nodiscard]] Result<std::vector<ShardState>> ReadShardStates(coord::EtcdClient* etcd, const GrpcTlsOptions& tls,
+[[nodiscard]] Result<std::vector<ShardState>> ReadShardStates(coord::EtcdClient* etcd,
+                                                              const GrpcTlsOptions& tls,
                                                               std::chrono::milliseconds timeout);
 
 }  // namespace sinew::store

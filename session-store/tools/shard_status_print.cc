@@ -20,11 +20,11 @@ std::string UtcTime(int64_t unix_ms) {
   return out;
 }
 
-std::string Row(const std::string& shard, const std::string& role, const std::string& member, const std::string& term,
-                const std::string& sequence, const std::string& lag) {
+std::string Row(const std::string& shard, const std::string& role, const std::string& member,
+                const std::string& term, const std::string& sequence, const std::string& lag) {
   char line[512];
-  std::snprintf(line, sizeof(line), "%-12s %-9s %-32s %-8s %-12s %s\n", shard.c_str(), role.c_str(), member.c_str(),
-                term.c_str(), sequence.c_str(), lag.c_str());
+  std::snprintf(line, sizeof(line), "%-12s %-9s %-32s %-8s %-12s %s\n", shard.c_str(), role.c_str(),
+                member.c_str(), term.c_str(), sequence.c_str(), lag.c_str());
   return line;
 }
 
@@ -32,18 +32,20 @@ std::string Row(const std::string& shard, const std::string& role, const std::st
 std::string Summary(const ShardState& s) {
   std::string line = s.id + ": ";
   if (s.primary.empty()) {
-    line += "no primary now (an election is under way; the last term was " + std::to_string(s.last_term) + ")";
+    line += "no primary now (an election is under way; the last term was " +
+            std::to_string(s.last_term) + ")";
   } else {
     line += (s.mode.empty() ? std::string("replicated") : s.mode + " replication");
   }
   if (s.elections.size() >= 2) {
     const Election& last = s.elections[0];
     const Election& before = s.elections[1];
-    line += "; last failover " + UtcTime(last.at_unix_ms) + ": term " + std::to_string(last.term) + ", " +
-            last.member + " took over from " + before.member + " (term " + std::to_string(before.term) + ")";
+    line += "; last failover " + UtcTime(last.at_unix_ms) + ": term " + std::to_string(last.term) +
+            ", " + last.member + " took over from " + before.member + " (term " +
+            std::to_string(before.term) + ")";
   } else if (s.elections.size() == 1) {
-    line += "; no failover: " + s.elections[0].member + " elected at term " + std::to_string(s.elections[0].term) +
-            " " + UtcTime(s.elections[0].at_unix_ms);
+    line += "; no failover: " + s.elections[0].member + " elected at term " +
+            std::to_string(s.elections[0].term) + " " + UtcTime(s.elections[0].at_unix_ms);
   }
   if (!s.error.empty()) line += "; " + s.error;
   return line + "\n";
@@ -65,10 +67,12 @@ std::string ShardStatesTable(const std::vector<ShardState>& shards) {
     const std::string term = s.term != 0 ? std::to_string(s.term) : "-";
     const bool answered = s.error.empty() && !s.primary.empty();
     if (!s.primary.empty()) {
-      out += Row(s.id, "primary", s.primary, term, answered ? std::to_string(s.latest_sequence) : "?", "-");
+      out += Row(s.id, "primary", s.primary, term,
+                 answered ? std::to_string(s.latest_sequence) : "?", "-");
     }
     for (const auto& f : s.followers) {
-      out += Row(s.id, "follower", f.member, term, std::to_string(f.synced_sequence), std::to_string(f.lag));
+      out += Row(s.id, "follower", f.member, term, std::to_string(f.synced_sequence),
+                 std::to_string(f.lag));
     }
   }
   for (const auto& s : shards) {
@@ -82,7 +86,8 @@ std::string ShardStatesJson(const std::vector<ShardState>& shards) {
   for (const auto& s : shards) {
     boost::json::array followers;
     for (const auto& f : s.followers) {
-      followers.push_back({{"member", f.member}, {"synced_sequence", f.synced_sequence}, {"lag", f.lag}});
+      followers.push_back(
+          {{"member", f.member}, {"synced_sequence", f.synced_sequence}, {"lag", f.lag}});
     }
     boost::json::array elections;
     for (const auto& e : s.elections) elections.push_back(ElectionJson(e));

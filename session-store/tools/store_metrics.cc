@@ -46,28 +46,31 @@ StoreMetricsServer::~StoreMetricsServer() {
   if (server_) server_->Stop(std::chrono::seconds(1));
 }
 
-Result<std::unique_ptr<StoreMetricsServer>> StoreMetricsServer::Start(const http::ServerOptions& options,
-                                                                      Metrics* counters, StoreMetricsSource source) {
+Result<std::unique_ptr<StoreMetricsServer>> StoreMetricsServer::Start(
+    const http::ServerOptions& options, Metrics* counters, StoreMetricsSource source) {
   std::unique_ptr<StoreMetricsServer> self(new StoreMetricsServer(counters, std::move(source)));
   StoreMetricsServer* raw = self.get();
-  SINEW_ASSIGN_OR_RETURN(self->server_,
-                         http::Server::Start(options, [raw](http::Request request,
-                                                            std::shared_ptr<http::ResponseStream> stream) {
-                           const std::string path = request.target.substr(0, request.target.find('?'));
-                           if (path != "/metrics") {
-                             stream->Send(404, "application/json",
-                                          http::DefaultErrorBody(404, "not_found",
-                                                                 "this server has only GET /metrics"));
-                           } else if (request.method != "GET" && request.method != "HEAD") {
-                             stream->Send(http::Response{405, "application/json",
-                                                         http::DefaultErrorBody(405, "method_not_allowed",
-                                                                                "/metrics answers GET only"),
-                                                         {{"Allow", "GET"}}});
-                           } else {
-                             stream->Send(200, "text/plain; version=0.0.4; charset=utf-8", raw->Render());
-                           }
-                         }));
-  if (self->source_.etcd != nullptr && !self->source_.shard_id.empty() && !self->source_.member.empty()) {
+  SINEW_ASSIGN_OR_RETURN(
+      self->server_,
+      http::Server::Start(
+          options, [raw](http::Request request, std::shared_ptr<http::ResponseStream> stream) {
+            const std::string path = request.target.substr(0, request.target.find('?'));
+            if (path != "/metrics") {
+              stream->Send(
+                  404, "application/json",
+                  http::DefaultErrorBody(404, "not_found", "this server has only GET /metrics"));
+            } else if (request.method != "GET" && request.method != "HEAD") {
+              stream->Send(http::Response{
+                  405,
+                  "application/json",
+                  http::DefaultErrorBody(405, "method_not_allowed", "/metrics answers GET only"),
+                  {{"Allow", "GET"}}});
+            } else {
+              stream->Send(200, "text/plain; version=0.0.4; charset=utf-8", raw->Render());
+            }
+          }));
+  if (self->source_.etcd != nullptr && !self->source_.shard_id.empty() &&
+      !self->source_.member.empty()) {
     self->watcher_ = std::thread([raw] { raw->WatchTerm(); });
   }
   return self;
@@ -85,7 +88,8 @@ void StoreMetricsServer::WatchTerm() {
         primary_address_ = kv.value;
       }
     }
-    for (auto waited = std::chrono::milliseconds(0); waited < kWatchEvery && !stop_; waited += kWatchEvery / 5) {
+    for (auto waited = std::chrono::milliseconds(0); waited < kWatchEvery && !stop_;
+         waited += kWatchEvery / 5) {
       std::this_thread::sleep_for(kWatchEvery / 5);
     }
   }
@@ -109,21 +113,25 @@ std::string StoreMetricsServer::Render() {
   } else if (!source_.member.empty()) {
     role = !primary_address.empty() && primary_address != source_.member ? "follower" : "candidate";
   }
-  now.Describe("sinew_store_info", MetricType::kGauge,
-               "1, labelled with the shard, the address this member advertises and the replication mode");
-  now.Set("sinew_store_info", "shard=\"" + LabelValue(source_.shard_id) + "\",member=\"" +
-                                  LabelValue(source_.member) + "\",replication=\"" +
-                                  LabelValue(source_.replication.empty() ? "none" : source_.replication) + "\"",
+  now.Describe(
+      "sinew_store_info", MetricType::kGauge,
+      "1, labelled with the shard, the address this member advertises and the replication mode");
+  now.Set("sinew_store_info",
+          "shard=\"" + LabelValue(source_.shard_id) + "\",member=\"" + LabelValue(source_.member) +
+              "\",replication=\"" +
+              LabelValue(source_.replication.empty() ? "none" : source_.replication) + "\"",
           1);
   now.Describe("sinew_store_role", MetricType::kGauge,
-               "1 for this store's role now: primary, follower, candidate (a member while no primary is known) "
+               "1 for this store's role now: primary, follower, candidate (a member while no "
+               "primary is known) "
                "or standalone (not replicated)");
   for (const char* r : {"primary", "follower", "candidate", "standalone"}) {
     now.Set("sinew_store_role", std::string("role=\"") + r + "\"", role == r ? 1 : 0);
   }
   if (term != 0) {
-    now.Describe("sinew_store_term", MetricType::kGauge,
-                 "The shard's term: the creation revision of its primary key in etcd, as last seen");
+    now.Describe(
+        "sinew_store_term", MetricType::kGauge,
+        "The shard's term: the creation revision of its primary key in etcd, as last seen");
     now.Set("sinew_store_term", "", static_cast<double>(term));
   }
   if (!source_.member.empty()) {
@@ -132,21 +140,25 @@ std::string StoreMetricsServer::Render() {
     now.Set("sinew_store_directory_term", "", static_cast<double>(DirectoryTerm(source_.db)));
   }
   now.Describe("sinew_store_last_sequence", MetricType::kGauge,
-               "The last RocksDB sequence number written here (a primary) or synced here (a --follow follower)");
+               "The last RocksDB sequence number written here (a primary) or synced here (a "
+               "--follow follower)");
   if (primary) {
     const uint64_t latest = primary->LatestSequence();
     now.Set("sinew_store_last_sequence", "", static_cast<double>(latest));
     const std::vector<FollowerStatus> followers = primary->Followers();
-    now.Describe("sinew_store_replication_followers", MetricType::kGauge, "Followers streaming from this primary");
+    now.Describe("sinew_store_replication_followers", MetricType::kGauge,
+                 "Followers streaming from this primary");
     now.Set("sinew_store_replication_followers", "", static_cast<double>(followers.size()));
     now.Describe("sinew_store_replication_follower_synced_sequence", MetricType::kGauge,
                  "The last sequence number each follower has synced to its disk");
     now.Describe("sinew_store_replication_follower_lag", MetricType::kGauge,
-                 "Sequence numbers each follower is behind this primary (async mode: what losing the primary "
+                 "Sequence numbers each follower is behind this primary (async mode: what losing "
+                 "the primary "
                  "now would lose)");
     for (const auto& f : followers) {
       const std::string labels = "follower=\"" + LabelValue(f.name) + "\"";
-      now.Set("sinew_store_replication_follower_synced_sequence", labels, static_cast<double>(f.synced_sequence));
+      now.Set("sinew_store_replication_follower_synced_sequence", labels,
+              static_cast<double>(f.synced_sequence));
       now.Set("sinew_store_replication_follower_lag", labels,
               static_cast<double>(latest > f.synced_sequence ? latest - f.synced_sequence : 0));
     }

@@ -43,9 +43,8 @@ class StoreMetricsServer {
  public:
   // Serves GET /metrics at `options` (host, port, TLS). `counters` (filled by
   // MeteredStore) must outlive the server. Errors: http::Server::Start's.
-  [[nodiscard]] static Result<std::unique_ptr<StoreMetricsServer>> Start(const http::ServerOptions& options,
-                                                                         Metrics* counters,
-                                                                         StoreMetricsSource source);
+  [[nodiscard]] static Result<std::unique_ptr<StoreMetricsServer>> Start(
+      const http::ServerOptions& options, Metrics* counters, StoreMetricsSource source);
   ~StoreMetricsServer();  // stops the watch and the server
 
   // "host:port" as bound.
@@ -60,7 +59,7 @@ class StoreMetricsServer {
   Metrics* counters_;
   const StoreMetricsSource source_;
   std::mutex mu_;
-  int64_t term_ = 0;             // guarded by mu_; the shard primary key's creation revision, 0: none
+  int64_t term_ = 0;  // guarded by mu_; the shard primary key's creation revision, 0: none
   std::string primary_address_;  // guarded by mu_
   std::atomic<bool> stop_{false};
   std::thread watcher_;
