@@ -5,6 +5,10 @@
 //      read before and after it moved to ReadEventBytes), in process and through a
 //      sinew-store process on loopback, against a raw iteration over the same keys in the
 //      same directory, timed in the same repetitions.
+//   3. Appends through sinew-store processes on loopback at the same writer counts:
+//      unreplicated sync against a replicated shard (a primary and a follower) in sync and
+//      in async mode, with p50/p99 latency; and the failover time of a replicated shard
+//      elected through etcd (store_replicated.h).
 // Prints tables and the ratios store/raw (appends: higher is better; reads: lower).
 #include <rocksdb/db.h>
 #include <unistd.h>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "keys.h"
+#include "store_replicated.h"
 #include "sinew/session_store/session_store.h"
 #include "sinew/testing/subprocess.h"
 
@@ -325,6 +330,16 @@ int main(int argc, char** argv) {
   app.add_option("--page-bytes", page_bytes, "ReadEventBytes max_bytes (0: the store's default)");
   app.add_flag("!--no-appends", appends, "skip the append runs");
   app.add_flag("!--no-remote", remote, "skip the reads through a sinew-store process");
+  bool replicated = true;
+  int failovers = 20, failover_lease_seconds = 2;
+  app.add_flag("!--no-replicated", replicated, "skip the appends through sinew-store processes, replicated or not");
+  app.add_option("--failovers", failovers, "failovers to time (0: none)")->capture_default_str();
+  std::string follower_root;
+  app.add_option("--follower-root", follower_root,
+                 "put the replicated appends' followers' directories here (another disk, or a tmpfs to see what "
+                 "sharing one disk with the primary costs)");
+  app.add_option("--failover-lease-seconds", failover_lease_seconds, "the primary's etcd lease in the failovers")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   sinew::testing::TempDir dir("sinew-bench");
@@ -342,6 +357,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  if (appends && replicated) sinew::bench::ReplicatedAppends(dir.Sub("replicated"), writer_counts, seconds, follower_root);
+  if (failovers > 0) sinew::bench::Failovers(dir.Sub("failover"), failovers, failover_lease_seconds);
   ReadBack(dir.Sub("read"), read_events, reps, remote, page_bytes);
   return 0;
 }

@@ -282,14 +282,13 @@ def check_product(objects, findings):
     if harness is None or any(c.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz"
                               for c in pod_spec(harness)["containers"]):
         findings.append("Deployment sinew-harness: readiness must be GET /readyz")
-    store = by_name.get(("StatefulSet", "sinew-store"))
-    if store is None or not store["spec"].get("volumeClaimTemplates"):
-        findings.append("StatefulSet sinew-store: needs volumeClaimTemplates (one volume per shard)")
-    if store is not None:
-        args = [a for c in pod_spec(store)["containers"] for a in c.get("command", []) + c.get("args", [])]
-        if not any(a.startswith("--etcd=") for a in args) or "--shard-id=$(POD_NAME)" not in args:
-            findings.append("StatefulSet sinew-store: each pod must join the shard map "
-                            "(--etcd=..., --shard-id=$(POD_NAME))")
+    stores = [o for (kind, _), o in by_name.items()
+              if kind == "StatefulSet" and o["spec"]["template"]["metadata"].get("labels", {}).get(
+                  "app.kubernetes.io/name") == "sinew-store"]
+    if not stores:
+        findings.append("StatefulSet sinew-store-*: missing (the session store)")
+    for store in stores:
+        check_store_shard(store, findings)
     etcd = by_name.get(("StatefulSet", "etcd"))
     etcd_command = " ".join(a for c in pod_spec(etcd)["containers"] for a in c.get("command", []) + c.get("args", [])) \
         if etcd is not None else ""
@@ -307,6 +306,39 @@ def check_product(objects, findings):
         findings.append("DaemonSet sinew-sandboxd: missing")
     if not any(o["kind"] == "RuntimeClass" and o.get("handler") == "runsc" for _, o in objects):
         findings.append("RuntimeClass with handler runsc: missing")
+
+
+def check_store_shard(store, findings):
+    """A store shard: three members elected through etcd, each with its own volume, on
+    different nodes (docs/session-store.md, "Replicating a shard")."""
+    name = f"StatefulSet {store['metadata']['name']}"
+    spec = store["spec"]
+    pod = pod_spec(store)
+    if not spec.get("volumeClaimTemplates"):
+        findings.append(f"{name}: needs volumeClaimTemplates (one volume per member)")
+    if spec.get("replicas", 1) < 3:
+        findings.append(f"{name}: a replicated shard needs at least three members (replicas: 3)")
+    args = [a for c in pod["containers"] for a in c.get("command", []) + c.get("args", [])]
+    shard = [a.split("=", 1)[1] for a in args if a.startswith("--shard-id=")]
+    if not any(a.startswith("--etcd=") for a in args) or not shard or shard[0] == "$(POD_NAME)":
+        findings.append(f"{name}: each pod must join the shard map as a member of one shard "
+                        "(--etcd=..., --shard-id=<the shard>, the same on every pod)")
+    if not any(a in ("--replication=sync", "--replication=async") for a in args):
+        findings.append(f"{name}: the members must replicate (--replication=sync or async)")
+    if f"--advertise=$(POD_NAME).{spec['serviceName']}.sinew.svc.cluster.local:7701" not in args:
+        findings.append(f"{name}: each member must advertise its stable name "
+                        "(--advertise=$(POD_NAME).<serviceName>.sinew.svc.cluster.local:7701)")
+    terms = pod.get("affinity", {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    labels = spec["template"]["metadata"].get("labels", {})
+    if not any(t.get("topologyKey") == "kubernetes.io/hostname"
+               and selects(t.get("labelSelector", {}).get("matchLabels", {}), labels) for t in terms):
+        findings.append(f"{name}: its members must run on different nodes "
+                        "(a required podAntiAffinity on kubernetes.io/hostname)")
+    mounts = {m["mountPath"].rstrip("/") for c in pod["containers"] for m in c.get("volumeMounts", [])}
+    for db in (a.split("=", 1)[1].rstrip("/") for a in args if a.startswith("--db=")):
+        if db in mounts or not any(db.startswith(m + "/") for m in mounts):
+            findings.append(f"{name}: --db must be a directory inside its volume, not the mount point "
+                            "(a deposed primary renames its directory)")
 
 
 def check(objects):
@@ -371,14 +403,28 @@ def breaks():
         ("a StatefulSet without a headless Service",
          lambda o: find(o, "Service", "sinew-store")["spec"].pop("clusterIP"), "headless Service"),
         ("a store pod outside the shard map",
-         lambda o: container(o, "StatefulSet", "sinew-store")["command"].remove("--shard-id=$(POD_NAME)"),
+         lambda o: container(o, "StatefulSet", "sinew-store-s1")["command"].remove("--shard-id=s1"),
          "join the shard map"),
+        ("a store shard of two members",
+         lambda o: find(o, "StatefulSet", "sinew-store-s1")["spec"].__setitem__("replicas", 2),
+         "at least three members"),
+        ("store members that do not replicate",
+         lambda o: container(o, "StatefulSet", "sinew-store-s1")["command"].remove("--replication=sync"),
+         "must replicate"),
+        ("a shard's members free to share a node",
+         lambda o: pod_spec(find(o, "StatefulSet", "sinew-store-s1")).pop("affinity"), "different nodes"),
+        ("a store directory that is its volume's mount point",
+         lambda o: container(o, "StatefulSet", "sinew-store-s1")["command"].__setitem__(
+             1, "--db=/var/lib/sinew/store"), "inside its volume"),
+        ("a member advertising its pod IP",
+         lambda o: container(o, "StatefulSet", "sinew-store-s1")["command"].__setitem__(
+             -1, "--advertise=$(POD_IP):7701"), "stable name"),
         ("etcd without client certificates",
          lambda o: container(o, "StatefulSet", "etcd")["command"].__setitem__(
              2, container(o, "StatefulSet", "etcd")["command"][2].replace("--client-cert-auth", "")),
          "--client-cert-auth"),
         ("a store shard talking to etcd in plain TCP",
-         lambda o: container(o, "StatefulSet", "sinew-store")["command"].remove("--etcd-tls-ca=/etc/sinew/tls/ca.crt"),
+         lambda o: container(o, "StatefulSet", "sinew-store-s1")["command"].remove("--etcd-tls-ca=/etc/sinew/tls/ca.crt"),
          "without --etcd-tls"),
         ("readiness elsewhere than /readyz",
          lambda o: container(o, "Deployment", "sinew-harness")["readinessProbe"]["httpGet"].__setitem__("path", "/"),

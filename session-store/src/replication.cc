@@ -154,13 +154,14 @@ class ReplicationService final : public v1::StoreReplication::Service {
     });
     Status ended = Status::Ok();
     v1::ReplicatedBatch batch;
+    RocksStore::LogTail tail;  // where this stream's log reading stopped
     while (!ctx->IsCancelled() && !reader_done) {
       auto sent = store_->ReadUpdates(next, [&](uint64_t sequence, uint32_t count, std::string_view data) {
         batch.set_sequence(sequence);
         batch.set_count(count);
         batch.set_data(data.data(), data.size());
         return stream->Write(batch);
-      });
+      }, &tail);
       if (!sent.ok()) {
         ended = sent.status();
         if (ended.code() == StatusCode::kOutOfRange) {

@@ -15,34 +15,57 @@ constexpr size_t kBatchHeaderBytes = 12;
 
 uint64_t RocksStore::LatestSequence() const { return db_->GetLatestSequenceNumber(); }
 
-Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send) {
+Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send, LogTail* tail) {
   if (from == 0) return Status::InvalidArgument("replication starts at sequence 1 or later");
   if (from > db_->GetLatestSequenceNumber()) return from;  // nothing new
-  std::unique_ptr<rocksdb::TransactionLogIterator> it;
-  rocksdb::Status s = db_->GetUpdatesSince(from, &it);
-  if (!s.ok()) {
-    return Status::OutOfRange("this store no longer keeps its log from sequence " +
-                                      std::to_string(from) + " (" + s.ToString() +
-                                      "): seed the follower from a checkpoint");
+  LogTail local;
+  LogTail& t = tail != nullptr ? *tail : local;
+  // An iterator that stopped at the end of the log reads what was written since on its
+  // next Next() (RocksDB reads on in the same file); when it cannot (a new log file, an
+  // error), the log is opened again at `from`.
+  bool resumed = false;
+  if (t.it && t.next == from && t.it->status().ok()) {
+    t.it->Next();
+    resumed = t.it->Valid() && t.it->status().ok();  // on the batch at `from`: checked below
   }
+  if (!resumed) {
+    t.it.reset();
+    rocksdb::Status s = db_->GetUpdatesSince(from, &t.it);
+    if (!s.ok()) {
+      t.it.reset();
+      return Status::OutOfRange("this store no longer keeps its log from sequence " +
+                                        std::to_string(from) + " (" + s.ToString() +
+                                        "): seed the follower from a checkpoint");
+    }
+  }
+  rocksdb::TransactionLogIterator* it = t.it.get();
   uint64_t next = from;
   for (; it->Valid(); it->Next()) {
     rocksdb::BatchResult b = it->GetBatch();
     const uint32_t count = b.writeBatchPtr->Count();
     if (b.sequence + count <= next) continue;  // the first batch may end before `from`
     if (b.sequence != next) {
+      t.it.reset();
       return Status::OutOfRange("the log here has no batch starting at sequence " +
                                         std::to_string(next) + " (the next starts at " +
                                         std::to_string(b.sequence) +
                                         "): seed the follower from a checkpoint");
     }
     const std::string& data = b.writeBatchPtr->Data();
-    if (!send(b.sequence, count, std::string_view(data))) return next;
+    if (!send(b.sequence, count, std::string_view(data))) {
+      t.it.reset();  // it stands on a batch not sent
+      return next;
+    }
     next = b.sequence + count;
   }
   // The iterator stops at the end of what is written (its status may then say so); only
   // damage is an error.
-  if (it->status().IsCorruption()) return FromRocks(it->status(), "reading the write-ahead log");
+  if (it->status().IsCorruption()) {
+    Status damaged = FromRocks(it->status(), "reading the write-ahead log");
+    t.it.reset();
+    return damaged;
+  }
+  t.next = next;
   return next;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <rocksdb/db.h>
+#include <rocksdb/transaction_log.h>
 
 #include <array>
 #include <condition_variable>
@@ -73,9 +74,15 @@ class RocksStore final : public SessionStore {
   // Calls send(sequence, count, batch bytes) for each committed batch from sequence
   // `from` on, in order, while it returns true; returns the sequence number after the last
   // batch sent. kOutOfRange when the log from `from` is no longer kept (seed from a
-  // checkpoint instead).
+  // checkpoint instead). With `tail` (one per stream, kept between calls), a call that starts where the last
+  // one ended reads on with the same log iterator instead of opening the log again, which
+  // reads the live log file from its start.
   using BatchSink = std::function<bool(uint64_t sequence, uint32_t count, std::string_view data)>;
-  Result<uint64_t> ReadUpdates(uint64_t from, const BatchSink& send);
+  struct LogTail {
+    std::unique_ptr<rocksdb::TransactionLogIterator> it;  // past its last batch; null: none
+    uint64_t next = 0;                                    // the sequence number after that batch
+  };
+  Result<uint64_t> ReadUpdates(uint64_t from, const BatchSink& send, LogTail* tail = nullptr);
   // A checkpoint of this store in `target_dir` (which must not exist) for seeding a
   // follower; returns a sequence number the checkpoint holds everything up to.
   Result<uint64_t> CheckpointForSeed(const std::string& target_dir);

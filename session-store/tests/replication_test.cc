@@ -213,6 +213,33 @@ TEST_F(ReplicationTest, AnAsyncPrimaryAcknowledgesAloneAndANewFollowerCatchesUpF
   EXPECT_EQ(events->SerializeAsString(), primary_events->SerializeAsString());
 }
 
+// A stream reads on in the primary's log where it stopped; each checkpoint flushes the
+// memtables and so starts a new log file, which the stream must find on its own.
+TEST_F(ReplicationTest, AFollowerGetsEveryWriteAcrossThePrimarysNewLogFiles) {
+  ASSERT_NO_FATAL_FAILURE(StartPrimary("sync"));
+  ASSERT_NO_FATAL_FAILURE(StartFollower());
+  auto meta = client_->CreateSession(test::CreateOf("acme", "log files"));
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  uint64_t seq = 2;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 25; ++i, ++seq) {
+      auto r = client_->Append(AppendOf(meta->id(), seq, 0, {"e" + std::to_string(seq)}));
+      ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status().ToString();
+    }
+    ASSERT_TRUE(client_->Checkpoint(dir_.Sub("checkpoint-" + std::to_string(round))).ok());
+  }
+  ASSERT_NO_FATAL_FAILURE(AwaitCaughtUp());
+  auto primary_events = AllEvents(*client_, meta->id());
+  ASSERT_TRUE(primary_events.ok());
+  ASSERT_EQ(primary_events->events_size(), 101);
+  LosePrimary();
+  auto copy = OpenFollowerCopy();
+  ASSERT_NE(copy, nullptr);
+  auto events = AllEvents(*copy, meta->id());
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  EXPECT_EQ(events->SerializeAsString(), primary_events->SerializeAsString());
+}
+
 TEST_F(ReplicationTest, ASyncPrimaryThatMayDegradeAcknowledgesAloneAndWaitsAgainOnceAFollowerIsBack) {
   ASSERT_NO_FATAL_FAILURE(StartPrimary("sync", {"--when-no-follower=degrade"}));
   auto meta = client_->CreateSession(test::CreateOf("acme", "degraded"));

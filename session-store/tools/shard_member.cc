@@ -274,6 +274,7 @@ void ShardMember::SetAdvertise(std::string advertise, std::function<Status()> on
 
 SessionStore* ShardMember::store() { return switch_.get(); }
 v1::StoreReplication::Service* ShardMember::replication_service() { return replication_.get(); }
+std::shared_ptr<Primary> ShardMember::primary() { return switch_->primary(); }
 
 Status ShardMember::Run(const std::atomic<bool>* stop) {
   const std::string last_key = key_ + "/last";  // the last winner, kept without a lease

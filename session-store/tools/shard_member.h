@@ -59,6 +59,8 @@ class ShardMember {
   SessionStore* store();
   // The replication service gRPC serves (followers of this member, while it leads).
   v1::StoreReplication::Service* replication_service();
+  // The primary while this member leads; null while it follows or campaigns.
+  std::shared_ptr<Primary> primary();
 
   // Campaigns, leads and follows until *stop is set (returns then) or this member is
   // deposed (returns kAborted: the process must end).

@@ -4,8 +4,10 @@
 //   sinew-store --db DIR --follow PRIMARY_HOST:PORT [--follower-name NAME]
 //   sinew-store --db DIR --etcd HOST:PORT --shard-id ID --replication sync|async   (a member
 //               of a replicated shard: elected primary or follower)
+//   any of them [--metrics-listen HOST:PORT]   (GET /metrics)
 // Prints "sinew-store listening on HOST:PORT" once it serves (port 0 picks a free port);
-// a follower prints "sinew-store following HOST:PORT from sequence N" once it has started.
+// a follower prints "sinew-store following HOST:PORT from sequence N" once it has started;
+// with --metrics-listen, "sinew-store metrics on HOST:PORT" comes before either.
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +19,7 @@
 #include <thread>
 #include <fstream>
 #include <cstdio>
+#include <optional>
 
 #include "sinew/grpc_tls.h"
 #include "sinew/grpc_tls_flags.h"
@@ -27,7 +30,10 @@
 #include "sinew/session_store/session_store.h"
 #include "sinew/session_store/shard_map.h"
 #include "sinew/session_store/store_service.h"
+#include "metered_store.h"
 #include "shard_member.h"
+#include "shard_status.h"
+#include "store_metrics.h"
 
 namespace {
 
@@ -51,6 +57,48 @@ sinew::Status JoinShardMap(const std::string& db, const std::string& etcd, const
     if (!out.flush()) return sinew::Status::IOError("cannot write " + marker);
   }
   return sinew::Status::Ok();
+}
+
+// Records, after this member won the election, who leads the shard from when (shown by
+// `sinew-storectl shards`). The term is the one ShardMember wrote into <db>/TERM.
+sinew::Status RecordLeading(const std::string& db, const std::string& etcd, const sinew::GrpcTlsOptions& etcd_tls,
+                            const std::string& shard_id, const std::string& advertise) {
+  std::ifstream in(db + "/TERM");
+  int64_t term = 0;
+  if (!(in >> term) || term == 0) return sinew::Status::FailedPrecondition("no term in " + db + "/TERM");
+  auto client = sinew::coord::EtcdClient::Connect(etcd, std::chrono::seconds(5), etcd_tls);
+  if (!client.ok()) return client.status();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return sinew::store::RecordElection(client->get(), shard_id, term, advertise, now_ms);
+}
+
+// --metrics-listen HOST:PORT as server options: HTTPS with the store's certificate when it
+// has one; plain HTTP only on loopback unless --insecure.
+sinew::Result<sinew::http::ServerOptions> MetricsServerOptions(const std::string& listen,
+                                                               const sinew::GrpcTlsOptions& tls, bool insecure) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return sinew::Status::InvalidArgument("--metrics-listen must be host:port, not '" + listen + "'");
+  }
+  sinew::http::ServerOptions options;
+  options.host = listen.substr(0, colon);
+  if (options.host.size() > 2 && options.host.front() == '[' && options.host.back() == ']') {
+    options.host = options.host.substr(1, options.host.size() - 2);
+  }
+  try {
+    const int port = std::stoi(listen.substr(colon + 1));
+    if (port < 0 || port > 65535) throw std::out_of_range("port");
+    options.port = static_cast<uint16_t>(port);
+  } catch (const std::exception&) {
+    return sinew::Status::InvalidArgument("--metrics-listen: bad port in '" + listen + "'");
+  }
+  options.io_threads = 1;
+  options.server_name = "sinew-store";
+  options.tls.cert_file = tls.cert_file;
+  options.tls.key_file = tls.key_file;
+  SINEW_RETURN_IF_ERROR(sinew::http::CheckPlainOnlyOnLoopback(options.host, tls.enabled(), insecure, "--insecure"));
+  return options;
 }
 
 }  // namespace
@@ -122,6 +170,10 @@ int main(int argc, char** argv) {
   app.add_option("--follow", follow, "be a follower: keep --db a copy of the primary at this host:port");
   app.add_option("--follower-name", follower_name, "with --follow: this follower's name in the primary's status")
       ->capture_default_str();
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve GET /metrics (Prometheus text) on this host:port (port 0: any free port); HTTPS with "
+                 "--tls-cert/--tls-key, else plain HTTP on loopback only (or --insecure)");
   sinew::logging::LogFlags log_flags;
   sinew::logging::AddLogFlags(app, &log_flags);
   CLI11_PARSE(app, argc, argv);
@@ -152,6 +204,32 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::optional<sinew::http::ServerOptions> metrics_options;
+  if (!metrics_listen.empty()) {
+    auto parsed = MetricsServerOptions(metrics_listen, tls, insecure);
+    if (!parsed.ok()) {
+      spdlog::error("{}", parsed.status().message());
+      return 2;
+    }
+    metrics_options = *parsed;
+  }
+  // The counters every write adds to (MeteredStore); served with --metrics-listen.
+  sinew::Metrics counters({0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10});
+  sinew::store::MeteredStore::Describe(&counters);
+  std::unique_ptr<sinew::store::StoreMetricsServer> metrics_server;
+  auto start_metrics = [&](sinew::store::StoreMetricsSource source) -> bool {
+    if (!metrics_options) return true;
+    auto started = sinew::store::StoreMetricsServer::Start(*metrics_options, &counters, std::move(source));
+    if (!started.ok()) {
+      spdlog::error("--metrics-listen: {}", started.status().ToString());
+      return false;
+    }
+    metrics_server = std::move(*started);
+    std::printf("sinew-store metrics on %s\n", metrics_server->address().c_str());
+    std::fflush(stdout);
+    return true;
+  };
+
   // Block the stop signals before any thread starts, then wait for them below.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -175,12 +253,18 @@ int main(int argc, char** argv) {
       spdlog::error("cannot open store: {}", follower.status().ToString());
       return 2;
     }
+    sinew::store::StoreMetricsSource source;
+    source.db = db;
+    source.follower = true;
+    source.follower_applied = [f = follower->get()] { return f->AppliedSequence(); };
+    if (!start_metrics(std::move(source))) return 2;
     std::printf("sinew-store following %s from sequence %llu\n", follow.c_str(),
                 static_cast<unsigned long long>((*follower)->AppliedSequence() + 1));
     std::fflush(stdout);
     int sig = 0;
     sigwait(&stop_signals, &sig);
     spdlog::info("signal {}: stopping; {} is synced through sequence {}", sig, db, (*follower)->AppliedSequence());
+    metrics_server.reset();  // it reads the follower
     return 0;
   }
 
@@ -234,7 +318,15 @@ int main(int argc, char** argv) {
     plain = std::move(*opened);
     store = plain.get();
   }
-  auto service = sinew::store::NewStoreService(store);
+  std::function<std::shared_ptr<sinew::store::Primary>()> current_primary;
+  if (shard_member) {
+    current_primary = [m = shard_member.get()] { return m->primary(); };
+  } else if (primary) {
+    // Not owned here: `primary` outlives the server.
+    current_primary = [p = primary.get()] { return std::shared_ptr<sinew::store::Primary>(std::shared_ptr<void>(), p); };
+  }
+  sinew::store::MeteredStore metered(store, &counters, current_primary, primary_options);
+  auto service = sinew::store::NewStoreService(&metered);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, *credentials, &port);
@@ -262,6 +354,16 @@ int main(int argc, char** argv) {
     }
     spdlog::info("store shard '{}' at {} in the map at {}", shard_id, advertise, etcd);
   }
+  {
+    sinew::store::StoreMetricsSource source;
+    source.db = db;
+    source.shard_id = shard_id;
+    source.member = shard_member ? advertise : "";
+    source.replication = replication;
+    source.primary = current_primary;
+    source.etcd = member_etcd.get();
+    if (!start_metrics(std::move(source))) return 2;
+  }
   std::printf("sinew-store listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
   spdlog::info("serving {} ({} durability, {}{})", db, durability, tls.enabled() ? "mTLS" : "plain gRPC",
@@ -272,7 +374,13 @@ int main(int argc, char** argv) {
   std::atomic<int> exit_code{0};
   if (shard_member) {
     shard_member->SetAdvertise(advertise, [=] {
-      return JoinShardMap(db, etcd, etcd_tls, shard_id, advertise, std::chrono::milliseconds(shard_grace_ms));
+      SINEW_RETURN_IF_ERROR(
+          JoinShardMap(db, etcd, etcd_tls, shard_id, advertise, std::chrono::milliseconds(shard_grace_ms)));
+      if (sinew::Status recorded = RecordLeading(db, etcd, etcd_tls, shard_id, advertise); !recorded.ok()) {
+        spdlog::warn("store shard '{}': the election is not recorded for sinew-storectl: {}", shard_id,
+                     recorded.ToString());
+      }
+      return sinew::Status::Ok();
     });
     campaign = std::thread([&] {
       sinew::Status ended = shard_member->Run(&stop);
@@ -290,5 +398,6 @@ int main(int argc, char** argv) {
   if (campaign.joinable()) campaign.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
+  metrics_server.reset();
   return exit_code.load();
 }

@@ -5,10 +5,14 @@
 //   sinew-storectl watch ID [--from N] [--for SECONDS]
 //   sinew-storectl list [--tenant T] [--status S]
 //   sinew-storectl backup --to DIR
+//   sinew-storectl --etcd HOST:PORT [--etcd-tls-cert F ...] shards [--json]
+//                  (each shard's roles, terms, lag and last failover; docs/session-store.md)
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <iostream>
 
+#include "shard_status_print.h"
+#include "sinew/coord/etcd_client.h"
 #include "sinew/grpc_tls_flags.h"
 #include "sinew/proto_json.h"
 #include "sinew/session_store/session_store.h"
@@ -57,7 +61,25 @@ int main(int argc, char** argv) {
   list->add_option("--status", status_name, "queued|running|completed|failed|cancelled|...");
   auto* backup = app.add_subcommand("backup", "online checkpoint of the store");
   backup->add_option("--to", target, "target directory (must not exist)")->required();
+  std::string etcd;
+  app.add_option("--etcd", etcd, "etcd host:port, for `shards`");
+  sinew::GrpcTlsOptions etcd_tls;
+  sinew::AddGrpcTlsFlags(app, &etcd_tls, /*client=*/true, "--etcd-tls");
+  bool json = false;
+  auto* shards = app.add_subcommand(
+      "shards", "each store shard: its primary and followers, term, replication lag and last failover");
+  shards->add_flag("--json", json, "one JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);
+
+  if (*shards) {
+    if (etcd.empty()) return Fail(sinew::Status::InvalidArgument("shards reads etcd: give --etcd HOST:PORT"));
+    auto client = sinew::coord::EtcdClient::Connect(etcd, std::chrono::seconds(5), etcd_tls);
+    if (!client.ok()) return Fail(client.status());
+    auto states = sinew::store::ReadShardStates(client->get(), remote.tls, std::chrono::seconds(5));
+    if (!states.ok()) return Fail(states.status());
+    std::cout << (json ? sinew::store::ShardStatesJson(*states) + "\n" : sinew::store::ShardStatesTable(*states));
+    return 0;
+  }
 
   auto store = sinew::store::ConnectSessionStore(address, remote);
   if (!store.ok()) return Fail(store.status());
