@@ -155,13 +155,30 @@ class ReplicationService final : public v1::StoreReplication::Service {
     Status ended = Status::Ok();
     v1::ReplicatedBatch batch;
     RocksStore::LogTail tail;  // where this stream's log reading stopped
+    // Each round's batches go out one behind the log reading, so that all but the round's
+    // last say `more` and the follower syncs once per round (or per kSyncEvery batches of
+    // a long one, so that a catch-up does not hold every acknowledgement to its end).
+    constexpr int kSyncEvery = 64;
+    bool held = false;
+    int unsynced = 0;  // batches sent with `more` since the last without
+    auto send_held = [&](bool more) {
+      if (!held) return true;
+      held = false;
+      more = more && unsynced + 1 < kSyncEvery;
+      unsynced = more ? unsynced + 1 : 0;
+      batch.set_more(more);
+      return stream->Write(batch);
+    };
     while (!ctx->IsCancelled() && !reader_done) {
       auto sent = store_->ReadUpdates(next, [&](uint64_t sequence, uint32_t count, std::string_view data) {
+        if (!send_held(/*more=*/true)) return false;
         batch.set_sequence(sequence);
         batch.set_count(count);
         batch.set_data(data.data(), data.size());
-        return stream->Write(batch);
+        held = true;
+        return true;
       }, &tail);
+      if (!send_held(/*more=*/false)) break;
       if (!sent.ok()) {
         ended = sent.status();
         if (ended.code() == StatusCode::kOutOfRange) {
@@ -384,11 +401,14 @@ class FollowerImpl final : public Follower {
           ctx.TryCancel();
           break;
         }
-        applied = store_->ApplyReplicated(batch.sequence(), batch.count(), batch.data());
+        // A batch with `more` is synced, and acknowledged, with a later one.
+        applied = store_->ApplyReplicated(batch.sequence(), batch.count(), batch.data(),
+                                          /*sync=*/!batch.more());
         if (!applied.ok()) {
           ctx.TryCancel();
           break;
         }
+        if (batch.more()) continue;
         applied_ = batch.sequence() + batch.count() - 1;
         applied = caught_up();
         if (!applied.ok()) {

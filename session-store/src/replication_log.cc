@@ -79,7 +79,8 @@ Result<uint64_t> RocksStore::CheckpointForSeed(const std::string& target_dir) {
   return sequence;
 }
 
-Status RocksStore::ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data) {
+Status RocksStore::ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data,
+                                   bool sync) {
   if (data.size() < kBatchHeaderBytes) {
     return Status::Corruption("a replicated batch of " + std::to_string(data.size()) +
                               " bytes is shorter than a batch header");
@@ -96,7 +97,7 @@ Status RocksStore::ApplyReplicated(uint64_t sequence, uint32_t count, const std:
                               " writes, the primary sent " + std::to_string(count));
   }
   rocksdb::WriteOptions options;
-  options.sync = true;
+  options.sync = sync;  // a sync write syncs the log files before it too
   SINEW_RETURN_IF_ERROR(FromRocks(db_->Write(options, &batch), "applying a replicated batch"));
   if (db_->GetLatestSequenceNumber() != sequence + count - 1) {
     return Status::Internal("a replicated batch at sequence " + std::to_string(sequence) +

@@ -86,10 +86,11 @@ class RocksStore final : public SessionStore {
   // A checkpoint of this store in `target_dir` (which must not exist) for seeding a
   // follower; returns a sequence number the checkpoint holds everything up to.
   Result<uint64_t> CheckpointForSeed(const std::string& target_dir);
-  // Applies a primary's batch and syncs it. It must start right after LatestSequence()
-  // and take `count` sequence numbers (kFailedPrecondition / kCorruption otherwise).
+  // Applies a primary's batch, and with `sync` syncs the log up to it (the batches applied
+  // before it without `sync` included). It must start right after LatestSequence() and
+  // take `count` sequence numbers (kFailedPrecondition / kCorruption otherwise).
   // Only for a follower's store, which nothing else writes.
-  Status ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data);
+  Status ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data, bool sync);
 
   // For EventWatcher: the stripe mutex and state of a session (loaded, existing).
   Result<std::shared_ptr<SessionState>> LoadedState(const std::string& raw_id,
