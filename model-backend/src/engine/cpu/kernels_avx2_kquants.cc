@@ -3,11 +3,11 @@
 // through FillAvx2Kernels.
 //
 // A tile of R weight rows by C activation rows runs in passes of P weight rows (all C
-// activation rows each): a pass keeps one integer accumulator per element for the
-// current 256-element block and one float accumulator per element for the row, so
-// P * C <= 4 (P = 4 for one activation row, 2 for two, else 1) leaves half of the 16
-// YMM registers for the unpacked weights and the products. Each weight row is unpacked
-// once per tile. Every element gets the same arithmetic whatever R, C or the pass it
+// activation rows each): a pass keeps one float accumulator per element for the row,
+// P * C <= 4 (P = 4 for one activation row, 2 for two, else 1), and, while it unpacks
+// one weight row's 256-element block, that row's C integer accumulators, which leaves
+// the rest of the 16 YMM registers for the unpacked quants, scales and products. Each
+// weight row is unpacked once per tile. Every element gets the same arithmetic whatever R, C or the pass it
 // falls in: per block, the integer sums of the scaled sub-block products (vpmaddubsw,
 // then vpmaddwd by the sub-block scale; integer, so exact in any order), then the
 // block's float scale times them and minus its offset term (Q4_K: the minimums times
