@@ -1,6 +1,6 @@
 // What the AVX2 register-tiled matrix products (kernels_avx2_tiles.cc,
-// kernels_avx2_kquants.cc) share beyond tile_common.h: the split of a tile into
-// passes that fit 16 YMM registers, and the sum of an accumulator's lanes. Include
+// kernels_avx2_kquants.cc) share beyond tile_common.h: the order in which a tile
+// takes its weight rows, and the sum of an accumulator's lanes. Include
 // only from files compiled with the AVX2 -m flags (engine CMakeLists.txt); internal
 // linkage throughout.
 #pragma once
@@ -24,32 +24,21 @@ SINEW_ALWAYS_INLINE float Hsum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(lo, sh));
 }
 
-// A weight format's tile as passes of at most F::PassRows(C) weight rows, each with all
-// C activation rows, so that a pass's accumulators fit 16 YMM registers:
-// F::Pass<Rows, C>(n, w, ws, x, xs, prefetch_from, out, os) computes
-// out[c * os + r] for Rows weight rows from w and prefetches its own rows of the tile
-// kPrefetchTiles ahead (prefetch_from). Each weight row lies in exactly one pass, so it
-// is unpacked once per tile; a pass gives every element the same arithmetic whatever
-// Rows and C, so which pass an element falls in does not change it.
-template <typename F, int Rows, int C, int P>
-SINEW_ALWAYS_INLINE void PassesFrom(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
-                                    int64_t xs, int64_t ahead, float* out, int64_t os) {
-  if constexpr (Rows <= P) {
-    F::template Pass<Rows, C>(n, w, ws, x, xs, w + ahead, out, os);
-  } else {
-    F::template Pass<P, C>(n, w, ws, x, xs, w + ahead, out, os);
-    PassesFrom<F, Rows - P, C, P>(n, w + P * ws, ws, x, xs, ahead, out + P, os);
-  }
-}
-
-// The tile of format F as DispatchTile takes it.
+// A weight format's tile, one weight row at a time with all C activation rows:
+// F::Row<C>(n, w, x, xs, out, os) computes out[c * os] for the weight row at w. Rows
+// side by side would make R streams of a decode's weight reads, which the hardware
+// prefetcher follows worse than one (docs/model-engine.md); one weight row with up to
+// four activation rows fits 16 YMM registers with room for each element's
+// accumulators. Each weight row is unpacked once per tile, and every element gets the
+// same arithmetic whatever R and C.
 template <typename F>
 struct TileOf {
   template <int R, int C>
   struct Kernel {
     static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
                     float* out, int64_t os) {
-      PassesFrom<F, R, C, F::PassRows(C)>(n, w, ws, x, xs, kPrefetchTiles * R * ws, out, os);
+      SINEW_UNROLL
+      for (int r = 0; r < R; ++r) F::template Row<C>(n, w + r * ws, x, xs, out + r, os);
     }
   };
 };

@@ -2,12 +2,10 @@
 // Q6_K, times activations in Q8_K blocks. Compiled with the AVX2 -m flags; reached
 // through FillAvx2Kernels.
 //
-// A tile of R weight rows by C activation rows runs in passes of P weight rows (all C
-// activation rows each): a pass keeps one float accumulator per element for the row,
-// P * C <= 4 (P = 4 for one activation row, 2 for two, else 1), and, while it unpacks
-// one weight row's 256-element block, that row's C integer accumulators, which leaves
-// the rest of the 16 YMM registers for the unpacked quants, scales and products. Each
-// weight row is unpacked once per tile. Every element gets the same arithmetic whatever R, C or the pass it
+// A tile takes its weight rows one at a time (avx2_tile.h), each with all C activation
+// rows: one float accumulator per element for the row and, while it unpacks a 256-element
+// block (once for all C), C integer accumulators for the block, which leaves the rest of
+// the 16 YMM registers for the unpacked quants, scales and products. Every element gets the same arithmetic whatever R, C or the pass it
 // falls in: per block, the integer sums of the scaled sub-block products (vpmaddubsw,
 // then vpmaddwd by the sub-block scale; integer, so exact in any order), then the
 // block's float scale times them and minus its offset term (Q4_K: the minimums times
@@ -24,8 +22,6 @@ namespace sinew::model::cpu {
 namespace {
 
 inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
-
-constexpr int KQuantPassRows(int c) { return c == 1 ? 4 : c == 2 ? 2 : 1; }
 
 // A K-quant format for KQuantTile: its block type; Row, what a pass keeps of a weight
 // block (scales, minimums); Load(block); AddBlock(block, row, y, sumi), which adds to
@@ -141,52 +137,38 @@ struct Q6K {
 
 template <typename F>
 struct KQuantTile {
-  static constexpr int PassRows(int c) { return KQuantPassRows(c); }
-  template <int R, int C>
-  static SINEW_ALWAYS_INLINE void Pass(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
-                                       int64_t xs, const uint8_t* prefetch_from, float* out,
-                                       int64_t os) {
-    using Block = typename F::Block;
-    const Block* wb[R];
+  template <int C>
+  static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
+                                      float* out, int64_t os) {
+    const typename F::Block* wb = reinterpret_cast<const typename F::Block*>(w);
     const BlockQ8_K* xb[C];
+    __m256 acc[C];
     SINEW_UNROLL
-    for (int r = 0; r < R; ++r) wb[r] = reinterpret_cast<const Block*>(w + r * ws);
-    SINEW_UNROLL
-    for (int c = 0; c < C; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs);
-    __m256 acc[R][C];
-    SINEW_UNROLL
-    for (int r = 0; r < R; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs);
+      acc[c] = _mm256_setzero_ps();
     }
     const int64_t nb = n / kQKK;
-    NextTilePrefetch prefetch(prefetch_from, R * ws, nb);
     for (int64_t blk = 0; blk < nb; ++blk) {
-      prefetch.Step();
       const BlockQ8_K* y[C];
+      __m256i sumi[C];
       SINEW_UNROLL
-      for (int c = 0; c < C; ++c) y[c] = xb[c] + blk;
+      for (int c = 0; c < C; ++c) {
+        y[c] = xb[c] + blk;
+        sumi[c] = _mm256_setzero_si256();
+      }
+      const typename F::Row row = F::Load(wb[blk]);
+      F::template AddBlock<C>(wb[blk], row, y, sumi);
       SINEW_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const typename F::Row row = F::Load(wb[r][blk]);
-        __m256i sumi[C];
-        SINEW_UNROLL
-        for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
-        F::template AddBlock<C>(wb[r][blk], row, y, sumi);
-        SINEW_UNROLL
-        for (int c = 0; c < C; ++c) {
-          acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * row.d), _mm256_cvtepi32_ps(sumi[c]),
-                                      acc[r][c]);
-          acc[r][c] = _mm256_fnmadd_ps(_mm256_set1_ps(y[c]->d * F::OffsetScale(row)),
-                                       _mm256_cvtepi32_ps(F::Offset(row, *y[c])), acc[r][c]);
-        }
+      for (int c = 0; c < C; ++c) {
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * row.d), _mm256_cvtepi32_ps(sumi[c]),
+                                 acc[c]);
+        acc[c] = _mm256_fnmadd_ps(_mm256_set1_ps(y[c]->d * F::OffsetScale(row)),
+                                  _mm256_cvtepi32_ps(F::Offset(row, *y[c])), acc[c]);
       }
     }
     SINEW_UNROLL
-    for (int r = 0; r < R; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) out[c * os + r] = Hsum8(acc[r][c]);
-    }
+    for (int c = 0; c < C; ++c) out[c * os] = Hsum8(acc[c]);
   }
 };
 

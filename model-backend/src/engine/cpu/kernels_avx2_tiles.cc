@@ -2,12 +2,12 @@
 // weight types and of Q8_0 and Q4_0, and the Q8_0 activation layout these take.
 // Compiled with the AVX2 -m flags; reached through FillAvx2Kernels.
 //
-// A tile of R weight rows by C activation rows runs in passes of P weight rows, P * C
-// <= 8 (P = 4 for one or two activation rows, else 2), so a pass's accumulators, its
-// activation vectors and the weight vector in hand fit 16 YMM registers. Each element
-// has one 8-lane accumulator over the row, updated in the same order whatever R, C or
-// the pass, and summed by Hsum8 at the end: a matrix product made of these tiles is
-// batch invariant.
+// A tile takes its weight rows one at a time (avx2_tile.h), each unpacked (F16 through
+// F16C) once for all C activation rows. Each element's arithmetic is the same whatever
+// the tile's shape: float weights give it two 8-lane accumulators (even and odd steps of
+// 8 elements, so that one activation row still has two chains of additions in flight),
+// Q8_0 and Q4_0 one; they are summed by Hsum8 at the end. A matrix product made of these
+// tiles is batch invariant.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -62,51 +62,45 @@ struct BF16W {
 };
 
 // Float weights (format W) times F32 activations: per 8 elements, each weight vector is
-// converted once and multiplied into every activation row's accumulator; a row's last
-// n % 8 elements come zero-padded (adding exactly nothing beyond them).
+// converted once and multiplied into every activation row's accumulator for that step
+// (acc[c][0] for even steps, acc[c][1] for odd ones); a row's last n % 8 elements come
+// zero-padded (adding exactly nothing beyond them) as the next step.
 template <typename W>
 struct FloatTile {
-  static constexpr int PassRows(int c) { return c <= 2 ? 4 : 2; }
-  template <int R, int C>
-  static SINEW_ALWAYS_INLINE void Pass(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
-                                       int64_t xs, const uint8_t* prefetch_from, float* out,
-                                       int64_t os) {
-    __m256 acc[R][C];
+  template <int C>
+  static SINEW_ALWAYS_INLINE void Step(const uint8_t* w, const uint8_t* x, int64_t xs, int64_t i,
+                                       __m256 (&acc)[C]) {
+    const __m256 wv = W::Load(w, i);
     SINEW_UNROLL
-    for (int r = 0; r < R; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    }
-    NextTilePrefetch prefetch(prefetch_from, R * ws, n / 8);
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(wv, F32W::Load(x + c * xs, i), acc[c]);
+  }
+  template <int C>
+  static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
+                                      float* out, int64_t os) {
+    __m256 even[C], odd[C];
+    SINEW_UNROLL
+    for (int c = 0; c < C; ++c) even[c] = odd[c] = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      prefetch.Step();
-      __m256 xv[C];
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) xv[c] = F32W::Load(x + c * xs, i);
-      SINEW_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const __m256 wv = W::Load(w + r * ws, i);
-        SINEW_UNROLL
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
-      }
+    for (; i + 16 <= n; i += 16) {
+      Step<C>(w, x, xs, i, even);
+      Step<C>(w, x, xs, i + 8, odd);
+    }
+    bool odd_next = false;
+    if (i + 8 <= n) {
+      Step<C>(w, x, xs, i, even);
+      i += 8;
+      odd_next = true;
     }
     if (i < n) {
-      __m256 xv[C];
+      const __m256 wv = W::Tail(w, i, n - i);
       SINEW_UNROLL
-      for (int c = 0; c < C; ++c) xv[c] = F32W::Tail(x + c * xs, i, n - i);
-      SINEW_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const __m256 wv = W::Tail(w + r * ws, i, n - i);
-        SINEW_UNROLL
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+      for (int c = 0; c < C; ++c) {
+        __m256& acc = odd_next ? odd[c] : even[c];
+        acc = _mm256_fmadd_ps(wv, F32W::Tail(x + c * xs, i, n - i), acc);
       }
     }
     SINEW_UNROLL
-    for (int r = 0; r < R; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) out[c * os + r] = Hsum8(acc[r][c]);
-    }
+    for (int c = 0; c < C; ++c) out[c * os] = Hsum8(_mm256_add_ps(even[c], odd[c]));
   }
 };
 
@@ -136,48 +130,32 @@ struct Q4_0W {
 // the weight scale times the activation scale.
 template <typename W>
 struct Q8Tile {
-  static constexpr int PassRows(int c) { return c <= 2 ? 4 : 2; }
-  template <int R, int C>
-  static SINEW_ALWAYS_INLINE void Pass(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
-                                       int64_t xs, const uint8_t* prefetch_from, float* out,
-                                       int64_t os) {
-    using Block = typename W::Block;
-    const Block* wb[R];
+  template <int C>
+  static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
+                                      float* out, int64_t os) {
+    const typename W::Block* wb = reinterpret_cast<const typename W::Block*>(w);
+    __m256 acc[C];
     SINEW_UNROLL
-    for (int r = 0; r < R; ++r) wb[r] = reinterpret_cast<const Block*>(w + r * ws);
-    __m256 acc[R][C];
-    SINEW_UNROLL
-    for (int r = 0; r < R; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    }
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     const int64_t nb = n / kQK8_0;
-    NextTilePrefetch prefetch(prefetch_from, R * ws, nb);
     for (int64_t b = 0; b < nb; ++b) {
-      prefetch.Step();
       const int64_t at = b / 2 * 128 + b % 2 * 32;  // the block's quants; scales 64 on
+      const __m256i wq = W::Quants(wb[b]);
+      const __m256i aw = _mm256_sign_epi8(wq, wq);
+      const __m256 wd = _mm256_set1_ps(H2F(wb[b].d));
       SINEW_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const __m256i wq = W::Quants(wb[r][b]);
-        const __m256i aw = _mm256_sign_epi8(wq, wq);
-        const __m256 wd = _mm256_set1_ps(H2F(wb[r][b].d));
-        SINEW_UNROLL
-        for (int c = 0; c < C; ++c) {
-          const uint8_t* xb = x + c * xs + at;
-          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
-          const __m256 xd = _mm256_loadu_ps(reinterpret_cast<const float*>(xb + 64));
-          const __m256i sum =
-              _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, wq)), ones);
-          acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(wd, xd), acc[r][c]);
-        }
+      for (int c = 0; c < C; ++c) {
+        const uint8_t* xb = x + c * xs + at;
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
+        const __m256 xd = _mm256_loadu_ps(reinterpret_cast<const float*>(xb + 64));
+        const __m256i sum =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, wq)), ones);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(wd, xd), acc[c]);
       }
     }
     SINEW_UNROLL
-    for (int r = 0; r < R; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) out[c * os + r] = Hsum8(acc[r][c]);
-    }
+    for (int c = 0; c < C; ++c) out[c * os] = Hsum8(acc[c]);
   }
 };
 

@@ -1,13 +1,9 @@
 // What the register-tiled matrix products of every SIMD level (kernels_avx2_tiles.cc,
 // kernels_avx2_kquants.cc, kernels_avx512*.cc) share: the unroll marker that keeps a
-// tile's accumulators in registers, the prefetch of the tiles ahead, and the dispatch
-// of a runtime tile shape to its template instance. Needs nothing beyond SSE; include
-// only from SIMD kernel files. Internal linkage throughout.
+// tile's accumulators in registers and the dispatch of a runtime tile shape to its
+// template instance. Include only from SIMD kernel files. Internal linkage throughout.
 #pragma once
 
-#include <immintrin.h>
-
-#include <algorithm>
 #include <cstdint>
 
 #include "cpu/kernels.h"
@@ -21,27 +17,6 @@
 
 namespace sinew::model::cpu {
 namespace {
-
-// Reading R weight rows side by side defeats the hardware prefetcher (decode is bound
-// by memory): while a tile runs, each step prefetches its share of the rows of the
-// tile kPrefetchTiles ahead (tiles follow each other in memory). Too few tiles ahead
-// and the rows arrive late; too many and they are evicted before use. The value is
-// tuned with sinew-model-bench's decode test (bench/model_bench.cc).
-constexpr int64_t kPrefetchTiles = 4;
-struct NextTilePrefetch {
-  SINEW_ALWAYS_INLINE NextTilePrefetch(const uint8_t* tile_end, int64_t bytes, int64_t steps)
-      : at(tile_end),
-        end(tile_end + bytes),
-        per_step((bytes / 64 + steps) / std::max<int64_t>(steps, 1)) {}
-  SINEW_ALWAYS_INLINE void Step() {
-    for (int64_t l = 0; l < per_step && at < end; ++l, at += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
-    }
-  }
-  const uint8_t* at;
-  const uint8_t* end;
-  int64_t per_step;
-};
 
 // Dispatches a runtime (rows_w, rows_x) in 1..4 to the template instance.
 template <template <int, int> class Kernel>
