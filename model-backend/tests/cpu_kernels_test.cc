@@ -117,26 +117,27 @@ struct TileCase {
 
 TEST_P(CpuTileTest, EveryTileShapeGivesEachElementTheSameBits) {
   const SimdLevel level = GetParam();
-  const char* name = level == SimdLevel::kAvx2 ? "AVX2 (with FMA and F16C)" : "AVX-512 (F, BW, VL, VNNI)";
+  const char* name =
+      level == SimdLevel::kAvx2 ? "AVX2 (with FMA and F16C)" : "AVX-512 (F, BW, VL, VNNI)";
   const bool has = level == SimdLevel::kAvx2 ? CpuHasAvx2() : CpuHasAvx512();
   if (!has) GTEST_SKIP() << "this CPU does not run " << name << " (or SINEW_CPU_LEVEL caps it)";
   const KernelTable t = MakeKernelTable(level);
   const KernelTable scalar = MakeKernelTable(SimdLevel::kScalar);
-  const TileCase cases[] = {
-      {GgmlType::kF32, &KernelTable::tile_f32, &KernelTable::dot_f32},
-      {GgmlType::kF16, &KernelTable::tile_f16, &KernelTable::dot_f16},
-      {GgmlType::kBF16, &KernelTable::tile_bf16, &KernelTable::dot_bf16},
-      {GgmlType::kQ8_0, &KernelTable::tile_q8_0, &KernelTable::dot_q8_0},
-      {GgmlType::kQ4_0, &KernelTable::tile_q4_0, &KernelTable::dot_q4_0},
-      {GgmlType::kQ4_K, &KernelTable::tile_q4_k, &KernelTable::dot_q4_k},
-      {GgmlType::kQ6_K, &KernelTable::tile_q6_k, &KernelTable::dot_q6_k}};
+  const TileCase cases[] = {{GgmlType::kF32, &KernelTable::tile_f32, &KernelTable::dot_f32},
+                            {GgmlType::kF16, &KernelTable::tile_f16, &KernelTable::dot_f16},
+                            {GgmlType::kBF16, &KernelTable::tile_bf16, &KernelTable::dot_bf16},
+                            {GgmlType::kQ8_0, &KernelTable::tile_q8_0, &KernelTable::dot_q8_0},
+                            {GgmlType::kQ4_0, &KernelTable::tile_q4_0, &KernelTable::dot_q4_0},
+                            {GgmlType::kQ4_K, &KernelTable::tile_q4_k, &KernelTable::dot_q4_k},
+                            {GgmlType::kQ6_K, &KernelTable::tile_q6_k, &KernelTable::dot_q6_k}};
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (const TileCase& c : cases) {
     const std::string type(GgmlTypeName(c.type));
     const GemmTileFn tile = t.*c.tile;
     ASSERT_NE(tile, nullptr) << t.name << " has no matrix-product tile for " << type;
-    const bool is_float = c.type == GgmlType::kF32 || c.type == GgmlType::kF16 || c.type == GgmlType::kBF16;
+    const bool is_float =
+        c.type == GgmlType::kF32 || c.type == GgmlType::kF16 || c.type == GgmlType::kBF16;
     const bool q8_0_act = c.type == GgmlType::kQ8_0 || c.type == GgmlType::kQ4_0;
     // Row lengths: one block-aligned, one with an unpaired last 32-block, one with a
     // tail no SIMD width divides.
@@ -183,9 +184,9 @@ TEST_P(CpuTileTest, EveryTileShapeGivesEachElementTheSameBits) {
             for (int cc = c0; cc < c0 + rows_x; ++cc) {
               for (int r = r0; r < r0 + rows_w; ++r) {
                 const size_t at = static_cast<size_t>(cc * os + r);
-                ASSERT_EQ(part[at], full[at]) << t.name << " " << type << " n=" << n << " tile "
-                                              << rows_w << "x" << rows_x << " at (" << r0 << ", "
-                                              << c0 << "): element (" << r << ", " << cc << ")";
+                ASSERT_EQ(part[at], full[at])
+                    << t.name << " " << type << " n=" << n << " tile " << rows_w << "x" << rows_x
+                    << " at (" << r0 << ", " << c0 << "): element (" << r << ", " << cc << ")";
               }
             }
           }

@@ -5,11 +5,11 @@
 // A tile takes its weight rows one at a time (avx2_tile.h), each with all C activation
 // rows: one float accumulator per element for the row and, while it unpacks a 256-element
 // block (once for all C), C integer accumulators for the block, which leaves the rest of
-// the 16 YMM registers for the unpacked quants, scales and products. Every element gets the same arithmetic whatever R, C or the pass it
-// falls in: per block, the integer sums of the scaled sub-block products (vpmaddubsw,
-// then vpmaddwd by the sub-block scale; integer, so exact in any order), then the
-// block's float scale times them and minus its offset term (Q4_K: the minimums times
-// the activations' sub-block sums; Q6_K: 32 times the scaled sums) added to the row's
+// the 16 YMM registers for the unpacked quants, scales and products. Every element gets the same
+// arithmetic whatever R, C or the pass it falls in: per block, the integer sums of the scaled
+// sub-block products (vpmaddubsw, then vpmaddwd by the sub-block scale; integer, so exact in any
+// order), then the block's float scale times them and minus its offset term (Q4_K: the minimums
+// times the activations' sub-block sums; Q6_K: 32 times the scaled sums) added to the row's
 // accumulator, summed by Hsum8 at the end. A matrix product made of these tiles is
 // batch invariant.
 #include <immintrin.h>
@@ -63,7 +63,8 @@ struct Q4K {
       for (int c = 0; c < C; ++c) {
         const int8_t* yq = y[c]->qs + 64 * pair;
         const __m256i p_lo = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq))), s_lo);
+            _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq))),
+            s_lo);
         const __m256i p_hi = _mm256_madd_epi16(
             _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq + 32))),
             s_hi);
@@ -107,15 +108,15 @@ struct Q6K {
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half));
       SINEW_UNROLL
       for (int quad = 0; quad < 4; ++quad) {
-        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (quad % 2)));
-        const __m256i low = quad < 2 ? _mm256_and_si256(l, m0f)
-                                     : _mm256_and_si256(_mm256_srli_epi16(l, 4), m0f);
+        const __m256i l =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (quad % 2)));
+        const __m256i low =
+            quad < 2 ? _mm256_and_si256(l, m0f) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m0f);
         // Bits 2 quad, 2 quad + 1 of qh to bits 4, 5.
-        const __m256i high =
-            quad == 0   ? _mm256_slli_epi16(qh, 4)
-            : quad == 1 ? _mm256_slli_epi16(qh, 2)
-            : quad == 2 ? qh
-                        : _mm256_srli_epi16(qh, 2);
+        const __m256i high = quad == 0   ? _mm256_slli_epi16(qh, 4)
+                             : quad == 1 ? _mm256_slli_epi16(qh, 2)
+                             : quad == 2 ? qh
+                                         : _mm256_srli_epi16(qh, 2);
         const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, m30));
         const int8_t* sc = b.scales + 8 * half + 2 * quad;
         const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
@@ -123,7 +124,8 @@ struct Q6K {
         for (int c = 0; c < C; ++c) {
           const __m256i yq = _mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(y[c]->qs + 128 * half + 32 * quad));
-          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, yq), scale));
+          sumi[c] =
+              _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, yq), scale));
         }
       }
     }
@@ -161,8 +163,8 @@ struct KQuantTile {
       F::template AddBlock<C>(wb[blk], row, y, sumi);
       SINEW_UNROLL
       for (int c = 0; c < C; ++c) {
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * row.d), _mm256_cvtepi32_ps(sumi[c]),
-                                 acc[c]);
+        acc[c] =
+            _mm256_fmadd_ps(_mm256_set1_ps(y[c]->d * row.d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
         acc[c] = _mm256_fnmadd_ps(_mm256_set1_ps(y[c]->d * F::OffsetScale(row)),
                                   _mm256_cvtepi32_ps(F::Offset(row, *y[c])), acc[c]);
       }

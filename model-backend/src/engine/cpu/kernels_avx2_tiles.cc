@@ -37,8 +37,8 @@ struct F32W {
 };
 struct F16W {
   static SINEW_ALWAYS_INLINE __m256 Load(const uint8_t* p, int64_t i) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + i)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + i)));
   }
   static SINEW_ALWAYS_INLINE __m256 Tail(const uint8_t* p, int64_t i, int64_t count) {
     alignas(16) uint16_t v[8] = {};
@@ -51,8 +51,8 @@ struct BF16W {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static SINEW_ALWAYS_INLINE __m256 Load(const uint8_t* p, int64_t i) {
-    return Widen(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + i)));
+    return Widen(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(p) + i)));
   }
   static SINEW_ALWAYS_INLINE __m256 Tail(const uint8_t* p, int64_t i, int64_t count) {
     alignas(16) uint16_t v[8] = {};
