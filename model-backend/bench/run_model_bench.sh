@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     -p) N_PROMPT=$2; shift 2 ;;
     -n) N_GEN=$2; shift 2 ;;
     -r) REPS=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done

@@ -78,7 +78,7 @@ while [ $# -gt 0 ]; do
     --llama-args) LLAMA_ARGS=$2; shift 2 ;;
     --draft-pairs) DRAFT_PAIRS=$2; shift 2 ;;
     --copy-types) COPY_TYPES=$2; shift 2 ;;
-    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
