@@ -12,7 +12,10 @@
 //                     [--device cpu|cuda[:N]] [--cache-type-k f16] [--cache-type-v f16]
 //
 // Prints one line per (model, threads, test) as tab-separated values:
-//   model  type  params  threads  test  tokens_per_second
+//   model  type  params  backend  threads  test  tokens_per_second
+// where backend is the kernels that ran (cpu-scalar, cpu-avx2, cpu-avx512, cuda-...):
+// --simd auto takes the best level the CPU has, capped by SINEW_CPU_LEVEL
+// (scalar, avx2 or avx512) in the environment.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -115,7 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test)")->check(CLI::Range(1, 4096));
   app.add_option("-r,--repetitions", reps, "repetitions (the best is reported)")
       ->check(CLI::Range(1, 100));
-  app.add_option("--simd", simd, "auto, avx512, avx2 or scalar");
+  app.add_option("--simd", simd,
+                 "auto, avx512, avx2 or scalar (auto: the best the CPU has, at most SINEW_CPU_LEVEL)");
   std::string device = "cpu", cache_type_k = "f16", cache_type_v = "f16";
   app.add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--cache-type-k", cache_type_k, "KV cache key type: f32, f16 or q8_0")
@@ -137,7 +141,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nothing to do: give --write-random DIR or -m MODEL\n");
     return 2;
   }
-  std::printf("model\ttype\tparams\tthreads\ttest\ttokens_per_second\n");
+  std::printf("model\ttype\tparams\tbackend\tthreads\ttest\ttokens_per_second\n");
   for (const std::string& path : models) {
     for (int t : threads) {
       EngineOptions options;
@@ -178,10 +182,10 @@ int main(int argc, char** argv) {
                                         (b->timings.generation_ms / 1000.0));
       }
       const std::string name = path.substr(path.find_last_of('/') + 1);
-      std::printf("%s\t%s\t%lld\t%d\tpp%d\t%.2f\n", name.c_str(), info.weight_type.c_str(),
-                  static_cast<long long>(info.n_params), t, n_prompt, best_pp);
-      std::printf("%s\t%s\t%lld\t%d\ttg%d\t%.2f\n", name.c_str(), info.weight_type.c_str(),
-                  static_cast<long long>(info.n_params), t, n_gen, best_tg);
+      std::printf("%s\t%s\t%lld\t%s\t%d\tpp%d\t%.2f\n", name.c_str(), info.weight_type.c_str(),
+                  static_cast<long long>(info.n_params), info.simd.c_str(), t, n_prompt, best_pp);
+      std::printf("%s\t%s\t%lld\t%s\t%d\ttg%d\t%.2f\n", name.c_str(), info.weight_type.c_str(),
+                  static_cast<long long>(info.n_params), info.simd.c_str(), t, n_gen, best_tg);
       std::fflush(stdout);
     }
   }

@@ -96,7 +96,7 @@ hdr = "%-20s %-5s %-6s %11s %9s" % ("model", "type", "test", "sinew t/s", "of li
 if theirs:
     hdr += " %11s %7s" % ("llama.cpp", "ratio")
 print(hdr)
-for model, wtype, params, threads, test, tps in rows:
+for model, wtype, params, backend, threads, test, tps in rows:
     tps = float(tps)
     frac = ""
     if test.startswith("tg") and wtype in bytes_per:

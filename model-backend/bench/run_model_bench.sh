@@ -3,7 +3,10 @@
 # tokens/s on stories260K and on ~125M-parameter random-weight llama models
 # (F16, Q8_0, Q4_K) written at run time, with 1 and 2 threads. Given the path
 # of llama.cpp's llama-bench, runs it on the same files in the same run and
-# prints the ratio sinew / llama.cpp for every row.
+# prints the ratio sinew / llama.cpp for every row. Each row names the kernels
+# that ran (cpu-avx512, cpu-avx2, cpu-scalar): the best level the CPU has, or
+# the one SINEW_CPU_LEVEL=scalar|avx2|avx512 caps it at, so that an AVX-512
+# machine measures the AVX2 path too (llama-bench runs as it was built).
 #
 # usage: model-backend/bench/run_model_bench.sh [--llama-bench PATH] [--work-dir DIR]
 #            [-t 1,2] [-p 128] [-n 32] [-r 3]
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
     -p) N_PROMPT=$2; shift 2 ;;
     -n) N_GEN=$2; shift 2 ;;
     -r) REPS=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +57,8 @@ MODELS=("$ROOT/../shared/models/stories260K.gguf" "$WORK/bench-F16.gguf" "$WORK/
 model_args=()
 for m in "${MODELS[@]}"; do model_args+=(-m "$m"); done
 
-echo "== sinew-model-bench (threads $THREADS, pp$N_PROMPT, tg$N_GEN, best of $REPS)" >&2
+echo "== sinew-model-bench (threads $THREADS, pp$N_PROMPT, tg$N_GEN, best of $REPS;" \
+  "SINEW_CPU_LEVEL=${SINEW_CPU_LEVEL:-unset})" >&2
 "$BENCH" "${model_args[@]}" -t "$THREADS" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" > "$WORK/sinew.tsv"
 
 : > "$WORK/llama.jsonl"
@@ -77,12 +81,14 @@ for line in open(sys.argv[2]):
     test = "pp%d" % r["n_prompt"] if r.get("n_gen", 0) == 0 else "tg%d" % r["n_gen"]
     theirs[(r["sinew_model"], int(r["n_threads"]), test)] = float(r["avg_ts"])
 have_ref = bool(theirs)
-hdr = "%-18s %-5s %8s %3s %-6s %12s" % ("model", "type", "params", "thr", "test", "sinew t/s")
+hdr = "%-18s %-5s %8s %-11s %3s %-6s %12s" % ("model", "type", "params", "kernels", "thr", "test",
+                                              "sinew t/s")
 if have_ref:
     hdr += " %12s %7s" % ("llama.cpp", "ratio")
 print(hdr)
-for model, wtype, params, threads, test, tps in rows:
-    line = "%-18s %-5s %7.1fM %3s %-6s %12.2f" % (model, wtype, int(params) / 1e6, threads, test, float(tps))
+for model, wtype, params, backend, threads, test, tps in rows:
+    line = "%-18s %-5s %7.1fM %-11s %3s %-6s %12.2f" % (model, wtype, int(params) / 1e6, backend,
+                                                       threads, test, float(tps))
     if have_ref:
         ref = theirs.get((model, int(threads), test))
         line += " %12s %7s" % (("%.2f" % ref, "%.2fx" % (float(tps) / ref)) if ref else ("n/a", "n/a"))

@@ -37,7 +37,10 @@
 #            [--streams 8,32] [--turns 20] [--sinew-args "--no-batch-invariance"]
 #            [--spec-models A.gguf,B.gguf] [--llama-args "--poll 0"]
 #            [--draft-pairs TARGET.gguf:DRAFT.gguf,...] [--copy-types F16,Q8_0,Q4_K]
-# env:   SINEW_BUILD_DIR (default build): where bin/sinew-model(-bench) were built.
+# env:   SINEW_BUILD_DIR (default build): where bin/sinew-model(-bench) were built;
+#        SINEW_CPU_LEVEL=scalar|avx2|avx512 caps sinew's kernel level (so that an AVX-512
+#        machine measures the AVX2 path); every model's heading names the kernels that ran
+#        (llama-server runs as it was built).
 # The random and copy models (~470 MB each set, sinew-model-bench --write-random) go to --work-dir
 # (default: a temporary directory, removed at exit); existing files are reused.
 set -euo pipefail
@@ -75,7 +78,7 @@ while [ $# -gt 0 ]; do
     --llama-args) LLAMA_ARGS=$2; shift 2 ;;
     --draft-pairs) DRAFT_PAIRS=$2; shift 2 ;;
     --copy-types) COPY_TYPES=$2; shift 2 ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -214,6 +217,12 @@ class Server:
                     last = now
         return first - start, last - first, usage
 
+    def kernels(self):
+        """sinew's kernel level as /v1/models reports it (cpu-avx512, cpu-avx2, ...)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c.request("GET", "/v1/models")
+        return json.loads(c.getresponse().read())["data"][0]["meta"]["backend"]
+
     def metric(self, name):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         c.request("GET", "/metrics")
@@ -287,6 +296,7 @@ def run(kind, model):
     out = {"load": []}
     srv = Server(kind, model, 1)
     try:
+        out["kernels"] = srv.kernels() if kind == "sinew" else "as built"
         out["load"].append(load())
         out.update(single(srv, tag))
         out.update(agent(srv, tag))
@@ -310,6 +320,8 @@ def run(kind, model):
 
 print("# server benchmark: %d threads, greedy, %d generated tokens, best of %d; sinew args: %r; "
       "llama-server args: %r" % (int(threads), n_gen, reps, sinew_args, llama_args))
+print("# sinew kernel level: the best the CPU has, capped by SINEW_CPU_LEVEL=%s"
+      % (os.environ.get("SINEW_CPU_LEVEL") or "(unset)"))
 print("# uptime at start: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 cols = [("ttft_ms", "TTFT ms", False), ("gen_tps", "gen tok/s", True)] + \
        [("agg%d" % n, "agg%d tok/s" % n, True) for n in streams] + \
@@ -319,9 +331,9 @@ for model in models:
     tag = os.path.basename(model)
     ours = run("sinew", model)
     theirs = run("llama", model) if llama_bin else None
-    print("\n## %s (prompt %d tokens, completion %d tokens; load 1-min sinew %s, llama.cpp %s)"
-          % (tag, ours["prompt_tokens"], ours["completion_tokens"], "/".join(ours["load"]),
-             "/".join(theirs["load"]) if theirs else "-"))
+    print("\n## %s (prompt %d tokens, completion %d tokens; sinew kernels %s; load 1-min sinew %s, "
+          "llama.cpp %s)" % (tag, ours["prompt_tokens"], ours["completion_tokens"], ours["kernels"],
+                             "/".join(ours["load"]), "/".join(theirs["load"]) if theirs else "-"))
     print("%-16s %12s %12s %9s" % ("metric", "sinew", "llama.cpp", "ratio"))
     for key, name, higher in cols:
         line = "%-16s %12.1f" % (name, ours[key])

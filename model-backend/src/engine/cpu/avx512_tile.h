@@ -1,8 +1,8 @@
 // What the register-tiled matrix products of the AVX-512 kernel files
-// (kernels_avx512*.cc) share: the unroll marker that keeps a tile's accumulators in
-// registers, the prefetch of the tiles ahead, and the dispatch of a runtime tile shape
-// to its template instance. Include only from files compiled with the AVX-512 -m
-// flags (engine CMakeLists.txt); internal linkage throughout.
+// (kernels_avx512*.cc) share beyond tile_common.h: the prefetch of the tiles ahead and
+// the sums of a tile's accumulators.
+// Include only from files compiled with the AVX-512 -m flags (engine CMakeLists.txt);
+// internal linkage throughout.
 #pragma once
 
 #include <immintrin.h>
@@ -11,9 +11,7 @@
 #include <cstdint>
 
 #include "cpu/avx512_loads.h"
-
-// Tile loops over rows must unroll so that the accumulators stay in registers.
-#define SINEW_UNROLL _Pragma("GCC unroll 16")
+#include "cpu/tile_common.h"
 
 namespace sinew::model::cpu {
 namespace {
@@ -71,20 +69,6 @@ SINEW_ALWAYS_INLINE void StoreTileSums(const __m512 (&acc)[R][C], float* out, in
     _mm_mask_storeu_ps(out + c * os, static_cast<__mmask8>((1u << R) - 1),
                        ReduceAdd4(v[0], v[1], v[2], v[3]));
   }
-}
-
-// Dispatches a runtime (rows_w, rows_x) in 1..4 to the template instance.
-template <template <int, int> class Kernel>
-void DispatchTile(int64_t n, const void* w, int64_t ws, int rows_w, const void* x, int64_t xs,
-                  int rows_x, float* out, int64_t os) {
-  using Fn = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, int64_t, float*, int64_t);
-  static constexpr Fn kTable[4][4] = {
-      {Kernel<1, 1>::Run, Kernel<1, 2>::Run, Kernel<1, 3>::Run, Kernel<1, 4>::Run},
-      {Kernel<2, 1>::Run, Kernel<2, 2>::Run, Kernel<2, 3>::Run, Kernel<2, 4>::Run},
-      {Kernel<3, 1>::Run, Kernel<3, 2>::Run, Kernel<3, 3>::Run, Kernel<3, 4>::Run},
-      {Kernel<4, 1>::Run, Kernel<4, 2>::Run, Kernel<4, 3>::Run, Kernel<4, 4>::Run}};
-  kTable[rows_w - 1][rows_x - 1](n, static_cast<const uint8_t*>(w), ws,
-                                 static_cast<const uint8_t*>(x), xs, out, os);
 }
 
 }  // namespace

@@ -119,12 +119,12 @@ class CpuOps final : public BackendOps {
   }
 
   // Tile kernels give every element the same arithmetic whatever the tile's shape,
-  // and Dot4 kernels each row the arithmetic of the one-row Dot of the same table
+  // and the scalar table's one-row dot products are per row anyway
   // (backend_ops_test checks both bit for bit); the other ops are per row.
   bool RowInvariant() const override { return true; }
 
-  // The AVX2 and AVX-512 matrix products go four rows per weight load (tiles or
-  // four-row dot products); scalar ones one row at a time.
+  // The AVX2 and AVX-512 matrix products go four rows per weight load (tiles);
+  // scalar ones one row at a time.
   int32_t RowGroup() const override { return k_.level == cpu::SimdLevel::kScalar ? 1 : 4; }
 
   Status MatMul(const Tensor& w, const Tensor& x, Tensor& y) override {
@@ -133,18 +133,16 @@ class CpuOps final : public BackendOps {
     const int64_t N = w.rows();
     const int64_t M = x.rows();
     cpu::VecDotFn dot = nullptr;
-    cpu::VecDot4Fn dot4 = nullptr;
     cpu::GemmTileFn tile = nullptr;
     cpu::QuantizeActFn quantize = nullptr;
     int64_t act_row_bytes = K * 4;
     switch (w.type) {
-      case GgmlType::kF32: dot = k_.dot_f32, dot4 = k_.dot4_f32, tile = k_.tile_f32; break;
-      case GgmlType::kF16: dot = k_.dot_f16, dot4 = k_.dot4_f16, tile = k_.tile_f16; break;
-      case GgmlType::kBF16: dot = k_.dot_bf16, dot4 = k_.dot4_bf16, tile = k_.tile_bf16; break;
+      case GgmlType::kF32: dot = k_.dot_f32, tile = k_.tile_f32; break;
+      case GgmlType::kF16: dot = k_.dot_f16, tile = k_.tile_f16; break;
+      case GgmlType::kBF16: dot = k_.dot_bf16, tile = k_.tile_bf16; break;
       case GgmlType::kQ8_0:
       case GgmlType::kQ4_0:
         dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
-        dot4 = w.type == GgmlType::kQ8_0 ? k_.dot4_q8_0 : nullptr;
         tile = w.type == GgmlType::kQ8_0 ? k_.tile_q8_0 : k_.tile_q4_0;
         if (tile != nullptr) {
           quantize = k_.quantize_q8_0_tile;
@@ -197,17 +195,7 @@ class CpuOps final : public BackendOps {
     pool_.ParallelFor(N, grain, [&](int64_t begin, int64_t end) {
       for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
         const int64_t n1 = std::min(end, n0 + kRowBlock);
-        int64_t m = 0;
-        if (dot4 != nullptr) {
-          float four[4];
-          for (; m + 4 <= M; m += 4) {
-            for (int64_t n = n0; n < n1; ++n) {
-              dot4(K, wdata + n * w_row_bytes, act + m * act_row_bytes, act_row_bytes, four);
-              for (int64_t j = 0; j < 4; ++j) out[(m + j) * N + n] = four[j];
-            }
-          }
-        }
-        for (; m < M; ++m) {
+        for (int64_t m = 0; m < M; ++m) {
           for (int64_t n = n0; n < n1; ++n) {
             out[m * N + n] = dot(K, wdata + n * w_row_bytes, act + m * act_row_bytes);
           }

@@ -20,9 +20,6 @@ enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 // Dot product of one weight row (n elements, in its own type) with one
 // activation row (in the weight type's activation format).
 using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
-// Four dot products of one weight row with four activation rows that lie
-// `x_stride` bytes apart (prompt processing: the weight row is loaded once).
-using VecDot4Fn = void (*)(int64_t n, const void* w, const void* x, int64_t x_stride, float* out);
 // A tile of a matrix product: out[c * out_stride + r] = dot(weight row r, activation
 // row c) for r < rows_w weight rows (w_stride bytes apart) and c < rows_x activation
 // rows (x_stride bytes apart), 1 <= rows_w, rows_x <= kTileRows. Every element gets
@@ -31,9 +28,10 @@ using VecDot4Fn = void (*)(int64_t n, const void* w, const void* x, int64_t x_st
 inline constexpr int kTileRows = 4;
 using GemmTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, int rows_w, const void* x,
                             int64_t x_stride, int rows_x, float* out, int64_t out_stride);
-// The activation layout of tile_q8_0: per pair of 32-value blocks, 64 quants offset to
-// unsigned (q + 128) and 16 float scales (the first block's 8 times, then the
-// second's); a last unpaired block has zero quants and scales in its second half.
+// The activation layout of tile_q8_0: per pair of 32-value blocks, 64 quants (offset to
+// unsigned, q + 128, for AVX-512's vpdpbusd; signed for AVX2) and 16 float scales (the
+// first block's 8 times, then the second's); a last unpaired block has zero quants and
+// scales in its second half. Each level's quantize_q8_0_tile writes its own tile's.
 inline constexpr int64_t Q8TileActRowBytes(int64_t n) { return (n / 32 + 1) / 2 * 128; }
 // Converts n F32 values to an activation format.
 using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
@@ -64,13 +62,8 @@ struct KernelTable {
   VecDotFn dot_q4_0 = nullptr;
   VecDotFn dot_q4_k = nullptr;
   VecDotFn dot_q6_k = nullptr;
-  // Optional four-row variants; nullptr means "call the dot product 4 times".
-  VecDot4Fn dot4_f32 = nullptr;
-  VecDot4Fn dot4_f16 = nullptr;
-  VecDot4Fn dot4_bf16 = nullptr;
-  VecDot4Fn dot4_q8_0 = nullptr;
   // Optional register-tiled matrix products; when set, MatMul uses them for every
-  // batch size instead of dot/dot4 (so the results differ from dot's in rounding).
+  // batch size instead of dot (so the results differ from dot's in rounding).
   GemmTileFn tile_f32 = nullptr;
   GemmTileFn tile_f16 = nullptr;
   GemmTileFn tile_bf16 = nullptr;
@@ -92,6 +85,10 @@ struct KernelTable {
 void FillScalarKernels(KernelTable* table);
 void FillAvx2Kernels(KernelTable* table);
 void FillAvx512Kernels(KernelTable* table);
+// The tile entries of FillAvx2Kernels: float, Q8_0 and Q4_0 (kernels_avx2_tiles.cc) and
+// K-quant ones (kernels_avx2_kquants.cc).
+void FillAvx2TileKernels(KernelTable* table);
+void FillAvx2KQuantKernels(KernelTable* table);
 // The attention entries of FillAvx512Kernels (kernels_avx512_attention.cc).
 void FillAvx512AttentionKernels(KernelTable* table);
 // The K-quant tile entries of FillAvx512Kernels (kernels_avx512_kquants.cc).
