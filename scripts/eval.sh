@@ -65,9 +65,9 @@ if [ "$(id -u)" != 0 ] || ! command -v runc >/dev/null; then
   echo "eval.sh: needs root and runc (sandboxes); run scripts/install-deps.sh as root" >&2; exit 1
 fi
 # Only the binaries this script starts (not the tests, benchmarks or the model server);
-# a fresh build directory without debug information, as scripts/run.sh does.
+# a fresh build directory without debug information or ccache, as scripts/run.sh does.
 first=()
-[ -f "${SINEW_BUILD_DIR:-build}/CMakeCache.txt" ] || first=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG")
+[ -f "${SINEW_BUILD_DIR:-build}/CMakeCache.txt" ] || first=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DSINEW_CCACHE=OFF)
 [ "${SINEW_NO_BUILD:-0}" = 1 ] || SINEW_TARGETS="sinew-store sinew-sandboxd sinew-sandbox-agent sinew-harness sinew" ./scripts/build.sh ${first[@]+"${first[@]}"}  # SINEW_NO_BUILD=1: use the existing build
 BIN=$ROOT/${SINEW_BUILD_DIR:-build}/bin
 mkdir -p "$JOB/stack"
