@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <deque>
 #include <optional>
+#include <sstream>
 
 namespace sinew::http::internal {
 namespace {
@@ -25,15 +26,28 @@ std::string Lower(std::string_view in) {
   return out;
 }
 
-// One queued write: a whole response, an event-stream head, a chunk or the last chunk.
+// One queued write, already in its wire form (serialized by Beast): a whole response, an
+// event-stream head, a chunk, the last chunk, or a "100 Continue". Every write of a
+// connection is then one kind of Asio operation, compiled once per stream type.
 struct WriteItem {
-  enum class Kind { kFull, kStreamHeader, kChunk, kLastChunk } kind = Kind::kFull;
-  std::shared_ptr<bhttp::response<bhttp::string_body>> full;
-  std::shared_ptr<bhttp::response<bhttp::empty_body>> header;
-  std::shared_ptr<bhttp::response_serializer<bhttp::empty_body>> header_serializer;
-  std::shared_ptr<std::string> chunk;
-  size_t bytes = 0;
+  enum class Kind { kFull, kStreamHeader, kChunk, kLastChunk, kContinue } kind = Kind::kFull;
+  std::shared_ptr<const std::string> wire;
+  size_t bytes = 0;  // the payload it carries, as counted by Queued / Written
 };
+
+template <typename Message>
+std::shared_ptr<const std::string> Wire(const Message& message) {
+  std::ostringstream out;
+  out << message;
+  return std::make_shared<const std::string>(std::move(out).str());
+}
+
+template <typename ConstBufferSequence>
+std::shared_ptr<const std::string> BufferWire(const ConstBufferSequence& buffers) {
+  auto out = std::make_shared<std::string>(net::buffer_size(buffers), '\0');
+  net::buffer_copy(net::buffer(*out), buffers);
+  return out;
+}
 
 // One connection over `Stream` (beast::tcp_stream or ssl_stream of it). Lives as long as
 // an async operation or a handler holds it; everything but the public ResponseStream
@@ -74,23 +88,23 @@ class Session final : public Connection {
       WriteItem item;
       item.kind = WriteItem::Kind::kFull;
       item.bytes = out->body().size();
-      item.full = out;
+      item.wire = Wire(*out);
       self.Enqueue(std::move(item));
     });
   }
 
   bool StartEvents(Headers extra_headers) override {
     Post([extra_headers = std::move(extra_headers)](Session& self) {
+      bhttp::response<bhttp::empty_body> head(bhttp::status::ok, 11);
+      head.set(bhttp::field::server, self.shared_->options.server_name);
+      head.set(bhttp::field::content_type, "text/event-stream");
+      head.set(bhttp::field::cache_control, "no-cache");
+      for (const auto& [name, value] : extra_headers) head.set(name, value);
+      head.keep_alive(self.keep_alive_);
+      head.chunked(true);
       WriteItem item;
       item.kind = WriteItem::Kind::kStreamHeader;
-      item.header = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::ok, 11);
-      item.header->set(bhttp::field::server, self.shared_->options.server_name);
-      item.header->set(bhttp::field::content_type, "text/event-stream");
-      item.header->set(bhttp::field::cache_control, "no-cache");
-      for (const auto& [name, value] : extra_headers) item.header->set(name, value);
-      item.header->keep_alive(self.keep_alive_);
-      item.header->chunked(true);
-      item.header_serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*item.header);
+      item.wire = Wire(head.base());  // the head alone: the chunks follow
       self.Enqueue(std::move(item));
     });
     return !closed_.load();
@@ -102,7 +116,7 @@ class Session final : public Connection {
     Post([chunk](Session& self) {
       WriteItem item;
       item.kind = WriteItem::Kind::kChunk;
-      item.chunk = chunk;
+      item.wire = BufferWire(bhttp::make_chunk(net::buffer(*chunk)));
       item.bytes = chunk->size();
       self.Enqueue(std::move(item), /*counted=*/true);
     });
@@ -113,6 +127,7 @@ class Session final : public Connection {
     Post([](Session& self) {
       WriteItem item;
       item.kind = WriteItem::Kind::kLastChunk;
+      item.wire = BufferWire(bhttp::make_chunk_last());
       self.Enqueue(std::move(item));
     });
   }
@@ -170,15 +185,10 @@ class Session final : public Connection {
       return;
     }
     if (beast::iequals(parser_->get()[bhttp::field::expect], "100-continue") && parser_->get().version() == 11) {
-      auto interim = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
-      Tcp().expires_after(shared_->options.write_timeout);
-      bhttp::async_write(stream_, *interim, [self = Self(), interim](beast::error_code write_ec, size_t) {
-        if (write_ec) {
-          self->Close();
-          return;
-        }
-        self->ReadBody();
-      });
+      WriteItem item;  // the queue is empty: no request of this connection is answered yet
+      item.kind = WriteItem::Kind::kContinue;
+      item.wire = Wire(bhttp::response<bhttp::empty_body>(bhttp::status::continue_, 11).base());
+      Enqueue(std::move(item));
       return;
     }
     ReadBody();
@@ -267,21 +277,8 @@ class Session final : public Connection {
     writing_ = true;
     WriteItem& item = queue_.front();
     Tcp().expires_after(shared_->options.write_timeout);
-    auto done = [self = Self()](beast::error_code ec, size_t) { self->OnWrite(ec); };
-    switch (item.kind) {
-      case WriteItem::Kind::kFull:
-        bhttp::async_write(stream_, *item.full, std::move(done));
-        break;
-      case WriteItem::Kind::kStreamHeader:
-        bhttp::async_write_header(stream_, *item.header_serializer, std::move(done));
-        break;
-      case WriteItem::Kind::kChunk:
-        net::async_write(stream_, bhttp::make_chunk(net::buffer(*item.chunk)), std::move(done));
-        break;
-      case WriteItem::Kind::kLastChunk:
-        net::async_write(stream_, bhttp::make_chunk_last(), std::move(done));
-        break;
-    }
+    net::async_write(stream_, net::buffer(*item.wire),
+                     [self = Self(), wire = item.wire](beast::error_code ec, size_t) { self->OnWrite(ec); });
   }
 
   void OnWrite(beast::error_code ec) {
@@ -295,6 +292,10 @@ class Session final : public Connection {
     WriteItem::Kind kind = queue_.front().kind;
     Written(queue_.front().bytes);
     queue_.pop_front();
+    if (kind == WriteItem::Kind::kContinue) {
+      ReadBody();
+      return;
+    }
     if (kind == WriteItem::Kind::kFull || kind == WriteItem::Kind::kLastChunk) {
       if (!keep_alive_) {
         Linger();

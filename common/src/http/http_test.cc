@@ -171,6 +171,57 @@ TEST(HttpServerTest, RefusesOversizedAndMalformedRequestsInTheCallersShape) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// "Expect: 100-continue" (libcurl sends it for bodies over 1 KiB): the interim answer
+// comes before the body is read, then the answer to the whole request, on one connection
+// that stays open for the next request; and an event stream's head, chunks and last
+// chunk arrive in HTTP/1.1's chunked framing.
+TEST(HttpServerTest, AnswersExpectContinueAndFramesEventStreamsOnOneConnection) {
+  auto server = StartServer(ServerOptions{});
+  ASSERT_NE(server, nullptr);
+  const int fd = DialLoopback(server->port());
+  ASSERT_GE(fd, 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto send_all = [fd](const std::string& bytes) {
+    return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  };
+  // Reads until `until` has arrived (or the connection ends or 5 s pass).
+  std::string in;
+  auto read_until = [fd, &in](const std::string& until) {
+    char buf[4096];
+    while (in.find(until) == std::string::npos) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  };
+  const std::string body(3000, 'b');
+  ASSERT_TRUE(send_all("POST /upload HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3000\r\n\r\n"));
+  ASSERT_TRUE(read_until("\r\n\r\n")) << in;
+  EXPECT_TRUE(in.starts_with("HTTP/1.1 100 Continue\r\n")) << in;
+  in.clear();
+  ASSERT_TRUE(send_all(body));
+  ASSERT_TRUE(read_until(body)) << in;
+  EXPECT_TRUE(in.starts_with("HTTP/1.1 200 OK\r\n")) << in;
+  EXPECT_NE(in.find("Content-Length: " + std::to_string(std::string("POST /upload  ").size() + body.size())),
+            std::string::npos)
+      << in;
+  EXPECT_NE(in.find("X-Echo: yes\r\n"), std::string::npos) << in;
+  in.clear();
+  // The same connection: an event stream of two events.
+  ASSERT_TRUE(send_all("GET /events?2 HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(read_until("\r\n0\r\n\r\n")) << in;
+  const size_t head_end = in.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  const std::string head = in.substr(0, head_end);
+  EXPECT_TRUE(head.starts_with("HTTP/1.1 200 OK\r\n")) << head;
+  EXPECT_NE(head.find("Content-Type: text/event-stream"), std::string::npos) << head;
+  EXPECT_NE(head.find("Transfer-Encoding: chunked"), std::string::npos) << head;
+  EXPECT_EQ(in.substr(head_end + 4), "9\r\ndata: 0\n\n\r\n9\r\ndata: 1\n\n\r\n0\r\n\r\n");
+  ::close(fd);
+}
+
 TEST(HttpServerTest, ConnectionsPastTheLimitGet503) {
   ServerOptions options;
   options.max_connections = 1;
