@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 namespace sinew::testing {
 
@@ -138,6 +139,22 @@ int Subprocess::Wait() {
   }
   pid_ = -1;
   return status;
+}
+
+std::optional<int> Subprocess::WaitFor(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return 0;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t got = waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    if (got < 0 && errno != EINTR) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 int FreeLoopbackPort() { return RefusingPort().port(); }

@@ -248,7 +248,8 @@ class GrpcEtcdClient final : public EtcdClient {
   }
 
  private:
-  // A channel and its stubs. Replaced after a call fails with UNAVAILABLE: a channel
+  // A channel and its stubs. Replaced after a call fails with UNAVAILABLE or passes its
+  // deadline: a channel
   // that found etcd down backs off for seconds before it tries again, even once etcd is
   // back; a new channel connects at once (callers pace their retries).
   struct Connection {
@@ -265,6 +266,10 @@ class GrpcEtcdClient final : public EtcdClient {
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     // A fresh channel per connection (no sharing of subchannels with an old one).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // A channel that lost etcd tries again at least every second, not after gRPC's
+    // backoff of up to 120 s.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     if (!server_name_.empty()) args.SetSslTargetNameOverride(server_name_);
     auto channel = grpc::CreateCustomChannel(endpoint_, creds_, args);
     auto c = std::make_shared<Connection>();
@@ -284,7 +289,10 @@ class GrpcEtcdClient final : public EtcdClient {
     if (conn_.get() == failed) conn_ = NewConnection();
   }
   Status Failed(const grpc::Status& s, std::string_view what, const Connection* conn) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) Renew(conn);
+    // A call past its deadline may sit on a connection cut without a word (a partition).
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      Renew(conn);
+    }
     return FromGrpcStatus(s).WithContext("etcd " + std::string(what));
   }
 

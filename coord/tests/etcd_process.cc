@@ -15,13 +15,16 @@
 namespace sinew::coord::test {
 namespace {
 
-// True when something accepts TCP connections on 127.0.0.1:port.
-bool Accepts(int port) {
+// True when something accepts TCP connections on host:port.
+bool Accepts(const std::string& host, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    ::close(fd);
+    return false;
+  }
   addr.sin_port = htons(static_cast<uint16_t>(port));
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
@@ -40,7 +43,9 @@ std::string EtcdBinary() {
 
 EtcdProcess::EtcdProcess() : EtcdProcess(EtcdTls{}) {}
 
-EtcdProcess::EtcdProcess(EtcdTls tls) : tls_(std::move(tls)) {
+EtcdProcess::EtcdProcess(EtcdTls tls) : EtcdProcess(std::move(tls), "127.0.0.1") {}
+
+EtcdProcess::EtcdProcess(EtcdTls tls, std::string host) : tls_(std::move(tls)), host_(std::move(host)) {
   client_port_ = sinew::testing::FreeLoopbackPort();
   peer_port_ = sinew::testing::FreeLoopbackPort();
   if (!Start()) endpoint_.clear();
@@ -60,8 +65,8 @@ bool EtcdProcess::Start() {
   const std::string bin = EtcdBinary();
   if (bin.empty()) return false;
   const bool tls = tls_.server.enabled();
-  const std::string client = (tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(client_port_);
-  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  const std::string client = (tls ? "https://" : "http://") + host_ + ":" + std::to_string(client_port_);
+  const std::string peer = "http://" + host_ + ":" + std::to_string(peer_port_);
   std::vector<std::string> args = {
       bin, "--name", "sinew-test", "--data-dir", dir_.Sub("data"), "--listen-client-urls", client,
       "--advertise-client-urls", client, "--listen-peer-urls", peer,
@@ -72,10 +77,10 @@ bool EtcdProcess::Start() {
                              "--trusted-ca-file", tls_.server.ca_file, "--client-cert-auth"});
   }
   proc_ = std::make_unique<sinew::testing::Subprocess>(args);
-  endpoint_ = "127.0.0.1:" + std::to_string(client_port_);
+  endpoint_ = host_ + ":" + std::to_string(client_port_);
   // Wait for the port first: a gRPC channel that found it closed backs off for a while.
   const auto listen_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!Accepts(client_port_) && std::chrono::steady_clock::now() < listen_until) {
+  while (!Accepts(host_, client_port_) && std::chrono::steady_clock::now() < listen_until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto etcd = EtcdClient::Connect(endpoint_, std::chrono::seconds(1), tls_.client);

@@ -25,8 +25,11 @@ class EtcdProcess {
  public:
   EtcdProcess();  // starts it and waits until it answers
   explicit EtcdProcess(EtcdTls tls);
+  // Serves clients on `host` (an IPv4 address of this network namespace) instead of
+  // 127.0.0.1, for members in other namespaces.
+  EtcdProcess(EtcdTls tls, std::string host);
   ~EtcdProcess();
-  // "127.0.0.1:PORT"; empty when etcd is missing or did not start.
+  // "HOST:PORT" (127.0.0.1 unless given); empty when etcd is missing or did not start.
   const std::string& endpoint() const { return endpoint_; }
   // SIGKILLs etcd (no clean shutdown).
   void Kill();
@@ -39,6 +42,7 @@ class EtcdProcess {
   int peer_port_ = 0;
   std::string endpoint_;
   EtcdTls tls_;
+  std::string host_ = "127.0.0.1";
   std::unique_ptr<sinew::testing::Subprocess> proc_;
 };
 

@@ -23,14 +23,23 @@ namespace {
 
 // What the primary knows of its followers: how far each has synced, and how far the log
 // goes (streams wait on it for new batches, writers for a follower to catch up).
+//
+// An in-sync follower that syncs nothing for `stall_limit` while the log holds batches
+// it has not synced is no longer in sync (its link may be dead without a word: a
+// partition drops packets, it does not close connections); it is in sync again once it
+// has synced what the log held then. Only a follower that makes no progress at all is
+// dropped this way: a slow one that keeps syncing stays, and writes wait for it.
 class FollowerBook {
  public:
+  using Clock = std::chrono::steady_clock;
+  explicit FollowerBook(std::chrono::milliseconds stall_limit) : stall_limit_(stall_limit) {}
+
   // Registers a stream that has synced `synced` and is in sync once it has synced
   // `in_sync_from`; returns its key.
   uint64_t Add(const std::string& name, uint64_t synced, uint64_t in_sync_from) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t key = ++next_key_;
-    followers_[key] = {{name, synced, synced >= in_sync_from}, in_sync_from};
+    followers_[key] = {{name, synced, synced >= in_sync_from}, in_sync_from, Clock::now()};
     cv_.notify_all();
     return key;
   }
@@ -45,6 +54,7 @@ class FollowerBook {
     if (it != followers_.end() && sequence > it->second.status.synced_sequence) {
       it->second.status.synced_sequence = sequence;
       it->second.status.in_sync = sequence >= it->second.in_sync_from;
+      it->second.progress = Clock::now();
       cv_.notify_all();
     }
   }
@@ -55,6 +65,7 @@ class FollowerBook {
       written_ = sequence;
       cv_.notify_all();
     }
+    DropStalled();
   }
   // Wakes every waiter to look again (a stream's follower left).
   void Wake() {
@@ -64,12 +75,14 @@ class FollowerBook {
   // Waits until some in-sync follower has synced `sequence`; false after `timeout`.
   bool AwaitSynced(uint64_t sequence, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] {
+    const bool synced = cv_.wait_for(lock, timeout, [&] {
       for (const auto& [key, f] : followers_) {
         if (f.status.in_sync && f.status.synced_sequence >= sequence) return true;
       }
       return false;
     });
+    if (!synced) DropStalled();
+    return synced;
   }
   // Waits until the log goes past `sequence - 1` or `timeout` passes.
   void AwaitWritten(uint64_t sequence, std::chrono::milliseconds timeout) {
@@ -91,13 +104,28 @@ class FollowerBook {
   }
 
  private:
+  // Takes the in-sync status from followers stalled past stall_limit_. Holds mu_.
+  void DropStalled() {
+    const Clock::time_point now = Clock::now();
+    for (auto& [key, f] : followers_) {
+      if (!f.status.in_sync || f.status.synced_sequence >= written_ || now - f.progress < stall_limit_) continue;
+      f.status.in_sync = false;
+      f.in_sync_from = written_;
+      spdlog::warn("replication: follower '{}' synced nothing for {} ms with sequence {} to sync; it is not in sync "
+                   "until it has synced {}",
+                   f.status.name, stall_limit_.count(), f.status.synced_sequence + 1, written_);
+    }
+  }
+
+  const std::chrono::milliseconds stall_limit_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_key_ = 0;
   uint64_t written_ = 0;
   struct Entry {
     FollowerStatus status;
-    uint64_t in_sync_from = 0;  // the primary's last sequence number when the stream began
+    uint64_t in_sync_from = 0;  // in sync once it has synced this far
+    Clock::time_point progress;  // when it joined or last synced more
   };
   std::map<uint64_t, Entry> followers_;
 };
@@ -212,7 +240,10 @@ class ReplicationService final : public v1::StoreReplication::Service {
 class PrimaryImpl final : public Primary, public SessionStore {
  public:
   PrimaryImpl(std::unique_ptr<RocksStore> store, const std::string& dir, const PrimaryOptions& options)
-      : options_(options), store_(std::move(store)), service_(store_.get(), dir, &book_, options.mode) {
+      : options_(options),
+        book_(options.follower_timeout),
+        store_(std::move(store)),
+        service_(store_.get(), dir, &book_, options.mode) {
     book_.Written(store_->LatestSequence());
   }
 
@@ -220,6 +251,7 @@ class PrimaryImpl final : public Primary, public SessionStore {
   grpc::Service* service() override { return &service_; }
   uint64_t LatestSequence() override { return store_->LatestSequence(); }
   std::vector<FollowerStatus> Followers() override { return book_.List(); }
+  bool Degraded() override { return degraded_.load(); }
 
   Result<v1::Session> CreateSession(const v1::CreateSessionRequest& req) override {
     return Replicated(store_->CreateSession(req));
@@ -281,21 +313,26 @@ class PrimaryImpl final : public Primary, public SessionStore {
     const uint64_t sequence = store_->LatestSequence();
     book_.Written(sequence);
     if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
-    if (options_.degrade_when_alone) {
-      const bool alone = !book_.AnyInSync();
-      if (alone != degraded_.exchange(alone)) {
-        if (alone) {
-          spdlog::warn("replication: no follower in sync; writes are acknowledged without one (degraded to async)");
-        } else {
-          spdlog::info("replication: a follower is in sync again; writes wait for it again (sync)");
-        }
-      }
-      if (alone) return Status::Ok();
-    }
+    if (AloneAndDegraded()) return Status::Ok();
     if (book_.AwaitSynced(sequence, options_.follower_timeout)) return Status::Ok();
+    // The follower this write waited for may have been found stalled just now.
+    if (AloneAndDegraded()) return Status::Ok();
     return Status::Unavailable("no follower synced sequence " + std::to_string(sequence) + " within " +
                                std::to_string(options_.follower_timeout.count()) +
                                " ms; the write is kept here: retry it with the same idempotency key");
+  }
+  // degrade_when_alone and no follower in sync: writes go unreplicated. Logs each change.
+  bool AloneAndDegraded() {
+    if (!options_.degrade_when_alone) return false;
+    const bool alone = !book_.AnyInSync();
+    if (alone != degraded_.exchange(alone)) {
+      if (alone) {
+        spdlog::warn("replication: no follower in sync; writes are acknowledged without one (degraded to async)");
+      } else {
+        spdlog::info("replication: a follower is in sync again; writes wait for it again (sync)");
+      }
+    }
+    return alone;
   }
 
   const PrimaryOptions options_;

@@ -15,6 +15,11 @@ grpc::ChannelArguments StoreChannelArgs() {
   // least every second, not after gRPC's backoff of up to 120 s.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A connection cut without a word (a partition) fails its calls in seconds, which the
+  // callers retry elsewhere (ConfigureStoreServer accepts these pings).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   return args;
 }
 

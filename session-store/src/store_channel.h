@@ -1,5 +1,6 @@
 // The gRPC channel arguments of every client of a sinew-store: the store's message size,
-// and reconnects at least every second (a remote store, a follower's stream).
+// reconnects at least every second, and keepalive pings that find a silent connection
+// dead in seconds (a remote store, a follower's stream).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

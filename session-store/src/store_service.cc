@@ -160,4 +160,15 @@ std::unique_ptr<v1::SessionStore::Service> NewStoreService(SessionStore* store) 
   return std::make_unique<StoreServiceImpl>(store);
 }
 
+void ConfigureStoreServer(grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder->SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Clients ping as often as the server does; gRPC's default would call that abuse.
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kKeepaliveMs / 2);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+}
+
 }  // namespace sinew::store

@@ -1,6 +1,8 @@
 // A replicated store shard with etcd, as real processes on loopback: two sinew-store
 // members elect a primary, a client reaches the shard through the shard map, and the
 // primary's machine is lost (SIGKILL and its directory deleted) while the client writes.
+// The whole binary runs in a network namespace of its own (when it may: root), where the
+// partition tests put members on machines of a private network and cut their links.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "etcd_process.h"
+#include "private_network.h"
 #include "sinew/coord/etcd_client.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/proto/store_replication.grpc.pb.h"
@@ -30,22 +33,34 @@ using std::chrono::seconds;
 using test::AllEvents;
 using test::AppendOf;
 
+// Before main, while the process has one thread: "" or why there is no private network.
+const std::string kNoPrivateNetwork = test::EnterPrivateNetwork();
+
 class ReplicatedShardTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (coord::test::EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (apt-get install etcd-server)";
-    etcd_ = std::make_unique<coord::test::EtcdProcess>();
+    etcd_ = std::make_unique<coord::test::EtcdProcess>(coord::test::EtcdTls{}, etcd_host_);
     ASSERT_FALSE(etcd_->endpoint().empty()) << "etcd did not start";
   }
+  // Where etcd serves; set before SetUp.
+  std::string etcd_host_ = "127.0.0.1";
   // A member of shard s1; *address (when given) is where it listens; it reaches etcd at
   // `etcd` (default: etcd's own address).
   std::unique_ptr<testing::Subprocess> Member(const std::string& db, std::vector<std::string> extra = {},
                                               std::string* address = nullptr, std::string etcd = "") {
-    std::vector<std::string> args{testing::BinaryPath("sinew-store"), "--db", db, "--listen", "127.0.0.1:0",
+    return MemberWith({}, "127.0.0.1", db, std::move(extra), address, std::move(etcd));
+  }
+  // The same, run by `prefix` and listening on `host`.
+  std::unique_ptr<testing::Subprocess> MemberWith(std::vector<std::string> prefix, const std::string& host,
+                                                  const std::string& db, std::vector<std::string> extra,
+                                                  std::string* address, std::string etcd = "") {
+    std::vector<std::string> args{testing::BinaryPath("sinew-store"), "--db", db, "--listen", host + ":0",
                                   "--etcd", etcd.empty() ? etcd_->endpoint() : etcd, "--shard-id", "s1",
                                   "--replication", "sync",
                                   "--primary-lease-seconds", "2", "--shard-grace-ms", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), prefix.begin(), prefix.end());
     auto proc = std::make_unique<testing::Subprocess>(args);
     auto line = proc->WaitForLine("listening on", seconds(20));
     if (!line) return nullptr;
@@ -584,6 +599,214 @@ TEST_F(ReplicatedShardTest, RepeatedLossOfThePrimaryLosesNoAcknowledgedWrite) {
     std::printf("the same with etcd killed and restarted during the failover, over %zu: p50 %.0f ms, max %.0f ms\n",
                 failover_etcd_ms.size(), failover_etcd_ms[failover_etcd_ms.size() / 2], failover_etcd_ms.back());
   }
+}
+
+
+// Members on machines of a private network (private_network.h), etcd and the client on
+// the test's own address there; a machine's link is cut and healed while a client writes.
+class PartitionedShardTest : public ReplicatedShardTest {
+ protected:
+  void SetUp() override {
+    if (!kNoPrivateNetwork.empty()) GTEST_SKIP() << "no private network: " << kNoPrivateNetwork;
+    net_ = std::make_unique<test::PrivateNetwork>();
+    ASSERT_TRUE(net_->ok()) << "could not make the private network's bridge";
+    etcd_host_ = test::PrivateNetwork::host();
+    ReplicatedShardTest::SetUp();
+  }
+  // A member of shard s1 on a new machine; *machine is the machine's number.
+  std::unique_ptr<testing::Subprocess> MemberOnMachine(const std::string& db, std::vector<std::string> extra,
+                                                       int* machine) {
+    if (*machine < 0) *machine = net_->AddMachine();
+    if (*machine < 0) return nullptr;
+    extra.push_back("--insecure");  // plain gRPC on the private network
+    return MemberWith(net_->On(*machine, {}), test::PrivateNetwork::Address(*machine), db, std::move(extra),
+                      nullptr);
+  }
+  // A client appending one event after another to `id`, each retried with its key
+  // until acknowledged.
+  class Writer {
+   public:
+    Writer(PartitionedShardTest* test, SessionStore* store, std::string id) {
+      thread_ = std::thread([=, this] {
+        for (int i = 0; !stop_; ++i) {
+          const std::string text = "w-" + std::to_string(i);
+          const uint64_t seq = test->AppendThroughFailover(*store, id, text);
+          if (seq == 0) return;
+          std::lock_guard<std::mutex> lock(mu_);
+          acknowledged_[seq] = text;
+        }
+      });
+    }
+    ~Writer() { Stop(); }
+    // Waits until `n` more writes are acknowledged; false after a minute.
+    bool Await(size_t n) {
+      const size_t from = Count();
+      for (int i = 0; i < 2400 && Count() < from + n; ++i) std::this_thread::sleep_for(milliseconds(25));
+      return Count() >= from + n;
+    }
+    // Stops writing; every write acknowledged, by sequence number.
+    std::map<uint64_t, std::string> Stop() {
+      stop_ = true;
+      if (thread_.joinable()) thread_.join();
+      std::lock_guard<std::mutex> lock(mu_);
+      return acknowledged_;
+    }
+
+   private:
+    size_t Count() {
+      std::lock_guard<std::mutex> lock(mu_);
+      return acknowledged_.size();
+    }
+    std::mutex mu_;
+    std::map<uint64_t, std::string> acknowledged_;  // guarded by mu_
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+  };
+  // The primary's status once `pred` holds for it; nullopt after a minute.
+  template <typename Pred>
+  std::optional<v1::ReplicationStatus> AwaitStatus(coord::EtcdClient& etcd, Pred pred) {
+    for (int i = 0; i < 1200; ++i) {
+      const std::string address = PrimaryNow(etcd).first;
+      auto st = address.empty() ? std::nullopt : StatusOf(address);
+      if (st && pred(*st)) return st;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return std::nullopt;
+  }
+  static int InSync(const v1::ReplicationStatus& st) {
+    int n = 0;
+    for (const auto& f : st.followers()) n += f.in_sync() ? 1 : 0;
+    return n;
+  }
+  // A session on the shard, through the shard map.
+  void Connect(std::string* id) {
+    RemoteOptions lazy;
+    lazy.wait_for_server = false;
+    auto client = ConnectShardedSessionStore(etcd_->endpoint(), lazy);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+    auto meta = client_->CreateSession(test::CreateOf("acme", "partition"));
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    *id = meta->id();
+  }
+  std::unique_ptr<test::PrivateNetwork> net_;
+};
+
+// The primary's machine is cut off from everyone (etcd, its followers, the client) while
+// the client writes: a follower leads, the writes go on; healed, the old primary finds
+// its term gone, ends, and started again on its directory rejoins as a follower. Every
+// acknowledged write is on the shard once, in order: the cut-off primary acknowledged
+// nothing after its lease could have passed to another.
+TEST_F(PartitionedShardTest, APrimaryCutOffFromEveryoneIsReplacedAndRejoinsAsAFollowerOnceHealed) {
+  int ma = -1, mb = -1, mc = -1;
+  a_ = MemberOnMachine(a_dir_, {}, &ma);
+  ASSERT_NE(a_, nullptr);
+  ASSERT_TRUE(a_->WaitForLine("primary at term", seconds(20)));
+  b_ = MemberOnMachine(b_dir_, {}, &mb);
+  auto c = MemberOnMachine(dir_.Sub("c"), {}, &mc);
+  ASSERT_TRUE(b_ != nullptr && c != nullptr);
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(Connect(&id));
+  auto etcd = coord::EtcdClient::Connect(etcd_->endpoint());
+  ASSERT_TRUE(etcd.ok());
+  const std::string a_address = PrimaryNow(**etcd).first;
+  ASSERT_EQ(a_address.rfind(test::PrivateNetwork::Address(ma) + ":", 0), 0u) << a_address;
+
+  Writer writer(this, client_.get(), id);
+  ASSERT_TRUE(writer.Await(10)) << "no writes before the partition";
+  ASSERT_TRUE(net_->Cut(ma));
+  auto led = AwaitStatus(**etcd, [&](const v1::ReplicationStatus&) { return PrimaryNow(**etcd).first != a_address; });
+  EXPECT_TRUE(led.has_value()) << "no follower took over from the cut-off primary";
+  EXPECT_TRUE(writer.Await(10)) << "no writes after the failover";
+  ASSERT_TRUE(net_->Heal(ma));
+  const std::optional<int> status = a_->WaitFor(seconds(60));
+  if (!status) {
+    std::string log;
+    while (auto line = a_->ReadLine(milliseconds(1))) log += *line + "\n";
+    FAIL() << "the deposed primary did not end once it could see its term gone; its log:\n" << log;
+  }
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << "a deposed primary ends with status 3";
+  a_ = MemberOnMachine(a_dir_, {}, &ma);
+  ASSERT_NE(a_, nullptr);
+  EXPECT_TRUE(a_->WaitForLine("following the primary", seconds(30))) << "the old primary did not rejoin";
+  EXPECT_TRUE(writer.Await(10)) << "no writes after the partition healed";
+  EXPECT_TRUE(AwaitStatus(**etcd, [](const v1::ReplicationStatus& st) { return InSync(st) == 2; }))
+      << "the new primary does not have both others in sync";
+  ExpectExactly(*client_, id, writer.Stop());
+}
+
+// A shard of two that may degrade: its follower's machine is cut off (its stream stays
+// open, silent). The primary finds the follower stalled, acknowledges alone (degraded),
+// and once the link is back the follower catches up and is in sync again, without a
+// restart of either.
+TEST_F(PartitionedShardTest, ASilentlyCutOffFollowerIsDroppedFromSyncAndCatchesUpWhenHealed) {
+  int ma = -1, mb = -1;
+  const std::vector<std::string> degrade{"--when-no-follower", "degrade", "--follower-timeout-ms", "1000"};
+  a_ = MemberOnMachine(a_dir_, degrade, &ma);
+  ASSERT_NE(a_, nullptr);
+  ASSERT_TRUE(a_->WaitForLine("primary at term", seconds(20)));
+  b_ = MemberOnMachine(b_dir_, degrade, &mb);
+  ASSERT_NE(b_, nullptr);
+  ASSERT_TRUE(b_->WaitForLine("following the primary", seconds(20)));
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(Connect(&id));
+  auto etcd = coord::EtcdClient::Connect(etcd_->endpoint());
+  ASSERT_TRUE(etcd.ok());
+  ASSERT_TRUE(AwaitStatus(**etcd, [](const v1::ReplicationStatus& st) { return InSync(st) == 1; }));
+
+  Writer writer(this, client_.get(), id);
+  ASSERT_TRUE(writer.Await(10));
+  ASSERT_TRUE(net_->Cut(mb));
+  EXPECT_TRUE(writer.Await(20)) << "a primary that may degrade stopped acknowledging when its follower went silent";
+  EXPECT_TRUE(a_->WaitForLine("synced nothing for", seconds(1))) << "the stalled follower was not named";
+  auto alone = AwaitStatus(**etcd, [](const v1::ReplicationStatus& st) { return InSync(st) == 0; });
+  EXPECT_TRUE(alone.has_value()) << "the silent follower is still counted in sync";
+  ASSERT_TRUE(net_->Heal(mb));
+  auto caught_up = AwaitStatus(**etcd, [](const v1::ReplicationStatus& st) { return InSync(st) == 1; });
+  ASSERT_TRUE(caught_up.has_value()) << "the follower did not get back in sync after the partition healed";
+  EXPECT_TRUE(writer.Await(10));
+  const auto acknowledged = writer.Stop();
+  // Everything acknowledged is on the follower too, once it has synced the log's end.
+  auto synced_all = AwaitStatus(**etcd, [](const v1::ReplicationStatus& st) {
+    return InSync(st) == 1 && st.followers(0).synced_sequence() >= st.latest_sequence();
+  });
+  EXPECT_TRUE(synced_all.has_value()) << "the follower did not sync the log's end";
+  ExpectExactly(*client_, id, acknowledged);
+}
+
+// A shard of two that blocks writes without a follower: with the follower's machine cut
+// off a write is answered unavailable (kept on the primary, not acknowledged); once the
+// link is back, its retry with the same key returns it, once.
+TEST_F(PartitionedShardTest, ABlockingShardHoldsWritesWhileItsFollowerIsCutOffAndTakesTheirRetriesAfter) {
+  int ma = -1, mb = -1;
+  const std::vector<std::string> block{"--follower-timeout-ms", "500"};
+  a_ = MemberOnMachine(a_dir_, block, &ma);
+  ASSERT_NE(a_, nullptr);
+  ASSERT_TRUE(a_->WaitForLine("primary at term", seconds(20)));
+  b_ = MemberOnMachine(b_dir_, block, &mb);
+  ASSERT_NE(b_, nullptr);
+  ASSERT_TRUE(b_->WaitForLine("following the primary", seconds(20)));
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(Connect(&id));
+  for (int i = 0; i < 5; ++i) ASSERT_NE(AppendThroughFailover(*client_, id, "before-" + std::to_string(i)), 0u);
+
+  ASSERT_TRUE(net_->Cut(mb));
+  auto held = client_->Append(AppendOf(id, 7, 0, {"held"}, "key-held"));
+  ASSERT_FALSE(held.ok()) << "a write was acknowledged with the only follower cut off";
+  EXPECT_EQ(held.status().code(), StatusCode::kUnavailable) << held.status().ToString();
+  ASSERT_TRUE(net_->Heal(mb));
+  const auto give_up = std::chrono::steady_clock::now() + seconds(60);
+  Result<v1::AppendResponse> retried = held;
+  while (!retried.ok() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(100));
+    retried = client_->Append(AppendOf(id, 7, 0, {"held"}, "key-held"));
+  }
+  ASSERT_TRUE(retried.ok()) << "the retry was not taken after the partition healed: " << retried.status().ToString();
+  EXPECT_EQ(retried->first_seq(), 7u);
+  auto events = AllEvents(*client_, id);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->events_size(), 7) << "the session, the five before, and the held write once";
+  EXPECT_EQ(events->events(6).user_message().text(), "held");
 }
 
 }  // namespace

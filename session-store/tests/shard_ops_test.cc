@@ -201,6 +201,7 @@ TEST_F(ShardOpsTest, StorectlShowsEachMembersRoleTermAndLagAndTheLastFailover) {
   const uint64_t synced = follower.at("synced_sequence").to_number<uint64_t>();
   EXPECT_LE(synced, latest);
   EXPECT_EQ(follower.at("lag").to_number<uint64_t>(), latest - synced);
+  EXPECT_TRUE(follower.at("in_sync").as_bool()) << "B acknowledged the writes: it is in sync";
   EXPECT_TRUE(shard.at("last_failover").is_null()) << "no failover yet";
   ASSERT_EQ(shard.at("elections").as_array().size(), 1u);
   EXPECT_EQ(shard.at("elections").as_array()[0].as_object().at("member").as_string(), a_.address);
@@ -211,6 +212,7 @@ TEST_F(ShardOpsTest, StorectlShowsEachMembersRoleTermAndLagAndTheLastFailover) {
   EXPECT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("primary   " + a_.address), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("follower  " + b_.address), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("IN SYNC"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("s1: sync replication; no failover"), std::string::npos)
       << table.output;
 
@@ -256,6 +258,7 @@ TEST_F(ShardOpsTest, MetricsShowEachMembersRoleTermFollowersAndWrites) {
   ASSERT_EQ(a.count("sinew_store_replication_follower_synced_sequence" + follower), 1u)
       << "B is not listed";
   EXPECT_GE(a["sinew_store_last_sequence"], 6);
+  EXPECT_EQ(a["sinew_store_replication_follower_in_sync" + follower], 1) << "B acknowledged every write";
   EXPECT_EQ(a["sinew_store_replication_follower_lag" + follower],
             a["sinew_store_last_sequence"] -
                 a["sinew_store_replication_follower_synced_sequence" + follower]);

@@ -38,7 +38,7 @@ void MeteredStore::Describe(Metrics* metrics) {
   metrics->Describe(kSyncTimeouts, MetricType::kCounter,
                     "Of those, writes answered unavailable after waiting the follower timeout");
   metrics->Describe(kDegradedSwitches, MetricType::kCounter,
-                    "Switches of a sync primary that may degrade: to async (no follower connected) "
+                    "Switches of a sync primary that may degrade: to async (no follower in sync) "
                     "and back to sync");
   metrics->Add(kSyncWaits, "", 0);
   metrics->Add(kSyncTimeouts, "", 0);
@@ -46,15 +46,17 @@ void MeteredStore::Describe(Metrics* metrics) {
   metrics->Add(kDegradedSwitches, "to=\"sync\"", 0);
 }
 
-bool MeteredStore::WaitsForFollower(bool replicated) {
+bool MeteredStore::WaitedForFollower(bool replicated) {
   if (!replicated || options_.mode != ReplicationMode::kSync) return false;
   auto primary = primary_ ? primary_() : nullptr;
-  if (!primary) return false;
-  if (!options_.degrade_when_alone) return true;
-  const bool alone = primary->Followers().empty();
-  if (alone != degraded_.exchange(alone))
-    metrics_->Add(kDegradedSwitches, alone ? "to=\"async\"" : "to=\"sync\"");
-  return !alone;
+  return primary && !primary->Degraded();
+}
+
+void MeteredStore::NoteDegraded() {
+  auto primary = primary_ ? primary_() : nullptr;
+  if (!primary || !options_.degrade_when_alone) return;
+  const bool now = primary->Degraded();
+  if (now != degraded_.exchange(now)) metrics_->Add(kDegradedSwitches, now ? "to=\"async\"" : "to=\"sync\"");
 }
 
 void MeteredStore::Record(const char* op, const Status& status, double seconds, bool waited) {
@@ -72,11 +74,11 @@ void MeteredStore::Record(const char* op, const Status& status, double seconds, 
 
 template <typename T, typename Fn>
 Result<T> MeteredStore::Write(const char* op, bool replicated, Fn&& fn) {
-  const bool waits = WaitsForFollower(replicated);
   const auto start = std::chrono::steady_clock::now();
   Result<T> out = fn();
-  Record(op, out.status(),
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), waits);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  NoteDegraded();
+  Record(op, out.status(), seconds, WaitedForFollower(replicated));
   return out;
 }
 

@@ -63,15 +63,18 @@ class MeteredStore final : public SessionStore {
   // follower before acknowledging it (every write but a lease renewal).
   template <typename T, typename Fn>
   Result<T> Write(const char* op, bool replicated, Fn&& fn);
-  // Whether this write waits for a follower; counts a switch to or from degraded.
-  bool WaitsForFollower(bool replicated);
+  // Whether the write just made waited for a follower: a sync primary's that did not
+  // leave it degraded.
+  bool WaitedForFollower(bool replicated);
+  // Counts the primary's switch to or from degraded, if the last write made one.
+  void NoteDegraded();
   void Record(const char* op, const Status& status, double seconds, bool waited);
 
   SessionStore* inner_;
   Metrics* metrics_;
   const std::function<std::shared_ptr<Primary>()> primary_;
   const PrimaryOptions options_;
-  std::atomic<bool> degraded_{false};  // the primary's rule: no follower connected at the write
+  std::atomic<bool> degraded_{false};  // the primary's Degraded() after the last write
 };
 
 }  // namespace sinew::store

@@ -45,7 +45,7 @@ void AskPrimary(ShardState* shard, const GrpcTlsOptions& tls, std::chrono::milli
     const uint64_t synced = f.synced_sequence();
     shard->followers.push_back(
         {f.name(), synced,
-         status.latest_sequence() > synced ? status.latest_sequence() - synced : 0});
+         status.latest_sequence() > synced ? status.latest_sequence() - synced : 0, f.in_sync()});
   }
   std::sort(shard->followers.begin(), shard->followers.end(),
             [](const ReplicaState& a, const ReplicaState& b) { return a.member < b.member; });

@@ -30,6 +30,7 @@ struct ReplicaState {
   std::string member;  // the follower's name: a member's advertised address
   uint64_t synced_sequence = 0;
   uint64_t lag = 0;  // the primary's last sequence minus synced_sequence
+  bool in_sync = false;  // counts for the primary's sync acknowledgements (FollowerStatus)
 };
 
 struct ShardState {

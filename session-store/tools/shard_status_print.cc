@@ -21,10 +21,11 @@ std::string UtcTime(int64_t unix_ms) {
 }
 
 std::string Row(const std::string& shard, const std::string& role, const std::string& member,
-                const std::string& term, const std::string& sequence, const std::string& lag) {
+                const std::string& term, const std::string& sequence, const std::string& lag,
+                const std::string& in_sync) {
   char line[512];
-  std::snprintf(line, sizeof(line), "%-12s %-9s %-32s %-8s %-12s %s\n", shard.c_str(), role.c_str(),
-                member.c_str(), term.c_str(), sequence.c_str(), lag.c_str());
+  std::snprintf(line, sizeof(line), "%-12s %-9s %-32s %-8s %-12s %-10s %s\n", shard.c_str(), role.c_str(),
+                member.c_str(), term.c_str(), sequence.c_str(), lag.c_str(), in_sync.c_str());
   return line;
 }
 
@@ -58,21 +59,21 @@ boost::json::object ElectionJson(const Election& e) {
 }  // namespace
 
 std::string ShardStatesTable(const std::vector<ShardState>& shards) {
-  std::string out = Row("SHARD", "ROLE", "MEMBER", "TERM", "SEQUENCE", "LAG");
+  std::string out = Row("SHARD", "ROLE", "MEMBER", "TERM", "SEQUENCE", "LAG", "IN SYNC");
   for (const auto& s : shards) {
     if (!s.replicated) {
-      out += Row(s.id, "single", s.address, "-", "-", "-");
+      out += Row(s.id, "single", s.address, "-", "-", "-", "-");
       continue;
     }
     const std::string term = s.term != 0 ? std::to_string(s.term) : "-";
     const bool answered = s.error.empty() && !s.primary.empty();
     if (!s.primary.empty()) {
       out += Row(s.id, "primary", s.primary, term,
-                 answered ? std::to_string(s.latest_sequence) : "?", "-");
+                 answered ? std::to_string(s.latest_sequence) : "?", "-", "-");
     }
     for (const auto& f : s.followers) {
       out += Row(s.id, "follower", f.member, term, std::to_string(f.synced_sequence),
-                 std::to_string(f.lag));
+                 std::to_string(f.lag), f.in_sync ? "yes" : "no");
     }
   }
   for (const auto& s : shards) {
@@ -87,7 +88,7 @@ std::string ShardStatesJson(const std::vector<ShardState>& shards) {
     boost::json::array followers;
     for (const auto& f : s.followers) {
       followers.push_back(
-          {{"member", f.member}, {"synced_sequence", f.synced_sequence}, {"lag", f.lag}});
+          {{"member", f.member}, {"synced_sequence", f.synced_sequence}, {"lag", f.lag}, {"in_sync", f.in_sync}});
     }
     boost::json::array elections;
     for (const auto& e : s.elections) elections.push_back(ElectionJson(e));

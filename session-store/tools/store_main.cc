@@ -330,8 +330,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, *credentials, &port);
-  builder.SetMaxReceiveMessageSize(sinew::store::kMaxGrpcMessageBytes);
-  builder.SetMaxSendMessageSize(sinew::store::kMaxGrpcMessageBytes);
+  sinew::store::ConfigureStoreServer(&builder);
   builder.RegisterService(service.get());
   if (primary) builder.RegisterService(primary->service());
   if (shard_member) builder.RegisterService(shard_member->replication_service());

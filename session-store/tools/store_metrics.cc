@@ -155,8 +155,12 @@ std::string StoreMetricsServer::Render() {
                  "Sequence numbers each follower is behind this primary (async mode: what losing "
                  "the primary "
                  "now would lose)");
+    now.Describe("sinew_store_replication_follower_in_sync", MetricType::kGauge,
+                 "1 while a follower counts for sync acknowledgements, 0 while it catches up or "
+                 "after it stalled");
     for (const auto& f : followers) {
       const std::string labels = "follower=\"" + LabelValue(f.name) + "\"";
+      now.Set("sinew_store_replication_follower_in_sync", labels, f.in_sync ? 1 : 0);
       now.Set("sinew_store_replication_follower_synced_sequence", labels,
               static_cast<double>(f.synced_sequence));
       now.Set("sinew_store_replication_follower_lag", labels,

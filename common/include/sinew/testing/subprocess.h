@@ -56,6 +56,9 @@ class Subprocess {
   void Signal(int sig);
   // Waits for exit; returns the wait status (as from waitpid).
   int Wait();
+  // Waits up to `timeout` for exit; the wait status, or nullopt while it still runs.
+  std::optional<int> WaitFor(std::chrono::milliseconds timeout);
+  // Started and not yet waited for (it may have exited since).
   bool running() const { return pid_ > 0; }
 
  private:

@@ -39,7 +39,10 @@ struct PrimaryOptions {
   ReplicationMode mode = ReplicationMode::kSync;
   // kSync: how long a write waits for a follower before it fails kUnavailable. Such a
   // write stays in the primary's log (a read may see it); a retry with the same
-  // idempotency key returns it once a follower has synced it. Default: 10 s
+  // idempotency key returns it once a follower has synced it. Also: an in-sync follower
+  // that syncs nothing for this long while it has batches to sync (its link may be cut
+  // without a word) is no longer in sync until it has synced what the log held then.
+  // Default: 10 s
   std::chrono::milliseconds follower_timeout{10000};
   // kSync with no in-sync follower: false fails each write after follower_timeout
   // (the shard blocks writes); true acknowledges it after the local write, as kAsync does,
@@ -73,6 +76,9 @@ class Primary {
   virtual uint64_t LatestSequence() = 0;
   // The followers streaming from this primary now.
   virtual std::vector<FollowerStatus> Followers() = 0;
+  // kSync with degrade_when_alone, and no follower was in sync at the last write: writes
+  // are acknowledged without one.
+  virtual bool Degraded() = 0;
 };
 
 // Opens (or creates) the store at `dir` as a primary. Errors as OpenSessionStore.

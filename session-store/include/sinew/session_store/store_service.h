@@ -20,4 +20,12 @@ std::unique_ptr<v1::SessionStore::Service> NewStoreService(SessionStore* store);
 // store's event size limit, with room for the envelope.
 inline constexpr int kMaxGrpcMessageBytes = 64 << 20;
 
+// Settings of every server of a sinew-store: kMaxGrpcMessageBytes both ways, and the
+// keepalive pings of its clients and followers accepted (every 2 s, calls or not), so
+// that each side of a connection cut without a word (a network partition) finds it dead
+// in seconds, not after its calls' deadlines or TCP's minutes.
+void ConfigureStoreServer(grpc::ServerBuilder* builder);
+// The keepalive both sides ping with: every kKeepaliveMs, dead after kKeepaliveMs unanswered.
+inline constexpr int kKeepaliveMs = 2000;
+
 }  // namespace sinew::store
