@@ -6,6 +6,8 @@ namespace sinew::model {
 namespace json = boost::json;
 namespace {
 
+constexpr std::string_view kSpace = " \t\r\n";
+
 // `event: <type>\ndata: {"type": <type>, ...fields}\n\n`
 std::string Event(std::string_view type, json::object fields) {
   json::object data;
@@ -100,6 +102,7 @@ std::string AnthropicResponder::StreamStart() {
 
 std::string AnthropicResponder::Close() {
   if (open_ == Block::kNone) return {};
+  if (open_ == Block::kThinking) thinking_space_.clear();
   std::string event = Event("content_block_stop", json::object{{"index", open_index_}});
   open_ = Block::kNone;
   open_index_ = -1;
@@ -117,7 +120,14 @@ std::string AnthropicResponder::Open(Block kind, json::object content_block) {
 
 std::string AnthropicResponder::TextEvents(const std::string& reasoning, const std::string& content) {
   std::string events;
-  if (!reasoning.empty()) {
+  std::string thinking = thinking_space_ + reasoning;
+  thinking_space_.clear();
+  if (!thinking_begun_) thinking.erase(0, thinking.find_first_not_of(kSpace));
+  const size_t last = thinking.find_last_not_of(kSpace);
+  thinking_space_ = thinking.substr(last == std::string::npos ? 0 : last + 1);
+  thinking.resize(thinking.size() - thinking_space_.size());
+  if (!thinking.empty()) {
+    thinking_begun_ = true;
     if (open_ != Block::kThinking) {
       events += Open(Block::kThinking,
                      json::object{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
@@ -125,7 +135,7 @@ std::string AnthropicResponder::TextEvents(const std::string& reasoning, const s
     events += Event("content_block_delta",
                     json::object{{"index", open_index_},
                                  {"delta", json::object{{"type", "thinking_delta"},
-                                                        {"thinking", reasoning}}}});
+                                                        {"thinking", thinking}}}});
   }
   if (!content.empty()) {
     if (open_ != Block::kText) events += Open(Block::kText, json::object{{"type", "text"}, {"text", ""}});

@@ -87,6 +87,10 @@ class AnthropicResponder : public GenerationResponder {
   int64_t open_index_ = -1;
   int64_t next_index_ = 0;
   std::vector<int64_t> call_blocks_;
+  // The thinking text streams trimmed as the whole answer's is: leading whitespace is
+  // dropped, trailing whitespace held until more reasoning follows it.
+  bool thinking_begun_ = false;
+  std::string thinking_space_;
   bool streamed_calls_ = false;
 };
 

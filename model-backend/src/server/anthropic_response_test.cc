@@ -178,6 +178,11 @@ TEST(AnthropicResponse, ReasoningBecomesAThinkingBlockBeforeTheText) {
   EXPECT_EQ(opened.body.at("content").at(0).at("thinking").as_string(), "Hmm.");
   EXPECT_EQ(opened.stream.content.at(0).at("thinking").as_string(), "Hmm.");
   EXPECT_EQ(opened.stream.content.at(1).at("text").as_string(), "Yes.");
+  // The streamed thinking is trimmed as the whole one is, spaces inside kept.
+  Both spaced = Respond({" \n", "Step one.", "\n", " ", "Step two.\n", "\n</think>", "Ok."},
+                        Outcome("stop"), false, true);
+  EXPECT_EQ(spaced.body.at("content").at(0).at("thinking").as_string(), "Step one.\n Step two.");
+  EXPECT_EQ(spaced.stream.content, spaced.body.at("content"));
 }
 
 TEST(AnthropicResponse, ToolCallsBecomeToolUseBlocksWithParsedInput) {

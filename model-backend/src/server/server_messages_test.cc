@@ -81,6 +81,9 @@ json::object Rebuild(const std::vector<SseEvent>& events) {
       const json::object& delta = e.data.at("delta").as_object();
       if (delta.at("type") == "text_delta") {
         block["text"] = std::string(block.at("text").as_string()) + std::string(delta.at("text").as_string());
+      } else if (delta.at("type") == "thinking_delta") {
+        block["thinking"] =
+            std::string(block.at("thinking").as_string()) + std::string(delta.at("thinking").as_string());
       } else if (delta.at("type") == "input_json_delta") {
         input_json += delta.at("partial_json").as_string();
         block["input_deltas"] = (block.contains("input_deltas") ? block.at("input_deltas").as_int64() : 0) + 1;
@@ -338,6 +341,40 @@ TEST_F(ServerMessagesTest, EveryBadRequestGetsAnthropicsErrorAnd4xx) {
   // A stream refused before it starts is a plain error answer, not an event stream.
   EXPECT_EQ(ExpectError(400, "POST", "/v1/messages", R"({"model":"stories260K","stream":true,"messages":[)" + user + "]}"),
             "invalid_request_error");
+}
+
+// DeepSeek R1's template ends the prompt in "<think>\n": the output starts inside the
+// reasoning, which the Messages API answers as a thinking block (the chat path's
+// reasoning_content), streamed as thinking_delta events.
+TEST(ServerMessagesThinking, AReasoningTemplatesOutputIsAThinkingBlock) {
+  std::string templates = testing::StoriesPath();
+  templates.resize(templates.rfind('/'));
+  std::string error;
+  auto server = ServerProcess::Start(
+      {"--chat-template", templates + "/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"}, &error);
+  ASSERT_NE(server, nullptr) << error;
+  const std::string body = Greedy(12);
+  testing::HttpResult whole = HttpCall(server->http_port(), "POST", "/v1/messages", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json::object message = json::parse(whole.body).as_object();
+  const json::array& content = message.at("content").as_array();
+  ASSERT_FALSE(content.empty()) << message;
+  EXPECT_EQ(content.at(0).at("type").as_string(), "thinking") << message;
+  EXPECT_EQ(content.at(0).at("signature").as_string(), "");
+
+  testing::HttpResult chat = HttpCall(server->http_port(), "POST", "/v1/chat/completions",
+                                      R"({"max_tokens":12,"temperature":0,"messages":[{"role":"user","content":"Once upon a time"}]})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(content.at(0).at("thinking"),
+            json::parse(chat.body).at("choices").at(0).at("message").at("reasoning_content"));
+
+  testing::HttpResult streamed = HttpCall(server->http_port(), "POST", "/v1/messages",
+                                          body.substr(0, body.size() - 1) + R"(,"stream":true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_NE(streamed.body.find(R"("type":"thinking_delta")"), std::string::npos) << streamed.body;
+  const json::object rebuilt = Rebuild(Events(streamed.body));
+  ASSERT_FALSE(rebuilt.empty());
+  EXPECT_EQ(rebuilt.at("content"), message.at("content"));
 }
 
 TEST(ServerMessagesOverload, AFullQueueAnswers529OverloadedError) {
