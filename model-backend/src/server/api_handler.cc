@@ -177,7 +177,8 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
                   "not_found"));
 }
 
-// The Anthropic error type that goes with an HTTP status the handler answers itself.
+// The Anthropic error type of an HTTP status (AnthropicErrorFor's, and those the handler
+// answers itself).
 std::string_view AnthropicTypeFor(int status) {
   switch (status) {
     case 404: return "not_found_error";
@@ -193,7 +194,11 @@ void ApiHandler::SendError(ApiFormat format, const std::string& endpoint, Clock:
                            std::string_view type, std::string_view code) {
   metrics_.RecordRequest(endpoint, status, SecondsSince(start));
   if (format == ApiFormat::kAnthropic) {
-    stream.Send(status, "application/json", AnthropicErrorBody(AnthropicTypeFor(status), message));
+    // Overloaded: when to retry, as the transport adds to a 503 (Anthropic's SDKs read it).
+    http::Headers headers;
+    if (status == 529) headers.emplace_back("Retry-After", "1");
+    stream.Send({status, "application/json", AnthropicErrorBody(AnthropicTypeFor(status), message),
+                 std::move(headers)});
   } else {
     stream.Send(status, "application/json", ErrorBody(message, type, code));
   }
@@ -203,9 +208,8 @@ void ApiHandler::SendStatusError(ApiFormat format, const std::string& endpoint,
                                  Clock::time_point start, ResponseStream& stream,
                                  const Status& status) {
   if (format == ApiFormat::kAnthropic) {
-    AnthropicError error = AnthropicErrorFor(status);
-    metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
-    stream.Send(error.http_status, "application/json", AnthropicErrorBody(error.type, status.message()));
+    SendError(format, endpoint, start, stream, AnthropicErrorFor(status).http_status,
+              status.message(), "", "");
     return;
   }
   ApiError error = ApiErrorFor(status);
@@ -321,8 +325,12 @@ void ApiHandler::HandleMessages(const std::string& endpoint, HttpRequest request
   job.stream = shared_request->stream;
   job.generation = std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
   job.make_responder = [this, shared_request, id = job.id] {
-    Result<std::vector<int32_t>> prompt = runner_.PromptTokens(shared_request->generation);
-    const auto input_tokens = static_cast<int32_t>(prompt.ok() ? prompt->size() : 0);
+    // message_start carries the prompt's length before the generation reports it.
+    int32_t input_tokens = 0;
+    if (shared_request->stream) {
+      Result<std::vector<int32_t>> prompt = runner_.PromptTokens(shared_request->generation);
+      if (prompt.ok()) input_tokens = static_cast<int32_t>(prompt->size());
+    }
     return std::make_unique<AnthropicResponder>(*shared_request, runner_.model_id(), id, input_tokens);
   };
   Submit(std::move(job), std::move(stream));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <random>
 
 #include "server_test_util.h"
 
@@ -343,6 +344,49 @@ TEST_F(ServerMessagesTest, EveryBadRequestGetsAnthropicsErrorAnd4xx) {
             "invalid_request_error");
 }
 
+// Mutated copies of valid Messages requests (bytes flipped, inserted, dropped,
+// truncated): each answer is a 200 message or a 400/404 in Anthropic's error shape.
+TEST_F(ServerMessagesTest, MutatedBodiesGetAMessageOrAnError) {
+  const std::vector<std::string> seeds = {
+      R"({"model":"stories260K","max_tokens":3,"system":[{"type":"text","text":"S"}],"temperature":0.5,
+          "stop_sequences":["x"],"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]})",
+      R"({"model":"stories260K","max_tokens":3,"tools":[{"name":"f","input_schema":{"type":"object"}}],
+          "tool_choice":{"type":"auto"},"messages":[{"role":"user","content":"Hi"},
+          {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]},
+          {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":false,"content":"ok"}]}]})",
+  };
+  std::mt19937 rng(11);
+  using namespace std::string_literals;
+  const std::string alphabet = "{}[]\":,0123456789-.eE truefalsenull\\\x00\xff\xc3"s;
+  for (int round = 0; round < 150; ++round) {
+    std::string body = seeds[round % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int edit = 0; edit < edits && !body.empty(); ++edit) {
+      const size_t pos = rng() % body.size();
+      switch (rng() % 4) {
+        case 0:
+          body[pos] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 2:
+          body.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          body.resize(pos);
+          break;
+      }
+    }
+    testing::HttpResult r = HttpCall(server_->http_port(), "POST", "/v1/messages", body);
+    ASSERT_TRUE(r.status == 200 || r.status == 400 || r.status == 404) << body << " -> " << r.status << r.body;
+    boost::system::error_code ec;
+    json::value parsed = json::parse(r.body, ec);
+    ASSERT_FALSE(ec) << body << " -> " << r.body;
+    EXPECT_EQ(parsed.at("type").as_string(), r.status == 200 ? "message" : "error") << r.body;
+  }
+}
+
 // DeepSeek R1's template ends the prompt in "<think>\n": the output starts inside the
 // reasoning, which the Messages API answers as a thinking block (the chat path's
 // reasoning_content), streamed as thinking_delta events.
@@ -383,6 +427,7 @@ TEST(ServerMessagesOverload, AFullQueueAnswers529OverloadedError) {
   ASSERT_NE(server, nullptr) << error;
   testing::HttpResult r = HttpCall(server->http_port(), "POST", "/v1/messages", Greedy(4));
   EXPECT_EQ(r.status, 529) << r.body;
+  EXPECT_NE(r.headers.find("retry-after: 1"), std::string::npos) << r.headers;
   EXPECT_EQ(json::parse(r.body).at("error").at("type").as_string(), "overloaded_error") << r.body;
   EXPECT_TRUE(server->Alive());
 }
