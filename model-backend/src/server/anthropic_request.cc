@@ -19,8 +19,8 @@ namespace {
 bool ValidToolName(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   });
 }
 
@@ -36,8 +36,7 @@ Result<std::string> BlockType(const json::value& block, const std::string& path)
 
 Status UnsupportedBlock(const std::string& path, const std::string& type) {
   if (type == "image" || type == "document" || type == "search_result" ||
-      type == "server_tool_use" || type == "web_search_tool_result" ||
-      type == "container_upload") {
+      type == "server_tool_use" || type == "web_search_tool_result" || type == "container_upload") {
     return Status::Unimplemented(path + ": blocks of type \"" + type + "\" are not supported");
   }
   return Status::InvalidArgument(path + ".type \"" + type + "\" is not a content block type");
@@ -58,7 +57,8 @@ Status ReadTextContent(const json::value& value, const std::string& path, std::s
     out = std::string(value.as_string());
     return Status::Ok();
   }
-  if (!value.is_array()) return Status::InvalidArgument(path + " must be a string or an array of text blocks");
+  if (!value.is_array())
+    return Status::InvalidArgument(path + " must be a string or an array of text blocks");
   for (size_t i = 0; i < value.as_array().size(); ++i) {
     const std::string block_path = IndexPath(path, i);
     SINEW_ASSIGN_OR_RETURN(std::string type, BlockType(value.as_array()[i], block_path));
@@ -94,7 +94,8 @@ Status ReadMessage(const json::value& item, size_t index, std::set<std::string>&
     return Status::Ok();
   }
   if (!content.is_array()) {
-    return Status::InvalidArgument(content_path + " must be a string or an array of content blocks");
+    return Status::InvalidArgument(content_path +
+                                   " must be a string or an array of content blocks");
   }
   ChatMessage message{.role = role, .content = {}};
   std::vector<ChatMessage> results;  // user: the tool messages, in order
@@ -143,7 +144,8 @@ Status ReadMessage(const json::value& item, size_t index, std::set<std::string>&
       bool is_error = false;
       SINEW_RETURN_IF_ERROR(ReadBool(block, "is_error", path, &is_error));
       if (Has(block, "content")) {
-        SINEW_RETURN_IF_ERROR(ReadTextContent(block.at("content"), path + ".content", result.content));
+        SINEW_RETURN_IF_ERROR(
+            ReadTextContent(block.at("content"), path + ".content", result.content));
       }
       if (is_error) result.content = "Error: " + result.content;
       results.push_back(std::move(result));
@@ -176,8 +178,9 @@ Status ReadMessages(const json::object& body, GenerationRequest& out) {
     SINEW_RETURN_IF_ERROR(ReadMessage((*messages)[i], i, previous_tool_uses, out.messages));
   }
   if (out.messages.back().role == "assistant") {
-    return Status::Unimplemented("continuing a last assistant message (prefill) is not "
-                                 "supported; end messages with a user message");
+    return Status::Unimplemented(
+        "continuing a last assistant message (prefill) is not "
+        "supported; end messages with a user message");
   }
   return Status::Ok();
 }
@@ -209,8 +212,10 @@ Status ReadTools(const json::object& body, GenerationRequest& out) {
     const json::object* schema = nullptr;
     SINEW_RETURN_IF_ERROR(json_fields::ReadObject(*tool, "input_schema", path, &schema));
     const json::value* schema_type = schema->if_contains("type");
-    if (schema_type == nullptr || !schema_type->is_string() || schema_type->as_string() != "object") {
-      return Status::InvalidArgument(path + ".input_schema.type must be \"object\" (a tool's "
+    if (schema_type == nullptr || !schema_type->is_string() ||
+        schema_type->as_string() != "object") {
+      return Status::InvalidArgument(path +
+                                     ".input_schema.type must be \"object\" (a tool's "
                                      "input is a JSON object)");
     }
     spec.parameters = *schema;
@@ -233,7 +238,8 @@ Status ReadToolChoice(const json::object& body, GenerationRequest& out) {
   SINEW_RETURN_IF_ERROR(json_fields::Require(*choice, "type", "tool_choice"));
   SINEW_RETURN_IF_ERROR(ReadString(*choice, "type", "tool_choice", &type));
   bool disable_parallel = false;  // one call is all a forced call makes anyway
-  SINEW_RETURN_IF_ERROR(ReadBool(*choice, "disable_parallel_tool_use", "tool_choice", &disable_parallel));
+  SINEW_RETURN_IF_ERROR(
+      ReadBool(*choice, "disable_parallel_tool_use", "tool_choice", &disable_parallel));
   if (type == "auto") {
     out.tool_choice = ToolChoice::kAuto;
   } else if (type == "none") {

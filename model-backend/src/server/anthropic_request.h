@@ -31,7 +31,7 @@ struct AnthropicRequest {
 };
 
 struct AnthropicParseLimits {
-  std::string model_id;             // requests naming another model are NotFound
+  std::string model_id;  // requests naming another model are NotFound
   int32_t max_stop_sequences = 16;
   // count_tokens: max_tokens is not required (and not read).
   bool count_only = false;

@@ -21,7 +21,8 @@ std::string Body(std::string_view messages, std::string_view extra = "") {
 }
 
 TEST(AnthropicRequest, SystemBlocksAndToolTurnsBecomeTheChatMessagesOfTheChatPath) {
-  auto request = Parse(Body(R"([
+  auto request = Parse(Body(
+      R"([
       {"role":"user","content":[{"type":"text","text":"Weather in "},{"type":"text","text":"Oslo?"}]},
       {"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},
                                      {"type":"text","text":"Checking."},
@@ -31,7 +32,7 @@ TEST(AnthropicRequest, SystemBlocksAndToolTurnsBecomeTheChatMessagesOfTheChatPat
                                 {"type":"tool_result","tool_use_id":"toolu_2","is_error":true,
                                  "content":[{"type":"text","text":"no clock"}]},
                                 {"type":"text","text":"And tomorrow?"}]}])",
-                            R"(,"system":[{"type":"text","text":"Be brief. "},{"type":"text","text":"Use tools."}])"));
+      R"(,"system":[{"type":"text","text":"Be brief. "},{"type":"text","text":"Use tools."}])"));
   ASSERT_TRUE(request.ok()) << request.status().ToString();
   const std::vector<ChatMessage>& m = request->generation.messages;
   ASSERT_EQ(m.size(), 6u);
@@ -104,11 +105,13 @@ TEST(AnthropicRequest, MapsToolsToolChoiceSamplingAndStopSequences) {
 }
 
 TEST(AnthropicRequest, CountTokensNeedsNoMaxTokens) {
-  auto counted = Parse(R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})", true);
+  auto counted =
+      Parse(R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})", true);
   ASSERT_TRUE(counted.ok()) << counted.status().ToString();
   EXPECT_EQ(counted->generation.messages.size(), 1u);
   EXPECT_EQ(Parse(R"({"model":"stories260K","messages":[{"role":"user","content":"hi"}]})")
-                .status().code(),
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -117,7 +120,8 @@ TEST(AnthropicRequest, CountTokensNeedsNoMaxTokens) {
 TEST(AnthropicRequest, RefusesEachMalformedRequestNamingTheField) {
   const std::string user = R"({"role":"user","content":"hi"})";
   const std::string tool = R"(,"tools":[{"name":"f","input_schema":{"type":"object"}}])";
-  const std::string call = R"({"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]})";
+  const std::string call =
+      R"({"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]})";
   struct Case {
     std::string body;
     StatusCode code;
@@ -126,76 +130,111 @@ TEST(AnthropicRequest, RefusesEachMalformedRequestNamingTheField) {
   const std::vector<Case> cases = {
       {"[]", StatusCode::kInvalidArgument, "JSON object"},
       {R"({"max_tokens":5,"messages":[)" + user + "]}", StatusCode::kInvalidArgument, "model"},
-      {R"({"model":"gpt-x","max_tokens":5,"messages":[)" + user + "]}", StatusCode::kNotFound, "gpt-x"},
-      {R"({"model":"stories260K","messages":[)" + user + "]}", StatusCode::kInvalidArgument, "max_tokens"},
+      {R"({"model":"gpt-x","max_tokens":5,"messages":[)" + user + "]}", StatusCode::kNotFound,
+       "gpt-x"},
+      {R"({"model":"stories260K","messages":[)" + user + "]}", StatusCode::kInvalidArgument,
+       "max_tokens"},
       {Body("[" + user + "]", R"(,"max_tokens":0)"), StatusCode::kInvalidArgument, "max_tokens"},
-      {Body("[" + user + "]", R"(,"max_tokens":"many")"), StatusCode::kInvalidArgument, "max_tokens"},
+      {Body("[" + user + "]", R"(,"max_tokens":"many")"), StatusCode::kInvalidArgument,
+       "max_tokens"},
       {R"({"model":"stories260K","max_tokens":5})", StatusCode::kInvalidArgument, "messages"},
       {Body("[]"), StatusCode::kInvalidArgument, "messages"},
-      {Body(R"([{"role":"system","content":"x"}])"), StatusCode::kInvalidArgument, "messages[0].role"},
-      {Body(R"([{"role":"tool","content":"x"}])"), StatusCode::kInvalidArgument, "messages[0].role"},
+      {Body(R"([{"role":"system","content":"x"}])"), StatusCode::kInvalidArgument,
+       "messages[0].role"},
+      {Body(R"([{"role":"tool","content":"x"}])"), StatusCode::kInvalidArgument,
+       "messages[0].role"},
       {Body(R"([{"content":"x"}])"), StatusCode::kInvalidArgument, "messages[0].role"},
       {Body(R"([{"role":"user"}])"), StatusCode::kInvalidArgument, "messages[0].content"},
-      {Body(R"([{"role":"user","content":7}])"), StatusCode::kInvalidArgument, "messages[0].content"},
+      {Body(R"([{"role":"user","content":7}])"), StatusCode::kInvalidArgument,
+       "messages[0].content"},
       {Body(R"([{"role":"user","content":[{"text":"x"}]}])"), StatusCode::kInvalidArgument,
        "messages[0].content[0].type"},
-      {Body(R"([{"role":"user","content":["x"]}])"), StatusCode::kInvalidArgument, "messages[0].content[0]"},
-      {Body(R"([{"role":"user","content":[{"type":"txt","text":"x"}]}])"), StatusCode::kInvalidArgument, "txt"},
+      {Body(R"([{"role":"user","content":["x"]}])"), StatusCode::kInvalidArgument,
+       "messages[0].content[0]"},
+      {Body(R"([{"role":"user","content":[{"type":"txt","text":"x"}]}])"),
+       StatusCode::kInvalidArgument, "txt"},
       {Body(R"([{"role":"user","content":[{"type":"text"}]}])"), StatusCode::kInvalidArgument,
        "messages[0].content[0].text"},
-      {Body(R"([{"role":"user","content":[{"type":"text","text":5}]}])"), StatusCode::kInvalidArgument,
-       "messages[0].content[0].text"},
-      {Body(R"([{"role":"user","content":[{"type":"image","source":{}}]}])"), StatusCode::kUnimplemented,
-       "image"},
+      {Body(R"([{"role":"user","content":[{"type":"text","text":5}]}])"),
+       StatusCode::kInvalidArgument, "messages[0].content[0].text"},
+      {Body(R"([{"role":"user","content":[{"type":"image","source":{}}]}])"),
+       StatusCode::kUnimplemented, "image"},
       {Body(R"([{"role":"user","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}])"),
        StatusCode::kInvalidArgument, "assistant"},
-      {Body("[" + user + R"(,{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f"}]},)" + user + "]"),
+      {Body("[" + user +
+            R"(,{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f"}]},)" + user +
+            "]"),
        StatusCode::kInvalidArgument, "input"},
-      {Body("[" + user + R"(,{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]},)" + user + "]"),
+      {Body(
+           "[" + user +
+           R"(,{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]},)" +
+           user + "]"),
        StatusCode::kInvalidArgument, "input must be an object"},
-      {Body("[" + user + R"(,{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"bad name","input":{}}]},)" + user + "]"),
+      {Body(
+           "[" + user +
+           R"(,{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"bad name","input":{}}]},)" +
+           user + "]"),
        StatusCode::kInvalidArgument, "name"},
-      {Body("[" + user + R"(,{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t"}]},)" + user + "]"),
+      {Body("[" + user +
+            R"(,{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t"}]},)" +
+            user + "]"),
        StatusCode::kInvalidArgument, "user messages"},
-      {Body(R"([{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]}])"),
+      {Body(
+           R"([{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]}])"),
        StatusCode::kInvalidArgument, "tool_use_id \"t1\""},
-      {Body("[" + user + "," + call + R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2"}]}])"),
+      {Body("[" + user + "," + call +
+            R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2"}]}])"),
        StatusCode::kInvalidArgument, "tool_use_id \"t2\""},
       // A result must answer the message right before it, not an older one.
-      {Body("[" + user + "," + call + R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]},
+      {Body("[" + user + "," + call +
+            R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]},
             {"role":"assistant","content":"ok"},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]}])"),
        StatusCode::kInvalidArgument, "messages[4].content[0].tool_use_id"},
-      {Body("[" + user + "," + call + R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":7}]}])"),
+      {Body(
+           "[" + user + "," + call +
+           R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":7}]}])"),
        StatusCode::kInvalidArgument, "content"},
-      {Body("[" + user + "," + call + R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":"yes"}]}])"),
+      {Body(
+           "[" + user + "," + call +
+           R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":"yes"}]}])"),
        StatusCode::kInvalidArgument, "is_error"},
-      {Body("[" + user + ",{\"role\":\"assistant\",\"content\":\"Once\"}]"), StatusCode::kUnimplemented, "prefill"},
+      {Body("[" + user + ",{\"role\":\"assistant\",\"content\":\"Once\"}]"),
+       StatusCode::kUnimplemented, "prefill"},
       {Body("[" + user + "]", R"(,"system":5)"), StatusCode::kInvalidArgument, "system"},
-      {Body("[" + user + "]", R"(,"tools":[{"name":"f"}])"), StatusCode::kInvalidArgument, "input_schema"},
+      {Body("[" + user + "]", R"(,"tools":[{"name":"f"}])"), StatusCode::kInvalidArgument,
+       "input_schema"},
       {Body("[" + user + "]", R"(,"tools":[{"name":"f","input_schema":{"type":"string"}}])"),
        StatusCode::kInvalidArgument, "input_schema.type"},
       {Body("[" + user + "]", R"(,"tools":[{"type":"web_search_20250305","name":"web_search"}])"),
        StatusCode::kUnimplemented, "server tools"},
-      {Body("[" + user + "]", R"(,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object"}}])"),
+      {Body(
+           "[" + user + "]",
+           R"(,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object"}}])"),
        StatusCode::kInvalidArgument, "repeats"},
       {Body("[" + user + "]", tool + R"(,"tool_choice":{"type":"tool","name":"g"})"),
        StatusCode::kInvalidArgument, "tool_choice.name"},
-      {Body("[" + user + "]", tool + R"(,"tool_choice":{"type":"tool"})"), StatusCode::kInvalidArgument,
-       "tool_choice.name"},
+      {Body("[" + user + "]", tool + R"(,"tool_choice":{"type":"tool"})"),
+       StatusCode::kInvalidArgument, "tool_choice.name"},
       {Body("[" + user + "]", tool + R"(,"tool_choice":{"type":"required"})"),
        StatusCode::kInvalidArgument, "tool_choice.type"},
       {Body("[" + user + "]", tool + R"(,"tool_choice":"auto")"), StatusCode::kInvalidArgument,
        "tool_choice"},
-      {Body("[" + user + "]", R"(,"tool_choice":{"type":"any"})"), StatusCode::kInvalidArgument, "needs tools"},
-      {Body("[" + user + "]", R"(,"temperature":1.5)"), StatusCode::kInvalidArgument, "temperature"},
+      {Body("[" + user + "]", R"(,"tool_choice":{"type":"any"})"), StatusCode::kInvalidArgument,
+       "needs tools"},
+      {Body("[" + user + "]", R"(,"temperature":1.5)"), StatusCode::kInvalidArgument,
+       "temperature"},
       {Body("[" + user + "]", R"(,"top_p":0)"), StatusCode::kInvalidArgument, "top_p"},
       {Body("[" + user + "]", R"(,"top_k":-1)"), StatusCode::kInvalidArgument, "top_k"},
-      {Body("[" + user + "]", R"(,"stop_sequences":"END")"), StatusCode::kInvalidArgument, "stop_sequences"},
-      {Body("[" + user + "]", R"(,"stop_sequences":[""])"), StatusCode::kInvalidArgument, "stop_sequences"},
+      {Body("[" + user + "]", R"(,"stop_sequences":"END")"), StatusCode::kInvalidArgument,
+       "stop_sequences"},
+      {Body("[" + user + "]", R"(,"stop_sequences":[""])"), StatusCode::kInvalidArgument,
+       "stop_sequences"},
       {Body("[" + user + "]", R"(,"stream":"yes")"), StatusCode::kInvalidArgument, "stream"},
       {Body("[" + user + "]", R"(,"metadata":"u")"), StatusCode::kInvalidArgument, "metadata"},
-      {Body("[" + user + "]", R"(,"metadata":{"user_id":3})"), StatusCode::kInvalidArgument, "metadata.user_id"},
-      {Body("[" + user + "]", R"(,"thinking":{"type":"maybe"})"), StatusCode::kInvalidArgument, "thinking.type"},
+      {Body("[" + user + "]", R"(,"metadata":{"user_id":3})"), StatusCode::kInvalidArgument,
+       "metadata.user_id"},
+      {Body("[" + user + "]", R"(,"thinking":{"type":"maybe"})"), StatusCode::kInvalidArgument,
+       "thinking.type"},
   };
   for (const Case& c : cases) {
     auto result = Parse(c.body);

@@ -65,8 +65,8 @@ void AnthropicResponder::EnableTools(const ChatTemplate& chat_template, bool for
   tools_enabled_ = true;
   tool_format_ = chat_template.tool_format();
   if (forced) tool_frame_ = PlanForcedToolCall(request_.generation, tool_format_).frame;
-  tool_filter_ = std::make_unique<ToolCallStreamFilter>(tool_format_,
-                                                        tool_frame_ ? &*tool_frame_ : nullptr);
+  tool_filter_ =
+      std::make_unique<ToolCallStreamFilter>(tool_format_, tool_frame_ ? &*tool_frame_ : nullptr);
 }
 
 void AnthropicResponder::SetReasoningOpenedByPrompt(bool opened_by_prompt) {
@@ -118,7 +118,8 @@ std::string AnthropicResponder::Open(Block kind, json::object content_block) {
   return events;
 }
 
-std::string AnthropicResponder::TextEvents(const std::string& reasoning, const std::string& content) {
+std::string AnthropicResponder::TextEvents(const std::string& reasoning,
+                                           const std::string& content) {
   std::string events;
   std::string thinking = thinking_space_ + reasoning;
   thinking_space_.clear();
@@ -132,16 +133,18 @@ std::string AnthropicResponder::TextEvents(const std::string& reasoning, const s
       events += Open(Block::kThinking,
                      json::object{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
     }
-    events += Event("content_block_delta",
-                    json::object{{"index", open_index_},
-                                 {"delta", json::object{{"type", "thinking_delta"},
-                                                        {"thinking", thinking}}}});
+    events += Event(
+        "content_block_delta",
+        json::object{{"index", open_index_},
+                     {"delta", json::object{{"type", "thinking_delta"}, {"thinking", thinking}}}});
   }
   if (!content.empty()) {
-    if (open_ != Block::kText) events += Open(Block::kText, json::object{{"type", "text"}, {"text", ""}});
-    events += Event("content_block_delta",
-                    json::object{{"index", open_index_},
-                                 {"delta", json::object{{"type", "text_delta"}, {"text", content}}}});
+    if (open_ != Block::kText)
+      events += Open(Block::kText, json::object{{"type", "text"}, {"text", ""}});
+    events +=
+        Event("content_block_delta",
+              json::object{{"index", open_index_},
+                           {"delta", json::object{{"type", "text_delta"}, {"text", content}}}});
   }
   return events;
 }
@@ -158,7 +161,8 @@ std::string AnthropicResponder::ToolEvents(const std::vector<ToolCallDelta>& del
       if (call_blocks_.size() <= d.index) call_blocks_.resize(d.index + 1, -1);
       call_blocks_[d.index] = open_index_;
     }
-    if (d.arguments.empty() || d.index >= call_blocks_.size() || call_blocks_[d.index] < 0) continue;
+    if (d.arguments.empty() || d.index >= call_blocks_.size() || call_blocks_[d.index] < 0)
+      continue;
     events += Event("content_block_delta",
                     json::object{{"index", call_blocks_[d.index]},
                                  {"delta", json::object{{"type", "input_json_delta"},
@@ -191,12 +195,13 @@ std::string AnthropicResponder::StreamEnd(const GenerationOutcome& outcome) {
   const std::string stop_reason = StopReason(outcome, has_calls);
   json::object delta;
   delta["stop_reason"] = stop_reason;
-  delta["stop_sequence"] = stop_reason == "stop_sequence" ? json::value(outcome.stop_sequence)
-                                                          : json::value(nullptr);
-  events += Event("message_delta",
-                  json::object{{"delta", std::move(delta)},
-                               {"usage", json::object{{"input_tokens", outcome.prompt_tokens},
-                                                      {"output_tokens", outcome.completion_tokens}}}});
+  delta["stop_sequence"] =
+      stop_reason == "stop_sequence" ? json::value(outcome.stop_sequence) : json::value(nullptr);
+  events +=
+      Event("message_delta",
+            json::object{{"delta", std::move(delta)},
+                         {"usage", json::object{{"input_tokens", outcome.prompt_tokens},
+                                                {"output_tokens", outcome.completion_tokens}}}});
   events += Event("message_stop", json::object{});
   return events;
 }
@@ -219,7 +224,8 @@ std::string AnthropicResponder::Body(const GenerationOutcome& outcome) const {
   }
   json::array blocks;
   if (!reasoning.empty()) {
-    blocks.push_back(json::object{{"type", "thinking"}, {"thinking", reasoning}, {"signature", ""}});
+    blocks.push_back(
+        json::object{{"type", "thinking"}, {"thinking", reasoning}, {"signature", ""}});
   }
   if (!content.empty()) blocks.push_back(json::object{{"type", "text"}, {"text", content}});
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -236,8 +242,8 @@ std::string AnthropicResponder::Body(const GenerationOutcome& outcome) const {
   out["model"] = model_id_;
   out["content"] = std::move(blocks);
   out["stop_reason"] = stop_reason;
-  out["stop_sequence"] = stop_reason == "stop_sequence" ? json::value(outcome.stop_sequence)
-                                                        : json::value(nullptr);
+  out["stop_sequence"] =
+      stop_reason == "stop_sequence" ? json::value(outcome.stop_sequence) : json::value(nullptr);
   out["usage"] = json::object{{"input_tokens", outcome.prompt_tokens},
                               {"output_tokens", outcome.completion_tokens}};
   return json::serialize(out);

@@ -25,10 +25,10 @@
 #include "anthropic_request.h"
 #include "forced_tool_call.h"
 #include "generation_responder.h"
-#include "tool_call_parser.h"
-#include "tool_call_stream.h"
 #include "sinew/reasoning_splitter.h"
 #include "sinew/status.h"
+#include "tool_call_parser.h"
+#include "tool_call_stream.h"
 
 namespace sinew::model {
 

@@ -71,10 +71,11 @@ Rebuilt Rebuild(const std::vector<SseEvent>& events) {
       const json::object& delta = e.data.at("delta").as_object();
       const std::string_view type = delta.at("type").as_string();
       if (type == "text_delta") {
-        block["text"] = std::string(block.at("text").as_string()) + std::string(delta.at("text").as_string());
+        block["text"] =
+            std::string(block.at("text").as_string()) + std::string(delta.at("text").as_string());
       } else if (type == "thinking_delta") {
-        block["thinking"] =
-            std::string(block.at("thinking").as_string()) + std::string(delta.at("thinking").as_string());
+        block["thinking"] = std::string(block.at("thinking").as_string()) +
+                            std::string(delta.at("thinking").as_string());
       } else if (type == "input_json_delta") {
         json_text[open] += delta.at("partial_json").as_string();
         out.partial_json.emplace_back(delta.at("partial_json").as_string());
@@ -84,7 +85,8 @@ Rebuilt Rebuild(const std::vector<SseEvent>& events) {
     } else if (e.name == "content_block_stop") {
       EXPECT_EQ(e.data.at("index").as_int64(), open);
       json::object& block = out.content.at(open).as_object();
-      if (block.at("type") == "tool_use" && !json_text[open].empty()) block["input"] = json::parse(json_text[open]);
+      if (block.at("type") == "tool_use" && !json_text[open].empty())
+        block["input"] = json::parse(json_text[open]);
       open = -1;
     } else if (e.name != "ping") {
       ADD_FAILURE() << "unexpected event " << e.name;
@@ -118,8 +120,8 @@ struct Both {
   json::object body;
   Rebuilt stream;
 };
-Both Respond(const std::vector<std::string>& pieces, const GenerationOutcome& outcome,
-             bool tools, bool opened_by_prompt = false) {
+Both Respond(const std::vector<std::string>& pieces, const GenerationOutcome& outcome, bool tools,
+             bool opened_by_prompt = false) {
   const AnthropicRequest request = Request();
   const ChatTemplate chat_template(ChatTemplateKind::kChatMl);
   AnthropicResponder whole(request, "m", "msg_1_2", 12);
@@ -186,9 +188,10 @@ TEST(AnthropicResponse, ReasoningBecomesAThinkingBlockBeforeTheText) {
 }
 
 TEST(AnthropicResponse, ToolCallsBecomeToolUseBlocksWithParsedInput) {
-  Both r = Respond({"Let me check.", "<tool_call>\n{\"name\": \"get_", "weather\", \"arguments\": {\"city\": ",
-                    "\"Oslo\", \"days\": 2}}\n</tool_call>"},
-                   Outcome("stop"), true);
+  Both r =
+      Respond({"Let me check.", "<tool_call>\n{\"name\": \"get_",
+               "weather\", \"arguments\": {\"city\": ", "\"Oslo\", \"days\": 2}}\n</tool_call>"},
+              Outcome("stop"), true);
   const json::array& content = r.body.at("content").as_array();
   ASSERT_EQ(content.size(), 2u) << r.body;
   EXPECT_EQ(content[0], json::parse(R"({"type":"text","text":"Let me check."})"));

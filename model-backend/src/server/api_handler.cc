@@ -181,11 +181,16 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
 // answers itself).
 std::string_view AnthropicTypeFor(int status) {
   switch (status) {
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 529: return "overloaded_error";
-    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
   }
 }
 
@@ -213,12 +218,14 @@ void ApiHandler::SendStatusError(ApiFormat format, const std::string& endpoint,
     return;
   }
   ApiError error = ApiErrorFor(status);
-  SendError(format, endpoint, start, stream, error.http_status, status.message(), error.type, error.code);
+  SendError(format, endpoint, start, stream, error.http_status, status.message(), error.type,
+            error.code);
 }
 
 std::optional<json::value> ApiHandler::ParseJsonBody(ApiFormat format, const std::string& endpoint,
                                                      const HttpRequest& request,
-                                                     ResponseStream& stream, Clock::time_point start) {
+                                                     ResponseStream& stream,
+                                                     Clock::time_point start) {
   if (!IsJsonContentType(request.content_type)) {
     SendError(format, endpoint, start, stream, 400,
               "Content-Type must be application/json (got \"" + request.content_type + "\")",
@@ -239,8 +246,10 @@ std::optional<json::value> ApiHandler::ParseJsonBody(ApiFormat format, const std
 
 std::optional<OpenAiRequest> ApiHandler::ParseChatBody(const std::string& endpoint,
                                                        const HttpRequest& request, bool chat,
-                                                       ResponseStream& stream, Clock::time_point start) {
-  std::optional<json::value> body = ParseJsonBody(ApiFormat::kOpenAi, endpoint, request, stream, start);
+                                                       ResponseStream& stream,
+                                                       Clock::time_point start) {
+  std::optional<json::value> body =
+      ParseJsonBody(ApiFormat::kOpenAi, endpoint, request, stream, start);
   if (!body) return std::nullopt;
   ParseLimits limits;
   limits.model_id = runner_.model_id();
@@ -275,10 +284,11 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
            std::to_string(next_id_.fetch_add(1));
   job.start = start;
   job.stream = shared_request->stream;
-  job.generation = std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
+  job.generation =
+      std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
   job.make_responder = [this, shared_request, id = job.id] {
-    return std::make_unique<OpenAiResponder>(*shared_request, runner_.tokenizer(), runner_.model_id(),
-                                             id, UnixSeconds());
+    return std::make_unique<OpenAiResponder>(*shared_request, runner_.tokenizer(),
+                                             runner_.model_id(), id, UnixSeconds());
   };
   Submit(std::move(job), std::move(stream));
 }
@@ -323,7 +333,8 @@ void ApiHandler::HandleMessages(const std::string& endpoint, HttpRequest request
   job.id = "msg_" + std::to_string(started_at_) + "_" + std::to_string(next_id_.fetch_add(1));
   job.start = start;
   job.stream = shared_request->stream;
-  job.generation = std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
+  job.generation =
+      std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
   job.make_responder = [this, shared_request, id = job.id] {
     // message_start carries the prompt's length before the generation reports it.
     int32_t input_tokens = 0;
@@ -331,7 +342,8 @@ void ApiHandler::HandleMessages(const std::string& endpoint, HttpRequest request
       Result<std::vector<int32_t>> prompt = runner_.PromptTokens(shared_request->generation);
       if (prompt.ok()) input_tokens = static_cast<int32_t>(prompt->size());
     }
-    return std::make_unique<AnthropicResponder>(*shared_request, runner_.model_id(), id, input_tokens);
+    return std::make_unique<AnthropicResponder>(*shared_request, runner_.model_id(), id,
+                                                input_tokens);
   };
   Submit(std::move(job), std::move(stream));
 }

@@ -43,7 +43,8 @@ std::vector<SseEvent> Events(const std::string& body) {
       ADD_FAILURE() << "not an event: " << block;
       continue;
     }
-    SseEvent event{block.substr(7, newline - 7), json::parse(block.substr(newline + 7)).as_object()};
+    SseEvent event{block.substr(7, newline - 7),
+                   json::parse(block.substr(newline + 7)).as_object()};
     EXPECT_EQ(event.data.at("type").as_string(), event.name);
     events.push_back(std::move(event));
   }
@@ -81,13 +82,15 @@ json::object Rebuild(const std::vector<SseEvent>& events) {
       json::object& block = content[open].as_object();
       const json::object& delta = e.data.at("delta").as_object();
       if (delta.at("type") == "text_delta") {
-        block["text"] = std::string(block.at("text").as_string()) + std::string(delta.at("text").as_string());
+        block["text"] =
+            std::string(block.at("text").as_string()) + std::string(delta.at("text").as_string());
       } else if (delta.at("type") == "thinking_delta") {
-        block["thinking"] =
-            std::string(block.at("thinking").as_string()) + std::string(delta.at("thinking").as_string());
+        block["thinking"] = std::string(block.at("thinking").as_string()) +
+                            std::string(delta.at("thinking").as_string());
       } else if (delta.at("type") == "input_json_delta") {
         input_json += delta.at("partial_json").as_string();
-        block["input_deltas"] = (block.contains("input_deltas") ? block.at("input_deltas").as_int64() : 0) + 1;
+        block["input_deltas"] =
+            (block.contains("input_deltas") ? block.at("input_deltas").as_int64() : 0) + 1;
       } else {
         ADD_FAILURE() << "delta " << delta;
       }
@@ -165,7 +168,8 @@ ServerProcess* ServerMessagesTest::server_ = nullptr;
 // One user turn of "Once upon a time", greedy.
 std::string Greedy(int max_tokens, const std::string& extra = "") {
   return R"({"model":"stories260K","max_tokens":)" + std::to_string(max_tokens) +
-         R"(,"temperature":0,"messages":[{"role":"user","content":"Once upon a time"}])" + extra + "}";
+         R"(,"temperature":0,"messages":[{"role":"user","content":"Once upon a time"}])" + extra +
+         "}";
 }
 
 TEST_F(ServerMessagesTest, PlainMessageIsTheChatPathsTextAsATextBlock) {
@@ -191,13 +195,16 @@ TEST_F(ServerMessagesTest, PlainMessageIsTheChatPathsTextAsATextBlock) {
   EXPECT_EQ(chat.at("usage").at("prompt_tokens"), message.at("usage").at("input_tokens"));
 
   // A system prompt (string or text blocks) is the chat path's system message.
-  json::object with_system = Post("/v1/messages", Greedy(8, R"(,"system":[{"type":"text","text":"Be kind."}])"));
+  json::object with_system =
+      Post("/v1/messages", Greedy(8, R"(,"system":[{"type":"text","text":"Be kind."}])"));
   json::object chat_system = Post("/v1/chat/completions", R"({"max_tokens":8,"temperature":0,
       "messages":[{"role":"system","content":"Be kind."},{"role":"user","content":"Once upon a time"}]})");
   ASSERT_FALSE(with_system.empty());
   ASSERT_FALSE(chat_system.empty());
-  EXPECT_EQ(with_system.at("content").at(0).at("text"), chat_system.at("choices").at(0).at("message").at("content"));
-  EXPECT_EQ(with_system.at("usage").at("input_tokens"), chat_system.at("usage").at("prompt_tokens"));
+  EXPECT_EQ(with_system.at("content").at(0).at("text"),
+            chat_system.at("choices").at(0).at("message").at("content"));
+  EXPECT_EQ(with_system.at("usage").at("input_tokens"),
+            chat_system.at("usage").at("prompt_tokens"));
 }
 
 TEST_F(ServerMessagesTest, StreamedMessageSendsAnthropicsEventsInOrder) {
@@ -233,8 +240,10 @@ TEST_F(ServerMessagesTest, StopSequenceEndsTheTextAndIsNamed) {
 
 TEST_F(ServerMessagesTest, ForcedToolChoiceAnswersWithAToolUseBlock) {
   const std::string tools = std::string(R"(,"tools":[)") + kWeatherTool + "," + kTimeTool + "]";
-  const std::string ask = R"({"model":"stories260K","max_tokens":120,"messages":[{"role":"user","content":"Weather in Oslo?"}])";
-  json::object named = Post("/v1/messages", ask + tools + R"(,"tool_choice":{"type":"tool","name":"get_weather"}})");
+  const std::string ask =
+      R"({"model":"stories260K","max_tokens":120,"messages":[{"role":"user","content":"Weather in Oslo?"}])";
+  json::object named =
+      Post("/v1/messages", ask + tools + R"(,"tool_choice":{"type":"tool","name":"get_weather"}})");
   ASSERT_FALSE(named.empty());
   EXPECT_EQ(named.at("stop_reason").as_string(), "tool_use") << named;
   ASSERT_EQ(named.at("content").as_array().size(), 1u) << named;
@@ -254,7 +263,8 @@ TEST_F(ServerMessagesTest, ForcedToolChoiceAnswersWithAToolUseBlock) {
   ASSERT_EQ(any.at("content").as_array().size(), 1u) << any;
   const json::object& streamed = any.at("content").at(0).as_object();
   EXPECT_EQ(streamed.at("type").as_string(), "tool_use");
-  EXPECT_TRUE(streamed.at("name") == "get_weather" || streamed.at("name") == "get_time") << streamed;
+  EXPECT_TRUE(streamed.at("name") == "get_weather" || streamed.at("name") == "get_time")
+      << streamed;
   ASSERT_TRUE(streamed.at("input").is_object());
   EXPECT_FALSE(streamed.at("input").as_object().empty());
   EXPECT_GT(streamed.at("input_deltas").as_int64(), 1) << "the input arrives as it is generated";
@@ -263,30 +273,37 @@ TEST_F(ServerMessagesTest, ForcedToolChoiceAnswersWithAToolUseBlock) {
   const std::string id(use.at("id").as_string());
   const std::string turn = R"({"model":"stories260K","max_tokens":8,"messages":[
       {"role":"user","content":"Weather in Oslo?"},
-      {"role":"assistant","content":[{"type":"tool_use","id":")" + id + R"(","name":"get_weather","input":)" +
+      {"role":"assistant","content":[{"type":"tool_use","id":")" +
+                           id + R"(","name":"get_weather","input":)" +
                            json::serialize(use.at("input")) + R"(}]},
-      {"role":"user","content":[{"type":"tool_result","tool_use_id":")" + id + R"(","content":"5 C"}]}])" + tools + "}";
+      {"role":"user","content":[{"type":"tool_result","tool_use_id":")" +
+                           id + R"(","content":"5 C"}]}])" + tools + "}";
   json::object answered = Post("/v1/messages", turn);
   ASSERT_FALSE(answered.empty());
-  EXPECT_GT(answered.at("usage").at("input_tokens").as_int64(), named.at("usage").at("input_tokens").as_int64());
+  EXPECT_GT(answered.at("usage").at("input_tokens").as_int64(),
+            named.at("usage").at("input_tokens").as_int64());
 
   // none: the tools are not offered (the prompt is as without them).
-  json::object none = Post("/v1/messages/count_tokens", ask + tools + R"(,"tool_choice":{"type":"none"}})");
+  json::object none =
+      Post("/v1/messages/count_tokens", ask + tools + R"(,"tool_choice":{"type":"none"}})");
   json::object bare = Post("/v1/messages/count_tokens", ask + "}");
   EXPECT_EQ(none.at("input_tokens"), bare.at("input_tokens"));
 }
 
 TEST_F(ServerMessagesTest, CountTokensCountsThePromptTheMessageWouldGet) {
   json::object message = Post("/v1/messages", Greedy(4));
-  json::object counted = Post("/v1/messages/count_tokens",
-                              R"({"model":"stories260K","messages":[{"role":"user","content":"Once upon a time"}]})");
+  json::object counted =
+      Post("/v1/messages/count_tokens",
+           R"({"model":"stories260K","messages":[{"role":"user","content":"Once upon a time"}]})");
   ASSERT_FALSE(message.empty());
   ASSERT_FALSE(counted.empty());
   EXPECT_EQ(counted.size(), 1u) << counted;
   EXPECT_EQ(counted.at("input_tokens"), message.at("usage").at("input_tokens"));
-  json::object with_tools = Post("/v1/messages/count_tokens",
-                                 std::string(R"({"model":"stories260K","messages":[{"role":"user","content":"Once upon a time"}],"tools":[)") +
-                                     kWeatherTool + "]}");
+  json::object with_tools = Post(
+      "/v1/messages/count_tokens",
+      std::string(
+          R"({"model":"stories260K","messages":[{"role":"user","content":"Once upon a time"}],"tools":[)") +
+          kWeatherTool + "]}");
   EXPECT_GT(with_tools.at("input_tokens").as_int64(), counted.at("input_tokens").as_int64());
 }
 
@@ -301,13 +318,17 @@ TEST_F(ServerMessagesTest, EveryBadRequestGetsAnthropicsErrorAnd4xx) {
     std::string path;
     std::string body;
   };
-  const std::string call = R"({"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]})";
+  const std::string call =
+      R"({"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]})";
   const std::vector<Case> cases = {
-      {400, "invalid_request_error", "/v1/messages", R"({"model":"stories260K","messages":[)" + user + "]}"},
+      {400, "invalid_request_error", "/v1/messages",
+       R"({"model":"stories260K","messages":[)" + user + "]}"},
       {400, "invalid_request_error", "/v1/messages", body(R"(,"max_tokens":0)")},
       {400, "invalid_request_error", "/v1/messages", R"({"model":"stories260K","max_tokens":8})"},
-      {400, "invalid_request_error", "/v1/messages", R"({"max_tokens":8,"messages":[)" + user + "]}"},
-      {404, "not_found_error", "/v1/messages", R"({"model":"claude-x","max_tokens":8,"messages":[)" + user + "]}"},
+      {400, "invalid_request_error", "/v1/messages",
+       R"({"max_tokens":8,"messages":[)" + user + "]}"},
+      {404, "not_found_error", "/v1/messages",
+       R"({"model":"claude-x","max_tokens":8,"messages":[)" + user + "]}"},
       {400, "invalid_request_error", "/v1/messages",
        R"({"model":"stories260K","max_tokens":8,"messages":[{"role":"system","content":"x"}]})"},
       {400, "invalid_request_error", "/v1/messages",
@@ -321,7 +342,8 @@ TEST_F(ServerMessagesTest, EveryBadRequestGetsAnthropicsErrorAnd4xx) {
            R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2"}]}]})"},
       {400, "invalid_request_error", "/v1/messages", body(R"(,"tools":[{"name":"f"}])")},
       {400, "invalid_request_error", "/v1/messages",
-       body(std::string(R"(,"tools":[)") + kWeatherTool + R"(],"tool_choice":{"type":"tool","name":"nope"})")},
+       body(std::string(R"(,"tools":[)") + kWeatherTool +
+            R"(],"tool_choice":{"type":"tool","name":"nope"})")},
       {400, "invalid_request_error", "/v1/messages", body(R"(,"temperature":3)")},
       {400, "invalid_request_error", "/v1/messages", body(R"(,"stop_sequences":[1])")},
       {400, "invalid_request_error", "/v1/messages", "{\"model\":"},
@@ -331,16 +353,19 @@ TEST_F(ServerMessagesTest, EveryBadRequestGetsAnthropicsErrorAnd4xx) {
        R"({"model":"stories260K","max_tokens":8,"messages":[{"role":"user","content":")" +
            std::string(20000, 'a') + R"("}]})"},
       {400, "invalid_request_error", "/v1/messages/count_tokens", R"({"model":"stories260K"})"},
-      {404, "not_found_error", "/v1/messages/count_tokens", R"({"model":"x","messages":[)" + user + "]}"},
+      {404, "not_found_error", "/v1/messages/count_tokens",
+       R"({"model":"x","messages":[)" + user + "]}"},
       {404, "not_found_error", "/v1/messages/batches", body("")},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(ExpectError(c.status, "POST", c.path, c.body), c.type) << c.body.substr(0, 200);
   }
-  EXPECT_EQ(ExpectError(400, "POST", "/v1/messages", body(""), "text/plain"), "invalid_request_error");
+  EXPECT_EQ(ExpectError(400, "POST", "/v1/messages", body(""), "text/plain"),
+            "invalid_request_error");
   EXPECT_EQ(ExpectError(405, "GET", "/v1/messages", ""), "invalid_request_error");
   // A stream refused before it starts is a plain error answer, not an event stream.
-  EXPECT_EQ(ExpectError(400, "POST", "/v1/messages", R"({"model":"stories260K","stream":true,"messages":[)" + user + "]}"),
+  EXPECT_EQ(ExpectError(400, "POST", "/v1/messages",
+                        R"({"model":"stories260K","stream":true,"messages":[)" + user + "]}"),
             "invalid_request_error");
 }
 
@@ -379,7 +404,8 @@ TEST_F(ServerMessagesTest, MutatedBodiesGetAMessageOrAnError) {
       }
     }
     testing::HttpResult r = HttpCall(server_->http_port(), "POST", "/v1/messages", body);
-    ASSERT_TRUE(r.status == 200 || r.status == 400 || r.status == 404) << body << " -> " << r.status << r.body;
+    ASSERT_TRUE(r.status == 200 || r.status == 400 || r.status == 404)
+        << body << " -> " << r.status << r.body;
     boost::system::error_code ec;
     json::value parsed = json::parse(r.body, ec);
     ASSERT_FALSE(ec) << body << " -> " << r.body;
@@ -395,7 +421,8 @@ TEST(ServerMessagesThinking, AReasoningTemplatesOutputIsAThinkingBlock) {
   templates.resize(templates.rfind('/'));
   std::string error;
   auto server = ServerProcess::Start(
-      {"--chat-template", templates + "/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"}, &error);
+      {"--chat-template", templates + "/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"},
+      &error);
   ASSERT_NE(server, nullptr) << error;
   const std::string body = Greedy(12);
   testing::HttpResult whole = HttpCall(server->http_port(), "POST", "/v1/messages", body);
@@ -406,8 +433,9 @@ TEST(ServerMessagesThinking, AReasoningTemplatesOutputIsAThinkingBlock) {
   EXPECT_EQ(content.at(0).at("type").as_string(), "thinking") << message;
   EXPECT_EQ(content.at(0).at("signature").as_string(), "");
 
-  testing::HttpResult chat = HttpCall(server->http_port(), "POST", "/v1/chat/completions",
-                                      R"({"max_tokens":12,"temperature":0,"messages":[{"role":"user","content":"Once upon a time"}]})");
+  testing::HttpResult chat = HttpCall(
+      server->http_port(), "POST", "/v1/chat/completions",
+      R"({"max_tokens":12,"temperature":0,"messages":[{"role":"user","content":"Once upon a time"}]})");
   ASSERT_EQ(chat.status, 200) << chat.body;
   EXPECT_EQ(content.at(0).at("thinking"),
             json::parse(chat.body).at("choices").at(0).at("message").at("reasoning_content"));
