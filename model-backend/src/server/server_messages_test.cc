@@ -299,6 +299,10 @@ TEST_F(ServerMessagesTest, CountTokensCountsThePromptTheMessageWouldGet) {
   ASSERT_FALSE(counted.empty());
   EXPECT_EQ(counted.size(), 1u) << counted;
   EXPECT_EQ(counted.at("input_tokens"), message.at("usage").at("input_tokens"));
+  // Claude Code adds ?beta=true to its requests.
+  json::object beta = Post("/v1/messages/count_tokens?beta=true",
+                           R"({"model":"stories260K","messages":[{"role":"user","content":"Once upon a time"}]})");
+  EXPECT_EQ(beta, counted);
   json::object with_tools = Post(
       "/v1/messages/count_tokens",
       std::string(
