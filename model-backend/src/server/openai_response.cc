@@ -125,7 +125,7 @@ json::value OpenAiResponder::Logprobs(const std::vector<GeneratedToken>& tokens,
   return out;
 }
 
-std::string OpenAiResponder::StreamStart() const {
+std::string OpenAiResponder::StreamStart() {
   if (!request_.generation.chat) return {};
   json::object delta;
   delta["role"] = "assistant";

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "generation_request.h"
+#include "generation_responder.h"
 #include "openai_request.h"
 #include "forced_tool_call.h"
 #include "tool_call_parser.h"
@@ -23,34 +24,34 @@ namespace sinew::model {
 // {"error":{"message":..,"type":..,"code":..}}
 std::string ErrorBody(std::string_view message, std::string_view type, std::string_view code);
 
-class OpenAiResponder {
+class OpenAiResponder : public GenerationResponder {
  public:
   // REQUIRES: `tokenizer` outlives this object.
   OpenAiResponder(const OpenAiRequest& request, const Tokenizer& tokenizer, std::string model_id,
                   std::string id, int64_t created);
 
   // Streaming: the first event (chat: the assistant role delta; completions: "").
-  std::string StreamStart() const;
+  std::string StreamStart() override;
   // One event for `chunk`, or "" when it carries nothing to send.
-  std::string StreamChunk(const TextChunk& chunk);
+  std::string StreamChunk(const TextChunk& chunk) override;
   // The final chunk (finish_reason), the usage chunk if asked for, and `data: [DONE]`.
   // With tools: a delta with the parsed tool_calls first (finish_reason "tool_calls").
-  std::string StreamEnd(const GenerationOutcome& outcome);
+  std::string StreamEnd(const GenerationOutcome& outcome) override;
 
   // Chat with tools offered: tool calls in the output become `tool_calls` (text that
   // may start a call is not streamed as content; a streamed call is announced with its
   // name once that is complete, then its arguments follow as tool_calls deltas as they
   // are generated). `forced`: the output is one call after the family's opening text
   // (PlanForcedToolCall of the request).
-  void EnableTools(const ChatTemplate& chat_template, bool forced);
+  void EnableTools(const ChatTemplate& chat_template, bool forced) override;
 
   // Chat: reasoning (<think>...</think>) goes to `reasoning_content`, never to content;
   // `opened_by_prompt`: the prompt ended with "<think>" so the output starts inside it.
-  void SetReasoningOpenedByPrompt(bool opened_by_prompt);
+  void SetReasoningOpenedByPrompt(bool opened_by_prompt) override;
 
   // Non-streaming: collect every chunk, then build the body.
-  void Accumulate(const TextChunk& chunk);
-  std::string Body(const GenerationOutcome& outcome) const;
+  void Accumulate(const TextChunk& chunk) override;
+  std::string Body(const GenerationOutcome& outcome) const override;
 
  private:
   boost::json::object Envelope(bool chunk) const;

@@ -14,7 +14,13 @@ std::string StopMatcher::Push(std::string_view text) {
   if (stopped_) return {};
   held_.append(text);
   size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+  for (const std::string& stop : stops_) {
+    const size_t at = held_.find(stop);
+    if (at < first) {
+      first = at;
+      matched_ = stop;
+    }
+  }
   if (first != std::string::npos) {
     std::string out = held_.substr(0, first);
     held_.clear();

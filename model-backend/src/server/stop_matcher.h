@@ -22,11 +22,15 @@ class StopMatcher {
   // Releases the held-back text (call at the end of a generation that did not stop).
   std::string Flush();
   bool stopped() const { return stopped_; }
+  // The stop string that stopped the text ("" while not stopped); of several that end
+  // at the same first position, the one given first.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace sinew::model

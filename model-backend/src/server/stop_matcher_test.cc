@@ -21,6 +21,15 @@ TEST(StopMatcher, EarliestOfSeveralStops) {
   StopMatcher matcher({"world", "lo"});
   EXPECT_EQ(matcher.Push("hello world"), "hel");
   EXPECT_TRUE(matcher.stopped());
+  EXPECT_EQ(matcher.matched(), "lo");
+}
+
+TEST(StopMatcher, NamesNoStopWhileNotStopped) {
+  StopMatcher matcher({"end"});
+  EXPECT_EQ(matcher.Push("the e"), "the ");
+  EXPECT_EQ(matcher.matched(), "");
+  EXPECT_EQ(matcher.Push("nd"), "");
+  EXPECT_EQ(matcher.matched(), "end");
 }
 
 TEST(StopMatcher, FlushReleasesHeldText) {
