@@ -311,7 +311,8 @@ class PrimaryImpl final : public Primary, public SessionStore {
   Status AwaitFollower() {
     // At least this caller's write: the log's end after it returned.
     const uint64_t sequence = store_->LatestSequence();
-    book_.Written(sequence);
+    book_.Written(sequence);  // the streams send it now, while the log syncs here
+    SINEW_RETURN_IF_ERROR(store_->SyncLog(sequence));
     if (options_.mode == ReplicationMode::kAsync) return Status::Ok();
     if (AloneAndDegraded()) return Status::Ok();
     if (book_.AwaitSynced(sequence, options_.follower_timeout)) return Status::Ok();
@@ -545,6 +546,7 @@ Result<std::unique_ptr<Primary>> OpenPrimaryStore(const std::string& given_dir, 
   if (primary.wal_ttl.count() <= 0) return Status::InvalidArgument("wal_ttl must be positive");
   RemoveSeedScratch(dir);
   SINEW_ASSIGN_OR_RETURN(auto store, RocksStore::Open(dir, options, primary.wal_ttl));
+  store->DeferLogSyncs();  // AwaitFollower syncs, while the followers get the batch
   return std::unique_ptr<Primary>(new PrimaryImpl(std::move(store), dir, primary));
 }
 

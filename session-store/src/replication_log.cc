@@ -1,4 +1,6 @@
 // RocksStore: its write-ahead log read and replayed as batches (a shard's replication).
+#include <algorithm>
+
 #include <rocksdb/transaction_log.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
@@ -67,6 +69,34 @@ Result<uint64_t> RocksStore::ReadUpdates(uint64_t from, const BatchSink& send, L
   }
   t.next = next;
   return next;
+}
+
+void RocksStore::DeferLogSyncs() {
+  defer_syncs_ = write_options_.sync;
+  write_options_.sync = false;
+}
+
+Status RocksStore::SyncLog(uint64_t sequence) {
+  if (!defer_syncs_) return Status::Ok();
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  while (synced_ < sequence) {
+    if (syncing_) {
+      sync_cv_.wait(lock);
+      continue;
+    }
+    syncing_ = true;
+    // Every write up to here is in the log file: RocksDB publishes a sequence number after
+    // its batch is written to the log.
+    const uint64_t target = db_->GetLatestSequenceNumber();
+    lock.unlock();
+    const rocksdb::Status s = db_->SyncWAL();
+    lock.lock();
+    syncing_ = false;
+    sync_cv_.notify_all();
+    if (!s.ok()) return FromRocks(s, "syncing the write-ahead log");
+    synced_ = std::max(synced_, target);
+  }
+  return Status::Ok();
 }
 
 Result<uint64_t> RocksStore::CheckpointForSeed(const std::string& target_dir) {

@@ -91,6 +91,13 @@ class RocksStore final : public SessionStore {
   // take `count` sequence numbers (kFailedPrecondition / kCorruption otherwise).
   // Only for a follower's store, which nothing else writes.
   Status ApplyReplicated(uint64_t sequence, uint32_t count, const std::string& data, bool sync);
+  // A primary's store: writes return once in the log, before its fsync, so that they
+  // reach followers while the log syncs here; SyncLog is then what makes a write durable
+  // (in Durability::kSync; without it there is nothing to sync). Call before any write.
+  void DeferLogSyncs();
+  // Syncs the log up to at least `sequence`: one fsync for every caller that waits
+  // meanwhile (group commit). Ok at once when syncs are not deferred.
+  Status SyncLog(uint64_t sequence);
 
   // For EventWatcher: the stripe mutex and state of a session (loaded, existing).
   Result<std::shared_ptr<SessionState>> LoadedState(const std::string& raw_id,
@@ -148,6 +155,13 @@ class RocksStore final : public SessionStore {
   rocksdb::ColumnFamilyHandle* index_cf_;
   rocksdb::ColumnFamilyHandle* idempotency_cf_;
   rocksdb::WriteOptions write_options_;
+  bool defer_syncs_ = false;  // set by DeferLogSyncs before any write
+
+  // SyncLog's group: one caller syncs, the others wait for it.
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  bool syncing_ = false;  // GUARDED_BY(sync_mu_)
+  uint64_t synced_ = 0;   // GUARDED_BY(sync_mu_): the log is synced up to here
 
   // Audit records are written one at a time, each with an id above the last one's, so
   // that a reader paging through a tenant's log never finds one appear behind its place.
