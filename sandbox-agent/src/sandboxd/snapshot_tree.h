@@ -1,0 +1,76 @@
+// Copies a directory tree a sandbox wrote into snapshot entries and content-addressed
+// chunks, and writes such entries back into another (empty) directory.
+//
+// Every byte of the source is treated as hostile: the walk never follows a symlink
+// (symlinks are stored as their text), stays on the root's file system, reads only
+// regular files (opened O_PATH, checked, then reopened: a device node or fifo is never
+// opened for reading), stores holes and zero-filled chunks as nothing, and bounds the
+// number of entries and the depth. Restore checks every entry first (each path component
+// non-empty and not "." or "..", parents created by the same tree as directories, hard
+// links only to earlier files of the tree) and then creates everything with *at calls
+// relative to directories it opened itself with O_NOFOLLOW, with O_EXCL: it never
+// writes outside the root it was given.
+//
+// Thread-safety: pure functions; the sink and source must be usable from the caller's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sinew/proto/sandbox_snapshot.pb.h"
+#include "sinew/status.h"
+
+namespace sinew::sandbox {
+
+inline constexpr uint64_t kChunkBytes = 1 << 20;
+
+// Where captured file data goes: stores `data` under `sha256` (32 raw bytes); returns
+// whether the bytes were new to the store.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  [[nodiscard]] virtual Result<bool> Put(const std::string& sha256, std::string_view data) = 0;
+};
+
+// Where restored file data comes from; kCorruption when the stored bytes do not hash to
+// `sha256`.
+class ChunkSource {
+ public:
+  virtual ~ChunkSource() = default;
+  [[nodiscard]] virtual Result<std::string> Get(const std::string& sha256) const = 0;
+};
+
+struct CaptureLimits {
+  uint64_t max_entries = 1'000'000;
+  uint32_t max_depth = 128;
+};
+
+struct CaptureStats {
+  uint64_t logical_bytes = 0;  // apparent sizes of regular files
+  uint64_t data_bytes = 0;     // bytes in stored extents
+  uint64_t added_bytes = 0;    // bytes of extents new to the sink
+  uint32_t entries = 0;
+  uint32_t skipped = 0;        // device nodes, sockets, other file systems
+};
+
+// SHA-256 of `data`, 32 raw bytes.
+std::string Sha256(std::string_view data);
+
+// Walks the directory `root_fd` (not followed itself: the caller opened it). Owners are
+// stored relative to `uid_base` (the sandbox's first host uid; 0 without a user
+// namespace), ids outside its range as 65534. Adds to `stats`.
+[[nodiscard]] Result<v1::SnapshotTree> CaptureTree(int root_fd, const std::string& root_name,
+                                                   ChunkSink& sink, uint32_t uid_base,
+                                                   const CaptureLimits& limits, CaptureStats& stats);
+
+// kCorruption when an entry could write outside its root or is malformed; says which.
+[[nodiscard]] Status ValidateTree(const v1::SnapshotTree& tree);
+
+// Creates the entries of `tree` below the directory `root_fd` (it should be empty; an
+// existing name is an error), owners shifted to `uid_base`. Validates first: on a
+// malformed tree nothing is written.
+[[nodiscard]] Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource& source,
+                                 uint32_t uid_base);
+
+}  // namespace sinew::sandbox
