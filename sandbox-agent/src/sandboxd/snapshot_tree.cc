@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -252,6 +254,28 @@ Result<UniqueFd> OpenParent(int root_fd, const std::vector<std::string>& parts) 
   return cur;
 }
 
+// Creates files as their owner: this thread's file-system ids are the entry's host ids
+// while it exists. A file system mounted in a sandbox's user namespace refuses creation
+// by ids it does not map (host root among them), and the restore acts with no more
+// rights than the owner itself.
+class AsOwner {
+ public:
+  AsOwner(uid_t uid, gid_t gid) {
+    old_gid_ = static_cast<gid_t>(setfsgid(gid));
+    old_uid_ = static_cast<uid_t>(setfsuid(uid));
+  }
+  ~AsOwner() {
+    setfsuid(old_uid_);
+    setfsgid(old_gid_);
+  }
+  AsOwner(const AsOwner&) = delete;
+  AsOwner& operator=(const AsOwner&) = delete;
+
+ private:
+  uid_t old_uid_;
+  gid_t old_gid_;
+};
+
 Status WriteAll(int fd, std::string_view data, uint64_t offset) {
   while (!data.empty()) {
     ssize_t n = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
@@ -266,6 +290,16 @@ Status WriteAll(int fd, std::string_view data, uint64_t offset) {
 }
 
 }  // namespace
+
+Result<UniqueFd> OpenBeneath(int root_fd, const std::string& rel) {
+  std::vector<std::string> parts = Components(rel);
+  for (const auto& c : parts) {
+    if (c.empty() || c == "." || c == "..") return Status::InvalidArgument("bad directory name '" + rel + "'");
+  }
+  parts.emplace_back("x");  // OpenParent opens all but the last component
+  SINEW_ASSIGN_OR_RETURN(UniqueFd dir, OpenParent(root_fd, parts));
+  return dir;
+}
 
 std::string Sha256(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -346,8 +380,7 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
     const char* n = name.c_str();
     SINEW_ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(root_fd, parts));
     const int pfd = parent.get();
-    const uid_t uid = ToHostId(e.uid(), uid_base);
-    const gid_t gid = ToHostId(e.gid(), uid_base);
+    std::optional<AsOwner> as_owner(std::in_place, ToHostId(e.uid(), uid_base), ToHostId(e.gid(), uid_base));
     const mode_t mode = e.mode() & 01777;
     const timespec times[2] = {FromNs(e.mtime_ns()), FromNs(e.mtime_ns())};
     switch (e.kind()) {
@@ -359,22 +392,20 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
         UniqueFd fd(openat(pfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         if (fd.get() < 0) return Errno("create " + e.path());
         if (ftruncate(fd.get(), static_cast<off_t>(e.size())) != 0) return Errno("size " + e.path());
+        // The store is read with the daemon's own ids; the file is written through its descriptor.
+        as_owner.reset();
         for (const auto& x : e.extents()) {
           SINEW_ASSIGN_OR_RETURN(std::string data, source.Get(x.sha256()));
           if (data.size() != x.length()) return Status::Corruption("a chunk of " + e.path() + " has the wrong size");
           SINEW_RETURN_IF_ERROR(WriteAll(fd.get(), data, x.offset()).WithContext(e.path()));
         }
-        if (fchown(fd.get(), uid, gid) != 0 || fchmod(fd.get(), mode) != 0 || futimens(fd.get(), times) != 0) {
-          return Errno("set owner of " + e.path());
-        }
+        as_owner.emplace(ToHostId(e.uid(), uid_base), ToHostId(e.gid(), uid_base));
+        if (fchmod(fd.get(), mode) != 0 || futimens(fd.get(), times) != 0) return Errno("set mode of " + e.path());
         break;
       }
       case v1::SnapshotEntry::SYMLINK:
         if (symlinkat(e.target().c_str(), pfd, n) != 0) return Errno("symlink " + e.path());
-        if (fchownat(pfd, n, uid, gid, AT_SYMLINK_NOFOLLOW) != 0 ||
-            utimensat(pfd, n, times, AT_SYMLINK_NOFOLLOW) != 0) {
-          return Errno("set owner of " + e.path());
-        }
+        if (utimensat(pfd, n, times, AT_SYMLINK_NOFOLLOW) != 0) return Errno("set time of " + e.path());
         break;
       case v1::SnapshotEntry::HARDLINK: {
         std::vector<std::string> tparts = Components(e.target());
@@ -390,9 +421,8 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
         struct stat st{};
         if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISFIFO(st.st_mode)) return Errno("open " + e.path());
         const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
-        if (fchownat(fd.get(), "", uid, gid, AT_EMPTY_PATH) != 0 || chmod(proc.c_str(), mode) != 0 ||
-            utimensat(pfd, n, times, AT_SYMLINK_NOFOLLOW) != 0) {
-          return Errno("set owner of " + e.path());
+        if (chmod(proc.c_str(), mode) != 0 || utimensat(pfd, n, times, AT_SYMLINK_NOFOLLOW) != 0) {
+          return Errno("set mode of " + e.path());
         }
         break;
       }
@@ -403,13 +433,13 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
   // Directories last, deepest first: their times are not changed again by their children.
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
     const v1::SnapshotEntry& e = **it;
+    AsOwner as_owner(ToHostId(e.uid(), uid_base), ToHostId(e.gid(), uid_base));
     std::vector<std::string> parts = Components(e.path());
     SINEW_ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(root_fd, parts));
     UniqueFd dir(openat(parent.get(), parts.back().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     const timespec times[2] = {FromNs(e.mtime_ns()), FromNs(e.mtime_ns())};
-    if (dir.get() < 0 || fchown(dir.get(), ToHostId(e.uid(), uid_base), ToHostId(e.gid(), uid_base)) != 0 ||
-        fchmod(dir.get(), e.mode() & 01777) != 0 || futimens(dir.get(), times) != 0) {
-      return Errno("set owner of " + e.path());
+    if (dir.get() < 0 || fchmod(dir.get(), e.mode() & 01777) != 0 || futimens(dir.get(), times) != 0) {
+      return Errno("set mode of " + e.path());
     }
   }
   return Status::Ok();

@@ -20,6 +20,7 @@
 
 #include "sinew/proto/sandbox_snapshot.pb.h"
 #include "sinew/status.h"
+#include "util/unique_fd.h"
 
 namespace sinew::sandbox {
 
@@ -54,6 +55,10 @@ struct CaptureStats {
   uint32_t skipped = 0;        // device nodes, sockets, other file systems
 };
 
+// Opens the directory `rel` ('/'-separated; no empty, "." or ".." component) below
+// `root_fd`, each component with O_NOFOLLOW: a symlink anywhere on the way is an error.
+[[nodiscard]] Result<UniqueFd> OpenBeneath(int root_fd, const std::string& rel);
+
 // SHA-256 of `data`, 32 raw bytes.
 std::string Sha256(std::string_view data);
 
@@ -68,8 +73,10 @@ std::string Sha256(std::string_view data);
 [[nodiscard]] Status ValidateTree(const v1::SnapshotTree& tree);
 
 // Creates the entries of `tree` below the directory `root_fd` (it should be empty; an
-// existing name is an error), owners shifted to `uid_base`. Validates first: on a
-// malformed tree nothing is written.
+// existing name is an error), owners shifted to `uid_base`. Each entry is created with
+// the calling thread's file-system ids set to its owner's host ids (restored after), so
+// a restore has no more rights than that owner. Validates first: on a malformed tree
+// nothing is written.
 [[nodiscard]] Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource& source,
                                  uint32_t uid_base);
 
