@@ -57,9 +57,13 @@ Result<LiveSandbox*> SandboxManagerImpl::TakeForSnapshot(const std::string& id, 
   if (e.ending) return Status::FailedPrecondition("sandbox " + id + " is ending");
   if (e.busy) return Status::FailedPrecondition("a snapshot or pause of sandbox " + id + " is under way");
   if (e.info.resources().runtime() == "runsc") {
+    // Its files live in gVisor's memory, out of the host's reach; and gVisor's own
+    // checkpoint cannot save the agent's socket (a bound host socket), and a checkpoint
+    // that fails ends the sandbox (measured with Debian's runsc 20221219).
     return Status::FailedPrecondition(
-        "sandbox " + id + " runs under runsc, whose files live in gVisor's memory: it cannot be "
-        "snapshotted or paused yet (docs/sandbox.md)");
+        "sandbox " + id + " runs under runsc: its files live in gVisor's memory, and gVisor's "
+        "checkpoint cannot save the agent's host socket, so it cannot be snapshotted, forked or "
+        "paused (docs/sandbox.md); it keeps running");
   }
   e.busy = true;
   return &e;
