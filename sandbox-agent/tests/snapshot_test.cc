@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "sandboxd_process.h"
 #include "snapshot_checks.h"
@@ -57,6 +58,31 @@ TEST(SnapshotTest, ProvisionFromASnapshotRestoresEveryFileAndSaysProcessesStarte
   // The copy is its own: writing there changes nothing in the original.
   Bash(*copy_tools, "echo changed > /workspace/src/main.py");
   EXPECT_EQ(Bash(*tools, "cat /workspace/src/main.py").output(), "print('hi')\n");
+}
+
+TEST(SnapshotTest, ARestoreIntoAWarmSandboxHasTheFilesToo) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "1"});
+  v1::ProvisionRequest req;
+  req.set_owner("alice");  // the daemon's default shape, which has a warm pool
+  auto box = d.client().ProvisionWith(req);
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  auto tools = Connect(*box);
+  WriteHostileTree(*tools);
+  const std::string before = Manifest(*tools);
+  auto snap = d.client().Snapshot(box->id(), "alice");
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  // Wait until the pool has a sandbox again (it refills in the background).
+  for (int i = 0; i < 400 && d.client().Health()->warm() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(d.client().Health()->warm(), 1u);
+  req.set_from_snapshot(snap->id());
+  auto copy = d.client().ProvisionWith(req);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_TRUE(copy->from_warm_pool());
+  EXPECT_EQ(copy->from_snapshot(), snap->id());
+  EXPECT_EQ(Manifest(*Connect(*copy)), before);
 }
 
 TEST(SnapshotTest, UnknownIdsAndAnotherOwnersSandboxesAndSnapshotsAreNotFound) {
