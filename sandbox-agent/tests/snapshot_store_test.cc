@@ -280,6 +280,44 @@ TEST(SnapshotStoreTest, RepeatedSnapshotsOfUnchangedDataAddNoBytes) {
   EXPECT_EQ(third->added_bytes(), kChunkBytes);
 }
 
+TEST(SnapshotStoreTest, AnUnchangedFileIsReusedUnreadAndAChangedOneIsReadEvenWithItsOldMtime) {
+  Fixture f;
+  const std::string path = f.src.path() + "/big";
+  WriteFile(path, RandomBytes(3 * kChunkBytes, 8));
+  WriteFile(f.src.path() + "/other", "other");
+  auto capture = [&](const CaptureCache* previous, CaptureCache* next, CaptureStats& stats) {
+    auto writer = f.store->NewWriter();
+    int fd = OpenDir(f.src.path());
+    auto tree = CaptureTree(fd, "workspace", *writer, 0, CaptureLimits(), stats, previous, next);
+    close(fd);
+    EXPECT_TRUE(tree.ok()) << tree.status().ToString();
+    v1::SnapshotRecord record;
+    record.mutable_info()->set_id("s" + std::to_string(f.store->List("").size()));
+    *record.add_trees() = *tree;
+    EXPECT_TRUE(f.store->Commit(std::move(writer), record).ok());
+    return record.info().id();
+  };
+  CaptureCache first, second, third;
+  CaptureStats s1, s2, s3;
+  capture(nullptr, &first, s1);
+  EXPECT_EQ(s1.reused, 0u);
+  capture(&first, &second, s2);
+  EXPECT_EQ(s2.reused, 2u);
+  EXPECT_EQ(s2.added_bytes, 0u);
+  EXPECT_EQ(s2.data_bytes, s1.data_bytes);
+  // Same size, new content, and the old mtime put back: ctime still tells.
+  struct stat before{};
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+  WriteFile(path, RandomBytes(3 * kChunkBytes, 9));
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  const std::string id = capture(&second, &third, s3);
+  EXPECT_EQ(s3.reused, 1u) << "only the untouched file";
+  EXPECT_EQ(s3.added_bytes, 3 * kChunkBytes);
+  ASSERT_TRUE(f.Restore(id, f.dst.path(), "").ok());
+  EXPECT_EQ(ReadFile(f.dst.path() + "/big"), ReadFile(path));
+}
+
 TEST(SnapshotStoreTest, DeleteCollectsOnlyChunksNoOtherSnapshotUses) {
   Fixture f;
   WriteFile(f.src.path() + "/shared", RandomBytes(kChunkBytes, 3));

@@ -44,6 +44,9 @@ struct LiveSandbox {
   bool lifetime = false;  // the monitor killed it at its lifetime
   bool unclaimed = false;  // the monitor killed it: its hand-over was not claimed in time
   bool busy = false;       // frozen for a snapshot or being paused; Destroy waits for it
+  // What its last snapshot saw per writable tree (snapshot_tree.h); only the thread
+  // that set `busy` touches it.
+  std::map<std::string, CaptureCache> capture_cache;
   uint64_t oom_base = 0;
   Clock::time_point deadline = Clock::time_point::max();
   // When the monitor ends it unclaimed; max() unless info.awaiting_claim() (always for a
@@ -91,7 +94,8 @@ class SandboxManagerImpl final : public SandboxManager {
   // Freezes the container, copies its writable trees into the store, thaws it; the
   // record is not committed yet.
   Result<v1::SnapshotRecord> Capture(const Container& c, const v1::SandboxInfo& info,
-                                     SnapshotStore::Writer& writer);
+                                     SnapshotStore::Writer& writer,
+                                     std::map<std::string, CaptureCache>* cache = nullptr);
   // Writes the snapshot's trees into a freshly started container (nothing runs in it yet).
   Status RestoreInto(const Container& c, const v1::SnapshotRecord& record);
   // Checks that `requested` (zero fields: the snapshot's) can hold the snapshot.

@@ -70,7 +70,8 @@ Result<LiveSandbox*> SandboxManagerImpl::TakeForSnapshot(const std::string& id, 
 }
 
 Result<v1::SnapshotRecord> SandboxManagerImpl::Capture(const Container& c, const v1::SandboxInfo& info,
-                                                       SnapshotStore::Writer& writer) {
+                                                       SnapshotStore::Writer& writer,
+                                                       std::map<std::string, CaptureCache>* cache) {
   const auto start = Clock::now();
   v1::SnapshotRecord record;
   CaptureStats stats;
@@ -79,8 +80,10 @@ Result<v1::SnapshotRecord> SandboxManagerImpl::Capture(const Container& c, const
     SINEW_ASSIGN_OR_RETURN(UniqueFd root, OpenContainerRoot(c));
     for (const char* name : kWritableTrees) {
       SINEW_ASSIGN_OR_RETURN(UniqueFd dir, OpenBeneath(root.get(), name));
-      SINEW_ASSIGN_OR_RETURN(*record.add_trees(),
-                             CaptureTree(dir.get(), name, writer, UidBase(c), CaptureLimits(), stats));
+      CaptureCache* tree_cache = cache != nullptr ? &(*cache)[name] : nullptr;
+      const CaptureCache previous = tree_cache != nullptr ? std::move(*tree_cache) : CaptureCache();
+      SINEW_ASSIGN_OR_RETURN(*record.add_trees(), CaptureTree(dir.get(), name, writer, UidBase(c), CaptureLimits(),
+                                                              stats, &previous, tree_cache));
     }
     return Status::Ok();
   }();
@@ -171,7 +174,8 @@ Result<v1::SnapshotInfo> SandboxManagerImpl::Snapshot(const std::string& sandbox
   const v1::SandboxInfo info = e->info;
   lock.unlock();
   auto writer = store_->NewWriter();
-  auto record = Capture(c, info, *writer);
+  auto record = Capture(c, info, *writer, &e->capture_cache);
+  if (!record.ok()) e->capture_cache.clear();
   Result<v1::SnapshotInfo> out = record.ok() ? store_->Commit(std::move(writer), *record)
                                              : Result<v1::SnapshotInfo>(record.status());
   lock.lock();

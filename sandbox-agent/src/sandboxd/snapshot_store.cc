@@ -102,6 +102,15 @@ Result<bool> SnapshotStore::Writer::Put(const std::string& sha256, std::string_v
   return fresh;
 }
 
+bool SnapshotStore::Writer::Pin(const std::string& sha256) {
+  std::lock_guard<std::mutex> lock(store_.mu_);
+  auto it = store_.chunks_.find(sha256);
+  if (it == store_.chunks_.end() || it->second.refs == 0) return false;
+  ++it->second.refs;
+  pinned_.push_back(sha256);
+  return true;
+}
+
 Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& dir, uint64_t owner_cap_bytes) {
   std::unique_ptr<SnapshotStore> store(new SnapshotStore(dir, owner_cap_bytes));
   SINEW_RETURN_IF_ERROR(store->Load());

@@ -37,6 +37,7 @@ class SnapshotStore : public ChunkSource {
    public:
     ~Writer() override;
     Result<bool> Put(const std::string& sha256, std::string_view data) override;
+    bool Pin(const std::string& sha256) override;
 
    private:
     friend class SnapshotStore;

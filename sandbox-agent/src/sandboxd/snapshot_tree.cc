@@ -66,8 +66,9 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 class Walker {
  public:
   Walker(ChunkSink& sink, uint32_t uid_base, const CaptureLimits& limits, CaptureStats& stats,
-         v1::SnapshotTree& tree)
-      : sink_(sink), uid_base_(uid_base), limits_(limits), stats_(stats), tree_(tree) {}
+         v1::SnapshotTree& tree, const CaptureCache* previous, CaptureCache* next)
+      : sink_(sink), uid_base_(uid_base), limits_(limits), stats_(stats), tree_(tree), previous_(previous),
+        next_(next) {}
 
   Status Run(int root_fd) {
     struct stat st{};
@@ -185,20 +186,61 @@ class Walker {
     const uint64_t size = static_cast<uint64_t>(again.st_size);
     e.set_size(size);
     stats_.logical_bytes += size;
+    CachedFile seen;
+    seen.ino = again.st_ino;
+    seen.size = size;
+    seen.mtime_ns = MtimeNs(again);
+    seen.ctime_ns = static_cast<int64_t>(again.st_ctim.tv_sec) * 1'000'000'000 + again.st_ctim.tv_nsec;
+    if (Reuse(path, seen, e)) {
+      if (next_ != nullptr) (*next_)[path] = std::move(seen);
+      return Status::Ok();
+    }
+    SINEW_RETURN_IF_ERROR(ReadData(fd.get(), path, size, e));
+    if (next_ != nullptr) {
+      seen.extents.assign(e.extents().begin(), e.extents().end());
+      (*next_)[path] = std::move(seen);
+    }
+    return Status::Ok();
+  }
+
+  // Takes the extents of an unchanged file from the previous capture.
+  bool Reuse(const std::string& path, CachedFile& seen, v1::SnapshotEntry& e) {
+    if (previous_ == nullptr) return false;
+    auto it = previous_->find(path);
+    if (it == previous_->end()) return false;
+    const CachedFile& old = it->second;
+    if (old.ino != seen.ino || old.size != seen.size || old.mtime_ns != seen.mtime_ns ||
+        old.ctime_ns != seen.ctime_ns) {
+      return false;
+    }
+    for (const auto& x : old.extents) {
+      if (!sink_.Pin(x.sha256())) return false;
+    }
+    for (const auto& x : old.extents) {
+      *e.add_extents() = x;
+      stats_.data_bytes += x.length();
+    }
+    seen.extents = old.extents;
+    ++stats_.reused;
+    return true;
+  }
+
+  // Reads the data regions of `fd` in chunks, puts each non-zero one into the sink.
+  Status ReadData(int fd, const std::string& path, uint64_t size, v1::SnapshotEntry& e) {
     std::string buf;
     off_t pos = 0;
     while (static_cast<uint64_t>(pos) < size) {
       // Data regions only: holes of sparse files are never read.
-      off_t data = lseek(fd.get(), pos, SEEK_DATA);
+      off_t data = lseek(fd, pos, SEEK_DATA);
       if (data < 0) break;  // ENXIO: only a hole is left
-      off_t hole = lseek(fd.get(), data, SEEK_HOLE);
+      off_t hole = lseek(fd, data, SEEK_HOLE);
       if (hole < 0) hole = static_cast<off_t>(size);
       hole = std::min<off_t>(hole, static_cast<off_t>(size));
       for (off_t off = data; off < hole;) {
         const off_t chunk_end =
             std::min<off_t>(hole, (off / static_cast<off_t>(kChunkBytes) + 1) * static_cast<off_t>(kChunkBytes));
         buf.resize(static_cast<size_t>(chunk_end - off));
-        ssize_t n = pread(fd.get(), buf.data(), buf.size(), off);
+        ssize_t n = pread(fd, buf.data(), buf.size(), off);
         if (n < 0) return Errno("read " + path);
         if (n == 0) break;  // truncated meanwhile
         buf.resize(static_cast<size_t>(n));
@@ -224,6 +266,8 @@ class Walker {
   const CaptureLimits& limits_;
   CaptureStats& stats_;
   v1::SnapshotTree& tree_;
+  const CaptureCache* previous_;
+  CaptureCache* next_;
   dev_t dev_ = 0;
   std::map<std::pair<dev_t, ino_t>, std::string> links_;
 };
@@ -310,10 +354,12 @@ std::string Sha256(std::string_view data) {
 
 Result<v1::SnapshotTree> CaptureTree(int root_fd, const std::string& root_name, ChunkSink& sink,
                                      uint32_t uid_base, const CaptureLimits& limits,
-                                     CaptureStats& stats) {
+                                     CaptureStats& stats, const CaptureCache* previous,
+                                     CaptureCache* next) {
   v1::SnapshotTree tree;
   tree.set_root(root_name);
-  Walker walker(sink, uid_base, limits, stats, tree);
+  if (next != nullptr) next->clear();
+  Walker walker(sink, uid_base, limits, stats, tree, previous, next);
   SINEW_RETURN_IF_ERROR(walker.Run(root_fd).WithContext("snapshot of " + root_name));
   return tree;
 }

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -32,6 +34,9 @@ class ChunkSink {
  public:
   virtual ~ChunkSink() = default;
   [[nodiscard]] virtual Result<bool> Put(const std::string& sha256, std::string_view data) = 0;
+  // Keeps a chunk the sink already holds for this capture, without its data; false when
+  // it holds no such chunk (the caller then reads and puts the data).
+  virtual bool Pin(const std::string& sha256) = 0;
 };
 
 // Where restored file data comes from; kCorruption when the stored bytes do not hash to
@@ -47,12 +52,26 @@ struct CaptureLimits {
   uint32_t max_depth = 128;
 };
 
+// What a capture saw of each regular file, by path: a later capture of the same tree
+// reuses a file's extents, without reading or hashing it, when its inode, size, mtime
+// and ctime are all unchanged (ctime is set by the kernel on every change; the sandbox
+// cannot set it) and the sink still holds its chunks.
+struct CachedFile {
+  uint64_t ino = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  std::vector<v1::SnapshotExtent> extents;
+};
+using CaptureCache = std::map<std::string, CachedFile>;
+
 struct CaptureStats {
   uint64_t logical_bytes = 0;  // apparent sizes of regular files
   uint64_t data_bytes = 0;     // bytes in stored extents
   uint64_t added_bytes = 0;    // bytes of extents new to the sink
   uint32_t entries = 0;
   uint32_t skipped = 0;        // device nodes, sockets, other file systems
+  uint32_t reused = 0;         // files whose extents came from the cache unread
 };
 
 // Opens the directory `rel` ('/'-separated; no empty, "." or ".." component) below
@@ -65,9 +84,13 @@ std::string Sha256(std::string_view data);
 // Walks the directory `root_fd` (not followed itself: the caller opened it). Owners are
 // stored relative to `uid_base` (the sandbox's first host uid; 0 without a user
 // namespace), ids outside its range as 65534. Adds to `stats`.
+// `previous` (may be null): the cache of an earlier capture of this tree; `next` (may be
+// null) is filled with this capture's.
 [[nodiscard]] Result<v1::SnapshotTree> CaptureTree(int root_fd, const std::string& root_name,
                                                    ChunkSink& sink, uint32_t uid_base,
-                                                   const CaptureLimits& limits, CaptureStats& stats);
+                                                   const CaptureLimits& limits, CaptureStats& stats,
+                                                   const CaptureCache* previous = nullptr,
+                                                   CaptureCache* next = nullptr);
 
 // kCorruption when an entry could write outside its root or is malformed; says which.
 [[nodiscard]] Status ValidateTree(const v1::SnapshotTree& tree);
