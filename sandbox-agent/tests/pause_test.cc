@@ -2,6 +2,8 @@
 // keep every file (checked file by file), the sandbox keeps its id, endpoint and secret,
 // a running process refuses the pause, and a paused sandbox survives a daemon restart.
 // SINEW_PAUSE_CYCLES sets the number of cycles (the `long` build runs 50).
+#include <signal.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -93,6 +95,7 @@ TEST(PauseTest, APausedSandboxSurvivesARestartOfTheDaemon) {
   const std::string before = Manifest(*tools);
   tools.reset();
   ASSERT_TRUE(d.client().Pause(box.id(), "alice").ok());
+  d.Kill(SIGKILL);  // a crash: nothing is shut down cleanly
   d.Restart({"--warm-pool-size", "0"});
   auto info = d.client().Get(box.id());
   ASSERT_TRUE(info.ok()) << info.status().ToString();

@@ -1,6 +1,8 @@
 // Snapshots, fork, pause and resume with real runc sandboxes: what a sandbox wrote (hostile
 // entries included) comes back file by file, refusals change nothing, and snapshots and
 // paused sandboxes survive a restart of the daemon.
+#include <signal.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -210,6 +212,7 @@ TEST(SnapshotTest, SnapshotsSurviveARestartAndDeleteCollectsTheirChunks) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->added_bytes(), 0u) << "an unchanged workspace adds no bytes";
 
+  d.Kill(SIGKILL);  // a crash: nothing is shut down cleanly
   d.Restart({"--warm-pool-size", "0"});
   auto listed = d.client().ListSnapshots("alice");
   ASSERT_TRUE(listed.ok());

@@ -323,10 +323,14 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   }
   if (it->second.resuming) return Status::FailedPrecondition("sandbox " + id + " is being resumed");
   SINEW_ASSIGN_OR_RETURN(v1::SnapshotRecord record, store_->Load(it->second.snapshot_id, owner));
-  SINEW_RETURN_IF_ERROR(ReserveSlot(lock));
-  it = paused_.find(id);  // ReserveSlot may have released the lock
+  it->second.resuming = true;  // before ReserveSlot, which may release the lock
+  if (Status slot = ReserveSlot(lock); !slot.ok()) {
+    paused_.find(id)->second.resuming = false;
+    ended_cv_.notify_all();
+    return slot;
+  }
+  it = paused_.find(id);
   PausedSandbox& p = it->second;
-  p.resuming = true;
   const v1::Resources r = p.info.resources();
   auto entry = StartInSlot(lock, r, r.SerializeAsString(), [] { return true; }, id, p.secret);
   --starting_;
