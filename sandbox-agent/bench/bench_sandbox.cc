@@ -28,11 +28,13 @@
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
 
+#include "bench_daemon.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-extern "C" char** environ;
+using sinew::sandbox::bench::BenchDaemon;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -47,51 +49,6 @@ Stats Percentiles(std::vector<double> v) {
   };
   return {at(0.50), at(0.99)};
 }
-
-class Daemon {
- public:
-  Daemon(const std::string& bin_dir, const std::string& image_root, int port, int warm)
-      : port_(port) {
-    state_ = "/run/sinew-bench-" + std::to_string(getpid()) + "-" + std::to_string(port);
-    std::vector<std::string> args = {bin_dir + "/sinew-sandboxd",
-                                     "--listen",
-                                     "127.0.0.1:" + std::to_string(port),
-                                     "--state-dir",
-                                     state_,
-                                     "--cgroup-parent",
-                                     "sinew-bench-" + std::to_string(port),
-                                     "--image-root",
-                                     image_root,
-                                     "--warm-pool-size",
-                                     std::to_string(warm)};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
-      throw std::runtime_error("cannot start " + args[0]);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    auto c = sinew::sandbox::ProvisionerClient::Connect("127.0.0.1:" + std::to_string(port));
-    client_ = std::move(*c);
-    for (int i = 0; i < 300 && !client_->Health().ok(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ~Daemon() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-    std::error_code ec;
-    fs::remove_all(state_, ec);
-    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec))
-      rmdir((h.path() / ("sinew-bench-" + std::to_string(port_))).c_str());
-  }
-  sinew::sandbox::ProvisionerClient& client() { return *client_; }
-
- private:
-  int port_;
-  std::string state_;
-  pid_t pid_ = -1;
-  std::unique_ptr<sinew::sandbox::ProvisionerClient> client_;
-};
 
 // The daemon's default shape, which has a warm pool from the start.
 sinew::v1::Resources Shape(const std::string& runtime = "") {
@@ -157,7 +114,7 @@ std::vector<double> BareRunc(const std::string& rootfs, int n, bool detach) {
   return times;
 }
 
-std::vector<double> ProvisionLoop(Daemon& d, int n, bool wait_warm) {
+std::vector<double> ProvisionLoop(BenchDaemon& d, int n, bool wait_warm) {
   std::vector<double> times;
   for (int i = 0; i < n; ++i) {
     if (wait_warm) {
@@ -207,7 +164,7 @@ double LocalEcho() {
 RuntimeFigures MeasureRuntime(const std::string& bin_dir, const std::string& image_root, int port,
                               const std::string& runtime, int n, int runs) {
   RuntimeFigures f;
-  Daemon d(bin_dir, image_root, port, 0);
+  BenchDaemon d(bin_dir, image_root, port, 0);
   std::vector<double> cold;
   for (int i = 0; i < n; ++i) {
     auto start = Clock::now();
@@ -269,12 +226,12 @@ int main(int argc, char** argv) {
   auto bare_detached = Percentiles(BareRunc(rootfs, n, true));
   Stats cold, warm;
   {
-    Daemon d(bin_dir, image_root, port, 0);
+    BenchDaemon d(bin_dir, image_root, port, 0);
     cold = Percentiles(ProvisionLoop(d, n, false));
   }
   std::vector<double> exec_times, local_times;
   {
-    Daemon d(bin_dir, image_root, port + 1, 1);
+    BenchDaemon d(bin_dir, image_root, port + 1, 1);
     warm = Percentiles(ProvisionLoop(d, n, true));
     auto box = d.client().Provision(Shape());
     if (!box.ok()) {

@@ -38,6 +38,74 @@ class GrpcProvisionerClient final : public ProvisionerClient {
   // reached us is ended by the daemon instead of running unowned. Both calls go through
   // gRPC's callback API; the operation's state lives until the last callback.
   void ProvisionAsync(const v1::Resources& resources, std::string_view label, ProvisionDone done) override {
+    v1::ProvisionRequest request;
+    *request.mutable_resources() = resources;
+    request.set_label(std::string(label));
+    ProvisionRequestAsync(std::move(request), std::move(done));
+  }
+
+  Result<v1::SandboxInfo> ProvisionWith(v1::ProvisionRequest request) override {
+    std::promise<Result<v1::SandboxInfo>> answer;
+    auto future = answer.get_future();
+    ProvisionRequestAsync(std::move(request),
+                          [&answer](Result<v1::SandboxInfo> r) { answer.set_value(std::move(r)); });
+    return future.get();
+  }
+
+  Result<v1::SnapshotInfo> Snapshot(std::string_view sandbox_id, std::string_view owner) override {
+    v1::SnapshotRequest req;
+    req.set_sandbox_id(std::string(sandbox_id));
+    req.set_owner(std::string(owner));
+    return Call("Snapshot", req, &v1::Provisioner::Stub::Snapshot, provision_timeout_);
+  }
+
+  Result<v1::SnapshotInfo> DeleteSnapshot(std::string_view id, std::string_view owner) override {
+    v1::SnapshotIdRequest req;
+    req.set_id(std::string(id));
+    req.set_owner(std::string(owner));
+    return Call("DeleteSnapshot", req, &v1::Provisioner::Stub::DeleteSnapshot);
+  }
+
+  Result<v1::ListSnapshotsResponse> ListSnapshots(std::string_view owner) override {
+    v1::ListSnapshotsRequest req;
+    req.set_owner(std::string(owner));
+    return Call("ListSnapshots", req, &v1::Provisioner::Stub::ListSnapshots);
+  }
+
+  Result<v1::ForkResponse> Fork(v1::ForkRequest request) override {
+    request.set_claim_within_seconds(kClaimWithinSeconds);
+    SINEW_ASSIGN_OR_RETURN(v1::ForkResponse forked,
+                           Call("Fork", request, &v1::Provisioner::Stub::Fork, provision_timeout_));
+    for (auto& box : *forked.mutable_sandboxes()) {
+      v1::ClaimRequest claim;
+      claim.set_id(box.id());
+      auto claimed = Call("Claim", claim, &v1::Provisioner::Stub::Claim);
+      if (!claimed.ok()) {
+        for (const auto& other : forked.sandboxes()) DestroyUnclaimed(other.id());
+        return Status::Unavailable("fork handed over sandboxes that could not be claimed (" +
+                                   claimed.status().message() + "); fork again");
+      }
+      box = std::move(*claimed);
+    }
+    return forked;
+  }
+
+  Result<v1::SandboxInfo> Pause(std::string_view id, std::string_view owner) override {
+    v1::PauseRequest req;
+    req.set_id(std::string(id));
+    req.set_owner(std::string(owner));
+    return Call("Pause", req, &v1::Provisioner::Stub::Pause, provision_timeout_);
+  }
+
+  Result<v1::SandboxInfo> Resume(std::string_view id, std::string_view owner) override {
+    v1::PauseRequest req;
+    req.set_id(std::string(id));
+    req.set_owner(std::string(owner));
+    return Call("Resume", req, &v1::Provisioner::Stub::Resume, provision_timeout_);
+  }
+
+ private:
+  void ProvisionRequestAsync(v1::ProvisionRequest request, ProvisionDone done) {
     struct Op {
       grpc::ClientContext provision_ctx;
       grpc::ClientContext claim_ctx;
@@ -49,8 +117,7 @@ class GrpcProvisionerClient final : public ProvisionerClient {
       ProvisionDone done;
     };
     auto op = std::make_shared<Op>();
-    *op->request.mutable_resources() = resources;
-    op->request.set_label(std::string(label));
+    op->request = std::move(request);
     op->request.set_claim_within_seconds(kClaimWithinSeconds);
     op->traceparent = OutgoingTraceparent();
     op->done = std::move(done);
@@ -72,6 +139,8 @@ class GrpcProvisionerClient final : public ProvisionerClient {
     });
   }
 
+
+ public:
   Result<v1::SandboxInfo> Destroy(std::string_view id) override {
     v1::DestroyRequest req;
     req.set_id(std::string(id));

@@ -55,6 +55,12 @@ struct ProvisionerConfig {
   // /etc/subgid. 0 turns user namespaces off (every sandbox is host uid 1000).
   // Default: 1000000000
   uint32_t userns_uid_base = 1000000000;
+  // Snapshots (content-addressed chunks and their records; docs/sandbox.md). They survive
+  // a restart of the daemon. Default: <state_dir>/snapshots
+  std::string snapshot_dir;
+  // Bytes of snapshot data each owner may hold (each chunk counted once); a snapshot
+  // above it is refused (RESOURCE_EXHAUSTED). 0: no cap. Default: 16 GiB
+  uint64_t snapshot_bytes_per_owner = 16ull << 30;
   // Resources used where a request leaves a field at zero (see proto/sandbox.proto).
   v1::Resources defaults = DefaultResources();
 

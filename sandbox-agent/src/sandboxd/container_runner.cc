@@ -249,9 +249,26 @@ size_t ContainerRunner::uid_ranges_in_use() const {
   return uid_slots_.size();
 }
 
-Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resources& resources) {
+Status ContainerRunner::Freeze(const std::string& id) {
+  auto r = RunProcess(Runtime(RuntimeOf(id), {"pause", id}), kRuncTimeout);
+  if (!r.ok() || r->exit_code != 0) {
+    return Status::Internal("cannot freeze " + id + ": " + (r.ok() ? r->output : r.status().message()));
+  }
+  return Status::Ok();
+}
+
+Status ContainerRunner::Thaw(const std::string& id) {
+  auto r = RunProcess(Runtime(RuntimeOf(id), {"resume", id}), kRuncTimeout);
+  if (!r.ok() || r->exit_code != 0) {
+    return Status::Internal("cannot thaw " + id + ": " + (r.ok() ? r->output : r.status().message()));
+  }
+  return Status::Ok();
+}
+
+Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resources& resources,
+                                         const std::string& secret) {
   SINEW_ASSIGN_OR_RETURN(std::string rootfs, ImageRootfs(resources.image()));
-  if (resources.runtime() == "runsc") return StartGvisor(id, resources, rootfs);
+  if (resources.runtime() == "runsc") return StartGvisor(id, resources, rootfs, secret);
   Container c;
   c.id = id;
   c.dir = sandbox_dir(id);
@@ -270,7 +287,7 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
     uid_base = *base;
     c.host_uid = uid_base + kSandboxUid;
   }
-  c.secret = RandomHex(16);
+  c.secret = secret.empty() ? RandomHex(16) : secret;
   // The agent's socket, bound here (on the host, in a directory the sandbox cannot see)
   // and listened on by the agent through the inherited descriptor.
   std::string socket_path = c.dir + "/agent.sock";
@@ -337,7 +354,7 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
 }
 
 Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::Resources& resources,
-                                               const std::string& rootfs) {
+                                               const std::string& rootfs, const std::string& secret) {
   if (runsc_version_.empty()) {
     return Status::FailedPrecondition("runtime 'runsc' asked for, but '" + config_.runsc +
                                       "' is not usable here (apt-get install runsc, or pass --runsc)");
@@ -358,7 +375,7 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
   }
   chmod(c.dir.c_str(), 0711);
   chmod((c.dir + "/run").c_str(), 0755);  // root's: inside, only the agent before it drops its privileges
-  c.secret = RandomHex(16);
+  c.secret = secret.empty() ? RandomHex(16) : secret;
   OciParams params;
   params.rootfs = rootfs;
   params.agent_dir = config_.state_dir + "/agent";

@@ -53,8 +53,13 @@ class ContainerRunner {
   // when the image is missing.
   [[nodiscard]] Result<std::string> ImageRootfs(const std::string& name) const;
   // Starts a container with these (defaulted, validated) resources and waits until its
-  // agent accepts connections. On error nothing is left behind.
-  [[nodiscard]] Result<Container> Start(const std::string& id, const v1::Resources& resources);
+  // agent accepts connections. On error nothing is left behind. `secret`: the agent's
+  // secret (a resumed sandbox keeps its own); empty: a new random one.
+  [[nodiscard]] Result<Container> Start(const std::string& id, const v1::Resources& resources,
+                                        const std::string& secret = {});
+  // Freezes every process of a runc container (`runc pause`), and thaws them again.
+  [[nodiscard]] Status Freeze(const std::string& id);
+  [[nodiscard]] Status Thaw(const std::string& id);
   // Deletes the container (its init must have been reaped or be killable), its cgroups
   // and its directory. Idempotent.
   void Remove(const std::string& id);
@@ -91,7 +96,7 @@ class ContainerRunner {
                                              const Result<ProcessResult>& run,
                                              const std::string& socket_path);
   [[nodiscard]] Result<Container> StartGvisor(const std::string& id, const v1::Resources& resources,
-                                              const std::string& rootfs);
+                                              const std::string& rootfs, const std::string& secret);
   // The configured uid range is valid and overlaps no host account or subordinate range.
   [[nodiscard]] Status CheckUidRange() const;
   // Claims a free user-namespace slot for `id` (kResourceExhausted when none is free).

@@ -138,6 +138,16 @@ std::vector<std::string> CgroupDirs(const std::string& parent, const std::string
   return dirs;
 }
 
+std::vector<pid_t> CgroupProcesses(const std::string& parent, const std::string& name) {
+  std::set<pid_t> pids;
+  for (const auto& dir : CgroupDirs(parent, name)) {
+    std::ifstream in(dir + "/cgroup.procs");
+    pid_t pid;
+    while (in >> pid) pids.insert(pid);
+  }
+  return std::vector<pid_t>(pids.begin(), pids.end());
+}
+
 uint64_t OomKills(const std::string& parent, const std::string& name) {
   std::string base =
       std::string(kCgroupRoot) + (IsCgroupV2() ? "" : "/memory") + "/" + parent + "/" + name;

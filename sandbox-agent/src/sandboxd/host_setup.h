@@ -42,6 +42,8 @@ std::vector<std::string> ListCgroups(const std::string& parent);
 [[nodiscard]] Status RemoveCgroups(const std::string& parent, const std::string& name);
 // SIGKILLs every process whose /proc/<pid>/cmdline (NUL-separated) contains `needle`.
 void KillProcessesMentioning(const std::string& needle);
+// The processes in the cgroups of `name` (each once; the pids cgroup's list under v1).
+std::vector<pid_t> CgroupProcesses(const std::string& parent, const std::string& name);
 // SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
 void KillCgroupProcesses(const std::string& parent, const std::string& name);
 // This process's children that have exited and are not reaped yet, whose command name

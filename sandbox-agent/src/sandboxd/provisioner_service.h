@@ -24,6 +24,14 @@ class ProvisionerService final : public v1::Provisioner::Service {
                     v1::ListSandboxesResponse* resp) override;
   grpc::Status Health(grpc::ServerContext*, const v1::ProvisionerHealthRequest* req,
                       v1::ProvisionerHealthResponse* resp) override;
+  grpc::Status Snapshot(grpc::ServerContext*, const v1::SnapshotRequest* req, v1::SnapshotInfo* resp) override;
+  grpc::Status DeleteSnapshot(grpc::ServerContext*, const v1::SnapshotIdRequest* req,
+                              v1::SnapshotInfo* resp) override;
+  grpc::Status ListSnapshots(grpc::ServerContext*, const v1::ListSnapshotsRequest* req,
+                             v1::ListSnapshotsResponse* resp) override;
+  grpc::Status Fork(grpc::ServerContext*, const v1::ForkRequest* req, v1::ForkResponse* resp) override;
+  grpc::Status Pause(grpc::ServerContext*, const v1::PauseRequest* req, v1::SandboxInfo* resp) override;
+  grpc::Status Resume(grpc::ServerContext*, const v1::PauseRequest* req, v1::SandboxInfo* resp) override;
 
  private:
   SandboxManager& manager_;

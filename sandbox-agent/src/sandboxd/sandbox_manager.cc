@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
@@ -93,6 +94,15 @@ Status SandboxManagerImpl::Start() {
     RememberEnded(info);
   }
   SINEW_ASSIGN_OR_RETURN(host_pids_budget_, ApplyHostPidsBudget(config_));
+  const std::string snapshot_dir =
+      config_.snapshot_dir.empty() ? config_.state_dir + "/snapshots" : config_.snapshot_dir;
+  SINEW_ASSIGN_OR_RETURN(store_, SnapshotStore::Open(snapshot_dir, config_.snapshot_bytes_per_owner));
+  {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    host_name_ = host;
+  }
+  LoadPaused();
   auto defaults = NormalizeResources(v1::Resources(), config_.defaults);
   if (!defaults.ok()) return defaults.status().WithContext("default resources");
   if (config_.warm_pool_size > 0 && runner_.ImageRootfs(defaults->image()).ok()) {
@@ -106,15 +116,24 @@ Status SandboxManagerImpl::Start() {
 Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& requested,
                                                       const std::string& label,
                                                       std::chrono::seconds claim_within,
-                                                      const StillWanted& still_wanted) {
+                                                      const StillWanted& still_wanted,
+                                                      const Origin& origin) {
   auto start = Clock::now();
-  SINEW_ASSIGN_OR_RETURN(v1::Resources r, NormalizeResources(requested, config_.defaults));
+  std::optional<v1::SnapshotRecord> snapshot;
+  v1::Resources r;
+  if (!origin.from_snapshot.empty()) {
+    SINEW_ASSIGN_OR_RETURN(snapshot, store_->Load(origin.from_snapshot, origin.owner));
+    SINEW_ASSIGN_OR_RETURN(r, RestoreResources(requested, *snapshot));
+  } else {
+    SINEW_ASSIGN_OR_RETURN(r, NormalizeResources(requested, config_.defaults));
+  }
   SINEW_RETURN_IF_ERROR(runner_.ImageRootfs(r.image()).status());
   std::string shape = r.SerializeAsString();
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) return Status::Unavailable("the provisioner is shutting down");
-  if (config_.warm_pool_size > 0) NoteShape(shape, r);
+  if (config_.warm_pool_size > 0 && !snapshot) NoteShape(shape, r);
   auto& pool = pool_[shape];
+  // A warm sandbox has never run anything: one restores into it as well as into a new one.
   while (!pool.empty()) {
     std::string id = pool.front();
     pool.pop_front();
@@ -123,10 +142,59 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
     if (ProcessGone(it->second->container.init_pid))
       continue;  // died waiting; the monitor reaps it
     LiveSandbox& e = *it->second;
-    HandOver(e, label, claim_within, start, true);
+    if (snapshot) {
+      e.pooled = false;
+      e.busy = true;  // not handed over yet; Destroy waits
+      Container c = e.container;
+      lock.unlock();
+      Status restored = RestoreInto(c, *snapshot);
+      lock.lock();
+      e.busy = false;
+      ended_cv_.notify_all();
+      if (!restored.ok()) {
+        lock.unlock();
+        (void)DestroyWith(id, "its snapshot could not be restored");
+        return restored.WithContext("restore of snapshot " + origin.from_snapshot);
+      }
+    }
+    HandOver(e, label, claim_within, start, true, origin);
     pool_cv_.notify_all();
     return e.info;
   }
+  SINEW_RETURN_IF_ERROR(ReserveSlot(lock));
+  auto entry = StartInSlot(lock, r, shape, still_wanted);
+  --starting_;
+  pool_cv_.notify_all();
+  if (!entry.ok()) return entry.status();
+  if (snapshot) {
+    Container c = (*entry)->container;
+    lock.unlock();
+    Status restored = RestoreInto(c, *snapshot);
+    if (!restored.ok()) KillAndRemove(c);
+    lock.lock();
+    if (!restored.ok()) return restored.WithContext("restore of snapshot " + origin.from_snapshot);
+  }
+  if (!still_wanted()) {
+    std::string id = (*entry)->info.id();
+    if (snapshot) {
+      lock.unlock();
+      KillAndRemove((*entry)->container);
+      lock.lock();
+      return Status::DeadlineExceeded("the caller gave up while sandbox " + id + " was restored");
+    }
+    Unwanted(lock, std::move(*entry));
+    return Status::DeadlineExceeded("the caller gave up while sandbox " + id +
+                                    " started; it was not handed over");
+  }
+  LiveSandbox& e = **entry;
+  HandOver(e, label, claim_within, start, false, origin);
+  v1::SandboxInfo info = e.info;
+  live_[info.id()] = std::move(*entry);
+  return info;
+}
+
+// REQUIRES: mu_ held.
+Status SandboxManagerImpl::ReserveSlot(std::unique_lock<std::mutex>& lock) {
   bool reserved = false;
   if (live_.size() + starting_ >= config_.max_sandboxes) {
     // Make room by ending a warm sandbox of another shape, if there is one. The slot is
@@ -155,21 +223,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
     }
     ++starting_;
   }
-  auto entry = StartInSlot(lock, r, shape, still_wanted);
-  --starting_;
-  pool_cv_.notify_all();
-  if (!entry.ok()) return entry.status();
-  if (!still_wanted()) {
-    std::string id = (*entry)->info.id();
-    Unwanted(lock, std::move(*entry));
-    return Status::DeadlineExceeded("the caller gave up while sandbox " + id +
-                                    " started; it was not handed over");
-  }
-  LiveSandbox& e = **entry;
-  HandOver(e, label, claim_within, start, false);
-  v1::SandboxInfo info = e.info;
-  live_[info.id()] = std::move(*entry);
-  return info;
+  return Status::Ok();
 }
 
 Result<v1::SandboxInfo> SandboxManagerImpl::Claim(const std::string& id) {
@@ -197,6 +251,26 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Destroy(const std::string& id) {
 Result<v1::SandboxInfo> SandboxManagerImpl::DestroyWith(const std::string& id,
                                                         const std::string& detail) {
   std::unique_lock<std::mutex> lock(mu_);
+  // A snapshot or pause in progress finishes first (a frozen process cannot die).
+  ended_cv_.wait(lock, [&] {
+    auto l = live_.find(id);
+    auto p = paused_.find(id);
+    return (l == live_.end() || !l->second->busy) && (p == paused_.end() || !p->second.resuming);
+  });
+  if (auto p = paused_.find(id); p != paused_.end()) {
+    v1::SandboxInfo info = p->second.info;
+    const std::string snapshot_id = p->second.snapshot_id;
+    paused_.erase(p);
+    if (auto deleted = store_->Delete(snapshot_id, info.owner()); !deleted.ok()) {
+      spdlog::warn("cannot delete the pause snapshot {} of {}: {}", snapshot_id, id, deleted.status().ToString());
+    }
+    info.set_state(v1::SANDBOX_STATE_ENDED);
+    info.set_outcome(v1::SANDBOX_OUTCOME_DESTROYED);
+    info.set_outcome_detail(detail + " (while paused)");
+    info.set_ended_unix_ms(NowUnixMs());
+    RememberEnded(info);
+    return info;
+  }
   auto it = live_.find(id);
   if (it == live_.end()) return EndedInfo(id);
   LiveSandbox& e = *it->second;
@@ -234,6 +308,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Get(const std::string& id) {
     if (!it->second->ending) SetUsage(info, ReadCgroupUsage(config_.cgroup_parent, id));
     return info;
   }
+  if (auto p = paused_.find(id); p != paused_.end()) return p->second.info;
   return EndedInfo(id);
 }
 
@@ -243,6 +318,7 @@ std::vector<v1::SandboxInfo> SandboxManagerImpl::List(bool include_ended) {
   for (auto& [id, e] : live_) {
     if (!e->pooled) out.push_back(e->info);
   }
+  for (auto& [id, p] : paused_) out.push_back(p.info);
   if (include_ended) {
     for (const auto& id : ended_order_) out.push_back(ended_.at(id));
   }
@@ -287,7 +363,7 @@ std::vector<v1::HostShapeCount> SandboxManagerImpl::Occupancy() {
 
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
     std::unique_lock<std::mutex>& lock, const v1::Resources& r, const std::string& shape,
-    const StillWanted& still_wanted) {
+    const StillWanted& still_wanted, const std::string& id, const std::string& secret) {
   // First come, first served: a waiter takes a slot only at the head of the line, so that
   // under a burst no provision waits much longer than the line ahead of it.
   int place = 0;
@@ -318,7 +394,7 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
   ++in_start_;
   start_cv_.notify_all();  // the next in line may take another free slot
   lock.unlock();
-  auto entry = StartEntry(r, shape);
+  auto entry = StartEntry(r, shape, id, secret);
   lock.lock();
   --in_start_;
   start_cv_.notify_all();
@@ -347,9 +423,11 @@ void SandboxManagerImpl::Unwanted(std::unique_lock<std::mutex>& lock,
 }
 
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Resources& r,
-                                                                    const std::string& shape) {
-  std::string id = NewId();
-  SINEW_ASSIGN_OR_RETURN(Container c, runner_.Start(id, r));
+                                                                    const std::string& shape,
+                                                                    const std::string& given_id,
+                                                                    const std::string& secret) {
+  std::string id = given_id.empty() ? NewId() : given_id;
+  SINEW_ASSIGN_OR_RETURN(Container c, runner_.Start(id, r, secret));
   auto e = std::make_unique<LiveSandbox>();
   e->container = c;
   e->shape = shape;
@@ -367,7 +445,7 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Re
 // REQUIRES: mu_ held.
 void SandboxManagerImpl::HandOver(LiveSandbox& e, const std::string& label,
                                   std::chrono::seconds claim_within, Clock::time_point start,
-                                  bool from_pool) {
+                                  bool from_pool, const Origin& origin) {
   e.pooled = false;
   e.deadline = Clock::now() + std::chrono::seconds(e.info.resources().lifetime_seconds());
   e.info.set_awaiting_claim(claim_within.count() > 0);
@@ -376,6 +454,9 @@ void SandboxManagerImpl::HandOver(LiveSandbox& e, const std::string& label,
   e.info.set_provision_ms(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   e.info.set_label(label);
+  e.info.set_owner(origin.owner);
+  e.info.set_from_snapshot(origin.from_snapshot);
+  e.info.set_memory_restored(false);
   spdlog::info("{} handed over in {} ms{} label='{}'", e.info.id(), e.info.provision_ms(),
                from_pool ? " from the warm pool" : "", label);
 }

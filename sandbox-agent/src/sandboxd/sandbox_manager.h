@@ -15,6 +15,7 @@
 
 #include "sandboxd/config.h"
 #include "sinew/proto/coord.pb.h"
+#include "sinew/proto/sandbox.pb.h"
 #include "sinew/status.h"
 
 namespace sinew::sandbox {
@@ -33,6 +34,13 @@ class SandboxManager {
   // service keeps a 1 s margin).
   using StillWanted = std::function<bool()>;
 
+  // Who a new sandbox belongs to and what it starts from (ProvisionRequest.owner and
+  // from_snapshot).
+  struct Origin {
+    std::string owner;
+    std::string from_snapshot;
+  };
+
   // A ready sandbox. Container starts wait for one of max_concurrent_starts slots; a
   // caller that gives up meanwhile gets kDeadlineExceeded and nothing is started, and a
   // sandbox that comes up after its caller gave up goes to the warm pool (when its shape
@@ -42,7 +50,8 @@ class SandboxManager {
   [[nodiscard]] virtual Result<v1::SandboxInfo> Provision(const v1::Resources& resources,
                                                           const std::string& label,
                                                           std::chrono::seconds claim_within,
-                                                          const StillWanted& still_wanted) = 0;
+                                                          const StillWanted& still_wanted,
+                                                          const Origin& origin = {}) = 0;
   // Confirms the hand-over of a sandbox provisioned with `claim_within`; idempotent.
   // kFailedPrecondition when it already ended, kNotFound for an unknown id.
   [[nodiscard]] virtual Result<v1::SandboxInfo> Claim(const std::string& id) = 0;
@@ -53,6 +62,18 @@ class SandboxManager {
   // Live sandboxes (handed out and warm) grouped by shape, with their resources filled
   // in; what this host publishes for placement (docs/scale-out.md).
   virtual std::vector<v1::HostShapeCount> Occupancy() = 0;
+
+  // Snapshots, fork, pause and resume: see the Provisioner service in proto/sandbox.proto
+  // for what each answers. A sandbox or snapshot of another owner is kNotFound.
+  [[nodiscard]] virtual Result<v1::SnapshotInfo> Snapshot(const std::string& sandbox_id,
+                                                          const std::string& owner) = 0;
+  [[nodiscard]] virtual Result<v1::SnapshotInfo> DeleteSnapshot(const std::string& id,
+                                                                const std::string& owner) = 0;
+  virtual v1::ListSnapshotsResponse ListSnapshots(const std::string& owner) = 0;
+  [[nodiscard]] virtual Result<v1::ForkResponse> Fork(const v1::ForkRequest& request,
+                                                      const StillWanted& still_wanted) = 0;
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Pause(const std::string& id, const std::string& owner) = 0;
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Resume(const std::string& id, const std::string& owner) = 0;
 };
 
 // Fills zero fields from `defaults` and checks ranges; kInvalidArgument says which field.

@@ -108,7 +108,9 @@ void SandboxManagerImpl::MonitorLoop() {
     std::vector<std::pair<std::string, int>> exited;
     auto now = Clock::now();
     for (auto& [id, e] : live_) {
-      if (e->ending) continue;
+      // Busy: frozen for a snapshot or being paused; its owner thread holds the entry and
+      // clears the flag (or ends it) before anything else may touch it.
+      if (e->ending || e->busy) continue;
       int status = 0;
       const pid_t waited = waitpid(e->container.init_pid, &status, WNOHANG);
       if (waited == e->container.init_pid || (waited < 0 && errno == ECHILD)) {

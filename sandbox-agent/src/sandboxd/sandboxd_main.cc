@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
                  "first host uid of the sandboxes' user-namespace ranges (65536 ids each); 0: no "
                  "user namespaces")
       ->capture_default_str();
+  app.add_option("--snapshot-dir", config.snapshot_dir,
+                 "snapshot store; kept across restarts (default: <state-dir>/snapshots)");
+  app.add_option("--snapshot-bytes-per-owner", config.snapshot_bytes_per_owner,
+                 "snapshot data each owner may hold, each chunk once (0: no cap)")
+      ->capture_default_str();
   uint64_t mem = config.defaults.memory_limit_bytes(), ws = config.defaults.workspace_bytes();
   uint32_t cpu = config.defaults.cpu_millicores(), pids = config.defaults.pids_limit(),
            life = config.defaults.lifetime_seconds();

@@ -66,6 +66,20 @@ class ProvisionerClient {
   [[nodiscard]] virtual Result<v1::SandboxInfo> Get(std::string_view id) = 0;
   [[nodiscard]] virtual Result<std::vector<v1::SandboxInfo>> List(bool include_ended = false) = 0;
   [[nodiscard]] virtual Result<v1::ProvisionerHealthResponse> Health() = 0;
+
+  // Snapshots, fork, pause and resume (proto/sandbox.proto; docs/sandbox.md). `owner`
+  // must be the sandbox's (ProvisionRequest.owner), else kNotFound.
+  // Provision with every field of the request (owner, from_snapshot), claimed like Provision.
+  [[nodiscard]] virtual Result<v1::SandboxInfo> ProvisionWith(v1::ProvisionRequest request) = 0;
+  [[nodiscard]] virtual Result<v1::SnapshotInfo> Snapshot(std::string_view sandbox_id,
+                                                          std::string_view owner = {}) = 0;
+  [[nodiscard]] virtual Result<v1::SnapshotInfo> DeleteSnapshot(std::string_view id,
+                                                                std::string_view owner = {}) = 0;
+  [[nodiscard]] virtual Result<v1::ListSnapshotsResponse> ListSnapshots(std::string_view owner = {}) = 0;
+  // The new sandboxes are claimed before this returns (as Provision's are).
+  [[nodiscard]] virtual Result<v1::ForkResponse> Fork(v1::ForkRequest request) = 0;
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Pause(std::string_view id, std::string_view owner = {}) = 0;
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Resume(std::string_view id, std::string_view owner = {}) = 0;
 };
 
 }  // namespace sinew::sandbox

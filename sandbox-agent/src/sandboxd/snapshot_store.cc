@@ -1,0 +1,322 @@
+#include "sandboxd/snapshot_store.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "auth/agent_proof.h"
+#include "util/unique_fd.h"
+
+namespace sinew::sandbox {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Hex(const std::string& raw) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+Result<std::string> Unhex(const std::string& hex) {
+  if (hex.size() != 64) return Status::InvalidArgument("not a chunk name");
+  std::string raw;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    auto nib = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = nib(hex[i]), lo = nib(hex[i + 1]);
+    if (hi < 0 || lo < 0) return Status::InvalidArgument("not a chunk name");
+    raw += static_cast<char>(hi * 16 + lo);
+  }
+  return raw;
+}
+
+Status SyncDir(const std::string& dir) {
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0 || fsync(fd.get()) != 0) return Status::IOError("cannot sync " + dir + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+Result<std::string> ReadWhole(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return Status::NotFound(path + " is missing");
+    return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError("cannot read " + path + ": " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, uint64_t> RecordChunks(const v1::SnapshotRecord& record) {
+  std::map<std::string, uint64_t> out;
+  for (const auto& t : record.trees()) {
+    for (const auto& e : t.entries()) {
+      for (const auto& x : e.extents()) out[x.sha256()] = x.length();
+    }
+  }
+  return out;
+}
+
+SnapshotStore::Writer::~Writer() {
+  std::lock_guard<std::mutex> lock(store_.mu_);
+  for (const auto& h : pinned_) store_.Unref(h);
+}
+
+Result<bool> SnapshotStore::Writer::Put(const std::string& sha256, std::string_view data) {
+  std::lock_guard<std::mutex> lock(store_.mu_);
+  auto it = store_.chunks_.find(sha256);
+  bool fresh = it == store_.chunks_.end() || it->second.refs == 0;
+  if (fresh) {
+    // Held under the lock: no Delete can collect it between the write and the pin.
+    SINEW_RETURN_IF_ERROR(store_.WriteAtomically(store_.ChunkPath(sha256), data));
+  }
+  store_.Ref(sha256, data.size());
+  pinned_.push_back(sha256);
+  return fresh;
+}
+
+bool SnapshotStore::Writer::Pin(const std::string& sha256) {
+  std::lock_guard<std::mutex> lock(store_.mu_);
+  auto it = store_.chunks_.find(sha256);
+  if (it == store_.chunks_.end() || it->second.refs == 0) return false;
+  ++it->second.refs;
+  pinned_.push_back(sha256);
+  return true;
+}
+
+Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& dir, uint64_t owner_cap_bytes) {
+  std::unique_ptr<SnapshotStore> store(new SnapshotStore(dir, owner_cap_bytes));
+  SINEW_RETURN_IF_ERROR(store->Load());
+  return store;
+}
+
+Status SnapshotStore::Load() {
+  std::error_code ec;
+  for (const char* sub : {"chunks", "records", "tmp"}) fs::create_directories(dir_ + "/" + sub, ec);
+  if (ec) return Status::IOError("cannot create " + dir_ + ": " + ec.message());
+  chmod(dir_.c_str(), 0700);
+  for (const auto& e : fs::directory_iterator(dir_ + "/tmp", ec)) fs::remove_all(e.path(), ec);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& e : fs::directory_iterator(dir_ + "/records", ec)) {
+    const std::string path = e.path().string();
+    if (e.path().extension() != ".pb") continue;
+    auto text = ReadWhole(path);
+    v1::SnapshotRecord record;
+    if (!text.ok() || !record.ParseFromString(*text) || record.info().id() + ".pb" != e.path().filename()) {
+      spdlog::warn("snapshot record {} is unreadable; moved aside to {}.bad", path, path);
+      fs::rename(path, path + ".bad", ec);
+      continue;
+    }
+    for (const auto& [h, size] : RecordChunks(record)) Ref(h, size);
+    records_[record.info().id()] = std::move(record);
+  }
+  // Chunks no record refers to: left by a capture or a delete that a crash cut short.
+  uint64_t collected = 0;
+  for (const auto& sub : fs::directory_iterator(dir_ + "/chunks", ec)) {
+    std::error_code ec2;
+    for (const auto& f : fs::directory_iterator(sub.path(), ec2)) {
+      auto raw = Unhex(f.path().filename().string());
+      if (raw.ok() && chunks_.count(*raw)) continue;
+      fs::remove(f.path(), ec2);
+      ++collected;
+    }
+  }
+  spdlog::info("snapshot store {}: {} snapshots, {} chunks ({} unreferenced ones collected)", dir_,
+               records_.size(), chunks_.size(), collected);
+  return Status::Ok();
+}
+
+std::string SnapshotStore::ChunkPath(const std::string& sha256) const {
+  std::string hex = Hex(sha256);
+  return dir_ + "/chunks/" + hex.substr(0, 2) + "/" + hex;
+}
+
+std::string SnapshotStore::RecordPath(const std::string& id) const { return dir_ + "/records/" + id + ".pb"; }
+
+Status SnapshotStore::WriteAtomically(const std::string& path, std::string_view data) const {
+  const fs::path target(path);
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  const std::string tmp = dir_ + "/tmp/" + RandomHex(8);
+  {
+    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (fd.get() < 0) return Status::IOError("cannot create " + tmp + ": " + std::strerror(errno));
+    std::string_view rest = data;
+    while (!rest.empty()) {
+      ssize_t n = write(fd.get(), rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        int err = errno;
+        unlink(tmp.c_str());
+        return Status::IOError("cannot write " + tmp + ": " + std::strerror(err));
+      }
+      rest.remove_prefix(static_cast<size_t>(n));
+    }
+    if (fsync(fd.get()) != 0) {
+      unlink(tmp.c_str());
+      return Status::IOError("cannot sync " + tmp + ": " + std::strerror(errno));
+    }
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Status::IOError("cannot rename to " + path + ": " + std::strerror(err));
+  }
+  return SyncDir(target.parent_path().string());
+}
+
+// REQUIRES: mu_ held.
+void SnapshotStore::Ref(const std::string& sha256, uint64_t size) {
+  Chunk& c = chunks_[sha256];
+  ++c.refs;
+  c.size = size;
+}
+
+// REQUIRES: mu_ held.
+void SnapshotStore::Unref(const std::string& sha256) {
+  auto it = chunks_.find(sha256);
+  if (it == chunks_.end()) return;
+  if (--it->second.refs > 0) return;
+  chunks_.erase(it);
+  std::error_code ec;
+  fs::remove(ChunkPath(sha256), ec);
+}
+
+// REQUIRES: mu_ held.
+uint64_t SnapshotStore::OwnerBytesLocked(const std::string& owner, const std::set<std::string>& extra) const {
+  std::set<std::string> seen = extra;
+  uint64_t bytes = 0;
+  for (const auto& h : extra) {
+    auto it = chunks_.find(h);
+    if (it != chunks_.end()) bytes += it->second.size;
+  }
+  for (const auto& [id, r] : records_) {
+    if (r.info().owner() != owner) continue;
+    for (const auto& [h, size] : RecordChunks(r)) {
+      if (seen.insert(h).second) bytes += size;
+    }
+  }
+  return bytes;
+}
+
+Result<v1::SnapshotInfo> SnapshotStore::Commit(std::unique_ptr<Writer> writer, v1::SnapshotRecord record) {
+  std::map<std::string, uint64_t> refs = RecordChunks(record);
+  std::set<std::string> hashes;
+  for (const auto& [h, size] : refs) hashes.insert(h);
+  v1::SnapshotInfo info = record.info();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& owner = info.owner();
+    if (owner_cap_ > 0) {
+      const uint64_t after = OwnerBytesLocked(owner, hashes);
+      if (after > owner_cap_) {
+        return Status::ResourceExhausted(
+            "snapshot refused: the snapshots of owner '" + owner + "' would hold " + std::to_string(after) +
+            " bytes, above the cap of " + std::to_string(owner_cap_) +
+            " bytes per owner (--snapshot-bytes-per-owner); delete snapshots of this owner first");
+      }
+    }
+    std::string bytes;
+    if (!record.SerializeToString(&bytes)) return Status::Internal("cannot serialize a snapshot record");
+    SINEW_RETURN_IF_ERROR(WriteAtomically(RecordPath(info.id()), bytes));
+    for (const auto& [h, size] : refs) Ref(h, size);
+    records_[info.id()] = std::move(record);
+  }
+  writer.reset();  // its pins go once the record's references exist
+  return info;
+}
+
+Result<v1::SnapshotRecord> SnapshotStore::Load(const std::string& id, const std::string& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(id);
+  if (it == records_.end() || it->second.info().owner() != owner) {
+    return Status::NotFound("no snapshot with id '" + id + "'");
+  }
+  return it->second;
+}
+
+Result<v1::SnapshotInfo> SnapshotStore::Delete(const std::string& id, const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(id);
+  if (it == records_.end() || it->second.info().owner() != owner) {
+    return Status::NotFound("no snapshot with id '" + id + "'");
+  }
+  std::error_code ec;
+  fs::remove(RecordPath(id), ec);
+  if (ec) return Status::IOError("cannot remove the record of " + id + ": " + ec.message());
+  SINEW_RETURN_IF_ERROR(SyncDir(dir_ + "/records"));
+  v1::SnapshotRecord record = std::move(it->second);
+  records_.erase(it);
+  for (const auto& [h, size] : RecordChunks(record)) Unref(h);
+  return record.info();
+}
+
+std::vector<v1::SnapshotInfo> SnapshotStore::List(const std::string& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::SnapshotInfo> out;
+  for (const auto& [id, r] : records_) {
+    if (r.info().owner() == owner) out.push_back(r.info());
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.created_unix_ms() < b.created_unix_ms(); });
+  return out;
+}
+
+std::vector<v1::SnapshotRecord> SnapshotStore::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::SnapshotRecord> out;
+  for (const auto& [id, r] : records_) out.push_back(r);
+  return out;
+}
+
+uint64_t SnapshotStore::OwnerBytes(const std::string& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return OwnerBytesLocked(owner, {});
+}
+
+uint64_t SnapshotStore::chunk_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return chunks_.size();
+}
+
+uint64_t SnapshotStore::chunk_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [h, c] : chunks_) bytes += c.size;
+  return bytes;
+}
+
+Result<std::string> SnapshotStore::Get(const std::string& sha256) const {
+  SINEW_ASSIGN_OR_RETURN(std::string data, ReadWhole(ChunkPath(sha256)));
+  if (Sha256(data) != sha256) return Status::Corruption("chunk " + Hex(sha256) + " does not match its hash");
+  return data;
+}
+
+}  // namespace sinew::sandbox

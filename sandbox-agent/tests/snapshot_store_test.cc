@@ -1,0 +1,404 @@
+// The snapshot store and the tree copy on real directories (no containers): what a
+// hostile sandbox can leave in its workspace (symlinks to host files, hard links, device
+// nodes, fifos, huge sparse files, forged records) is stored as itself and never lets a
+// restore read or write outside its directories; chunks are shared, collected, capped,
+// and survive a reopen.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "sandboxd/snapshot_store.h"
+#include "sandboxd/snapshot_tree.h"
+
+namespace sinew::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "sinew-snap-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+int OpenDir(const std::string& path) { return open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); }
+
+std::string RandomBytes(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(gen());
+  return s;
+}
+
+struct Fixture {
+  TempDir store_dir, src, dst;
+  std::unique_ptr<SnapshotStore> store;
+
+  explicit Fixture(uint64_t cap = 0) {
+    auto s = SnapshotStore::Open(store_dir.path() + "/store", cap);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    store = std::move(*s);
+  }
+
+  // Captures src into a committed snapshot `id` of `owner`.
+  Result<v1::SnapshotInfo> Snapshot(const std::string& id, const std::string& owner = "alice",
+                                    CaptureStats* stats_out = nullptr) {
+    auto writer = store->NewWriter();
+    CaptureStats stats;
+    int fd = OpenDir(src.path());
+    auto tree = CaptureTree(fd, "workspace", *writer, 0, CaptureLimits(), stats);
+    close(fd);
+    if (!tree.ok()) return tree.status();
+    v1::SnapshotRecord record;
+    record.mutable_info()->set_id(id);
+    record.mutable_info()->set_owner(owner);
+    record.mutable_info()->set_added_bytes(stats.added_bytes);
+    *record.add_trees() = *tree;
+    if (stats_out) *stats_out = stats;
+    return store->Commit(std::move(writer), record);
+  }
+
+  Status Restore(const std::string& id, const std::string& into, const std::string& owner = "alice") {
+    SINEW_ASSIGN_OR_RETURN(v1::SnapshotRecord r, store->Load(id, owner));
+    int fd = OpenDir(into);
+    Status s = RestoreTree(r.trees(0), fd, *store, 0);
+    close(fd);
+    return s;
+  }
+};
+
+TEST(SnapshotTreeTest, SymlinkToAHostSecretIsStoredAsALinkAndNeverFollowed) {
+  Fixture f;
+  ASSERT_EQ(symlink("/etc/shadow", (f.src.path() + "/shadow").c_str()), 0);
+  ASSERT_EQ(symlink("../../../../etc", (f.src.path() + "/up").c_str()), 0);
+  CaptureStats stats;
+  auto info = f.Snapshot("s1", "alice", &stats);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(stats.data_bytes, 0u) << "nothing of /etc/shadow or /etc may be read";
+  EXPECT_EQ(f.store->chunk_count(), 0u);
+  auto record = f.store->Load("s1", "alice");
+  ASSERT_TRUE(record.ok());
+  ASSERT_EQ(record->trees(0).entries_size(), 2);
+  EXPECT_EQ(record->trees(0).entries(0).kind(), v1::SnapshotEntry::SYMLINK);
+  EXPECT_EQ(record->trees(0).entries(0).target(), "/etc/shadow");
+
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  struct stat st{};
+  ASSERT_EQ(lstat((f.dst.path() + "/shadow").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(fs::read_symlink(f.dst.path() + "/shadow"), "/etc/shadow");
+}
+
+TEST(SnapshotTreeTest, HardLinkToAFileOutsideBecomesAnIndependentCopy) {
+  Fixture f;
+  TempDir outside;
+  WriteFile(outside.path() + "/host-file", "host data");
+  ASSERT_EQ(link((outside.path() + "/host-file").c_str(), (f.src.path() + "/a").c_str()), 0);
+  ASSERT_EQ(link((outside.path() + "/host-file").c_str(), (f.src.path() + "/b").c_str()), 0);
+  ASSERT_TRUE(f.Snapshot("s1").ok());
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  EXPECT_EQ(ReadFile(f.dst.path() + "/a"), "host data");
+  struct stat host{}, a{}, b{};
+  ASSERT_EQ(stat((outside.path() + "/host-file").c_str(), &host), 0);
+  ASSERT_EQ(stat((f.dst.path() + "/a").c_str(), &a), 0);
+  ASSERT_EQ(stat((f.dst.path() + "/b").c_str(), &b), 0);
+  EXPECT_NE(a.st_ino, host.st_ino) << "a restore must never link to a host file";
+  EXPECT_EQ(a.st_ino, b.st_ino) << "links inside the tree stay links to each other";
+  EXPECT_EQ(a.st_nlink, 2u);
+  WriteFile(f.dst.path() + "/a", "changed");
+  EXPECT_EQ(ReadFile(outside.path() + "/host-file"), "host data");
+}
+
+TEST(SnapshotTreeTest, DeviceNodesAreSkippedAndFifosKeptWithoutBlocking) {
+  if (geteuid() != 0) GTEST_SKIP() << "mknod of a device node needs root";
+  Fixture f;
+  ASSERT_EQ(mknod((f.src.path() + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+  ASSERT_EQ(mkfifo((f.src.path() + "/pipe").c_str(), 0640), 0);
+  CaptureStats stats;
+  ASSERT_TRUE(f.Snapshot("s1", "alice", &stats).ok());
+  EXPECT_EQ(stats.skipped, 1u);
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(f.dst.path() + "/null")));
+  struct stat st{};
+  ASSERT_EQ(lstat((f.dst.path() + "/pipe").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+TEST(SnapshotTreeTest, HugeSparseFileStoresOnlyItsDataAndRestoresSparse) {
+  Fixture f;
+  const std::string path = f.src.path() + "/sparse";
+  {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    const off_t tib = off_t{1} << 40;
+    ASSERT_EQ(pwrite(fd, "end", 3, tib - 3), 3);
+    close(fd);
+  }
+  CaptureStats stats;
+  ASSERT_TRUE(f.Snapshot("s1", "alice", &stats).ok());
+  EXPECT_EQ(stats.logical_bytes, uint64_t{1} << 40);
+  EXPECT_LE(stats.data_bytes, kChunkBytes);
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  struct stat st{};
+  ASSERT_EQ(stat((f.dst.path() + "/sparse").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), uint64_t{1} << 40);
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, 2 * kChunkBytes) << "the hole must stay a hole";
+  std::ifstream in(f.dst.path() + "/sparse", std::ios::binary);
+  in.seekg((off_t{1} << 40) - 3);
+  std::string tail(3, '\0');
+  in.read(tail.data(), 3);
+  EXPECT_EQ(tail, "end");
+}
+
+TEST(SnapshotTreeTest, ContentModesTimesAndNestingComeBackFileByFile) {
+  Fixture f;
+  fs::create_directories(f.src.path() + "/src/deep/er");
+  WriteFile(f.src.path() + "/src/main.py", "print('hi')\n");
+  WriteFile(f.src.path() + "/src/deep/er/big.bin", RandomBytes(3 * kChunkBytes + 17, 1));
+  WriteFile(f.src.path() + "/empty", "");
+  chmod((f.src.path() + "/src/main.py").c_str(), 0751);
+  chmod((f.src.path() + "/src/deep").c_str(), 0700);
+  ASSERT_TRUE(f.Snapshot("s1").ok());
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  for (const auto& e : fs::recursive_directory_iterator(f.src.path())) {
+    const std::string rel = fs::relative(e.path(), f.src.path()).string();
+    struct stat a{}, b{};
+    ASSERT_EQ(lstat(e.path().c_str(), &a), 0);
+    ASSERT_EQ(lstat((f.dst.path() + "/" + rel).c_str(), &b), 0) << rel;
+    EXPECT_EQ(a.st_mode, b.st_mode) << rel;
+    EXPECT_EQ(a.st_mtim.tv_sec, b.st_mtim.tv_sec) << rel;
+    EXPECT_EQ(a.st_mtim.tv_nsec, b.st_mtim.tv_nsec) << rel;
+    if (S_ISREG(a.st_mode)) {
+      EXPECT_EQ(ReadFile(e.path()), ReadFile(f.dst.path() + "/" + rel)) << rel;
+    }
+  }
+}
+
+TEST(SnapshotTreeTest, ForgedRecordsThatClimbOutAreRefusedAndWriteNothing) {
+  TempDir outer;
+  const std::string root = outer.path() + "/root";
+  fs::create_directories(root);
+  struct Store : ChunkSource {
+    Result<std::string> Get(const std::string&) const override { return std::string("x"); }
+  } source;
+  auto attempt = [&](std::vector<std::tuple<std::string, v1::SnapshotEntry::Kind, std::string>> entries) {
+    v1::SnapshotTree tree;
+    tree.set_root("workspace");
+    for (auto& [path, kind, target] : entries) {
+      auto& e = *tree.add_entries();
+      e.set_path(path);
+      e.set_kind(kind);
+      e.set_target(target);
+      e.set_mode(0644);
+    }
+    int fd = OpenDir(root);
+    Status s = RestoreTree(tree, fd, source, 0);
+    close(fd);
+    return s;
+  };
+  using K = v1::SnapshotEntry;
+  for (const auto& entries : std::vector<std::vector<std::tuple<std::string, K::Kind, std::string>>>{
+           {{"../escape", K::FILE, ""}},
+           {{"a", K::DIR, ""}, {"a/../../escape", K::FILE, ""}},
+           {{"/etc/escape", K::FILE, ""}},
+           {{"link", K::SYMLINK, ".."}, {"link/escape", K::FILE, ""}},
+           {{"ok", K::FILE, ""}, {"hl", K::HARDLINK, "../../etc/passwd"}},
+           {{"hl", K::HARDLINK, "/etc/passwd"}},
+           {{"a", K::FILE, ""}, {"a", K::FILE, ""}},
+           {{"a//b", K::FILE, ""}},
+       }) {
+    Status s = attempt(entries);
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << std::get<0>(entries.back()) << ": " << s.ToString();
+    EXPECT_TRUE(fs::is_empty(root)) << "nothing may be written for a refused tree";
+  }
+  std::vector<std::string> outside;
+  for (const auto& e : fs::directory_iterator(outer.path())) outside.push_back(e.path().filename());
+  EXPECT_EQ(outside, std::vector<std::string>{"root"});
+}
+
+TEST(SnapshotTreeTest, RestoreIntoADirectoryWhoseNameIsTakenFailsInsteadOfFollowing) {
+  Fixture f;
+  fs::create_directories(f.src.path() + "/d");
+  WriteFile(f.src.path() + "/d/file", "data");
+  ASSERT_TRUE(f.Snapshot("s1").ok());
+  TempDir victim;
+  // What a racing process might plant in the target: a symlink where a directory goes.
+  ASSERT_EQ(symlink(victim.path().c_str(), (f.dst.path() + "/d").c_str()), 0);
+  Status s = f.Restore("s1", f.dst.path());
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(fs::is_empty(victim.path())) << "restore wrote through a symlink";
+}
+
+TEST(SnapshotStoreTest, RepeatedSnapshotsOfUnchangedDataAddNoBytes) {
+  Fixture f;
+  WriteFile(f.src.path() + "/big", RandomBytes(4 * kChunkBytes, 2));
+  auto first = f.Snapshot("s1");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->added_bytes(), 4 * kChunkBytes);
+  auto second = f.Snapshot("s2");
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->added_bytes(), 0u);
+  EXPECT_EQ(f.store->chunk_bytes(), 4 * kChunkBytes);
+  // One changed byte adds one chunk.
+  {
+    std::fstream io(f.src.path() + "/big", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(kChunkBytes + 5);
+    io.put('!');
+  }
+  auto third = f.Snapshot("s3");
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->added_bytes(), kChunkBytes);
+}
+
+TEST(SnapshotStoreTest, AnUnchangedFileIsReusedUnreadAndAChangedOneIsReadEvenWithItsOldMtime) {
+  Fixture f;
+  const std::string path = f.src.path() + "/big";
+  WriteFile(path, RandomBytes(3 * kChunkBytes, 8));
+  WriteFile(f.src.path() + "/other", "other");
+  auto capture = [&](const CaptureCache* previous, CaptureCache* next, CaptureStats& stats) {
+    auto writer = f.store->NewWriter();
+    int fd = OpenDir(f.src.path());
+    auto tree = CaptureTree(fd, "workspace", *writer, 0, CaptureLimits(), stats, previous, next);
+    close(fd);
+    EXPECT_TRUE(tree.ok()) << tree.status().ToString();
+    v1::SnapshotRecord record;
+    record.mutable_info()->set_id("s" + std::to_string(f.store->List("").size()));
+    *record.add_trees() = *tree;
+    EXPECT_TRUE(f.store->Commit(std::move(writer), record).ok());
+    return record.info().id();
+  };
+  CaptureCache first, second, third;
+  CaptureStats s1, s2, s3;
+  capture(nullptr, &first, s1);
+  EXPECT_EQ(s1.reused, 0u);
+  capture(&first, &second, s2);
+  EXPECT_EQ(s2.reused, 2u);
+  EXPECT_EQ(s2.added_bytes, 0u);
+  EXPECT_EQ(s2.data_bytes, s1.data_bytes);
+  // Same size, new content, and the old mtime put back: ctime still tells.
+  struct stat before{};
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+  WriteFile(path, RandomBytes(3 * kChunkBytes, 9));
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  const std::string id = capture(&second, &third, s3);
+  EXPECT_EQ(s3.reused, 1u) << "only the untouched file";
+  EXPECT_EQ(s3.added_bytes, 3 * kChunkBytes);
+  ASSERT_TRUE(f.Restore(id, f.dst.path(), "").ok());
+  EXPECT_EQ(ReadFile(f.dst.path() + "/big"), ReadFile(path));
+}
+
+TEST(SnapshotStoreTest, DeleteCollectsOnlyChunksNoOtherSnapshotUses) {
+  Fixture f;
+  WriteFile(f.src.path() + "/shared", RandomBytes(kChunkBytes, 3));
+  ASSERT_TRUE(f.Snapshot("s1").ok());
+  WriteFile(f.src.path() + "/own", RandomBytes(kChunkBytes, 4));
+  ASSERT_TRUE(f.Snapshot("s2").ok());
+  EXPECT_EQ(f.store->chunk_count(), 2u);
+  ASSERT_TRUE(f.store->Delete("s2", "alice").ok());
+  EXPECT_EQ(f.store->chunk_count(), 1u);
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  EXPECT_EQ(ReadFile(f.dst.path() + "/shared"), ReadFile(f.src.path() + "/shared"));
+  ASSERT_TRUE(f.store->Delete("s1", "alice").ok());
+  EXPECT_EQ(f.store->chunk_count(), 0u);
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(f.store_dir.path() + "/store/chunks")) {
+    files += e.is_regular_file();
+  }
+  EXPECT_EQ(files, 0u);
+}
+
+TEST(SnapshotStoreTest, SnapshotsSurviveAReopenAndStrayChunksAreCollected) {
+  TempDir src, dst, dir;
+  WriteFile(src.path() + "/f", RandomBytes(kChunkBytes + 1, 5));
+  {
+    auto store = SnapshotStore::Open(dir.path(), 0);
+    ASSERT_TRUE(store.ok());
+    auto writer = (*store)->NewWriter();
+    CaptureStats stats;
+    int fd = OpenDir(src.path());
+    auto tree = CaptureTree(fd, "workspace", *writer, 0, CaptureLimits(), stats);
+    close(fd);
+    ASSERT_TRUE(tree.ok());
+    v1::SnapshotRecord r;
+    r.mutable_info()->set_id("kept");
+    *r.add_trees() = *tree;
+    ASSERT_TRUE((*store)->Commit(std::move(writer), r).ok());
+  }
+  // What a crash in the middle of a capture leaves: a chunk with no record, a tmp file.
+  fs::create_directories(dir.path() + "/chunks/ab");
+  WriteFile(dir.path() + "/chunks/ab/" + std::string(64, 'a'), "stray");
+  WriteFile(dir.path() + "/tmp/partial", "partial");
+  auto store = SnapshotStore::Open(dir.path(), 0);
+  ASSERT_TRUE(store.ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/chunks/ab/" + std::string(64, 'a')));
+  EXPECT_FALSE(fs::exists(dir.path() + "/tmp/partial"));
+  EXPECT_EQ((*store)->chunk_count(), 2u);
+  auto r = (*store)->Load("kept", "");
+  ASSERT_TRUE(r.ok());
+  int fd = OpenDir(dst.path());
+  ASSERT_TRUE(RestoreTree(r->trees(0), fd, **store, 0).ok());
+  close(fd);
+  EXPECT_EQ(ReadFile(dst.path() + "/f"), ReadFile(src.path() + "/f"));
+}
+
+TEST(SnapshotStoreTest, AnotherOwnersSnapshotIsNotFound) {
+  Fixture f;
+  WriteFile(f.src.path() + "/f", "x");
+  ASSERT_TRUE(f.Snapshot("s1", "alice").ok());
+  auto load = f.store->Load("s1", "mallory");
+  EXPECT_EQ(load.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.store->Delete("s1", "mallory").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(f.store->List("mallory").empty());
+  EXPECT_EQ(f.store->List("alice").size(), 1u);
+  EXPECT_TRUE(f.store->Load("s1", "alice").ok()) << "a refused delete changes nothing";
+}
+
+TEST(SnapshotStoreTest, OwnerCapRefusesWithAMessageAndKeepsNothing) {
+  Fixture f(/*cap=*/2 * kChunkBytes);
+  WriteFile(f.src.path() + "/a", RandomBytes(kChunkBytes, 6));
+  ASSERT_TRUE(f.Snapshot("s1").ok());
+  ASSERT_TRUE(f.Snapshot("s2").ok()) << "unchanged data counts once";
+  WriteFile(f.src.path() + "/b", RandomBytes(2 * kChunkBytes, 7));
+  auto refused = f.Snapshot("s3");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("cap"));
+  EXPECT_EQ(f.store->chunk_count(), 1u) << "the refused snapshot's chunks are collected";
+  EXPECT_EQ(f.store->List("alice").size(), 2u);
+  fs::remove(f.src.path() + "/b");
+  EXPECT_TRUE(f.Snapshot("s4", "bob").ok()) << "the cap is per owner";
+}
+
+}  // namespace
+}  // namespace sinew::sandbox
