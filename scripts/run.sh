@@ -14,6 +14,8 @@
 # Env: SINEW_BUILD_DIR (build), SINEW_MODEL_FILE (GGUF for sinew-model),
 #      SINEW_MODEL_URL + SINEW_MODEL_KIND (openai|anthropic) + SINEW_MODEL_NAME +
 #      SINEW_MODEL_API_KEY: use that endpoint instead of sinew-model,
+#      SINEW_LOCAL_MODEL_KIND (openai|anthropic): the protocol the harness speaks to
+#      sinew-model (Chat Completions by default; anthropic: its Messages API),
 #      SINEW_PROMPT (the first task), SINEW_KEEP=1 (leave everything running; Ctrl-C ends).
 # TLS is on by default: a local CA and certificates are made with openssl
 # (scripts/make-certs.sh, in the run's data directory); the harness's REST API and
@@ -123,10 +125,12 @@ elif [ -x "$BIN/sinew-model" ] && [ -f "$MODEL_FILE" ]; then
   MODEL_ADDR=$(awk '/http listening on/ {print $NF}' "$DATA/model.out")
   MODEL_ID=$(basename "$MODEL_FILE" .gguf)
   # A tiny completion model: no tools, a small context.
-  MODELS="\"local\": {\"kind\": \"openai\", \"base_url\": \"$SCHEME://localhost:${MODEL_ADDR##*:}/v1\", $MODEL_CA \"model\": \"$MODEL_ID\",
+  LOCAL_KIND=${SINEW_LOCAL_MODEL_KIND:-openai}
+  case "$LOCAL_KIND" in openai|anthropic) ;; *) echo "SINEW_LOCAL_MODEL_KIND must be openai or anthropic" >&2; exit 2;; esac
+  MODELS="\"local\": {\"kind\": \"$LOCAL_KIND\", \"base_url\": \"$SCHEME://localhost:${MODEL_ADDR##*:}/v1\", $MODEL_CA \"model\": \"$MODEL_ID\",
     \"tools\": false, \"context_tokens\": 256, \"max_output_tokens\": 96},"
   DEFAULT=local
-  echo "== sinew-model      $SCHEME://$MODEL_ADDR  ($MODEL_FILE)"
+  echo "== sinew-model      $SCHEME://$MODEL_ADDR  ($MODEL_FILE; the harness speaks $LOCAL_KIND's API)"
 else
   echo "== model            sinew-model not built; the scripted demo model answers instead"
 fi

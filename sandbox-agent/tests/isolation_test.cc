@@ -245,7 +245,16 @@ TEST_P(IsolationTest, CannotFillTheHostThroughTheAgentsFiles) {
 // ceiling leaves the sentry room for the host tasks of every guest process (before, the
 // sentry was refused a thread at 768 host tasks and the bomb ended the sandbox).
 TEST_P(IsolationTest, ForkBombStaysWithinThePidsLimit) {
-  auto r = Bash(*tools_, "bomb() { bomb | bomb & }; bomb; sleep 3", 5);
+  // The command waits until a fork of the bomb was refused (its message in the bomb's
+  // stderr), however long the bomb takes to reach the limit on a loaded machine, using
+  // builtins only while it waits (a `sleep` would need a fork itself); the bomb then
+  // holds the limit for a moment more. The timeout only bounds a sandbox that never refuses.
+  auto r = Bash(*tools_,
+                "mkfifo /tmp/never; exec 9<>/tmp/never; bomb() { bomb | bomb & }; bomb 2>/tmp/bomb.err; "
+                "refused=; for ((i = 0; i < 1200; i++)); do "
+                "while read -r l; do [[ $l == *unavailable* ]] && refused=$l; done </tmp/bomb.err; "
+                "[[ -n $refused ]] && break; read -t 0.05 -u 9 _; done; read -t 1 -u 9 _; echo \"refused: $refused\"",
+                120);
   EXPECT_THAT(r.output(), HasSubstr("Resource temporarily unavailable"));  // EAGAIN
   if (!gvisor()) {
     std::string events = CgroupFile("pids", "pids.events");  // "max N": forks refused at the limit
