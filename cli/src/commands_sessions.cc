@@ -43,6 +43,19 @@ void PrintSession(Context& ctx, const SessionView& s) {
   if (!s.forked_from_session.empty()) {
     std::cout << "forked:   from " << s.forked_from_session << " at #" << s.forked_at_seq << "\n";
   }
+  // A session that requires action: the tool calls that wait (sinew approve|deny).
+  if (const auto* pending = s.raw.if_contains("pending_approvals"); pending != nullptr && pending->is_array()) {
+    for (const auto& p : pending->as_array()) {
+      if (!p.is_object()) continue;
+      const auto& o = p.as_object();
+      auto str = [&](const char* k) {
+        const auto* v = o.if_contains(k);
+        return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+      };
+      std::cout << "waiting:  " << str("call_id") << " " << str("tool_name") << " " << str("input_json") << " ("
+                << str("reason") << ")\n";
+    }
+  }
 }
 
 }  // namespace
@@ -205,7 +218,7 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
   auto status = std::make_shared<std::string>();
   auto limit = std::make_shared<uint32_t>(50);
   auto* list = sessions->add_subcommand("list", "sessions of your tenant, newest first");
-  list->add_option("--status", *status, "queued|running|waiting_for_input|completed|failed|cancelled");
+  list->add_option("--status", *status, "queued|running|requires_action|waiting_for_input|completed|failed|cancelled");
   list->add_option("--limit", *limit, "how many (default 50)");
   list->callback([&ctx, status, limit] {
     ctx.Resolve();
@@ -245,6 +258,31 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       std::cout << "cancel requested for " << s->id << " (status " << s->status << ")\n";
     }
   });
+  // sinew approve | deny SESSION CALL_ID [--message M]
+  for (const bool approve : {true, false}) {
+    struct Args {
+      std::string id, call_id, message;
+    };
+    auto decision = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(approve ? "approve" : "deny",
+                                   approve ? "approve a tool call that waits for a decision (requires_action)"
+                                           : "deny a tool call that waits for a decision; the model gets an error");
+    cmd->add_option("id", decision->id, "session id")->required();
+    cmd->add_option("call_id", decision->call_id, "the tool call's id (sinew sessions show lists the pending ones)")
+        ->required();
+    cmd->add_option("--message,-m", decision->message, "a message for the model (with a denial)");
+    cmd->callback([&ctx, decision, approve] {
+      ctx.Resolve();
+      auto s = ctx.Api().Decide(decision->id, decision->call_id, approve, decision->message);
+      if (!s.ok()) return ctx.Fail(s.status());
+      if (ctx.json) {
+        std::cout << json::serialize(s->raw) << "\n";
+      } else {
+        std::cout << (approve ? "approved " : "denied ") << decision->call_id << " of " << s->id << " (status "
+                  << s->status << ")\n";
+      }
+    });
+  }
   auto msg_id = std::make_shared<std::string>();
   auto msg_text = std::make_shared<std::string>();
   auto* message = app.add_subcommand("message", "send a follow-up user message");
