@@ -127,7 +127,7 @@ int FollowSession(Context& ctx, const std::string& id, uint64_t after) {
 void AddSessionCommands(CLI::App& app, Context& ctx) {
   // sinew run
   struct RunArgs {
-    std::string task, model, system, title, image, network;
+    std::string task, model, system, title, image, network, approvals;
     std::vector<std::string> tools, meta;
     int64_t cpu = 0, memory = 0, memory_limit = 0, pids = 0, disk = 0;
     int64_t max_turns = 0, max_tokens = 0, max_wall = 0;
@@ -151,6 +151,8 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
   run->add_option("--max-tokens", args->max_tokens, "stop after this many output tokens");
   run->add_option("--max-wall", args->max_wall, "stop after this many seconds");
   run->add_option("--meta", args->meta, "metadata key=value (repeatable)");
+  run->add_option("--approvals", args->approvals,
+                  "tool approval policy as JSON, e.g. '{\"default\": \"ask\"}' (docs/harness.md)");
   run->add_flag("--detach", args->detach, "print the session id and return at once");
   run->callback([&ctx, args] {
     ctx.Resolve();
@@ -188,6 +190,12 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       meta[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     if (!meta.empty()) body["metadata"] = std::move(meta);
+    if (!args->approvals.empty()) {
+      boost::system::error_code ec;
+      json::value approvals = json::parse(args->approvals, ec);
+      if (ec) return ctx.Fail(Status::InvalidArgument("--approvals must be JSON: " + ec.message()));
+      body["approvals"] = std::move(approvals);
+    }
     auto session = ctx.Api().Submit(body);
     if (!session.ok()) return ctx.Fail(session.status());
     if (args->detach || ctx.json) {

@@ -531,6 +531,7 @@ std::optional<std::string> SessionDriver::DenialOf(const v1::ToolCallSpec& spec)
     return "denied by the user; the call did not run" +
            (d.message().empty() ? std::string() : ". The user says: " + d.message());
   }
+  if (FindTool(spec.name()) == nullptr) return std::nullopt;  // not available: ExecuteCall says so
   const ApprovalVerdict verdict = EvaluateApproval(task_.approvals, spec.name(), spec.input_json());
   if (verdict.policy == ToolPolicy::kDeny) return "denied by policy (" + verdict.reason + "); the call did not run";
   return std::nullopt;
@@ -543,6 +544,11 @@ Task<Result<bool>> SessionDriver::AwaitApprovals(const v1::ModelResponse& respon
     // A call that started was allowed or approved before (a resumed session).
     if (state_.finished.count(spec.call_id()) || state_.started.count(spec.call_id()) ||
         state_.approval_requested.count(spec.call_id())) {
+      continue;
+    }
+    // A tool the session does not have gets its error without asking anyone.
+    if (FindTool(spec.name()) == nullptr ||
+        (!task_.tools.empty() && std::find(task_.tools.begin(), task_.tools.end(), spec.name()) == task_.tools.end())) {
       continue;
     }
     const ApprovalVerdict verdict = EvaluateApproval(task_.approvals, spec.name(), spec.input_json());
