@@ -319,6 +319,35 @@ TEST_F(ApprovalsTest, AnUnansweredRequestIsDeniedAtItsDeadline) {
   EXPECT_EQ(Decide(base_, id, "call_0_0", "approve").status, 409);
 }
 
+// The deadline is the one recorded in the request: a harness that takes the session over
+// after a SIGKILL keeps it (it does not ask again with a deadline of its own).
+TEST_F(ApprovalsTest, ADeadlineHoldsAcrossAHarnessCrash) {
+  const std::string id = Submit(
+      R"({"prompt": "post", "model": "post", "approvals": {"default": "ask", "ask_timeout_seconds": 2}})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
+  harness_->proc->Signal(SIGKILL);
+  harness_->proc->Wait();
+  harness_ = StartHarness("restarted.json");
+  ASSERT_NE(harness_, nullptr);
+  base_ = harness_->url();
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  EXPECT_EQ(Requests("POST"), 0u);
+  auto events = AllEvents(base_, kKeyA, id);
+  auto requested = OfType(events, "approval_requested");
+  auto decisions = OfType(events, "approval_decided");
+  ASSERT_EQ(requested.size(), 1u);
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(Text(decisions[0], "by"), "timeout");
+  int64_t decided_at = 0;
+  for (const auto& e : events) {
+    if (e.at("type").as_string() == "approval_decided") decided_at = std::stoll(Text(e, "timestamp_unix_ms"));
+  }
+  EXPECT_GE(decided_at, std::stoll(Text(requested[0], "deadline_unix_ms")));
+  auto results = OfType(events, "tool_result");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_NE(Text(results[0], "output").find("no decision within 2 s"), std::string::npos) << Text(results[0], "output");
+}
+
 TEST_F(ApprovalsTest, ATenantsDefaultPolicyAppliesAndACancelEndsTheWait) {
   const std::string id = Submit(R"({"prompt": "fetch"})", kKeyB);
   ASSERT_EQ(WaitForStatus(base_, kKeyB, id, "requires_action"), "requires_action");
