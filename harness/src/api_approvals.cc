@@ -131,6 +131,10 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
         return Error(409, "conflict", "tool call '" + d.call_id + "' of session " + id + " was already " +
                                           (was.approved() ? "approved" : "denied") + " (by " + was.by() + ")");
       }
+      if (state.finished.count(d.call_id)) {
+        return Error(409, "conflict", "tool call '" + d.call_id + "' of session " + id +
+                                          " already has its result; it no longer waits for a decision");
+      }
       v1::Event* ev = req.add_events();
       auto* a = ev->mutable_approval_decided();
       a->set_call_id(d.call_id);

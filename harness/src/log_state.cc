@@ -55,7 +55,7 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
 std::vector<std::string> LogState::PendingApprovals() const {
   std::vector<std::string> out;
   for (const auto& [call_id, index] : approval_requested) {
-    if (!approval_decided.count(call_id)) out.push_back(call_id);
+    if (!approval_decided.count(call_id) && !finished.count(call_id)) out.push_back(call_id);
   }
   return out;
 }

@@ -30,7 +30,8 @@ struct LogState {
   // of its approval_decided event. A model response starts both afresh.
   std::map<std::string, int> approval_requested;
   std::map<std::string, int> approval_decided;
-  // The calls of the last model response asked about and not yet decided.
+  // The calls of the last model response asked about, not yet decided and without a
+  // result (a cancel gives waiting calls a result and leaves them undecided).
   std::vector<std::string> PendingApprovals() const;
 };
 

@@ -357,6 +357,13 @@ TEST_F(ApprovalsTest, ATenantsDefaultPolicyAppliesAndACancelEndsTheWait) {
                R"({"decisions": [{"call_id": "call_0_0", "decision": "approve"}]})");
   EXPECT_EQ(r.status, 409) << r.body;
   EXPECT_EQ(Requests("GET"), 0u);
+  // A follow-up message after the cancel: the cancelled call has its result and waits for
+  // nothing, so the session goes on to the model and completes.
+  ASSERT_EQ(Api("POST", base_ + "/v1/sessions/" + id + "/messages", kKeyB, R"({"text": "go on"})").status, 202);
+  ASSERT_EQ(WaitForStatus(base_, kKeyB, id, "completed"), "completed");
+  auto events = AllEvents(base_, kKeyB, id);
+  EXPECT_EQ(OfType(events, "approval_requested").size(), 1u);
+  EXPECT_EQ(Requests("GET"), 0u);
 }
 
 TEST_F(ApprovalsTest, BadApprovalPoliciesAre400AndCreateNothing) {

@@ -99,7 +99,8 @@ TEST(ApprovalPolicyTest, TheLogSaysWhichCallsWaitAndANewResponseStartsAfresh) {
   EXPECT_EQ(ReadLogState(log).PendingApprovals(), (std::vector<std::string>{"a", "b"}));
   add([](v1::Event* e) { e->mutable_approval_decided()->set_call_id("a"); });
   EXPECT_EQ(ReadLogState(log).PendingApprovals(), (std::vector<std::string>{"b"}));
-  add([](v1::Event* e) { e->mutable_approval_decided()->set_call_id("b"); });
+  // A cancel gives a waiting call its result without a decision: it waits no longer.
+  add([](v1::Event* e) { e->mutable_tool_result()->set_call_id("b"); });
   EXPECT_TRUE(ReadLogState(log).PendingApprovals().empty());
   add([](v1::Event* e) { e->mutable_model_response(); });
   const LogState s = ReadLogState(log);
