@@ -43,6 +43,19 @@ void PrintSession(Context& ctx, const SessionView& s) {
   if (!s.forked_from_session.empty()) {
     std::cout << "forked:   from " << s.forked_from_session << " at #" << s.forked_at_seq << "\n";
   }
+  // A session that requires action: the tool calls that wait (sinew approve|deny).
+  if (const auto* pending = s.raw.if_contains("pending_approvals"); pending != nullptr && pending->is_array()) {
+    for (const auto& p : pending->as_array()) {
+      if (!p.is_object()) continue;
+      const auto& o = p.as_object();
+      auto str = [&](const char* k) {
+        const auto* v = o.if_contains(k);
+        return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+      };
+      std::cout << "waiting:  " << str("call_id") << " " << str("tool_name") << " " << str("input_json") << " ("
+                << str("reason") << ")\n";
+    }
+  }
 }
 
 }  // namespace
@@ -114,7 +127,7 @@ int FollowSession(Context& ctx, const std::string& id, uint64_t after) {
 void AddSessionCommands(CLI::App& app, Context& ctx) {
   // sinew run
   struct RunArgs {
-    std::string task, model, system, title, image, network;
+    std::string task, model, system, title, image, network, approvals;
     std::vector<std::string> tools, meta;
     int64_t cpu = 0, memory = 0, memory_limit = 0, pids = 0, disk = 0;
     int64_t max_turns = 0, max_tokens = 0, max_wall = 0;
@@ -138,6 +151,8 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
   run->add_option("--max-tokens", args->max_tokens, "stop after this many output tokens");
   run->add_option("--max-wall", args->max_wall, "stop after this many seconds");
   run->add_option("--meta", args->meta, "metadata key=value (repeatable)");
+  run->add_option("--approvals", args->approvals,
+                  "tool approval policy as JSON, e.g. '{\"default\": \"ask\"}' (docs/harness.md)");
   run->add_flag("--detach", args->detach, "print the session id and return at once");
   run->callback([&ctx, args] {
     ctx.Resolve();
@@ -175,6 +190,12 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       meta[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     if (!meta.empty()) body["metadata"] = std::move(meta);
+    if (!args->approvals.empty()) {
+      boost::system::error_code ec;
+      json::value approvals = json::parse(args->approvals, ec);
+      if (ec) return ctx.Fail(Status::InvalidArgument("--approvals must be JSON: " + ec.message()));
+      body["approvals"] = std::move(approvals);
+    }
     auto session = ctx.Api().Submit(body);
     if (!session.ok()) return ctx.Fail(session.status());
     if (args->detach || ctx.json) {
@@ -205,7 +226,7 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
   auto status = std::make_shared<std::string>();
   auto limit = std::make_shared<uint32_t>(50);
   auto* list = sessions->add_subcommand("list", "sessions of your tenant, newest first");
-  list->add_option("--status", *status, "queued|running|waiting_for_input|completed|failed|cancelled");
+  list->add_option("--status", *status, "queued|running|requires_action|waiting_for_input|completed|failed|cancelled");
   list->add_option("--limit", *limit, "how many (default 50)");
   list->callback([&ctx, status, limit] {
     ctx.Resolve();
@@ -245,6 +266,31 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       std::cout << "cancel requested for " << s->id << " (status " << s->status << ")\n";
     }
   });
+  // sinew approve | deny SESSION CALL_ID [--message M]
+  for (const bool approve : {true, false}) {
+    struct Args {
+      std::string id, call_id, message;
+    };
+    auto decision = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(approve ? "approve" : "deny",
+                                   approve ? "approve a tool call that waits for a decision (requires_action)"
+                                           : "deny a tool call that waits for a decision; the model gets an error");
+    cmd->add_option("id", decision->id, "session id")->required();
+    cmd->add_option("call_id", decision->call_id, "the tool call's id (sinew sessions show lists the pending ones)")
+        ->required();
+    cmd->add_option("--message,-m", decision->message, "a message for the model (with a denial)");
+    cmd->callback([&ctx, decision, approve] {
+      ctx.Resolve();
+      auto s = ctx.Api().Decide(decision->id, decision->call_id, approve, decision->message);
+      if (!s.ok()) return ctx.Fail(s.status());
+      if (ctx.json) {
+        std::cout << json::serialize(s->raw) << "\n";
+      } else {
+        std::cout << (approve ? "approved " : "denied ") << decision->call_id << " of " << s->id << " (status "
+                  << s->status << ")\n";
+      }
+    });
+  }
   auto msg_id = std::make_shared<std::string>();
   auto msg_text = std::make_shared<std::string>();
   auto* message = app.add_subcommand("message", "send a follow-up user message");

@@ -135,6 +135,17 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
              (a.remote_address().empty() ? "" : ", from " + a.remote_address()) + ")" +
              (a.detail().empty() ? "" : ": " + OneLine(a.detail(), 100));
     }
+    case v1::Event::kApprovalRequested: {
+      const auto& a = ev.approval_requested();
+      return Paint("approval?", kYellow, c) + "        " + a.call_id() + " " + a.tool_name() + " " +
+             OneLine(a.input_json(), 80) + " (" + a.reason() + "; sinew approve|deny SESSION " + a.call_id() + ")";
+    }
+    case v1::Event::kApprovalDecided: {
+      const auto& a = ev.approval_decided();
+      return Paint(a.approved() ? "approved" : "denied", a.approved() ? kGreen : kRed, c) +
+             std::string(a.approved() ? "         " : "           ") + a.call_id() + " by " + a.by() +
+             (a.message().empty() ? "" : ": " + OneLine(a.message(), 100));
+    }
     default:
       return Paint(ev.type().empty() ? "unknown event" : ev.type(), kDim, c) +
              "  (a newer event type; `sinew export` keeps it whole)";

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "cli_test_util.h"
 
@@ -49,6 +50,9 @@ class Platform {
     Write("loop.json", R"({"loop": true, "responses": [
       {"text": "again", "tool_calls": [{"name": "nope", "input": {}}]}]})");
     Write("stuck.json", R"({"responses": [{"text": "thinking", "delay_ms": 60000}]})");
+    Write("reads.json", R"({"responses": [
+      {"text": "reading", "tool_calls": [{"name": "read_file", "input": {"path": "/etc/hostname"}}]},
+      {"text": "read it"}]})");
     port_ = port;
     StartHarness();
   }
@@ -62,7 +66,8 @@ class Platform {
       "models": {"answer": {"kind": "scripted", "script": ")" + d + R"(answer.json"},
                  "steps": {"kind": "scripted", "script": ")" + d + R"(steps.json"},
                  "loop": {"kind": "scripted", "script": ")" + d + R"(loop.json"},
-                 "stuck": {"kind": "scripted", "script": ")" + d + R"(stuck.json"}},
+                 "stuck": {"kind": "scripted", "script": ")" + d + R"(stuck.json"},
+                 "reads": {"kind": "scripted", "script": ")" + d + R"(reads.json"}},
       "lease_ttl_ms": 1500, "scan_interval_ms": 300})");
     harness_ = std::make_unique<Server>(
         std::vector<std::string>{testing::BinaryPath("sinew-harness"), "--config", d + "harness.json"},
@@ -146,6 +151,36 @@ TEST_F(CliRemoteTest, RunFollowsUntilCompletedAndReplayRendersIt) {
   auto slice = platform_->Sinew({"replay", id, "--from", "3", "--to", "4"});
   EXPECT_EQ(Lines(slice.out).size(), 4u) << slice.out;  // header, #3, #4, summary
   EXPECT_EQ(Lines(slice.out)[1].rfind("#3 ", 0), 0u) << slice.out;
+}
+
+// Tool approvals (docs/harness.md): the waiting call is shown, `approve` answers it once,
+// a second answer is refused, and replay shows the request and the decision.
+TEST_F(CliRemoteTest, ApproveAndDenyAnswerAToolCallThatWaits) {
+  std::string id = Detached("reads", {"--approvals", R"({"default": "ask"})"});
+  ASSERT_FALSE(id.empty());
+  std::string status;
+  for (int i = 0; i < 600 && status != "requires_action"; ++i) {
+    auto show = platform_->Sinew({"--json", "sessions", "show", id});
+    if (show.exit_code == 0) status = std::string(boost::json::parse(Lines(show.out).at(0)).at("status").as_string());
+    if (status != "requires_action") std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(status, "requires_action");
+  auto show = platform_->Sinew({"sessions", "show", id});
+  EXPECT_NE(show.out.find("waiting:  call_0_0 read_file"), std::string::npos) << show.out;
+  auto unknown = platform_->Sinew({"deny", id, "call_7_7"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.out;
+  auto approve = platform_->Sinew({"approve", id, "call_0_0"});
+  EXPECT_EQ(approve.exit_code, 0) << approve.out;
+  EXPECT_NE(approve.out.find("approved call_0_0"), std::string::npos) << approve.out;
+  auto again = platform_->Sinew({"deny", id, "call_0_0", "--message", "changed my mind"});
+  EXPECT_EQ(again.exit_code, 2) << again.out;
+  // "already approved", or "already completed" when the session has ended by then.
+  EXPECT_NE(again.out.find("already"), std::string::npos) << again.out;
+  EXPECT_EQ(platform_->Sinew({"tail", id}).exit_code, 0);
+  auto replay = platform_->Sinew({"replay", id});
+  EXPECT_NE(replay.out.find("approval?"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("approved"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("running -> requires_action"), std::string::npos) << replay.out;
 }
 
 TEST_F(CliRemoteTest, ExitCodesSayHowTheSessionEnded) {

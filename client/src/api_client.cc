@@ -191,6 +191,14 @@ Result<SessionView> ApiClient::Cancel(const std::string& id) {
   return SessionCall("POST", "/v1/sessions/" + id + "/cancel", "{}");
 }
 
+Result<SessionView> ApiClient::Decide(const std::string& id, const std::string& call_id, bool approve,
+                                      const std::string& message) {
+  json::object decision{{"call_id", call_id}, {"decision", approve ? "approve" : "deny"}};
+  if (!message.empty()) decision["message"] = message;
+  json::object body{{"decisions", json::array{std::move(decision)}}};
+  return SessionCall("POST", "/v1/sessions/" + id + "/decisions", json::serialize(body));
+}
+
 Result<SessionView> ApiClient::Fork(const std::string& id, const json::object& body) {
   return SessionCall("POST", "/v1/sessions/" + id + "/fork", json::serialize(body));
 }

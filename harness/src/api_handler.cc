@@ -176,7 +176,7 @@ std::optional<ApiResponse> ApiHandler::AdmitSession(const std::string& tenant, b
   // Queued and running sessions in the store (imported records that nobody drives are
   // not work). The lock makes check-and-create atomic within this harness only.
   uint64_t count = 0;
-  for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING}) {
+  for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING, v1::SESSION_STATUS_REQUIRES_ACTION}) {
     v1::ListSessionsRequest req;
     req.set_tenant(tenant);
     req.set_status(status);
@@ -315,11 +315,13 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
     if (auto e = only("GET")) return *e;
     return GetEvents(id, query, *tenant);
   }
-  if (parts.size() == 4 && (parts[3] == "messages" || parts[3] == "cancel" || parts[3] == "fork")) {
+  if (parts.size() == 4 &&
+      (parts[3] == "messages" || parts[3] == "cancel" || parts[3] == "fork" || parts[3] == "decisions")) {
     if (auto e = only("POST")) return *e;
     if (parts[3] == "cancel") return Cancel(r, id, *caller);
     if (auto e = needs_json(); e && has_body) return *e;
     if (parts[3] == "messages") return PostMessage(r, id, *tenant);
+    if (parts[3] == "decisions") return Decide(r, id, *caller);
     return Fork(r, id, *caller);
   }
   if (parts.size() == 5 && parts[3] == "events" && parts[4] == "stream") {

@@ -116,6 +116,11 @@ class ApiHandler {
   ApiResponse GetEvents(const std::string& id, const std::string& query, const std::string& tenant);
   ApiResponse PostMessage(const ApiRequest& r, const std::string& id, const std::string& tenant);
   ApiResponse Cancel(const ApiRequest& r, const std::string& id, const Caller& caller);
+  // POST /v1/sessions/{id}/decisions: answers pending tool approvals (docs/harness.md,
+  // "Tool approvals"); each decision is an approval_decided event, appended once.
+  ApiResponse Decide(const ApiRequest& r, const std::string& id, const Caller& caller);
+  // The session's JSON, with "pending_approvals" when it requires action (a read of its log).
+  Result<boost::json::object> SessionJsonWithApprovals(const v1::Session& meta) const;
   ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse Import(const ApiRequest& r, const Caller& caller);
   ApiResponse Export(const ApiRequest& r, const std::string& id, const Caller& caller);

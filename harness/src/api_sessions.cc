@@ -67,6 +67,7 @@ Status BetweenDrivers(const std::string& message, int64_t retry_after_s, ApiResp
 ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
   auto task = ParseTaskRequest(r.body, *deps_.config);
   if (!task.ok()) return FromStatus(task.status());
+  ApplyTenantApprovals(*deps_.config, tenant, &*task);
   // Secrets never reach the log, not even when a user pastes one into a task.
   task->prompt = deps_.vault->Redact(task->prompt);
   task->title = deps_.vault->Redact(task->title);
@@ -100,7 +101,7 @@ ApiResponse ApiHandler::ListSessions(const std::string& query, const std::string
     v1::SessionStatus s = StatusFromName(status);
     if (s == v1::SESSION_STATUS_UNSPECIFIED) {
       return Error(400, "invalid_argument",
-                   "status must be one of queued, running, waiting_for_input, completed, failed, cancelled");
+                   "status must be one of queued, running, waiting_for_input, completed, failed, cancelled, requires_action");
     }
     req.set_status(s);
   }
@@ -128,7 +129,11 @@ ApiResponse ApiHandler::ListSessions(const std::string& query, const std::string
 ApiResponse ApiHandler::GetSession(const std::string& id, const std::string& tenant) {
   auto meta = OwnedSession(id, tenant);
   if (!meta.ok()) return FromStatus(meta.status());
-  return SessionResponse(200, *meta);
+  auto body = SessionJsonWithApprovals(*meta);
+  if (!body.ok()) return FromStatus(body.status());
+  ApiResponse out;
+  out.body = json::serialize(json::object{{"session", std::move(*body)}});
+  return out;
 }
 
 ApiResponse ApiHandler::GetEvents(const std::string& id, const std::string& query,

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "api_keys.h"
+#include "approvals.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
 #include "sinew/json_fields.h"
@@ -132,12 +133,16 @@ Status ParseGrpcTls(const json::object& o, const std::string& where, GrpcTlsOpti
 
 Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQuotaConfig* q) {
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
-      o, "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second", where));
+      o, "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second,approvals", where));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_concurrent_sessions", where, &q->max_concurrent_sessions));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_sandboxes", where, &q->max_sandboxes));
   SINEW_RETURN_IF_ERROR(ReadUint(o, "tokens_per_minute", where, UINT64_MAX / 2, &q->tokens_per_minute));
   SINEW_RETURN_IF_ERROR(
       ReadNumber(o, "requests_per_second", where, 0.0, 1e6, &q->requests_per_second));
+  if (const json::value* approvals = o.if_contains("approvals"); approvals != nullptr && !approvals->is_null()) {
+    SINEW_ASSIGN_OR_RETURN(ApprovalPolicy policy, ParseApprovalPolicy(*approvals, where + ".approvals"));
+    q->approvals_json = json::serialize(ApprovalPolicyToJson(policy));
+  }
   return Status::Ok();
 }
 

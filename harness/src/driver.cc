@@ -199,6 +199,17 @@ Task<void> SessionDriver::Run() {
 
 Task<Status> SessionDriver::LoadLog() {
   log_.clear();
+  SINEW_CO_RETURN_IF_ERROR(co_await ReadNewEvents());
+  if (log_.empty() || !log_.front().has_session_created()) {
+    co_return Status::Corruption("session " + id_ + " does not start with session_created");
+  }
+  state_ = ReadLogState(log_);  // the status too: every change of it is an event
+  SetLogSeq(next_seq_ - 1);
+  co_return Status::Ok();
+}
+
+Task<Status> SessionDriver::ReadNewEvents() {
+  const size_t had = log_.size();
   // The stored bytes, decoded once each straight into the log: a remote store sends them
   // without decoding and re-encoding every event (docs/session-store.md).
   while (true) {
@@ -221,11 +232,10 @@ Task<Status> SessionDriver::LoadLog() {
     }
     if (page.events_size() == 0 || log_.size() + 1 >= next_seq_) break;
   }
-  if (log_.empty() || !log_.front().has_session_created()) {
-    co_return Status::Corruption("session " + id_ + " does not start with session_created");
+  if (had > 0) {
+    for (size_t i = had; i < log_.size(); ++i) ApplyEvent(log_[i], static_cast<int>(i), &state_);
+    if (log_.size() > had) SetLogSeq(next_seq_ - 1);
   }
-  state_ = ReadLogState(log_);  // the status too: every change of it is an event
-  SetLogSeq(next_seq_ - 1);
   co_return Status::Ok();
 }
 
@@ -241,29 +251,41 @@ Task<Status> SessionDriver::Append(std::vector<v1::Event> events) {
     events.insert(events.begin(), pending_.begin(), pending_.end());
     pending_.clear();
   }
-  v1::SessionStatus current = state_.status;
-  for (auto& ev : events) {
-    if (!ev.has_status_change()) continue;
-    ev.mutable_status_change()->set_from(current);
-    current = ev.status_change().to();
-  }
-  v1::AppendRequest req;
-  req.set_session_id(id_);
-  req.set_expected_next_seq(next_seq_);
-  req.set_lease_epoch(epoch_);
-  req.set_idempotency_key(deps_.owner + ":" + std::to_string(epoch_.load()) + ":" +
-                          std::to_string(next_seq_));
-  for (auto& ev : events) {
-    RedactStrings(&ev, *deps_.vault);
-    *req.add_events() = ev;
-  }
+  for (auto& ev : events) RedactStrings(&ev, *deps_.vault);
   Result<v1::AppendResponse> resp = Status::Unavailable("not tried");
-  for (int attempt = 0; attempt < 6; ++attempt) {
-    resp = co_await OnStore([&] { return deps_.store->Append(req); });
-    if (resp.ok()) break;
-    const StatusCode code = resp.status().code();
-    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) break;
-    co_await SleepFor(std::chrono::milliseconds(50 << attempt));
+  // The log can move under a driver in one way only: a decision on a tool approval,
+  // written through the API with the log's next seq as its condition (api_sessions.cc,
+  // Decide). Such an append refuses this one (expected_next_seq): read what came, drop
+  // the decisions of ours that came too late (the call is decided), and try again.
+  for (int round = 0;; ++round) {
+    v1::SessionStatus current = state_.status;
+    for (auto& ev : events) {
+      if (!ev.has_status_change()) continue;
+      ev.mutable_status_change()->set_from(current);
+      current = ev.status_change().to();
+    }
+    v1::AppendRequest req;
+    req.set_session_id(id_);
+    req.set_expected_next_seq(next_seq_);
+    req.set_lease_epoch(epoch_);
+    req.set_idempotency_key(deps_.owner + ":" + std::to_string(epoch_.load()) + ":" +
+                            std::to_string(next_seq_));
+    for (const auto& ev : events) *req.add_events() = ev;
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      resp = co_await OnStore([&] { return deps_.store->Append(req); });
+      if (resp.ok()) break;
+      const StatusCode code = resp.status().code();
+      if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) break;
+      co_await SleepFor(std::chrono::milliseconds(50 << attempt));
+    }
+    if (resp.ok() || resp.status().code() != StatusCode::kFailedPrecondition || round >= 20) break;
+    const uint64_t expected = next_seq_;
+    SINEW_CO_RETURN_IF_ERROR(co_await ReadNewEvents());
+    if (next_seq_ == expected) break;  // refused for another reason
+    std::erase_if(events, [&](const v1::Event& ev) {
+      return ev.has_approval_decided() && state_.approval_decided.count(ev.approval_decided().call_id()) > 0;
+    });
+    if (events.empty()) co_return Status::Ok();
   }
   if (!resp.ok()) {
     if (resp.status().code() == StatusCode::kAborted) {
@@ -427,12 +449,16 @@ Task<Status> SessionDriver::Drive() {
     }
     const bool running_pending = std::any_of(pending_.begin(), pending_.end(),
                                              [](const v1::Event& e) { return e.has_status_change(); });
-    if (state_.status != v1::SESSION_STATUS_RUNNING && !running_pending) {
+    // A session waiting for tool call decisions goes back to running once they are made
+    // (RunPendingTools).
+    if (state_.status != v1::SESSION_STATUS_RUNNING && state_.status != v1::SESSION_STATUS_REQUIRES_ACTION &&
+        !running_pending) {
       pending_.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_RUNNING, "driven by " + deps_.owner));
     }
     SINEW_CO_RETURN_IF_ERROR(co_await RunPendingTools());
     if (CancelRequested()) continue;
     if (deps_.stopping->load()) co_return Status::Ok();
+    if (fenced_) co_return Status::Aborted("lease lost");
     bool need_model = state_.last_response < 0 || state_.last_user > state_.last_response;
     std::string stop_reason;
     if (!need_model) {
@@ -496,10 +522,100 @@ Task<Result<bool>> SessionDriver::WaitForTokenBudget() {
   co_return true;
 }
 
+std::optional<std::string> SessionDriver::DenialOf(const v1::ToolCallSpec& spec) const {
+  auto decided = state_.approval_decided.find(spec.call_id());
+  if (decided != state_.approval_decided.end()) {
+    const v1::ApprovalDecided& d = log_[decided->second].approval_decided();
+    if (d.approved()) return std::nullopt;
+    if (d.by() == "timeout") return "denied: " + d.message() + "; the call did not run";
+    return "denied by the user; the call did not run" +
+           (d.message().empty() ? std::string() : ". The user says: " + d.message());
+  }
+  if (FindTool(spec.name()) == nullptr) return std::nullopt;  // not available: ExecuteCall says so
+  const ApprovalVerdict verdict = EvaluateApproval(task_.approvals, spec.name(), spec.input_json());
+  if (verdict.policy == ToolPolicy::kDeny) return "denied by policy (" + verdict.reason + "); the call did not run";
+  return std::nullopt;
+}
+
+Task<Result<bool>> SessionDriver::AwaitApprovals(const v1::ModelResponse& response) {
+  std::vector<v1::Event> asks;
+  const int64_t now = NowUnixMs();
+  for (const auto& spec : response.tool_calls()) {
+    // A call that started was allowed or approved before (a resumed session).
+    if (state_.finished.count(spec.call_id()) || state_.started.count(spec.call_id()) ||
+        state_.approval_requested.count(spec.call_id())) {
+      continue;
+    }
+    // A tool the session does not have gets its error without asking anyone.
+    if (FindTool(spec.name()) == nullptr ||
+        (!task_.tools.empty() && std::find(task_.tools.begin(), task_.tools.end(), spec.name()) == task_.tools.end())) {
+      continue;
+    }
+    const ApprovalVerdict verdict = EvaluateApproval(task_.approvals, spec.name(), spec.input_json());
+    if (verdict.policy != ToolPolicy::kAsk) continue;
+    v1::Event ev;
+    auto* a = ev.mutable_approval_requested();
+    a->set_call_id(spec.call_id());
+    a->set_tool_name(spec.name());
+    a->set_input_json(spec.input_json());
+    a->set_reason(verdict.reason);
+    a->set_deadline_unix_ms(now + static_cast<int64_t>(verdict.ask_timeout_seconds) * 1000);
+    asks.push_back(std::move(ev));
+  }
+  if (asks.empty() && state_.PendingApprovals().empty()) co_return true;
+  if (!asks.empty() || state_.status != v1::SESSION_STATUS_REQUIRES_ACTION) {
+    const size_t waiting = asks.size() + state_.PendingApprovals().size();
+    if (state_.status != v1::SESSION_STATUS_REQUIRES_ACTION) {
+      // Instead of running: any status change to running still pending is superseded.
+      std::erase_if(pending_, [](const v1::Event& e) { return e.has_status_change(); });
+      asks.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_REQUIRES_ACTION,
+                                 std::to_string(waiting) + " tool call(s) wait for a decision"));
+    }
+    SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(asks)));
+    spdlog::info("session {}: requires action: {} tool call(s) wait for a decision", id_, waiting);
+  }
+  while (true) {
+    const std::vector<std::string> waiting = state_.PendingApprovals();
+    if (waiting.empty()) co_return true;
+    if (deps_.stopping->load() || fenced_ || CancelRequested()) co_return false;
+    // A deadline counts from the request's record, so it holds across crashes.
+    std::vector<v1::Event> expired;
+    const int64_t t = NowUnixMs();
+    for (const auto& call_id : waiting) {
+      const v1::ApprovalRequested& req = log_[state_.approval_requested.at(call_id)].approval_requested();
+      if (req.deadline_unix_ms() > t) continue;
+      // The session's policy is its task's, fixed at creation: the same wait as asked with.
+      const uint32_t waited_s =
+          EvaluateApproval(task_.approvals, req.tool_name(), req.input_json()).ask_timeout_seconds;
+      v1::Event ev;
+      auto* d = ev.mutable_approval_decided();
+      d->set_call_id(call_id);
+      d->set_approved(false);
+      d->set_by("timeout");
+      d->set_message("no decision within " + std::to_string(waited_s) + " s (the approval request's deadline)");
+      expired.push_back(std::move(ev));
+    }
+    if (!expired.empty()) {
+      SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(expired)));
+      continue;
+    }
+    // Decisions come through the API of any harness, straight into the log.
+    co_await SleepFor(std::chrono::milliseconds(200));
+    SINEW_CO_RETURN_IF_ERROR(co_await ReadNewEvents());
+  }
+}
+
 Task<Status> SessionDriver::RunPendingTools() {
   if (state_.last_response < 0) co_return Status::Ok();
   // Copy: appends may reallocate log_.
   const v1::ModelResponse response = log_[state_.last_response].model_response();
+  SINEW_CO_ASSIGN_OR_RETURN(bool decided, co_await AwaitApprovals(response));
+  // A cancel still gives each call its result below.
+  if (!decided && !CancelRequested()) co_return Status::Ok();
+  if (decided && state_.status == v1::SESSION_STATUS_REQUIRES_ACTION &&
+      std::none_of(pending_.begin(), pending_.end(), [](const v1::Event& e) { return e.has_status_change(); })) {
+    pending_.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_RUNNING, "tool call decisions made"));
+  }
   for (const auto& spec : response.tool_calls()) {
     if (state_.finished.count(spec.call_id())) continue;
     if (fenced_) co_return Status::Aborted("lease lost");
@@ -517,6 +633,23 @@ Task<Status> SessionDriver::RunPendingTools() {
       events.push_back(ToolResultEvent(spec.call_id(), o));
       SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(events)));
       continue;
+    }
+    if (!state_.started.count(spec.call_id())) {
+      if (auto denial = DenialOf(spec)) {
+        ToolOutcome o;
+        o.is_error = true;
+        o.output = *denial;
+        v1::Event call;
+        call.mutable_tool_call()->set_call_id(spec.call_id());
+        call.mutable_tool_call()->set_tool_name(spec.name());
+        call.mutable_tool_call()->set_input_json(spec.input_json());
+        std::vector<v1::Event> events;
+        events.push_back(std::move(call));
+        events.push_back(ToolResultEvent(spec.call_id(), o));
+        deps_.metrics->Add("sinew_harness_tool_calls_denied_total", "tool=\"" + spec.name() + "\"");
+        SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(events)));
+        continue;
+      }
     }
     // The sandbox's call id: unique in the session even when a model reuses its ids.
     SINEW_CO_RETURN_IF_ERROR(co_await ExecuteCall(spec, state_.started.count(spec.call_id()) > 0,

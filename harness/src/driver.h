@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,17 @@ class SessionDriver {
  private:
   [[nodiscard]] Task<Status> Drive();
   [[nodiscard]] Task<Status> LoadLog();
+  // Reads the events after log_'s last one into log_ and state_ (events another writer
+  // appended: a decision written through the API, docs/harness.md "Tool approvals").
+  [[nodiscard]] Task<Status> ReadNewEvents();
+  // Tool approvals of `response`'s calls: writes an approval_requested for each call the
+  // policy asks about (and the status requires_action), then waits until every one is
+  // decided (by the API, or by its deadline: a denial this driver writes). True when all
+  // are decided; false when the wait was cut short (cancel, stop, lost lease).
+  [[nodiscard]] Task<Result<bool>> AwaitApprovals(const v1::ModelResponse& response);
+  // The result a call gets without running when the policy denies it or a person (or a
+  // deadline) did; nullopt when it may run.
+  std::optional<std::string> DenialOf(const v1::ToolCallSpec& spec) const;
   [[nodiscard]] Task<Status> Append(std::vector<v1::Event> events);
   [[nodiscard]] Task<Status> AppendOne(v1::Event event);
   // Runs a session store call on the store pool.

@@ -148,7 +148,7 @@ class HarnessImpl final : public Harness, public SessionControl {
 
   std::string SessionsByStatusMetrics() override {
     std::string out = "# TYPE sinew_harness_sessions gauge\n";
-    for (int s = v1::SESSION_STATUS_QUEUED; s <= v1::SESSION_STATUS_CANCELLED; ++s) {
+    for (int s = v1::SESSION_STATUS_QUEUED; s <= v1::SESSION_STATUS_REQUIRES_ACTION; ++s) {
       uint64_t count = 0;
       v1::ListSessionsRequest req;
       req.set_status(static_cast<v1::SessionStatus>(s));
@@ -320,7 +320,9 @@ class HarnessImpl final : public Harness, public SessionControl {
 
   void Scan() {
     std::set<std::string> down;  // store shards that did not answer this scan
-    for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING}) {
+    // A session that requires action is driven too: its driver watches for the decisions
+    // and the deadlines (docs/harness.md, "Tool approvals").
+    for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING, v1::SESSION_STATUS_REQUIRES_ACTION}) {
       if (!ScanStatus(status, NowUnixMs(), &down)) return;  // the store did not answer: retry later
     }
     for (const auto& s : down) {
@@ -347,7 +349,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       for (const auto& s : resp->sessions()) {
         // Imported sessions never leased here are records, not work (a message leases
         // one); a running session that was never leased is one too.
-        if ((s.imported() || status == v1::SESSION_STATUS_RUNNING) && s.lease_epoch() == 0) continue;
+        if ((s.imported() || status != v1::SESSION_STATUS_QUEUED) && s.lease_epoch() == 0) continue;
         // Give the harness that created a queued session a moment to wake it itself.
         if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
         {

@@ -7,7 +7,7 @@ namespace sinew::harness {
 namespace json = boost::json;
 
 v1::SessionStatus StatusFromName(std::string_view name) {
-  for (int s = v1::SESSION_STATUS_QUEUED; s <= v1::SESSION_STATUS_CANCELLED; ++s) {
+  for (int s = v1::SESSION_STATUS_QUEUED; s <= v1::SESSION_STATUS_REQUIRES_ACTION; ++s) {
     auto status = static_cast<v1::SessionStatus>(s);
     if (store::SessionStatusName(status) == name) return status;
   }

@@ -9,11 +9,19 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
     case v1::Event::kModelResponse:
       s->last_response = index;
+      s->approval_requested.clear();
+      s->approval_decided.clear();
       ++s->turns;
       s->output_tokens += ev.model_response().usage().completion_tokens();
       break;
     case v1::Event::kToolCall:
       s->started[ev.tool_call().call_id()] = true;
+      break;
+    case v1::Event::kApprovalRequested:
+      s->approval_requested.emplace(ev.approval_requested().call_id(), index);
+      break;
+    case v1::Event::kApprovalDecided:
+      s->approval_decided.emplace(ev.approval_decided().call_id(), index);  // the first one counts
       break;
     case v1::Event::kToolResult:
       s->finished[ev.tool_result().call_id()] = true;
@@ -42,6 +50,14 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
     s->sandbox_host_id.clear();
     s->sandbox_host_address.clear();
   }
+}
+
+std::vector<std::string> LogState::PendingApprovals() const {
+  std::vector<std::string> out;
+  for (const auto& [call_id, index] : approval_requested) {
+    if (!approval_decided.count(call_id) && !finished.count(call_id)) out.push_back(call_id);
+  }
+  return out;
 }
 
 LogState ReadLogState(const std::vector<v1::Event>& events) {

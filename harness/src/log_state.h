@@ -25,6 +25,14 @@ struct LogState {
   std::string sandbox_endpoint;
   std::string sandbox_host_id;       // with etcd placement: the host holding it
   std::string sandbox_host_address;
+  // Tool approvals of the last model response's calls (docs/harness.md, "Tool
+  // approvals"): call_id -> index of its approval_requested event, and call_id -> index
+  // of its approval_decided event. A model response starts both afresh.
+  std::map<std::string, int> approval_requested;
+  std::map<std::string, int> approval_decided;
+  // The calls of the last model response asked about, not yet decided and without a
+  // result (a cancel gives waiting calls a result and leaves them undecided).
+  std::vector<std::string> PendingApprovals() const;
 };
 
 LogState ReadLogState(const std::vector<v1::Event>& events);

@@ -26,7 +26,7 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
   const std::string w = "body";
   SINEW_RETURN_IF_ERROR(
-      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata", w));
+      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals", w));
   TaskSpec t;
   if (!json_fields::Has(o, "prompt"))
     return Status::InvalidArgument("body.prompt is required (the task, a string)");
@@ -122,6 +122,9 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
       return Status::InvalidArgument("body.limits values must be at least 1");
     }
   }
+  if (const json::value* approvals = o.if_contains("approvals"); approvals != nullptr && !approvals->is_null()) {
+    SINEW_ASSIGN_OR_RETURN(t.approvals, ParseApprovalPolicy(*approvals, "body.approvals"));
+  }
   const json::object* metadata = nullptr;
   if (!ReadObject(o, "metadata", w, &metadata).ok()) {
     return Status::InvalidArgument("body.metadata must be an object of strings");
@@ -146,6 +149,7 @@ std::string TaskToJson(const TaskSpec& t) {
   o["limits"] = json::object{{"max_turns", t.max_turns},
                              {"max_output_tokens", t.max_output_tokens},
                              {"max_wall_seconds", t.max_wall_seconds}};
+  if (t.approvals.present) o["approvals"] = ApprovalPolicyToJson(t.approvals);
   return json::serialize(o);
 }
 
@@ -174,7 +178,21 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
     SINEW_RETURN_IF_ERROR(ReadUint(l, "max_output_tokens", w, UINT64_MAX / 2, &t.max_output_tokens));
     SINEW_RETURN_IF_ERROR(ReadUint32(l, "max_wall_seconds", w, &t.max_wall_seconds));
   }
+  if (const json::value* approvals = o.if_contains("approvals"); approvals != nullptr && !approvals->is_null()) {
+    SINEW_ASSIGN_OR_RETURN(t.approvals, ParseApprovalPolicy(*approvals, "task_json.approvals"));
+  }
   return t;
+}
+
+void ApplyTenantApprovals(const HarnessConfig& config, const std::string& tenant, TaskSpec* task) {
+  if (task->approvals.present) return;
+  auto it = config.tenants.find(tenant);
+  if (it == config.tenants.end() || it->second.approvals_json.empty()) return;
+  boost::system::error_code ec;
+  json::value v = json::parse(it->second.approvals_json, ec);
+  if (ec) return;
+  // Checked when the config was read.
+  if (auto p = ParseApprovalPolicy(v, "config.tenants." + tenant + ".approvals"); p.ok()) task->approvals = *p;
 }
 
 }  // namespace sinew::harness

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "approvals.h"
 #include "sinew/harness/config.h"
 #include "sinew/status.h"
 
@@ -24,6 +25,10 @@ struct TaskSpec {
   uint64_t max_output_tokens = 0;
   uint32_t max_wall_seconds = 0;
   std::map<std::string, std::string> metadata;
+  // The task's "approvals", or the tenant's default copied in at creation (not present:
+  // every call is allowed). Stored in session_created.task_json, so a session keeps the
+  // policy it was created with.
+  ApprovalPolicy approvals;
 };
 
 // Validates a POST /v1/sessions body against the config and fills defaults.
@@ -32,6 +37,8 @@ struct TaskSpec {
 // "endpoint"}): the session uses it and leaves it to its owner (never destroys it).
 bool AttachesSandbox(const std::string& sandbox_json);
 [[nodiscard]] Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& config);
+// Gives a task without "approvals" its tenant's default (config.tenants.<t>.approvals).
+void ApplyTenantApprovals(const HarnessConfig& config, const std::string& tenant, TaskSpec* task);
 // The normalized task JSON stored in session_created.task_json (and read back by wake).
 std::string TaskToJson(const TaskSpec& task);
 [[nodiscard]] Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig& config);

@@ -104,6 +104,9 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
   ASSERT_EQ(WaitForStatus(base_, kKeyA, done, "completed"), "completed");
   const std::string waiting = Submit(R"({"prompt": "wait", "model": "stuck"})");
   ASSERT_FALSE(waiting.empty());
+  // One whose tool call waits for a decision (docs/harness.md, "Tool approvals").
+  const std::string asking = Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, asking, "requires_action"), "requires_action");
   std::string to_import;
   for (auto e : AllEvents(base_, kKeyA, done)) {
     e["session_id"] = std::string(32, 'e');
@@ -136,6 +139,7 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"no key", "POST", "/v1/sessions/import", {as_ndjson}, to_import}}},
       {"GET /v1/sessions/{id}",
        {{"shown", "GET", s, {auth}, ""},
+        {"one that requires action, with its pending approvals", "GET", "/v1/sessions/" + asking, {auth}, ""},
         {"unknown id", "GET", m, {auth}, ""},
         {"another tenant's", "GET", s, {"Authorization: Bearer " + std::string(kKeyB)}, ""},
         {"a malformed id", "GET", "/v1/sessions/..%2f..", {auth}, ""},
@@ -168,6 +172,17 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"unknown id", "POST", m + "/fork", {auth, as_json}, R"({"at_seq": 2})"},
         {"no media type", "POST", s + "/fork", {auth}, R"({"at_seq": 2})"},
         {"no key", "POST", s + "/fork", {as_json}, R"({"at_seq": 2})"}}},
+      {"POST /v1/sessions/{id}/decisions",
+       {{"approved", "POST", "/v1/sessions/" + asking + "/decisions", {auth, as_json},
+         R"({"decisions": [{"call_id": "call_0_0", "decision": "approve"}]})"},
+        {"a call that waits for nothing", "POST", s + "/decisions", {auth, as_json},
+         R"({"decisions": [{"call_id": "call_0_0", "decision": "deny", "message": "no"}]})"},
+        {"a decision the enum lacks", "POST", s + "/decisions", {auth, as_json},
+         R"({"decisions": [{"call_id": "call_0_0", "decision": "maybe"}]})"},
+        {"unknown id", "POST", m + "/decisions", {auth, as_json},
+         R"({"decisions": [{"call_id": "call_0_0", "decision": "approve"}]})"},
+        {"no media type", "POST", s + "/decisions", {auth}, R"({"decisions": []})"},
+        {"no key", "POST", s + "/decisions", {as_json}, R"({"decisions": []})"}}},
       {"POST /v1/sessions/{id}/messages",
        {{"accepted", "POST", s + "/messages", {auth, as_json}, R"({"text": "and then?"})"},
         {"empty text", "POST", s + "/messages", {auth, as_json}, R"({"text": ""})"},

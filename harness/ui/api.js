@@ -80,6 +80,12 @@ export const getSession = (id, opts) => call('GET', `/v1/sessions/${id}`, undefi
 export const getEvents = (id, after, limit, opts) =>
   call('GET', `/v1/sessions/${id}/events?after=${after}&limit=${limit}`, undefined, opts);
 export const cancelSession = (id) => call('POST', `/v1/sessions/${id}/cancel`).then((r) => r.session);
+// Approves or denies a tool call that waits for a decision; `message` goes to the model.
+export function decide(id, callId, decision, message) {
+  const d = {call_id: callId, decision};
+  if (message) d.message = message;
+  return call('POST', `/v1/sessions/${id}/decisions`, {decisions: [d]}).then((r) => r.session);
+}
 export const sendMessage = (id, text) => call('POST', `/v1/sessions/${id}/messages`, {text}).then((r) => r.session);
 export function forkSession(id, atSeq, model, message) {
   const body = {at_seq: atSeq};

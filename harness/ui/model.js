@@ -46,6 +46,9 @@ export class SessionModel {
     this.openSandboxes = new Map();
     this.pendingFiles = new Map();  // call_id -> file change awaiting its result
     this.fileText = new Map();      // path -> its content as far as the log tells
+    // Tool calls of the last model response waiting for a decision (docs/harness.md, "Tool
+    // approvals"): call_id -> its approval_requested payload with the event's seq.
+    this.approvals = new Map();
   }
 
   // Adds events (any order, duplicates ignored). Derivations run in seq order, so an
@@ -102,6 +105,7 @@ export class SessionModel {
         this.tokens.prompt += turn.prompt;
         this.tokens.completion += turn.completion;
         this.tokens.cached += turn.cached;
+        this.approvals.clear();
         const calls = (p.tool_calls || []).length;
         this.close(span, ev, p.stop_reason || 'end_turn',
           `${fmtTokens(turn.completion)} out${calls ? `, ${calls} tool call${calls > 1 ? 's' : ''}` : ''}`);
@@ -158,6 +162,14 @@ export class SessionModel {
         break;
       case 'user_message':
         this.mark(ev, 'message', `user: ${p.text || ''}`);
+        break;
+      case 'approval_requested':
+        this.approvals.set(p.call_id, {...p, seq: ev.seq});
+        this.mark(ev, 'approval', `approval asked: ${p.tool_name || 'tool'} ${p.call_id || ''}`);
+        break;
+      case 'approval_decided':
+        this.approvals.delete(p.call_id);
+        this.mark(ev, 'approval', `${p.approved ? 'approved' : 'denied'} by ${p.by || '?'}: ${p.call_id || ''}${p.message ? ` (${p.message})` : ''}`);
         break;
       case 'annotation': {
         const kind = (p.labels || {}).kind || 'note';

@@ -215,6 +215,7 @@ export class SessionView {
       this.transcript.select(1);
     }
     if (this.cancelButton) this.cancelButton.disabled = TERMINAL.has(this.status());
+    this.renderApprovals();
     this.el.dataset.events = String(this.model.lastSeq);
     this.el.dataset.status = this.status();
   }
@@ -235,6 +236,44 @@ export class SessionView {
         ' · ', this.conn),
       s.forked_from_session ? h('p.meta', 'Fork of ', h('a', {href: `#/compare/${s.forked_from_session}/${s.id}/${num(s.forked_at_seq)}`},
         `${s.forked_from_session.slice(0, 12)}… at event #${num(s.forked_at_seq)}`), ' (compare)') : null);
+  }
+
+  // The tool calls that wait for a decision, each with Approve and Deny (and a message for
+  // the model); redrawn only when the set of waiting calls changes.
+  renderApprovals() {
+    if (!this.approvalsBox) return;
+    const waiting = TERMINAL.has(this.status()) ? [] : [...this.model.approvals.values()];
+    const key = waiting.map((a) => a.call_id).join('\n');
+    if (key === this.approvalsKey) return;
+    this.approvalsKey = key;
+    if (!waiting.length) {
+      clear(this.approvalsBox);
+      this.approvalsBox.hidden = true;
+      return;
+    }
+    const result = h('p.result', {role: 'status'});
+    const items = waiting.map((a) => {
+      const msgId = `approval-msg-${this.id.slice(0, 8)}-${a.seq}`;
+      const message = h('input', {id: msgId, name: 'message', placeholder: 'optional message for the model'});
+      const answer = (decision) => async () => {
+        try {
+          await api.decide(this.id, a.call_id, decision, message.value.trim());
+          result.textContent = `${decision === 'approve' ? 'Approved' : 'Denied'} ${a.call_id}.`;
+          result.classList.remove('error');
+        } catch (e) {
+          result.textContent = `Failed: ${e.message}`;
+          result.classList.add('error');
+        }
+        announce(result.textContent);
+      };
+      return h('li', {dataset: {callId: a.call_id}},
+        h('strong', a.tool_name || 'tool'), ' ', h('code', a.input_json || ''), ' ', h('span.muted', a.reason || ''), ' ',
+        h('label', {for: msgId}, 'Message'), message,
+        h('button', {type: 'button', dataset: {action: 'approve'}, onclick: answer('approve')}, 'Approve'),
+        h('button', {type: 'button', dataset: {action: 'deny'}, onclick: answer('deny')}, 'Deny'));
+    });
+    this.approvalsBox.hidden = false;
+    clear(this.approvalsBox, h('h3', `Waiting for a decision (${waiting.length})`), h('ul', items), result);
   }
 
   renderActions() {
@@ -291,7 +330,9 @@ export class SessionView {
     this.forkButton = h('button', {type: 'submit', dataset: {action: 'fork'}}, seq ? `Fork at #${seq}` : 'Fork'));
     this.cancelButton = h('button', {type: 'button', disabled: terminal, dataset: {action: 'cancel'},
       onclick: () => run(() => api.cancelSession(this.id), () => 'Cancel requested.')}, 'Cancel session');
-    clear(this.actions, this.cancelButton,
+    this.approvalsBox = h('section.approvals', {hidden: true, 'aria-label': 'Tool calls waiting for a decision'});
+    this.approvalsKey = undefined;
+    clear(this.actions, this.approvalsBox, this.cancelButton,
       messageForm, forkForm, result);
   }
 

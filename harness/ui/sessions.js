@@ -7,7 +7,7 @@ import {h, clear, fmtInt, fmtAge} from './dom.js';
 import * as api from './api.js';
 import {payload, num} from './model.js';
 
-const STATUSES = ['queued', 'running', 'waiting_for_input', 'completed', 'failed', 'cancelled'];
+const STATUSES = ['queued', 'running', 'requires_action', 'waiting_for_input', 'completed', 'failed', 'cancelled'];
 const TOKEN_SCAN_EVENTS = 5000;
 const enrichCache = new Map();  // id:next_seq -> {model, tokens, partial}
 

@@ -9,7 +9,7 @@ export const COLOURS = {
   ok: '#2e7d32', end_turn: '#1565c0', tool_use: '#00838f', max_tokens: '#b26a00', stop_sequence: '#1565c0',
   error: '#c62828', interrupted: '#e65100', timed_out: '#6a1b9a', lost: '#c62828', released: '#607d8b',
   cancelled: '#616161', open: '#9e9e9e', status: '#37474f', message: '#1565c0', takeover: '#e65100',
-  summary: '#795548', sandbox: '#607d8b', note: '#795548',
+  summary: '#795548', sandbox: '#607d8b', note: '#795548', approval: '#b71c1c',
 };
 const LEGEND = [['ok', 'tool ok'], ['end_turn', 'model answered'], ['tool_use', 'model asked for tools'],
   ['error', 'error'], ['interrupted', 'interrupted'], ['timed_out', 'timed out'], ['open', 'running'],

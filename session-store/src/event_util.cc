@@ -24,6 +24,7 @@ std::string SessionStatusName(v1::SessionStatus status) {
     case v1::SESSION_STATUS_COMPLETED: return "completed";
     case v1::SESSION_STATUS_FAILED: return "failed";
     case v1::SESSION_STATUS_CANCELLED: return "cancelled";
+    case v1::SESSION_STATUS_REQUIRES_ACTION: return "requires_action";
     default: return "unspecified";
   }
 }
@@ -84,7 +85,7 @@ Status ValidateEventForAppend(const v1::Event& event, size_t index, size_t max_b
 Status ValidateStatus(v1::SessionStatus status, const char* field) {
   if (!v1::SessionStatus_IsValid(status) || status == v1::SESSION_STATUS_UNSPECIFIED) {
     return Status::InvalidArgument(std::string(field) + " must be one of queued, running, " +
-                                   "waiting_for_input, completed, failed, cancelled");
+                                   "waiting_for_input, completed, failed, cancelled, requires_action");
   }
   return Status::Ok();
 }

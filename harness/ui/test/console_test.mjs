@@ -350,6 +350,27 @@ test('cancel and send a message from the page', async () => {
   assert.ok(evs.some((e) => e.type === 'user_message' && e.user_message.text === 'please go on'));
 });
 
+test('a tool call waiting for a decision is approved from the page, and the session goes on', async () => {
+  phase = 'approvals';
+  const id = await stack.submit({prompt: 'fetch after asking', title: 'asks first', model: 'basic',
+    approvals: {tools: {http_request: 'ask'}}});
+  await open(`#/s/${id}`);
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'requires_action', {timeout: 30000});
+  await waitFor(() => document.querySelector('.approvals li button[data-action=approve]'));
+  assert.match(await text('.approvals li'), /http_request/);
+  await axe('approvals');
+  await shot('approvals');
+  await page.click('.approvals li button[data-action=approve]');
+  assert.equal((await stack.waitStatus(id, ['completed'])).status, 'completed');
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'completed', {timeout: 30000});
+  assert.equal(await page.$eval('.approvals', (e) => e.hidden), true);
+  const evs = await stack.allEvents(id);
+  const decided = evs.filter((e) => e.type === 'approval_decided');
+  assert.equal(decided.length, 1);
+  assert.equal(decided[0].approval_decided.approved, true);
+  assert.ok(evs.some((e) => e.type === 'tool_result' && !e.tool_result.is_error));
+});
+
 test('evaluation runs: pass rates with intervals and the task × configuration grid linked to sessions', async () => {
   phase = 'evals';
   // A results.json in the runner's schema (docs/eval.md) whose trials are real sessions here.

@@ -67,3 +67,24 @@ test('the line diff keeps common lines and marks the rest', () => {
   const big = diffLines('a\nb\n', 'c\nd\n', 1);
   assert.deepEqual(big.map((l) => l.op + l.text), ['-a', '-b', '+c', '+d']);
 });
+
+test('tool calls waiting for a decision are those of the last response asked about and not decided', () => {
+  const m = new SessionModel();
+  let seq = 0;
+  const ev = (type, payload) => ({seq: String(++seq), timestamp_unix_ms: String(1000 + seq), type, [type]: payload});
+  m.add([
+    ev('session_created', {task_json: '{}'}),
+    ev('model_response', {request_id: 'r1', tool_calls: [{call_id: 'a'}, {call_id: 'b'}]}),
+    ev('approval_requested', {call_id: 'a', tool_name: 'bash', input_json: '{"command":"rm x"}', reason: 'ask'}),
+    ev('approval_requested', {call_id: 'b', tool_name: 'http_request', input_json: '{}', reason: 'ask'}),
+    ev('status_change', {from: 'SESSION_STATUS_RUNNING', to: 'SESSION_STATUS_REQUIRES_ACTION'}),
+  ]);
+  assert.equal(m.status, 'requires_action');
+  assert.deepEqual([...m.approvals.keys()], ['a', 'b']);
+  assert.equal(m.approvals.get('a').tool_name, 'bash');
+  m.add([ev('approval_decided', {call_id: 'a', approved: true, by: 'user'})]);
+  assert.deepEqual([...m.approvals.keys()], ['b']);
+  assert.ok(m.marks.some((k) => k.kind === 'approval' && k.label.startsWith('approved by user')));
+  m.add([ev('model_response', {request_id: 'r2'})]);
+  assert.equal(m.approvals.size, 0);
+});

@@ -45,6 +45,10 @@ class ApiClient {
   [[nodiscard]] Result<std::vector<std::pair<v1::Event, std::string>>> Export(const std::string& id);
   [[nodiscard]] Result<SessionView> Message(const std::string& id, const std::string& text);
   [[nodiscard]] Result<SessionView> Cancel(const std::string& id);
+  // Approves or denies a tool call that waits for a decision (POST .../decisions); the
+  // message (may be empty) goes to the model with a denial.
+  [[nodiscard]] Result<SessionView> Decide(const std::string& id, const std::string& call_id, bool approve,
+                                           const std::string& message);
   [[nodiscard]] Result<SessionView> Fork(const std::string& id, const boost::json::object& body);
   [[nodiscard]] Result<SessionView> Import(const std::string& ndjson);
 

@@ -114,6 +114,9 @@ struct TenantQuotaConfig {
   // Authenticated /v1/sessions requests per second, per harness (a token bucket of one
   // second's worth, at least 1); over it 429. Default: 0 (unlimited)
   double requests_per_second = 0;
+  // The tenant's default tool approval policy (docs/harness.md, "Tool approvals"), as
+  // normalized JSON, for sessions whose task names none. Default: "" (every call allowed)
+  std::string approvals_json;
 };
 
 // config.sandboxd.provision_timeout_seconds when absent.
