@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -55,16 +56,15 @@ std::string Base64(const std::string& data) {
 
 namespace {
 
-// "completed", "failed", "cancelled", ... as the REST API names a session's status.
+// "completed", "requires_action", ... as the REST API names a session's status: the
+// proto's value name without its prefix, in lower case (so a new status needs no case here).
 std::string StatusName(v1::SessionStatus s) {
-  switch (s) {
-    case v1::SESSION_STATUS_QUEUED: return "queued";
-    case v1::SESSION_STATUS_RUNNING: return "running";
-    case v1::SESSION_STATUS_COMPLETED: return "completed";
-    case v1::SESSION_STATUS_FAILED: return "failed";
-    case v1::SESSION_STATUS_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
+  std::string name = v1::SessionStatus_Name(s);
+  constexpr std::string_view kPrefix = "SESSION_STATUS_";
+  if (name.rfind(kPrefix, 0) != 0) return "unknown";
+  name.erase(0, kPrefix.size());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
 int64_t MsSince(Clock::time_point t) {
