@@ -266,6 +266,20 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       std::cout << "cancel requested for " << s->id << " (status " << s->status << ")\n";
     }
   });
+  // sinew close SESSION: a conversation that stays open (keep_open) completes.
+  auto close_id = std::make_shared<std::string>();
+  auto* close = app.add_subcommand("close", "close a session created with keep_open (it completes)");
+  close->add_option("id", *close_id, "session id")->required();
+  close->callback([&ctx, close_id] {
+    ctx.Resolve();
+    auto s = ctx.Api().Close(*close_id);
+    if (!s.ok()) return ctx.Fail(s.status());
+    if (ctx.json) {
+      std::cout << json::serialize(s->raw) << "\n";
+    } else {
+      std::cout << "close requested for " << s->id << " (status " << s->status << ")\n";
+    }
+  });
   // sinew approve | deny SESSION CALL_ID [--message M]
   for (const bool approve : {true, false}) {
     struct Args {
