@@ -176,29 +176,36 @@ TEST_F(KeepOpenTest, ASessionIdlePastItsLimitCompletes) {
   EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos) << Text(changes.back(), "reason");
 }
 
+// Nothing of a wait is in a harness's memory: after a SIGKILL another harness takes a
+// message for one waiting session (a limit far off) and closes another at its idle limit.
 TEST_F(KeepOpenTest, AHarnessKilledWhileASessionWaitsIsRestartedAndTheSessionGoesOn) {
-  const std::string id = Submit(R"({"prompt": "hello", "keep_open": true, "idle_close_seconds": 2})");
-  ASSERT_TRUE(WaitForTurns(id, 1));
+  const std::string talk = Submit(R"({"prompt": "hello", "keep_open": true})");
+  const std::string idle = Submit(R"({"prompt": "hello", "keep_open": true, "idle_close_seconds": 3})");
+  ASSERT_TRUE(WaitForTurns(talk, 1));
+  ASSERT_TRUE(WaitForTurns(idle, 1));
   harness_->proc->Signal(SIGKILL);
   harness_->proc->Wait();
   harness_ = StartHarness("restarted.json");
   ASSERT_NE(harness_, nullptr);
   base_ = harness_->url();
-  // A message reaches it through the new harness (the idle limit may have closed it by
-  // then on a slow machine: a completed session takes messages too, and completes).
-  ASSERT_EQ(Message(id, "still there?").status, 202);
-  // It runs the turn and then, with no more input, closes at the idle limit.
-  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
-  auto events = AllEvents(base_, kKeyA, id);
+  EXPECT_EQ(WaitForStatus(base_, kKeyA, talk, "waiting_for_input", 1), "waiting_for_input");
+  ASSERT_EQ(Message(talk, "still there?").status, 202);
+  ASSERT_TRUE(WaitForTurns(talk, 2));
+  auto events = AllEvents(base_, kKeyA, talk);
+  EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kRunning, kWaiting}));
   auto responses = OfType(events, "model_response");
   ASSERT_EQ(responses.size(), 2u);
   EXPECT_EQ(Text(responses[1], "text"), "Second answer.");
-  auto statuses = Statuses(events);
-  ASSERT_GE(statuses.size(), 4u);
-  EXPECT_EQ(statuses.back(), kCompleted);
-  EXPECT_EQ(statuses[statuses.size() - 2], kWaiting);  // the second turn waited, then idled out
+  ASSERT_EQ(Close(talk).status, 202);
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, talk, "completed"), "completed");
+
+  // The idle limit counts from the last recorded event, whichever harness is up then.
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, idle, "completed"), "completed");
+  events = AllEvents(base_, kKeyA, idle);
+  EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
   EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos) << Text(changes.back(), "reason");
+  EXPECT_EQ(OfType(events, "model_response").size(), 1u);
 }
 
 TEST_F(KeepOpenTest, BadKeepOpenInputIs400AndCreatesNothing) {
