@@ -22,6 +22,8 @@ class KeepOpenTest : public ::testing::Test {
     ASSERT_FALSE(store_->address.empty()) << "sinew-store did not start";
     WriteFile(dir_.Sub("chat.json"), R"({"responses": [{"text": "First answer."}, {"text": "Second answer."},
                                                        {"text": "Third answer."}]})");
+    // A turn that takes a while: long enough to close the session while it runs.
+    WriteFile(dir_.Sub("slow.json"), R"({"responses": [{"text": "Slow answer.", "delay_ms": 4000}]})");
     harness_ = StartHarness("harness.json");
     ASSERT_NE(harness_, nullptr);
     base_ = harness_->url();
@@ -31,7 +33,8 @@ class KeepOpenTest : public ::testing::Test {
     return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
       "api_keys": {")" + std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
       "default_model": "chat",
-      "models": {"chat": {"kind": "scripted", "script": ")" + dir_.path() + R"(/chat.json"}},
+      "models": {"chat": {"kind": "scripted", "script": ")" + dir_.path() + R"(/chat.json"},
+                 "slow": {"kind": "scripted", "script": ")" + dir_.path() + R"(/slow.json"}},
       "lease_ttl_ms": 2000, "scan_interval_ms": 300})";
   }
 
@@ -157,6 +160,22 @@ TEST_F(KeepOpenTest, ASecondCloseIs409AndAppendsNothing) {
   // Unknown sessions and other tenants' sessions are 404.
   EXPECT_EQ(Api("POST", base_ + "/v1/sessions/" + id + "/close", kKeyB).status, 404);
   EXPECT_EQ(Api("GET", base_ + "/v1/sessions/" + id + "/close", kKeyA).status, 405);
+}
+
+// A close while the model works ends the session at the end of that turn: it does not
+// wait for input.
+TEST_F(KeepOpenTest, ACloseWhileATurnRunsCompletesItAtTheEndOfTheTurn) {
+  const std::string id = Submit(R"({"prompt": "hello", "model": "slow", "keep_open": true})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "running,waiting_for_input"), "running");
+  auto closed = Close(id);
+  ASSERT_EQ(closed.status, 202) << closed.body;
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed,waiting_for_input"), "completed");
+  auto events = AllEvents(base_, kKeyA, id);
+  EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kCompleted}));
+  EXPECT_EQ(OfType(events, "model_response").size(), 1u);
+  auto changes = OfType(events, "status_change");
+  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos) << Text(changes.back(), "reason");
+  EXPECT_EQ(Close(id).status, 409);
 }
 
 TEST_F(KeepOpenTest, ASessionWithoutKeepOpenCompletesAsBefore) {
