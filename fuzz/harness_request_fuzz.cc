@@ -40,6 +40,7 @@ class RecordingControl final : public SessionControl {
   void Wake(const std::string&) override { ++wakes; }
   bool DeliverMessage(const std::string&, const std::string&) override { return false; }
   bool DeliverCancel(const std::string&, const std::string&, const v1::Event&) override { return false; }
+  bool DeliverClose(const std::string&, const v1::Event&) override { return false; }
   Status Ready() override { return Status::Ok(); }
   std::string SessionsByStatusMetrics() override { return ""; }
   uint64_t wakes = 0;

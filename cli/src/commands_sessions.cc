@@ -132,6 +132,7 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
     int64_t cpu = 0, memory = 0, memory_limit = 0, pids = 0, disk = 0;
     int64_t max_turns = 0, max_tokens = 0, max_wall = 0;
     bool detach = false;
+    bool keep_open = false;
   };
   auto args = std::make_shared<RunArgs>();
   auto* run = app.add_subcommand("run", "submit a task and follow it until it ends");
@@ -154,8 +155,14 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
   run->add_option("--approvals", args->approvals,
                   "tool approval policy as JSON, e.g. '{\"default\": \"ask\"}' (docs/harness.md)");
   run->add_flag("--detach", args->detach, "print the session id and return at once");
+  run->add_flag("--keep-open", args->keep_open,
+                "a conversation: the session waits for input after each turn until `sinew close` (with --detach)");
   run->callback([&ctx, args] {
     ctx.Resolve();
+    // Followed, it would wait for an end that only a close brings.
+    if (args->keep_open && !args->detach) {
+      return ctx.Fail(Status::InvalidArgument("--keep-open needs --detach (then: sinew message, sinew close)"));
+    }
     json::object body{{"prompt", args->task}};
     body["title"] = args->title.empty() ? std::string(Utf8Prefix(args->task, 80)) : args->title;
     if (!args->model.empty()) body["model"] = args->model;
@@ -190,6 +197,7 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       meta[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     if (!meta.empty()) body["metadata"] = std::move(meta);
+    if (args->keep_open) body["keep_open"] = true;
     if (!args->approvals.empty()) {
       boost::system::error_code ec;
       json::value approvals = json::parse(args->approvals, ec);
@@ -264,6 +272,20 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       std::cout << json::serialize(s->raw) << "\n";
     } else {
       std::cout << "cancel requested for " << s->id << " (status " << s->status << ")\n";
+    }
+  });
+  // sinew close SESSION: a conversation that stays open (keep_open) completes.
+  auto close_id = std::make_shared<std::string>();
+  auto* close = app.add_subcommand("close", "close a session created with keep_open (it completes)");
+  close->add_option("id", *close_id, "session id")->required();
+  close->callback([&ctx, close_id] {
+    ctx.Resolve();
+    auto s = ctx.Api().Close(*close_id);
+    if (!s.ok()) return ctx.Fail(s.status());
+    if (ctx.json) {
+      std::cout << json::serialize(s->raw) << "\n";
+    } else {
+      std::cout << "close requested for " << s->id << " (status " << s->status << ")\n";
     }
   });
   // sinew approve | deny SESSION CALL_ID [--message M]

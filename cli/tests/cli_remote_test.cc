@@ -183,6 +183,34 @@ TEST_F(CliRemoteTest, ApproveAndDenyAnswerAToolCallThatWaits) {
   EXPECT_NE(replay.out.find("running -> requires_action"), std::string::npos) << replay.out;
 }
 
+// Conversations that stay open (docs/harness.md): run --keep-open waits for input after
+// the turn; close completes it; a second close is refused.
+TEST_F(CliRemoteTest, CloseEndsAConversationThatStaysOpen) {
+  EXPECT_EQ(platform_->Sinew({"run", "x", "--keep-open"}).exit_code, 2);  // needs --detach
+  std::string id = Detached("answer", {"--keep-open"});
+  ASSERT_FALSE(id.empty());
+  auto status_of = [&] {
+    auto show = platform_->Sinew({"--json", "sessions", "show", id});
+    return show.exit_code == 0 ? std::string(boost::json::parse(Lines(show.out).at(0)).at("status").as_string())
+                               : std::string();
+  };
+  std::string status;
+  for (int i = 0; i < 600 && (status = status_of()) != "waiting_for_input"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(status, "waiting_for_input");
+  auto close = platform_->Sinew({"close", id});
+  EXPECT_EQ(close.exit_code, 0) << close.out;
+  EXPECT_NE(close.out.find("close requested for " + id), std::string::npos) << close.out;
+  for (int i = 0; i < 600 && (status = status_of()) != "completed"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(status, "completed");
+  auto again = platform_->Sinew({"close", id});
+  EXPECT_EQ(again.exit_code, 2) << again.out;
+  EXPECT_NE(again.out.find("already completed"), std::string::npos) << again.out;
+}
+
 TEST_F(CliRemoteTest, ExitCodesSayHowTheSessionEnded) {
   EXPECT_EQ(platform_->Sinew({"run", "x", "--model", "answer"}).exit_code, 0);
   auto limited = platform_->Sinew({"run", "x", "--model", "loop", "--max-turns", "2"});

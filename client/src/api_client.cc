@@ -191,6 +191,10 @@ Result<SessionView> ApiClient::Cancel(const std::string& id) {
   return SessionCall("POST", "/v1/sessions/" + id + "/cancel", "{}");
 }
 
+Result<SessionView> ApiClient::Close(const std::string& id) {
+  return SessionCall("POST", "/v1/sessions/" + id + "/close", "{}");
+}
+
 Result<SessionView> ApiClient::Decide(const std::string& id, const std::string& call_id, bool approve,
                                       const std::string& message) {
   json::object decision{{"call_id", call_id}, {"decision", approve ? "approve" : "deny"}};

@@ -51,6 +51,9 @@ class SessionControl {
   // Cancels through this process's driver, which appends `audit` first; false when none
   // drives it here.
   virtual bool DeliverCancel(const std::string& session_id, const std::string& reason, const v1::Event& audit) = 0;
+  // Closes a session with keep_open through this process's driver, which appends `audit`
+  // (action "close"); false when none drives it here.
+  virtual bool DeliverClose(const std::string& session_id, const v1::Event& audit) = 0;
   [[nodiscard]] virtual Status Ready() = 0;
   virtual std::string SessionsByStatusMetrics() = 0;
 };
@@ -116,6 +119,9 @@ class ApiHandler {
   ApiResponse GetEvents(const std::string& id, const std::string& query, const std::string& tenant);
   ApiResponse PostMessage(const ApiRequest& r, const std::string& id, const std::string& tenant);
   ApiResponse Cancel(const ApiRequest& r, const std::string& id, const Caller& caller);
+  // POST /v1/sessions/{id}/close: a session with keep_open completes (docs/harness.md,
+  // "Conversations that stay open"); 409 when it already ended.
+  ApiResponse Close(const ApiRequest& r, const std::string& id, const Caller& caller);
   // POST /v1/sessions/{id}/decisions: answers pending tool approvals (docs/harness.md,
   // "Tool approvals"); each decision is an approval_decided event, appended once.
   ApiResponse Decide(const ApiRequest& r, const std::string& id, const Caller& caller);

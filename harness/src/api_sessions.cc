@@ -304,6 +304,45 @@ ApiResponse ApiHandler::Cancel(const ApiRequest& r, const std::string& id, const
   return SessionResponse(202, *after);
 }
 
+ApiResponse ApiHandler::Close(const ApiRequest& r, const std::string& id, const Caller& caller) {
+  auto meta = OwnedSession(id, caller.tenant);
+  if (!meta.ok()) return FromStatus(meta.status());
+  if (IsTerminal(meta->status())) {
+    return Error(409, "conflict", "session " + id + " is already " + store::SessionStatusName(meta->status()));
+  }
+  v1::Event audit = AuditEvent(r, caller, "close", "");
+  auto recorded = [&] {
+    Status s = RecordAccess(id, audit);
+    if (!s.ok()) spdlog::warn("session {}: closed, but not recorded in the tenant audit log: {}", id, s.message());
+  };
+  // Its driver here appends the close and ends the session (now if it waits for input,
+  // at the end of the turn if it runs).
+  if (control_->DeliverClose(id, audit)) {
+    recorded();
+    return SessionResponse(202, *meta);
+  }
+  // Nobody drives it here: a session waiting for input completes with this append; one
+  // that is queued or running (its driver gone) gets the close and a wake, and completes
+  // at the end of its turn. A harness that drives it gets the request (AppendUndriven).
+  std::vector<v1::Event> events{audit};
+  const bool waiting = meta->status() == v1::SESSION_STATUS_WAITING_FOR_INPUT;
+  if (waiting) {
+    v1::Event ev;
+    ev.mutable_status_change()->set_to(v1::SESSION_STATUS_COMPLETED);
+    ev.mutable_status_change()->set_reason("closed by the user");
+    events.push_back(std::move(ev));
+  }
+  ApiResponse forwarded;
+  auto after = AppendUndriven(r, *meta, std::move(events), true, &forwarded);
+  if (!after.ok()) {
+    if (forwarded.status != 200 || !forwarded.body.empty()) return forwarded;
+    return FromStatus(after.status());  // already ended: 409
+  }
+  recorded();
+  if (!waiting) control_->Wake(id);
+  return SessionResponse(202, *after);
+}
+
 Status ApiHandler::RecordAccess(const std::string& id, const v1::Event& audit) {
   v1::AppendAuditRequest req;
   req.set_session_id(id);

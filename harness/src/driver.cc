@@ -349,6 +349,17 @@ Task<Status> SessionDriver::Finish(v1::SessionStatus to, const std::string& reas
   co_return Status::Ok();
 }
 
+Task<Status> SessionDriver::WaitForInput(const std::string& why) {
+  // Released as on completion: a later message gets a fresh sandbox.
+  SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox("session waiting for input"));
+  const std::string reason = why + "; waits for input (closes after " + std::to_string(task_.idle_close_seconds) +
+                             " s without any)";
+  v1::Event waiting = StatusEvent(state_.status, v1::SESSION_STATUS_WAITING_FOR_INPUT, reason);
+  SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(waiting)));
+  spdlog::info("session {}: waiting for input: {}", id_, reason);
+  co_return Status::Ok();
+}
+
 Task<Status> SessionDriver::LimitReached(const std::string& limit, uint64_t value) {
   const std::string reason = "limit reached: " + limit + " " + std::to_string(value);
   SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox("session failed"));
@@ -443,6 +454,21 @@ Task<Status> SessionDriver::Drive() {
     if (fenced_) co_return Status::Aborted("lease lost");
     SINEW_CO_ASSIGN_OR_RETURN(bool cancelled, co_await DrainInbox());
     if (cancelled) co_return Status::Ok();
+    // A conversation that stays open, with no input since it began to wait: closed, idle
+    // past its limit, or left as it is (docs/harness.md, "Conversations that stay open").
+    if (state_.status == v1::SESSION_STATUS_WAITING_FOR_INPUT && state_.last_user <= state_.last_status_change) {
+      if (state_.close_requested > state_.last_status_change) {
+        co_return co_await Finish(v1::SESSION_STATUS_COMPLETED, "closed by the user");
+      }
+      // From the recorded time of the last event, so the limit holds across crashes.
+      const int64_t idle_ms = NowUnixMs() - log_.back().timestamp_unix_ms();
+      if (idle_ms >= static_cast<int64_t>(task_.idle_close_seconds) * 1000) {
+        const std::string why =
+            "closed after " + std::to_string(task_.idle_close_seconds) + " s without input (idle_close_seconds)";
+        co_return co_await Finish(v1::SESSION_STATUS_COMPLETED, why);
+      }
+      co_return Status::Ok();
+    }
     // A finished session continues only for input that came after it finished.
     if (IsTerminal(state_.status) && state_.last_user <= state_.last_status_change) {
       co_return Status::Ok();
@@ -468,7 +494,9 @@ Task<Status> SessionDriver::Drive() {
     }
     if (!need_model) {
       const std::string why = "the model ended its turn (" + stop_reason + ")";
-      co_return co_await Finish(v1::SESSION_STATUS_COMPLETED, why);
+      if (task_.keep_open && state_.close_requested < 0) co_return co_await WaitForInput(why);
+      const std::string closed = state_.close_requested >= 0 ? why + "; closed by the user" : why;
+      co_return co_await Finish(v1::SESSION_STATUS_COMPLETED, closed);
     }
     // Limits, checked before each model call.
     if (state_.turns >= task_.max_turns) co_return co_await LimitReached("max_turns", task_.max_turns);

@@ -72,6 +72,10 @@ class SessionDriver {
   // The result a call gets without running when the policy denies it or a person (or a
   // deadline) did; nullopt when it may run.
   std::optional<std::string> DenialOf(const v1::ToolCallSpec& spec) const;
+  // The end of a turn of a session with keep_open: its sandbox released, the status
+  // waiting_for_input (the driver then stops; a message, a close or the scanner's wake
+  // at the idle limit brings it back).
+  [[nodiscard]] Task<Status> WaitForInput(const std::string& why);
   [[nodiscard]] Task<Status> Append(std::vector<v1::Event> events);
   [[nodiscard]] Task<Status> AppendOne(v1::Event event);
   // Runs a session store call on the store pool.

@@ -22,6 +22,7 @@
 #include "api_handler.h"
 #include "async.h"
 #include "outgoing_http.h"
+#include "task_spec.h"
 #include "driver.h"
 #include "http_server.h"
 #include "json_util.h"
@@ -127,6 +128,14 @@ class HarnessImpl final : public Harness, public SessionControl {
     if (it == drivers_.end()) return false;
     it->second->PostAudit(audit);
     it->second->RequestCancel(reason);
+    return true;
+  }
+
+  bool DeliverClose(const std::string& session_id, const v1::Event& audit) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = drivers_.find(session_id);
+    if (it == drivers_.end()) return false;
+    it->second->PostAudit(audit);
     return true;
   }
 
@@ -322,7 +331,10 @@ class HarnessImpl final : public Harness, public SessionControl {
     std::set<std::string> down;  // store shards that did not answer this scan
     // A session that requires action is driven too: its driver watches for the decisions
     // and the deadlines (docs/harness.md, "Tool approvals").
-    for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING, v1::SESSION_STATUS_REQUIRES_ACTION}) {
+    // A session waiting for input is woken once it has been idle for its idle_close_seconds
+    // (docs/harness.md, "Conversations that stay open"); its driver closes it.
+    for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING, v1::SESSION_STATUS_REQUIRES_ACTION,
+                        v1::SESSION_STATUS_WAITING_FOR_INPUT}) {
       if (!ScanStatus(status, NowUnixMs(), &down)) return;  // the store did not answer: retry later
     }
     for (const auto& s : down) {
@@ -337,6 +349,12 @@ class HarnessImpl final : public Harness, public SessionControl {
   // Wakes the sessions with `status` that nobody drives; adds the store shards that did not
   // answer to *down. False when the listing failed.
   bool ScanStatus(v1::SessionStatus status, int64_t now, std::set<std::string>* down) {
+    std::set<std::string> waiting_seen;
+    // Forgets the limits of sessions no longer waiting (a complete listing only).
+    auto forget = [&] {
+      if (status != v1::SESSION_STATUS_WAITING_FOR_INPUT) return;
+      std::erase_if(idle_limit_ms_, [&](const auto& kv) { return !waiting_seen.count(kv.first); });
+    };
     v1::ListSessionsRequest req;
     req.set_status(status);
     req.set_page_size(1000);
@@ -352,6 +370,13 @@ class HarnessImpl final : public Harness, public SessionControl {
         if ((s.imported() || status != v1::SESSION_STATUS_QUEUED) && s.lease_epoch() == 0) continue;
         // Give the harness that created a queued session a moment to wake it itself.
         if (status == v1::SESSION_STATUS_QUEUED && now - s.updated_unix_ms() < 1000) continue;
+        // The time of its last append is the time of its last event: before the limit has
+        // passed since then, there is nothing to do.
+        if (status == v1::SESSION_STATUS_WAITING_FOR_INPUT) {
+          waiting_seen.insert(s.id());
+          const int64_t limit_ms = IdleLimitMs(s.id());
+          if (limit_ms < 0 || now - s.updated_unix_ms() < limit_ms) continue;
+        }
         {
           std::lock_guard<std::mutex> lock(mutex_);
           auto it = drivers_.find(s.id());
@@ -368,14 +393,36 @@ class HarnessImpl final : public Harness, public SessionControl {
         }
         Wake(s.id());
       }
-      if (resp->next_page_token().empty()) break;
+      if (resp->next_page_token().empty()) {
+        if (resp->unavailable_shards().empty()) forget();
+        break;
+      }
       req.set_page_token(resp->next_page_token());
     }
     return true;
   }
 
+  // A waiting session's idle_close_seconds in ms, from its task (its first event), read
+  // once; -1 when it cannot be read now (the next scan tries again).
+  int64_t IdleLimitMs(const std::string& id) {
+    if (auto it = idle_limit_ms_.find(id); it != idle_limit_ms_.end()) return it->second;
+    v1::GetEventsRequest req;
+    req.set_session_id(id);
+    req.set_from_seq(1);
+    req.set_to_seq(1);
+    req.set_limit(1);
+    auto resp = store_->GetEvents(req);
+    if (!resp.ok() || resp->events_size() == 0 || !resp->events(0).has_session_created()) return -1;
+    auto task = TaskFromJson(resp->events(0).session_created().task_json(), config_);
+    if (!task.ok()) return -1;
+    const int64_t ms = static_cast<int64_t>(task->idle_close_seconds) * 1000;
+    idle_limit_ms_[id] = ms;
+    return ms;
+  }
+
   HarnessConfig config_;
   std::set<std::string> down_shards_;  // the last scan's unanswered store shards; background thread only
+  std::map<std::string, int64_t> idle_limit_ms_;  // waiting sessions' idle limits; background thread only
   std::unique_ptr<store::SessionStore> store_;
   std::unique_ptr<Vault> vault_;
   std::map<std::string, std::unique_ptr<ModelClient>> models_;

@@ -38,6 +38,9 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
     case v1::Event::kSandboxLost:
       if (ev.sandbox_lost().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
       break;
+    case v1::Event::kAudit:
+      if (ev.audit().action() == "close") s->close_requested = index;
+      break;
     case v1::Event::kStatusChange:
       s->status = ev.status_change().to();
       s->last_status_change = index;

@@ -19,6 +19,9 @@ struct LogState {
   int last_response = -1;          // index of the last model_response
   int last_user = -1;              // index of the last user_message
   int last_status_change = -1;
+  // Index of the last audit event with action "close" (POST /v1/sessions/{id}/close): a
+  // session with keep_open completes at the end of its turn instead of waiting for input.
+  int close_requested = -1;
   std::map<std::string, bool> started;   // call_id -> a tool_call event exists
   std::map<std::string, bool> finished;  // call_id -> a tool_result exists
   std::string sandbox_id;          // the live sandbox, "" when none

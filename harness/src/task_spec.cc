@@ -26,7 +26,7 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
   const std::string w = "body";
   SINEW_RETURN_IF_ERROR(
-      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals", w));
+      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds", w));
   TaskSpec t;
   if (!json_fields::Has(o, "prompt"))
     return Status::InvalidArgument("body.prompt is required (the task, a string)");
@@ -125,6 +125,16 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   if (const json::value* approvals = o.if_contains("approvals"); approvals != nullptr && !approvals->is_null()) {
     SINEW_ASSIGN_OR_RETURN(t.approvals, ParseApprovalPolicy(*approvals, "body.approvals"));
   }
+  SINEW_RETURN_IF_ERROR(json_fields::ReadBool(o, "keep_open", w, &t.keep_open));
+  if (json_fields::Has(o, "idle_close_seconds")) {
+    if (!t.keep_open) {
+      return Status::InvalidArgument("body.idle_close_seconds applies only to a session with keep_open: true");
+    }
+    uint64_t idle = 0;
+    SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_close_seconds", w, kMaxIdleCloseSeconds, &idle));
+    if (idle == 0) return Status::InvalidArgument("body.idle_close_seconds must be at least 1");
+    t.idle_close_seconds = static_cast<uint32_t>(idle);
+  }
   const json::object* metadata = nullptr;
   if (!ReadObject(o, "metadata", w, &metadata).ok()) {
     return Status::InvalidArgument("body.metadata must be an object of strings");
@@ -150,6 +160,10 @@ std::string TaskToJson(const TaskSpec& t) {
                              {"max_output_tokens", t.max_output_tokens},
                              {"max_wall_seconds", t.max_wall_seconds}};
   if (t.approvals.present) o["approvals"] = ApprovalPolicyToJson(t.approvals);
+  if (t.keep_open) {
+    o["keep_open"] = true;
+    o["idle_close_seconds"] = t.idle_close_seconds;
+  }
   return json::serialize(o);
 }
 
@@ -180,6 +194,12 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
   }
   if (const json::value* approvals = o.if_contains("approvals"); approvals != nullptr && !approvals->is_null()) {
     SINEW_ASSIGN_OR_RETURN(t.approvals, ParseApprovalPolicy(*approvals, "task_json.approvals"));
+  }
+  SINEW_RETURN_IF_ERROR(json_fields::ReadBool(o, "keep_open", w, &t.keep_open));
+  if (t.keep_open) {
+    uint64_t idle = t.idle_close_seconds;
+    SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_close_seconds", w, kMaxIdleCloseSeconds, &idle));
+    t.idle_close_seconds = static_cast<uint32_t>(std::max<uint64_t>(idle, 1));
   }
   return t;
 }

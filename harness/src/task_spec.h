@@ -14,6 +14,9 @@
 
 namespace sinew::harness {
 
+inline constexpr uint32_t kDefaultIdleCloseSeconds = 3600;
+inline constexpr uint32_t kMaxIdleCloseSeconds = 30 * 24 * 3600;
+
 struct TaskSpec {
   std::string prompt;
   std::string title;
@@ -29,6 +32,11 @@ struct TaskSpec {
   // every call is allowed). Stored in session_created.task_json, so a session keeps the
   // policy it was created with.
   ApprovalPolicy approvals;
+  // A conversation that stays open (docs/harness.md, "Conversations that stay open"): the
+  // end of a model turn leaves the session waiting_for_input instead of completed; it
+  // completes when closed, or idle_close_seconds after its last event.
+  bool keep_open = false;
+  uint32_t idle_close_seconds = kDefaultIdleCloseSeconds;
 };
 
 // Validates a POST /v1/sessions body against the config and fills defaults.

@@ -107,6 +107,9 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
   // One whose tool call waits for a decision (docs/harness.md, "Tool approvals").
   const std::string asking = Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, asking, "requires_action"), "requires_action");
+  // One that stays open, waiting for input (docs/harness.md, "Conversations that stay open").
+  const std::string open = Submit(R"({"prompt": "hello", "keep_open": true})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, open, "waiting_for_input"), "waiting_for_input");
   std::string to_import;
   for (auto e : AllEvents(base_, kKeyA, done)) {
     e["session_id"] = std::string(32, 'e');
@@ -165,6 +168,11 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"already finished", "POST", s + "/cancel", {auth}, ""},
         {"unknown id", "POST", m + "/cancel", {auth}, ""},
         {"no key", "POST", s + "/cancel", {}, ""}}},
+      {"POST /v1/sessions/{id}/close",
+       {{"closed", "POST", "/v1/sessions/" + open + "/close", {auth}, ""},
+        {"already finished", "POST", s + "/close", {auth}, ""},
+        {"unknown id", "POST", m + "/close", {auth}, ""},
+        {"no key", "POST", s + "/close", {}, ""}}},
       {"POST /v1/sessions/{id}/fork",
        {{"forked", "POST", s + "/fork", {auth, as_json}, R"({"at_seq": 2})"},
         {"no at_seq", "POST", s + "/fork", {auth, as_json}, "{}"},

@@ -257,6 +257,45 @@ TEST(TaskTest, ValidatesEveryField) {
   EXPECT_TRUE(AttachesSandbox(attached->sandbox_json));
 }
 
+// A conversation that stays open (docs/harness.md, "Conversations that stay open").
+TEST(TaskTest, KeepOpenAndItsIdleLimitAreValidatedAndKept) {
+  auto config = ParseConfig(kMinimal);
+  ASSERT_TRUE(config.ok());
+  auto plain = ParseTaskRequest(R"({"prompt": "x"})", *config);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->keep_open);
+  EXPECT_EQ(TaskToJson(*plain).find("keep_open"), std::string::npos);  // old tasks' JSON unchanged
+  auto open = ParseTaskRequest(R"({"prompt": "x", "keep_open": true})", *config);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->keep_open);
+  EXPECT_EQ(open->idle_close_seconds, 3600u);
+  auto back = TaskFromJson(TaskToJson(*open), *config);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->keep_open);
+  EXPECT_EQ(back->idle_close_seconds, 3600u);
+  auto set = ParseTaskRequest(R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 2})", *config);
+  ASSERT_TRUE(set.ok());
+  back = TaskFromJson(TaskToJson(*set), *config);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->idle_close_seconds, 2u);
+  struct Case {
+    const char* body;
+    const char* needle;
+  } cases[] = {
+      {R"({"prompt": "x", "keep_open": "yes"})", "body.keep_open must be a boolean"},
+      {R"({"prompt": "x", "idle_close_seconds": 5})", "only to a session with keep_open"},
+      {R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 0})", "at least 1"},
+      {R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 2592001})", "body.idle_close_seconds"},
+      {R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 1.5})", "body.idle_close_seconds"},
+  };
+  for (const auto& c : cases) {
+    auto t = ParseTaskRequest(c.body, *config);
+    ASSERT_FALSE(t.ok()) << c.body;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find(c.needle), std::string::npos) << c.body << " -> " << t.status().message();
+  }
+}
+
 TEST(ScriptedModelTest, AScriptErrorNamesTheResponse) {
   testing::TempDir dir;
   ModelEndpointConfig m;

@@ -45,6 +45,8 @@ class ApiClient {
   [[nodiscard]] Result<std::vector<std::pair<v1::Event, std::string>>> Export(const std::string& id);
   [[nodiscard]] Result<SessionView> Message(const std::string& id, const std::string& text);
   [[nodiscard]] Result<SessionView> Cancel(const std::string& id);
+  // Closes a session created with keep_open (POST .../close): it completes.
+  [[nodiscard]] Result<SessionView> Close(const std::string& id);
   // Approves or denies a tool call that waits for a decision (POST .../decisions); the
   // message (may be empty) goes to the model with a denial.
   [[nodiscard]] Result<SessionView> Decide(const std::string& id, const std::string& call_id, bool approve,
