@@ -91,6 +91,8 @@ ApiResponse ApiHandler::Fork(const ApiRequest& r, const std::string& id, const C
   if (!fork.ok()) return FromStatus(fork.status());
   std::vector<v1::Event> copies;
   for (size_t i = 1; i < events.size(); ++i) {
+    // A close asked of the source ends the source's conversation, not the fork's.
+    if (events[i].has_audit() && events[i].audit().action() == "close") continue;
     v1::Event ev = events[i];
     ev.clear_seq();
     ev.clear_session_id();

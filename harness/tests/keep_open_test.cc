@@ -162,6 +162,25 @@ TEST_F(KeepOpenTest, ASecondCloseIs409AndAppendsNothing) {
   EXPECT_EQ(Api("GET", base_ + "/v1/sessions/" + id + "/close", kKeyA).status, 405);
 }
 
+// A fork of a closed conversation is open: the close belonged to the source.
+TEST_F(KeepOpenTest, AForkOfAClosedConversationStaysOpen) {
+  const std::string id = Submit(R"({"prompt": "hello", "keep_open": true})");
+  ASSERT_TRUE(WaitForTurns(id, 1));
+  ASSERT_EQ(Close(id).status, 202);
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  auto forked = Api("POST", base_ + "/v1/sessions/" + id + "/fork", kKeyA,
+                    json::serialize(json::object{{"at_seq", NextSeq(id) - 1}, {"message", "And then?"}}));
+  ASSERT_EQ(forked.status, 201) << forked.body;
+  const std::string fork(forked.json.at("session").at("id").as_string());
+  ASSERT_TRUE(WaitForTurns(fork, 2)) << "the fork did not wait for input after its turn";
+  auto events = AllEvents(base_, kKeyA, fork);
+  const auto audits = OfType(events, "audit");
+  EXPECT_TRUE(std::none_of(audits.begin(), audits.end(),
+                           [](const json::object& a) { return Text(a, "action") == "close"; }));
+  ASSERT_EQ(Close(fork).status, 202);
+  EXPECT_EQ(WaitForStatus(base_, kKeyA, fork, "completed"), "completed");
+}
+
 // A close while the model works ends the session at the end of that turn: it does not
 // wait for input.
 TEST_F(KeepOpenTest, ACloseWhileATurnRunsCompletesItAtTheEndOfTheTurn) {
