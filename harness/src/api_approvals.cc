@@ -38,17 +38,21 @@ Result<std::vector<Decision>> ParseDecisions(const std::string& text) {
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(body, "decisions", "body"));
   const json::value* list = body.if_contains("decisions");
   if (list == nullptr || !list->is_array() || list->as_array().empty()) {
-    return Status::InvalidArgument("body.decisions is required: a non-empty array of {\"call_id\", \"decision\"}");
+    return Status::InvalidArgument(
+        "body.decisions is required: a non-empty array of {\"call_id\", \"decision\"}");
   }
   if (list->as_array().size() > kMaxDecisions) {
-    return Status::InvalidArgument("body.decisions holds more than " + std::to_string(kMaxDecisions) + " decisions");
+    return Status::InvalidArgument("body.decisions holds more than " +
+                                   std::to_string(kMaxDecisions) + " decisions");
   }
   std::vector<Decision> out;
   std::set<std::string> seen;
   for (size_t i = 0; i < list->as_array().size(); ++i) {
     const std::string w = "body.decisions[" + std::to_string(i) + "]";
     const json::value& v = list->as_array()[i];
-    if (!v.is_object()) return Status::InvalidArgument(w + " must be an object {\"call_id\", \"decision\", \"message\"}");
+    if (!v.is_object())
+      return Status::InvalidArgument(w +
+                                     " must be an object {\"call_id\", \"decision\", \"message\"}");
     const json::object& o = v.as_object();
     SINEW_RETURN_IF_ERROR(RejectUnknownKeys(o, "call_id,decision,message", w));
     Decision d;
@@ -56,15 +60,18 @@ Result<std::vector<Decision>> ParseDecisions(const std::string& text) {
     SINEW_RETURN_IF_ERROR(ReadString(o, "call_id", w, &d.call_id));
     SINEW_RETURN_IF_ERROR(ReadString(o, "decision", w, &decision));
     SINEW_RETURN_IF_ERROR(ReadString(o, "message", w, &d.message));
-    if (d.call_id.empty()) return Status::InvalidArgument(w + ".call_id is required (a non-empty string)");
+    if (d.call_id.empty())
+      return Status::InvalidArgument(w + ".call_id is required (a non-empty string)");
     if (decision != "approve" && decision != "deny") {
       return Status::InvalidArgument(w + ".decision must be \"approve\" or \"deny\"");
     }
     if (d.message.size() > kMaxDecisionMessageBytes) {
-      return Status::InvalidArgument(w + ".message is over " + std::to_string(kMaxDecisionMessageBytes) + " bytes");
+      return Status::InvalidArgument(w + ".message is over " +
+                                     std::to_string(kMaxDecisionMessageBytes) + " bytes");
     }
     if (!seen.insert(d.call_id).second) {
-      return Status::InvalidArgument(w + ".call_id '" + d.call_id + "' is decided twice in this request");
+      return Status::InvalidArgument(w + ".call_id '" + d.call_id +
+                                     "' is decided twice in this request");
     }
     d.approved = decision == "approve";
     out.push_back(std::move(d));
@@ -108,8 +115,9 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
     auto meta = deps_.store->GetSession(id);
     if (!meta.ok()) return FromStatus(meta.status());
     if (IsTerminal(meta->status())) {
-      return Error(409, "conflict", "session " + id + " is already " + store::SessionStatusName(meta->status()) +
-                                        "; no tool call waits for a decision");
+      return Error(409, "conflict",
+                   "session " + id + " is already " + store::SessionStatusName(meta->status()) +
+                       "; no tool call waits for a decision");
     }
     auto log = ReadEvents(id, meta->next_seq() - 1);
     if (!log.ok()) return FromStatus(log.status());
@@ -122,18 +130,22 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
     req.set_lease_epoch(meta->has_lease() ? meta->lease().epoch() : 0);
     for (const auto& d : *decisions) {
       if (!state.approval_requested.count(d.call_id)) {
-        return Error(409, "conflict", "tool call '" + d.call_id + "' of session " + id +
-                                          " is not waiting for a decision (no approval was asked for it in the "
-                                          "last model response)");
+        return Error(409, "conflict",
+                     "tool call '" + d.call_id + "' of session " + id +
+                         " is not waiting for a decision (no approval was asked for it in the "
+                         "last model response)");
       }
-      if (auto done = state.approval_decided.find(d.call_id); done != state.approval_decided.end()) {
+      if (auto done = state.approval_decided.find(d.call_id);
+          done != state.approval_decided.end()) {
         const v1::ApprovalDecided& was = (*log)[done->second].approval_decided();
-        return Error(409, "conflict", "tool call '" + d.call_id + "' of session " + id + " was already " +
-                                          (was.approved() ? "approved" : "denied") + " (by " + was.by() + ")");
+        return Error(409, "conflict",
+                     "tool call '" + d.call_id + "' of session " + id + " was already " +
+                         (was.approved() ? "approved" : "denied") + " (by " + was.by() + ")");
       }
       if (state.finished.count(d.call_id)) {
-        return Error(409, "conflict", "tool call '" + d.call_id + "' of session " + id +
-                                          " already has its result; it no longer waits for a decision");
+        return Error(409, "conflict",
+                     "tool call '" + d.call_id + "' of session " + id +
+                         " already has its result; it no longer waits for a decision");
       }
       v1::Event* ev = req.add_events();
       auto* a = ev->mutable_approval_decided();
@@ -154,11 +166,12 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
       }
       return FromStatus(appended.status());
     }
-    spdlog::info("session {}: {} tool call decision(s) recorded at seq {}-{}", id, decisions->size(),
-                 appended->first_seq(), appended->last_seq());
+    spdlog::info("session {}: {} tool call decision(s) recorded at seq {}-{}", id,
+                 decisions->size(), appended->first_seq(), appended->last_seq());
     // Its driver here (or a new one, when none drives it) picks the decisions up at once;
     // a driver elsewhere reads them from the log.
-    if (!(meta->imported() && meta->lease_epoch() == 0)) control_->Wake(id);  // a record stays a record
+    if (!(meta->imported() && meta->lease_epoch() == 0))
+      control_->Wake(id);  // a record stays a record
     auto after = deps_.store->GetSession(id);
     if (!after.ok()) return FromStatus(after.status());
     auto body = SessionJsonWithApprovals(*after);
@@ -167,7 +180,9 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
     out.body = json::serialize(json::object{{"session", std::move(*body)}});
     return out;
   }
-  ApiResponse busy = Error(503, "unavailable", "session " + id + " changed under every try to record the decision; retry");
+  ApiResponse busy =
+      Error(503, "unavailable",
+            "session " + id + " changed under every try to record the decision; retry");
   busy.headers.emplace_back("Retry-After", "1");
   return busy;
 }

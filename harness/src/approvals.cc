@@ -36,7 +36,8 @@ Status ReadTimeout(const json::object& o, const std::string& where, uint32_t* ou
   return Status::Ok();
 }
 
-Status ReadStrings(const json::object& o, const char* key, const std::string& where, std::vector<std::string>* out) {
+Status ReadStrings(const json::object& o, const char* key, const std::string& where,
+                   std::vector<std::string>* out) {
   const json::array* a = nullptr;
   if (!ReadArray(o, key, where, &a).ok()) {
     return Status::InvalidArgument(where + "." + key + " must be an array of non-empty strings");
@@ -44,7 +45,8 @@ Status ReadStrings(const json::object& o, const char* key, const std::string& wh
   if (a == nullptr) return Status::Ok();
   for (const auto& v : *a) {
     if (!v.is_string() || v.as_string().empty() || v.as_string().size() > 1024) {
-      return Status::InvalidArgument(where + "." + key + " must be an array of non-empty strings (up to 1024 bytes)");
+      return Status::InvalidArgument(where + "." + key +
+                                     " must be an array of non-empty strings (up to 1024 bytes)");
     }
     out->emplace_back(v.as_string());
   }
@@ -60,16 +62,20 @@ std::string Lower(std::string s) {
 
 const char* ToolPolicyName(ToolPolicy p) {
   switch (p) {
-    case ToolPolicy::kAllow: return "allow";
-    case ToolPolicy::kAsk: return "ask";
-    case ToolPolicy::kDeny: return "deny";
+    case ToolPolicy::kAllow:
+      return "allow";
+    case ToolPolicy::kAsk:
+      return "ask";
+    case ToolPolicy::kDeny:
+      return "deny";
   }
   return "allow";
 }
 
 Result<ApprovalPolicy> ParseApprovalPolicy(const json::value& v, const std::string& where) {
   if (!v.is_object()) {
-    return Status::InvalidArgument(where + " must be an object {\"default\", \"ask_timeout_seconds\", \"tools\"}");
+    return Status::InvalidArgument(
+        where + " must be an object {\"default\", \"ask_timeout_seconds\", \"tools\"}");
   }
   const json::object& o = v.as_object();
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(o, "default,ask_timeout_seconds,tools", where));
@@ -81,14 +87,16 @@ Result<ApprovalPolicy> ParseApprovalPolicy(const json::value& v, const std::stri
   SINEW_RETURN_IF_ERROR(ReadTimeout(o, where, &p.ask_timeout_seconds));
   const json::value* tools = o.if_contains("tools");
   if (tools == nullptr || tools->is_null()) return p;
-  if (!tools->is_object()) return Status::InvalidArgument(where + ".tools must be an object {\"<tool>\": policy}");
+  if (!tools->is_object())
+    return Status::InvalidArgument(where + ".tools must be an object {\"<tool>\": policy}");
   for (const auto& kv : tools->as_object()) {
     const std::string name(kv.key());
     const std::string tw = where + ".tools." + name;
     if (FindTool(name) == nullptr) {
       std::string names;
       for (const auto& tool : ToolCatalog()) names += (names.empty() ? "" : ", ") + tool.name;
-      return Status::InvalidArgument(where + ".tools names unknown tool '" + name + "'; tools: " + names);
+      return Status::InvalidArgument(where + ".tools names unknown tool '" + name +
+                                     "'; tools: " + names);
     }
     ToolApprovalRule rule;
     if (kv.value().is_string()) {
@@ -109,12 +117,13 @@ Result<ApprovalPolicy> ParseApprovalPolicy(const json::value& v, const std::stri
       for (auto& h : rule.allow_hosts) {
         h = Lower(h);
         if (h.find_first_of("/@ \t") != std::string::npos) {
-          return Status::InvalidArgument(tw + ".allow_hosts entries are \"host\" or \"host:port\", not URLs ('" +
-                                         h + "')");
+          return Status::InvalidArgument(
+              tw + ".allow_hosts entries are \"host\" or \"host:port\", not URLs ('" + h + "')");
         }
       }
     } else {
-      return Status::InvalidArgument(tw + " must be \"allow\", \"ask\", \"deny\" or an object {\"policy\", ...}");
+      return Status::InvalidArgument(
+          tw + " must be \"allow\", \"ask\", \"deny\" or an object {\"policy\", ...}");
     }
     p.tools[name] = std::move(rule);
   }
@@ -150,7 +159,8 @@ bool BashPrefixAllows(const std::string& command, const std::string& prefix) {
   if (start == std::string::npos) return false;
   const std::string_view cmd = std::string_view(command).substr(start);
   if (cmd.substr(0, prefix.size()) != prefix) return false;
-  if (cmd.size() > prefix.size() && prefix.back() != ' ' && cmd[prefix.size()] != ' ' && cmd[prefix.size()] != '\t') {
+  if (cmd.size() > prefix.size() && prefix.back() != ' ' && cmd[prefix.size()] != ' ' &&
+      cmd[prefix.size()] != '\t') {
     return false;  // "ls" is not a prefix of "lsblk"
   }
   // Anything that could run a second command makes it a command to ask about.
@@ -159,14 +169,16 @@ bool BashPrefixAllows(const std::string& command, const std::string& prefix) {
   return true;
 }
 
-ApprovalVerdict EvaluateApproval(const ApprovalPolicy& p, const std::string& tool, const std::string& input_json) {
+ApprovalVerdict EvaluateApproval(const ApprovalPolicy& p, const std::string& tool,
+                                 const std::string& input_json) {
   ApprovalVerdict v;
   if (!p.present) return v;
   auto it = p.tools.find(tool);
   const ToolApprovalRule* rule = it == p.tools.end() ? nullptr : &it->second;
   v.policy = rule != nullptr ? rule->policy : p.default_policy;
-  v.ask_timeout_seconds = rule != nullptr && rule->ask_timeout_seconds != 0 ? rule->ask_timeout_seconds
-                                                                              : p.ask_timeout_seconds;
+  v.ask_timeout_seconds = rule != nullptr && rule->ask_timeout_seconds != 0
+                              ? rule->ask_timeout_seconds
+                              : p.ask_timeout_seconds;
   const std::string whose = rule != nullptr ? "policy of " + tool : "default policy";
   v.reason = tool + ": " + whose + " is " + ToolPolicyName(v.policy);
   if (v.policy == ToolPolicy::kAllow || rule == nullptr) return v;
@@ -187,7 +199,8 @@ ApprovalVerdict EvaluateApproval(const ApprovalPolicy& p, const std::string& too
   if (tool == "http_request" && !rule->allow_hosts.empty()) {
     const std::string url = in != nullptr ? json_fields::StringField(*in, "url") : "";
     auto parts = http::ParseUrl(url);
-    if (parts.ok() && parts->user.empty() && (parts->scheme == "http" || parts->scheme == "https")) {
+    if (parts.ok() && parts->user.empty() &&
+        (parts->scheme == "http" || parts->scheme == "https")) {
       const std::string host = Lower(parts->host);
       const std::string host_port = host + ":" + parts->port;
       for (const auto& allowed : rule->allow_hosts) {

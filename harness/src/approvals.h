@@ -31,7 +31,7 @@ struct ToolApprovalRule {
 };
 
 struct ApprovalPolicy {
-  bool present = false;  // false: no policy; every call is allowed
+  bool present = false;                            // false: no policy; every call is allowed
   ToolPolicy default_policy = ToolPolicy::kAllow;  // tools without a rule
   uint32_t ask_timeout_seconds = kDefaultAskTimeoutSeconds;
   std::map<std::string, ToolApprovalRule> tools;
@@ -39,17 +39,19 @@ struct ApprovalPolicy {
 
 // Reads an "approvals" object; errors are kInvalidArgument naming the field under `where`
 // (e.g. "body.approvals.tools.bash.policy must be one of allow, ask, deny").
-[[nodiscard]] Result<ApprovalPolicy> ParseApprovalPolicy(const boost::json::value& v, const std::string& where);
+[[nodiscard]] Result<ApprovalPolicy> ParseApprovalPolicy(const boost::json::value& v,
+                                                         const std::string& where);
 // The normalized form (what ParseApprovalPolicy reads back to the same policy).
 boost::json::object ApprovalPolicyToJson(const ApprovalPolicy& p);
 
 // What the policy says about one call.
 struct ApprovalVerdict {
   ToolPolicy policy = ToolPolicy::kAllow;
-  std::string reason;            // why (shown in approval_requested and denials)
+  std::string reason;  // why (shown in approval_requested and denials)
   uint32_t ask_timeout_seconds = 0;
 };
-ApprovalVerdict EvaluateApproval(const ApprovalPolicy& p, const std::string& tool, const std::string& input_json);
+ApprovalVerdict EvaluateApproval(const ApprovalPolicy& p, const std::string& tool,
+                                 const std::string& input_json);
 
 // True when `command` may run without asking because of `prefix`: it starts with the
 // prefix at a word boundary and holds no shell operator that could chain another command

@@ -29,11 +29,13 @@ class ApprovalsTest : public ::testing::Test {
     ASSERT_FALSE(store_->address.empty()) << "sinew-store did not start";
     const std::string t = target_->url();
     WriteFile(dir_.Sub("fetch.json"), R"({"responses": [
-      {"text": "Fetching.", "tool_calls": [{"name": "http_request", "input": {"url": ")" + t + R"(/data"}}]},
+      {"text": "Fetching.", "tool_calls": [{"name": "http_request", "input": {"url": ")" +
+                                          t + R"(/data"}}]},
       {"text": "Done."}]})");
     WriteFile(dir_.Sub("post.json"), R"({"responses": [
-      {"text": "Posting.", "tool_calls": [{"name": "http_request", "input": {"method": "POST", "url": ")" + t +
-                                                R"(/orders", "body": "one"}}]},
+      {"text": "Posting.", "tool_calls": [{"name": "http_request", "input": {"method": "POST", "url": ")" +
+                                         t +
+                                         R"(/orders", "body": "one"}}]},
       {"text": "Done."}]})");
     WriteFile(dir_.Sub("bash.json"), R"({"responses": [
       {"text": "Two commands.", "tool_calls": [{"name": "bash", "input": {"command": "ls -la /"}},
@@ -47,13 +49,18 @@ class ApprovalsTest : public ::testing::Test {
   std::string Config() const {
     const std::string d = dir_.path();
     return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
-      "api_keys": {")" + std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
+      "api_keys": {")" +
+           std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
       "tenants": {"tenant-b": {"approvals": {"default": "ask"}}},
       "default_model": "fetch",
-      "models": {"fetch": {"kind": "scripted", "script": ")" + d + R"(/fetch.json"},
-                 "post": {"kind": "scripted", "script": ")" + d + R"(/post.json"},
-                 "bash": {"kind": "scripted", "script": ")" + d + R"(/bash.json"}},
-      "http_request": {"allow": [{"host": "127.0.0.1:)" + std::to_string(target_->port()) + R"("}]},
+      "models": {"fetch": {"kind": "scripted", "script": ")" +
+           d + R"(/fetch.json"},
+                 "post": {"kind": "scripted", "script": ")" +
+           d + R"(/post.json"},
+                 "bash": {"kind": "scripted", "script": ")" +
+           d + R"(/bash.json"}},
+      "http_request": {"allow": [{"host": "127.0.0.1:)" +
+           std::to_string(target_->port()) + R"("}]},
       "lease_ttl_ms": 2000, "scan_interval_ms": 300})";
   }
 
@@ -86,7 +93,8 @@ class ApprovalsTest : public ::testing::Test {
 
   size_t Requests(const std::string& method) {
     auto all = target_->requests();
-    return static_cast<size_t>(std::count_if(all.begin(), all.end(), [&](const auto& r) { return r.method == method; }));
+    return static_cast<size_t>(
+        std::count_if(all.begin(), all.end(), [&](const auto& r) { return r.method == method; }));
   }
 
   testing::TempDir dir_;
@@ -123,7 +131,8 @@ std::vector<std::string> Statuses(const std::vector<json::object>& events) {
 }
 
 TEST_F(ApprovalsTest, AskPutsTheSessionInRequiresActionAndAnApprovedCallRuns) {
-  const std::string id = Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
+  const std::string id =
+      Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
   auto shown = Api("GET", base_ + "/v1/sessions/" + id, kKeyA);
   ASSERT_EQ(shown.status, 200) << shown.body;
@@ -132,7 +141,8 @@ TEST_F(ApprovalsTest, AskPutsTheSessionInRequiresActionAndAnApprovedCallRuns) {
   EXPECT_EQ(pending[0].at("call_id").as_string(), "call_0_0");
   EXPECT_EQ(pending[0].at("tool_name").as_string(), "http_request");
   EXPECT_NE(std::string(pending[0].at("input_json").as_string()).find("/data"), std::string::npos);
-  EXPECT_GT(pending[0].at("deadline_unix_ms").as_int64(), pending[0].at("requested_unix_ms").as_int64());
+  EXPECT_GT(pending[0].at("deadline_unix_ms").as_int64(),
+            pending[0].at("requested_unix_ms").as_int64());
   EXPECT_EQ(Requests("GET"), 0u) << "the call ran before it was approved";
   // The request is on the session's event stream.
   // Seven events: created, the task, running, the model's request and response, the
@@ -146,8 +156,9 @@ TEST_F(ApprovalsTest, AskPutsTheSessionInRequiresActionAndAnApprovedCallRuns) {
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   EXPECT_EQ(Requests("GET"), 1u);
   auto events = AllEvents(base_, kKeyA, id);
-  EXPECT_EQ(Statuses(events), (std::vector<std::string>{"SESSION_STATUS_RUNNING", "SESSION_STATUS_REQUIRES_ACTION",
-                                                        "SESSION_STATUS_RUNNING", "SESSION_STATUS_COMPLETED"}));
+  EXPECT_EQ(Statuses(events),
+            (std::vector<std::string>{"SESSION_STATUS_RUNNING", "SESSION_STATUS_REQUIRES_ACTION",
+                                      "SESSION_STATUS_RUNNING", "SESSION_STATUS_COMPLETED"}));
   auto decisions = OfType(events, "approval_decided");
   ASSERT_EQ(decisions.size(), 1u);
   EXPECT_TRUE(Flag(decisions[0], "approved"));
@@ -172,23 +183,27 @@ TEST_F(ApprovalsTest, ADeniedCallDoesNotRunAndTheModelReadsTheMessage) {
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("denied by the user"), std::string::npos) << Text(results[0], "output");
+  EXPECT_NE(Text(results[0], "output").find("denied by the user"), std::string::npos)
+      << Text(results[0], "output");
   EXPECT_NE(Text(results[0], "output").find("use the cached copy instead"), std::string::npos);
   // The model was asked again after the denial, with the result in its context.
   EXPECT_EQ(OfType(events, "model_request").size(), 2u);
 }
 
 TEST_F(ApprovalsTest, ADenyPolicyRefusesTheCallAtOnceWithoutWaiting) {
-  const std::string id = Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "deny"}}})");
+  const std::string id =
+      Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "deny"}}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   EXPECT_EQ(Requests("GET"), 0u);
   auto events = AllEvents(base_, kKeyA, id);
   EXPECT_TRUE(OfType(events, "approval_requested").empty());
-  EXPECT_EQ(Statuses(events), (std::vector<std::string>{"SESSION_STATUS_RUNNING", "SESSION_STATUS_COMPLETED"}));
+  EXPECT_EQ(Statuses(events),
+            (std::vector<std::string>{"SESSION_STATUS_RUNNING", "SESSION_STATUS_COMPLETED"}));
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("denied by policy"), std::string::npos) << Text(results[0], "output");
+  EXPECT_NE(Text(results[0], "output").find("denied by policy"), std::string::npos)
+      << Text(results[0], "output");
 }
 
 TEST_F(ApprovalsTest, BashCommandsWithAnAllowedPrefixRunWithoutAskingAndChainedOnesAsk) {
@@ -211,12 +226,15 @@ TEST_F(ApprovalsTest, BashCommandsWithAnAllowedPrefixRunWithoutAskingAndChainedO
   ASSERT_EQ(results.size(), 2u);
   // This harness has no sandboxd: the allowed call went on to the tool, which is not
   // offered here; the other was denied before reaching it.
-  EXPECT_NE(Text(results[0], "output").find("not available"), std::string::npos) << Text(results[0], "output");
-  EXPECT_NE(Text(results[1], "output").find("denied by the user"), std::string::npos) << Text(results[1], "output");
+  EXPECT_NE(Text(results[0], "output").find("not available"), std::string::npos)
+      << Text(results[0], "output");
+  EXPECT_NE(Text(results[1], "output").find("denied by the user"), std::string::npos)
+      << Text(results[1], "output");
 }
 
 TEST_F(ApprovalsTest, ADecisionForACallThatIsNotPendingIs409AndWritesNothing) {
-  const std::string id = Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
+  const std::string id =
+      Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
   int64_t before = NextSeq(id);
   auto unknown = Decide(base_, id, "call_9_9", "approve");
@@ -246,7 +264,8 @@ TEST_F(ApprovalsTest, ADecisionForACallThatIsNotPendingIs409AndWritesNothing) {
 TEST_F(ApprovalsTest, DecisionsRacedOnTwoHarnessesForOneCallAreTakenOnce) {
   auto second = StartHarness("second.json");
   ASSERT_NE(second, nullptr);
-  const std::string id = Submit(R"({"prompt": "post", "model": "post", "approvals": {"default": "ask"}})");
+  const std::string id =
+      Submit(R"({"prompt": "post", "model": "post", "approvals": {"default": "ask"}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
   // Eight decisions at once, half to each harness, approvals and denials mixed.
   std::vector<std::future<Reply>> sent;
@@ -275,7 +294,8 @@ TEST_F(ApprovalsTest, DecisionsRacedOnTwoHarnessesForOneCallAreTakenOnce) {
 }
 
 TEST_F(ApprovalsTest, AHarnessKilledWhileASessionRequiresActionIsRestartedAndTheCallRunsOnce) {
-  const std::string id = Submit(R"({"prompt": "post", "model": "post", "approvals": {"default": "ask"}})");
+  const std::string id =
+      Submit(R"({"prompt": "post", "model": "post", "approvals": {"default": "ask"}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
   harness_->proc->Signal(SIGKILL);
   harness_->proc->Wait();
@@ -314,7 +334,8 @@ TEST_F(ApprovalsTest, AnUnansweredRequestIsDeniedAtItsDeadline) {
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("no decision within 1 s"), std::string::npos) << Text(results[0], "output");
+  EXPECT_NE(Text(results[0], "output").find("no decision within 1 s"), std::string::npos)
+      << Text(results[0], "output");
   // Too late for a person now.
   EXPECT_EQ(Decide(base_, id, "call_0_0", "approve").status, 409);
 }
@@ -340,12 +361,14 @@ TEST_F(ApprovalsTest, ADeadlineHoldsAcrossAHarnessCrash) {
   EXPECT_EQ(Text(decisions[0], "by"), "timeout");
   int64_t decided_at = 0;
   for (const auto& e : events) {
-    if (e.at("type").as_string() == "approval_decided") decided_at = std::stoll(Text(e, "timestamp_unix_ms"));
+    if (e.at("type").as_string() == "approval_decided")
+      decided_at = std::stoll(Text(e, "timestamp_unix_ms"));
   }
   EXPECT_GE(decided_at, std::stoll(Text(requested[0], "deadline_unix_ms")));
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
-  EXPECT_NE(Text(results[0], "output").find("no decision within 2 s"), std::string::npos) << Text(results[0], "output");
+  EXPECT_NE(Text(results[0], "output").find("no decision within 2 s"), std::string::npos)
+      << Text(results[0], "output");
 }
 
 TEST_F(ApprovalsTest, ATenantsDefaultPolicyAppliesAndACancelEndsTheWait) {
@@ -359,7 +382,9 @@ TEST_F(ApprovalsTest, ATenantsDefaultPolicyAppliesAndACancelEndsTheWait) {
   EXPECT_EQ(Requests("GET"), 0u);
   // A follow-up message after the cancel: the cancelled call has its result and waits for
   // nothing, so the session goes on to the model and completes.
-  ASSERT_EQ(Api("POST", base_ + "/v1/sessions/" + id + "/messages", kKeyB, R"({"text": "go on"})").status, 202);
+  ASSERT_EQ(
+      Api("POST", base_ + "/v1/sessions/" + id + "/messages", kKeyB, R"({"text": "go on"})").status,
+      202);
   ASSERT_EQ(WaitForStatus(base_, kKeyB, id, "completed"), "completed");
   auto events = AllEvents(base_, kKeyB, id);
   EXPECT_EQ(OfType(events, "approval_requested").size(), 1u);
@@ -371,7 +396,8 @@ TEST_F(ApprovalsTest, BadApprovalPoliciesAre400AndCreateNothing) {
       {R"({"prompt": "x", "approvals": "ask"})", "body.approvals"},
       {R"({"prompt": "x", "approvals": {"default": "maybe"}})", "body.approvals.default"},
       {R"({"prompt": "x", "approvals": {"tools": {"teleport": "ask"}}})", "teleport"},
-      {R"({"prompt": "x", "approvals": {"tools": {"bash": "sometimes"}}})", "body.approvals.tools.bash"},
+      {R"({"prompt": "x", "approvals": {"tools": {"bash": "sometimes"}}})",
+       "body.approvals.tools.bash"},
       {R"({"prompt": "x", "approvals": {"tools": {"bash": {"allow_prefixes": ["ls"]}}}})",
        "body.approvals.tools.bash.policy"},
       {R"({"prompt": "x", "approvals": {"tools": {"grep": {"policy": "ask", "allow_prefixes": ["ls"]}}}})",

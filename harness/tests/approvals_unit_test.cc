@@ -22,8 +22,8 @@ TEST(ApprovalPolicyTest, BashPrefixesAllowWholeWordsAndNothingChained) {
   EXPECT_TRUE(BashPrefixAllows("  git status --short", "git status"));
   EXPECT_FALSE(BashPrefixAllows("lsblk", "ls"));
   EXPECT_FALSE(BashPrefixAllows("git push", "git status"));
-  for (const char* chained : {"ls; rm -rf /", "ls && rm x", "ls | sh", "ls `rm x`", "ls $(rm x)", "ls > /etc/passwd",
-                              "ls < x", "ls\nrm x", "ls & rm x"}) {
+  for (const char* chained : {"ls; rm -rf /", "ls && rm x", "ls | sh", "ls `rm x`", "ls $(rm x)",
+                              "ls > /etc/passwd", "ls < x", "ls\nrm x", "ls & rm x"}) {
     EXPECT_FALSE(BashPrefixAllows(chained, "ls")) << chained;
   }
 }
@@ -42,16 +42,23 @@ TEST(ApprovalPolicyTest, EachToolGetsItsRuleOrTheDefault) {
   auto rm = EvaluateApproval(p, "bash", R"({"command": "rm -rf /"})");
   EXPECT_EQ(rm.policy, ToolPolicy::kAsk);
   EXPECT_EQ(rm.ask_timeout_seconds, 5u);
-  EXPECT_EQ(EvaluateApproval(p, "bash", R"({"command": "cat /etc/hosts"})").policy, ToolPolicy::kAllow);
-  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "https://api.example.com/v1/x"})").policy,
+  EXPECT_EQ(EvaluateApproval(p, "bash", R"({"command": "cat /etc/hosts"})").policy,
             ToolPolicy::kAllow);
-  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "http://127.0.0.1:8080/"})").policy, ToolPolicy::kAllow);
-  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "http://127.0.0.1:9090/"})").policy, ToolPolicy::kAsk);
-  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "https://evil.example.com/"})").policy, ToolPolicy::kAsk);
-  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "https://user@api.example.com/"})").policy,
+  EXPECT_EQ(
+      EvaluateApproval(p, "http_request", R"({"url": "https://api.example.com/v1/x"})").policy,
+      ToolPolicy::kAllow);
+  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "http://127.0.0.1:8080/"})").policy,
+            ToolPolicy::kAllow);
+  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "http://127.0.0.1:9090/"})").policy,
             ToolPolicy::kAsk);
+  EXPECT_EQ(EvaluateApproval(p, "http_request", R"({"url": "https://evil.example.com/"})").policy,
+            ToolPolicy::kAsk);
+  EXPECT_EQ(
+      EvaluateApproval(p, "http_request", R"({"url": "https://user@api.example.com/"})").policy,
+      ToolPolicy::kAsk);
   // No policy: everything is allowed.
-  EXPECT_EQ(EvaluateApproval(ApprovalPolicy{}, "bash", R"({"command": "rm -rf /"})").policy, ToolPolicy::kAllow);
+  EXPECT_EQ(EvaluateApproval(ApprovalPolicy{}, "bash", R"({"command": "rm -rf /"})").policy,
+            ToolPolicy::kAllow);
 }
 
 TEST(ApprovalPolicyTest, APolicyKeepsItsMeaningThroughTheStoredTask) {
@@ -60,12 +67,15 @@ TEST(ApprovalPolicyTest, APolicyKeepsItsMeaningThroughTheStoredTask) {
       "models": {"m": {"kind": "scripted", "script": "/dev/null"}}})");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto task = ParseTaskRequest(R"({"prompt": "x", "approvals": {"tools": {"bash": {"policy": "ask",
-      "allow_prefixes": ["ls"]}}}})", *config);
+      "allow_prefixes": ["ls"]}}}})",
+                               *config);
   ASSERT_TRUE(task.ok()) << task.status().ToString();
   auto back = TaskFromJson(TaskToJson(*task), *config);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(EvaluateApproval(back->approvals, "bash", R"({"command": "ls"})").policy, ToolPolicy::kAllow);
-  EXPECT_EQ(EvaluateApproval(back->approvals, "bash", R"({"command": "rm x"})").policy, ToolPolicy::kAsk);
+  EXPECT_EQ(EvaluateApproval(back->approvals, "bash", R"({"command": "ls"})").policy,
+            ToolPolicy::kAllow);
+  EXPECT_EQ(EvaluateApproval(back->approvals, "bash", R"({"command": "rm x"})").policy,
+            ToolPolicy::kAsk);
   // A task without a policy gets its tenant's default; one with a policy keeps its own.
   auto plain = ParseTaskRequest(R"({"prompt": "x"})", *config);
   ASSERT_TRUE(plain.ok());
@@ -74,7 +84,8 @@ TEST(ApprovalPolicyTest, APolicyKeepsItsMeaningThroughTheStoredTask) {
   EXPECT_EQ(EvaluateApproval(plain->approvals, "grep", "{}").policy, ToolPolicy::kAllow);
   ApplyTenantApprovals(*config, "t", &*task);
   EXPECT_EQ(EvaluateApproval(task->approvals, "grep", "{}").policy, ToolPolicy::kAllow);
-  EXPECT_EQ(EvaluateApproval(task->approvals, "bash", R"({"command": "ls"})").policy, ToolPolicy::kAllow);
+  EXPECT_EQ(EvaluateApproval(task->approvals, "bash", R"({"command": "ls"})").policy,
+            ToolPolicy::kAllow);
   ApplyTenantApprovals(*config, "someone-else", &*plain);
   // A bad tenant default stops the config.
   auto bad = ParseConfig(R"({"store": {"address": "127.0.0.1:1"}, "api_keys": {"k": "t"},

@@ -20,10 +20,12 @@ class KeepOpenTest : public ::testing::Test {
   void SetUp() override {
     store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
     ASSERT_FALSE(store_->address.empty()) << "sinew-store did not start";
-    WriteFile(dir_.Sub("chat.json"), R"({"responses": [{"text": "First answer."}, {"text": "Second answer."},
+    WriteFile(dir_.Sub("chat.json"),
+              R"({"responses": [{"text": "First answer."}, {"text": "Second answer."},
                                                        {"text": "Third answer."}]})");
     // A turn that takes a while: long enough to close the session while it runs.
-    WriteFile(dir_.Sub("slow.json"), R"({"responses": [{"text": "Slow answer.", "delay_ms": 4000}]})");
+    WriteFile(dir_.Sub("slow.json"),
+              R"({"responses": [{"text": "Slow answer.", "delay_ms": 4000}]})");
     harness_ = StartHarness("harness.json");
     ASSERT_NE(harness_, nullptr);
     base_ = harness_->url();
@@ -31,10 +33,13 @@ class KeepOpenTest : public ::testing::Test {
 
   std::string Config() const {
     return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
-      "api_keys": {")" + std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
+      "api_keys": {")" +
+           std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
       "default_model": "chat",
-      "models": {"chat": {"kind": "scripted", "script": ")" + dir_.path() + R"(/chat.json"},
-                 "slow": {"kind": "scripted", "script": ")" + dir_.path() + R"(/slow.json"}},
+      "models": {"chat": {"kind": "scripted", "script": ")" +
+           dir_.path() + R"(/chat.json"},
+                 "slow": {"kind": "scripted", "script": ")" +
+           dir_.path() + R"(/slow.json"}},
       "lease_ttl_ms": 2000, "scan_interval_ms": 300})";
   }
 
@@ -58,8 +63,11 @@ class KeepOpenTest : public ::testing::Test {
     while (std::chrono::steady_clock::now() < until) {
       auto events = AllEvents(base_, kKeyA, id);
       const size_t n = static_cast<size_t>(std::count_if(
-          events.begin(), events.end(), [](const json::object& e) { return e.at("type").as_string() == "model_response"; }));
-      if (n >= responses && WaitForStatus(base_, kKeyA, id, "waiting_for_input", 1) == "waiting_for_input") return true;
+          events.begin(), events.end(),
+          [](const json::object& e) { return e.at("type").as_string() == "model_response"; }));
+      if (n >= responses &&
+          WaitForStatus(base_, kKeyA, id, "waiting_for_input", 1) == "waiting_for_input")
+        return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
@@ -76,7 +84,9 @@ class KeepOpenTest : public ::testing::Test {
                json::serialize(json::object{{"text", text}}));
   }
 
-  Reply Close(const std::string& id) { return Api("POST", base_ + "/v1/sessions/" + id + "/close", kKeyA); }
+  Reply Close(const std::string& id) {
+    return Api("POST", base_ + "/v1/sessions/" + id + "/close", kKeyA);
+  }
 
   testing::TempDir dir_;
   std::unique_ptr<StoreProcess> store_;
@@ -139,12 +149,14 @@ TEST_F(KeepOpenTest, TheEndOfATurnWaitsForInputAndAMessageRunsAnotherTurn) {
   ASSERT_EQ(closed.status, 202) << closed.body;
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   events = AllEvents(base_, kKeyA, id);
-  EXPECT_EQ(Statuses(events),
-            (std::vector<std::string>{kRunning, kWaiting, kRunning, kWaiting, kRunning, kWaiting, kCompleted}));
+  EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kRunning, kWaiting,
+                                                        kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos) << Text(changes.back(), "reason");
+  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos)
+      << Text(changes.back(), "reason");
   auto audits = OfType(events, "audit");
-  EXPECT_TRUE(std::any_of(audits.begin(), audits.end(), [](const json::object& a) { return Text(a, "action") == "close"; }));
+  EXPECT_TRUE(std::any_of(audits.begin(), audits.end(),
+                          [](const json::object& a) { return Text(a, "action") == "close"; }));
 }
 
 TEST_F(KeepOpenTest, ASecondCloseIs409AndAppendsNothing) {
@@ -168,8 +180,9 @@ TEST_F(KeepOpenTest, AForkOfAClosedConversationStaysOpen) {
   ASSERT_TRUE(WaitForTurns(id, 1));
   ASSERT_EQ(Close(id).status, 202);
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
-  auto forked = Api("POST", base_ + "/v1/sessions/" + id + "/fork", kKeyA,
-                    json::serialize(json::object{{"at_seq", NextSeq(id) - 1}, {"message", "And then?"}}));
+  auto forked =
+      Api("POST", base_ + "/v1/sessions/" + id + "/fork", kKeyA,
+          json::serialize(json::object{{"at_seq", NextSeq(id) - 1}, {"message", "And then?"}}));
   ASSERT_EQ(forked.status, 201) << forked.body;
   const std::string fork(forked.json.at("session").at("id").as_string());
   ASSERT_TRUE(WaitForTurns(fork, 2)) << "the fork did not wait for input after its turn";
@@ -193,32 +206,37 @@ TEST_F(KeepOpenTest, ACloseWhileATurnRunsCompletesItAtTheEndOfTheTurn) {
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kCompleted}));
   EXPECT_EQ(OfType(events, "model_response").size(), 1u);
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos) << Text(changes.back(), "reason");
+  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos)
+      << Text(changes.back(), "reason");
   EXPECT_EQ(Close(id).status, 409);
 }
 
 TEST_F(KeepOpenTest, ASessionWithoutKeepOpenCompletesAsBefore) {
   const std::string id = Submit(R"({"prompt": "hello"})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
-  EXPECT_EQ(Statuses(AllEvents(base_, kKeyA, id)), (std::vector<std::string>{kRunning, kCompleted}));
+  EXPECT_EQ(Statuses(AllEvents(base_, kKeyA, id)),
+            (std::vector<std::string>{kRunning, kCompleted}));
   EXPECT_EQ(Close(id).status, 409);
 }
 
 TEST_F(KeepOpenTest, ASessionIdlePastItsLimitCompletes) {
-  const std::string id = Submit(R"({"prompt": "hello", "keep_open": true, "idle_close_seconds": 1})");
+  const std::string id =
+      Submit(R"({"prompt": "hello", "keep_open": true, "idle_close_seconds": 1})");
   // Polled, without a bound on when: the scanner wakes it once the limit has passed.
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   auto events = AllEvents(base_, kKeyA, id);
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos) << Text(changes.back(), "reason");
+  EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
+      << Text(changes.back(), "reason");
 }
 
 // Nothing of a wait is in a harness's memory: after a SIGKILL another harness takes a
 // message for one waiting session (a limit far off) and closes another at its idle limit.
 TEST_F(KeepOpenTest, AHarnessKilledWhileASessionWaitsIsRestartedAndTheSessionGoesOn) {
   const std::string talk = Submit(R"({"prompt": "hello", "keep_open": true})");
-  const std::string idle = Submit(R"({"prompt": "hello", "keep_open": true, "idle_close_seconds": 3})");
+  const std::string idle =
+      Submit(R"({"prompt": "hello", "keep_open": true, "idle_close_seconds": 3})");
   ASSERT_TRUE(WaitForTurns(talk, 1));
   ASSERT_TRUE(WaitForTurns(idle, 1));
   harness_->proc->Signal(SIGKILL);
@@ -242,19 +260,21 @@ TEST_F(KeepOpenTest, AHarnessKilledWhileASessionWaitsIsRestartedAndTheSessionGoe
   events = AllEvents(base_, kKeyA, idle);
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos) << Text(changes.back(), "reason");
+  EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
+      << Text(changes.back(), "reason");
   EXPECT_EQ(OfType(events, "model_response").size(), 1u);
 }
 
 TEST_F(KeepOpenTest, BadKeepOpenInputIs400AndCreatesNothing) {
-  for (const char* body : {R"({"prompt": "x", "keep_open": "yes"})", R"({"prompt": "x", "keep_open": 1})",
-                           R"({"prompt": "x", "idle_close_seconds": 5})",
-                           R"({"prompt": "x", "keep_open": false, "idle_close_seconds": 5})",
-                           R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 0})",
-                           R"({"prompt": "x", "keep_open": true, "idle_close_seconds": -1})",
-                           R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 1.5})",
-                           R"({"prompt": "x", "keep_open": true, "idle_close_seconds": "60"})",
-                           R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 2592001})"}) {
+  for (const char* body :
+       {R"({"prompt": "x", "keep_open": "yes"})", R"({"prompt": "x", "keep_open": 1})",
+        R"({"prompt": "x", "idle_close_seconds": 5})",
+        R"({"prompt": "x", "keep_open": false, "idle_close_seconds": 5})",
+        R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 0})",
+        R"({"prompt": "x", "keep_open": true, "idle_close_seconds": -1})",
+        R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 1.5})",
+        R"({"prompt": "x", "keep_open": true, "idle_close_seconds": "60"})",
+        R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 2592001})"}) {
     auto r = Api("POST", base_ + "/v1/sessions", kKeyA, body);
     EXPECT_EQ(r.status, 400) << body << " -> " << r.body;
     if (r.status == 400) {
@@ -265,7 +285,8 @@ TEST_F(KeepOpenTest, BadKeepOpenInputIs400AndCreatesNothing) {
   ASSERT_EQ(listed.status, 200) << listed.body;
   EXPECT_TRUE(listed.json.at("sessions").as_array().empty()) << listed.body;
   // The largest limit is taken.
-  const std::string id = Submit(R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 2592000})");
+  const std::string id =
+      Submit(R"({"prompt": "x", "keep_open": true, "idle_close_seconds": 2592000})");
   EXPECT_FALSE(id.empty());
 }
 

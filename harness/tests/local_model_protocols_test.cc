@@ -37,20 +37,22 @@ TEST_P(LocalModelProtocolTest, ASessionCompletesOnSinewModelThroughThisProtocol)
   testing::TempDir dir;
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
-  testing::Subprocess model({testing::BinaryPath("sinew-model"), "--model", gguf, "--port", "0", "--grpc-port", "-1",
-                             "--threads", "1", "--log-format", "json"});
+  testing::Subprocess model({testing::BinaryPath("sinew-model"), "--model", gguf, "--port", "0",
+                             "--grpc-port", "-1", "--threads", "1", "--log-format", "json"});
   auto listening = model.WaitForLine("http listening on", std::chrono::seconds(60));
   ASSERT_TRUE(listening.has_value()) << "sinew-model did not start";
   const std::string url = "http://" + listening->substr(listening->rfind(' ') + 1) + "/v1";
-  HarnessProcess harness(dir.Sub("harness.json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" +
-                                                      store.address + R"("}, "api_keys": {")" + kKey + R"(": "t"},
-    "models": {"local": {"kind": ")" + kind + R"(", "base_url": ")" + url +
-                                                      R"(", "model": "stories260K", "tools": false,
+  HarnessProcess harness(dir.Sub("harness.json"),
+                         R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store.address +
+                             R"("}, "api_keys": {")" + kKey + R"(": "t"},
+    "models": {"local": {"kind": ")" +
+                             kind + R"(", "base_url": ")" + url +
+                             R"(", "model": "stories260K", "tools": false,
                          "context_tokens": 256, "max_output_tokens": 12}}})");
   ASSERT_FALSE(harness.address.empty());
 
-  auto created =
-      Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "local"})");
+  auto created = Api("POST", harness.url() + "/v1/sessions", kKey,
+                     R"({"prompt": "Once upon a time", "model": "local"})");
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string id(created.json.at("session").at("id").as_string());
   ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
@@ -83,7 +85,8 @@ TEST_P(LocalModelProtocolTest, ASessionCompletesOnSinewModelThroughThisProtocol)
   EXPECT_EQ(elsewhere, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothProtocols, LocalModelProtocolTest, ::testing::Values("openai", "anthropic"),
+INSTANTIATE_TEST_SUITE_P(BothProtocols, LocalModelProtocolTest,
+                         ::testing::Values("openai", "anthropic"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
