@@ -104,30 +104,9 @@ class ApprovalsTest : public ::testing::Test {
   std::string base_;
 };
 
-// The events of a session with payload `type`.
-std::vector<json::object> OfType(const std::vector<json::object>& events, const std::string& type) {
-  std::vector<json::object> out;
-  for (const auto& e : events) {
-    if (e.at("type").as_string() == type) out.push_back(e.at(type).as_object());
-  }
-  return out;
-}
-
 bool Flag(const json::object& o, const char* key) {
   const auto* v = o.if_contains(key);
   return v != nullptr && v->is_bool() && v->as_bool();
-}
-
-std::string Text(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->as_string()) : "";
-}
-
-// The statuses the session went through, in order.
-std::vector<std::string> Statuses(const std::vector<json::object>& events) {
-  std::vector<std::string> out;
-  for (const auto& s : OfType(events, "status_change")) out.push_back(Text(s, "to"));
-  return out;
 }
 
 TEST_F(ApprovalsTest, AskPutsTheSessionInRequiresActionAndAnApprovedCallRuns) {
@@ -162,11 +141,11 @@ TEST_F(ApprovalsTest, AskPutsTheSessionInRequiresActionAndAnApprovedCallRuns) {
   auto decisions = OfType(events, "approval_decided");
   ASSERT_EQ(decisions.size(), 1u);
   EXPECT_TRUE(Flag(decisions[0], "approved"));
-  EXPECT_EQ(Text(decisions[0], "by"), "user");
+  EXPECT_EQ(Str(decisions[0], "by"), "user");
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_FALSE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("echo GET /data"), std::string::npos);
+  EXPECT_NE(Str(results[0], "output").find("echo GET /data"), std::string::npos);
   // The session is no longer waiting: no pending approvals shown.
   auto after = Api("GET", base_ + "/v1/sessions/" + id, kKeyA);
   EXPECT_FALSE(after.json.at("session").as_object().contains("pending_approvals")) << after.body;
@@ -183,9 +162,9 @@ TEST_F(ApprovalsTest, ADeniedCallDoesNotRunAndTheModelReadsTheMessage) {
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("denied by the user"), std::string::npos)
-      << Text(results[0], "output");
-  EXPECT_NE(Text(results[0], "output").find("use the cached copy instead"), std::string::npos);
+  EXPECT_NE(Str(results[0], "output").find("denied by the user"), std::string::npos)
+      << Str(results[0], "output");
+  EXPECT_NE(Str(results[0], "output").find("use the cached copy instead"), std::string::npos);
   // The model was asked again after the denial, with the result in its context.
   EXPECT_EQ(OfType(events, "model_request").size(), 2u);
 }
@@ -202,8 +181,8 @@ TEST_F(ApprovalsTest, ADenyPolicyRefusesTheCallAtOnceWithoutWaiting) {
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("denied by policy"), std::string::npos)
-      << Text(results[0], "output");
+  EXPECT_NE(Str(results[0], "output").find("denied by policy"), std::string::npos)
+      << Str(results[0], "output");
 }
 
 TEST_F(ApprovalsTest, BashCommandsWithAnAllowedPrefixRunWithoutAskingAndChainedOnesAsk) {
@@ -221,15 +200,15 @@ TEST_F(ApprovalsTest, BashCommandsWithAnAllowedPrefixRunWithoutAskingAndChainedO
   auto events = AllEvents(base_, kKeyA, id);
   auto requested = OfType(events, "approval_requested");
   ASSERT_EQ(requested.size(), 1u);
-  EXPECT_EQ(Text(requested[0], "call_id"), "call_0_1");
+  EXPECT_EQ(Str(requested[0], "call_id"), "call_0_1");
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 2u);
   // This harness has no sandboxd: the allowed call went on to the tool, which is not
   // offered here; the other was denied before reaching it.
-  EXPECT_NE(Text(results[0], "output").find("not available"), std::string::npos)
-      << Text(results[0], "output");
-  EXPECT_NE(Text(results[1], "output").find("denied by the user"), std::string::npos)
-      << Text(results[1], "output");
+  EXPECT_NE(Str(results[0], "output").find("not available"), std::string::npos)
+      << Str(results[0], "output");
+  EXPECT_NE(Str(results[1], "output").find("denied by the user"), std::string::npos)
+      << Str(results[1], "output");
 }
 
 TEST_F(ApprovalsTest, ADecisionForACallThatIsNotPendingIs409AndWritesNothing) {
@@ -330,12 +309,12 @@ TEST_F(ApprovalsTest, AnUnansweredRequestIsDeniedAtItsDeadline) {
   ASSERT_EQ(requested.size(), 1u);
   ASSERT_EQ(decisions.size(), 1u);
   EXPECT_FALSE(Flag(decisions[0], "approved"));
-  EXPECT_EQ(Text(decisions[0], "by"), "timeout");
+  EXPECT_EQ(Str(decisions[0], "by"), "timeout");
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(Flag(results[0], "is_error"));
-  EXPECT_NE(Text(results[0], "output").find("no decision within 1 s"), std::string::npos)
-      << Text(results[0], "output");
+  EXPECT_NE(Str(results[0], "output").find("no decision within 1 s"), std::string::npos)
+      << Str(results[0], "output");
   // Too late for a person now.
   EXPECT_EQ(Decide(base_, id, "call_0_0", "approve").status, 409);
 }
@@ -358,17 +337,17 @@ TEST_F(ApprovalsTest, ADeadlineHoldsAcrossAHarnessCrash) {
   auto decisions = OfType(events, "approval_decided");
   ASSERT_EQ(requested.size(), 1u);
   ASSERT_EQ(decisions.size(), 1u);
-  EXPECT_EQ(Text(decisions[0], "by"), "timeout");
+  EXPECT_EQ(Str(decisions[0], "by"), "timeout");
   int64_t decided_at = 0;
   for (const auto& e : events) {
     if (e.at("type").as_string() == "approval_decided")
-      decided_at = std::stoll(Text(e, "timestamp_unix_ms"));
+      decided_at = std::stoll(Str(e, "timestamp_unix_ms"));
   }
-  EXPECT_GE(decided_at, std::stoll(Text(requested[0], "deadline_unix_ms")));
+  EXPECT_GE(decided_at, std::stoll(Str(requested[0], "deadline_unix_ms")));
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
-  EXPECT_NE(Text(results[0], "output").find("no decision within 2 s"), std::string::npos)
-      << Text(results[0], "output");
+  EXPECT_NE(Str(results[0], "output").find("no decision within 2 s"), std::string::npos)
+      << Str(results[0], "output");
 }
 
 TEST_F(ApprovalsTest, ATenantsDefaultPolicyAppliesAndACancelEndsTheWait) {

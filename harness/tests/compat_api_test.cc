@@ -111,14 +111,6 @@ class LlamaServerHarnessTest : public ::testing::Test {
   std::unique_ptr<HarnessProcess> harness_;
 };
 
-std::vector<json::object> OfType(const std::vector<json::object>& events, const std::string& type) {
-  std::vector<json::object> out;
-  for (const auto& e : events) {
-    if (e.at("type").as_string() == type) out.push_back(e.at(type).as_object());
-  }
-  return out;
-}
-
 TEST_F(LlamaServerHarnessTest, AToolUsingSessionCompletesWithoutStreamingAndKeepsReasoningApart) {
   const std::string id = Submit(R"({"prompt": "What does /data say?", "model": "llama"})");
   ASSERT_EQ(WaitForStatus(harness_->url(), kKey, id, "completed,failed"), "completed");

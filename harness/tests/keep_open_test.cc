@@ -94,25 +94,6 @@ class KeepOpenTest : public ::testing::Test {
   std::string base_;
 };
 
-std::vector<json::object> OfType(const std::vector<json::object>& events, const std::string& type) {
-  std::vector<json::object> out;
-  for (const auto& e : events) {
-    if (e.at("type").as_string() == type) out.push_back(e.at(type).as_object());
-  }
-  return out;
-}
-
-std::string Text(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->as_string()) : "";
-}
-
-std::vector<std::string> Statuses(const std::vector<json::object>& events) {
-  std::vector<std::string> out;
-  for (const auto& s : OfType(events, "status_change")) out.push_back(Text(s, "to"));
-  return out;
-}
-
 constexpr const char* kRunning = "SESSION_STATUS_RUNNING";
 constexpr const char* kWaiting = "SESSION_STATUS_WAITING_FOR_INPUT";
 constexpr const char* kCompleted = "SESSION_STATUS_COMPLETED";
@@ -125,7 +106,7 @@ TEST_F(KeepOpenTest, TheEndOfATurnWaitsForInputAndAMessageRunsAnotherTurn) {
   // The task keeps the flag and the default limit.
   auto created = OfType(events, "session_created");
   ASSERT_EQ(created.size(), 1u);
-  auto task = json::parse(Text(created[0], "task_json")).as_object();
+  auto task = json::parse(Str(created[0], "task_json")).as_object();
   EXPECT_TRUE(task.at("keep_open").as_bool());
   EXPECT_EQ(task.at("idle_close_seconds").as_int64(), 3600);
   // Listed by its status.
@@ -140,7 +121,7 @@ TEST_F(KeepOpenTest, TheEndOfATurnWaitsForInputAndAMessageRunsAnotherTurn) {
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kRunning, kWaiting}));
   auto responses = OfType(events, "model_response");
   ASSERT_EQ(responses.size(), 2u);
-  EXPECT_EQ(Text(responses[1], "text"), "Second answer.");
+  EXPECT_EQ(Str(responses[1], "text"), "Second answer.");
 
   // Once more, then close.
   ASSERT_EQ(Message(id, "one more").status, 202);
@@ -152,11 +133,11 @@ TEST_F(KeepOpenTest, TheEndOfATurnWaitsForInputAndAMessageRunsAnotherTurn) {
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kRunning, kWaiting,
                                                         kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos)
-      << Text(changes.back(), "reason");
+  EXPECT_NE(Str(changes.back(), "reason").find("closed by the user"), std::string::npos)
+      << Str(changes.back(), "reason");
   auto audits = OfType(events, "audit");
   EXPECT_TRUE(std::any_of(audits.begin(), audits.end(),
-                          [](const json::object& a) { return Text(a, "action") == "close"; }));
+                          [](const json::object& a) { return Str(a, "action") == "close"; }));
 }
 
 TEST_F(KeepOpenTest, ASecondCloseIs409AndAppendsNothing) {
@@ -189,7 +170,7 @@ TEST_F(KeepOpenTest, AForkOfAClosedConversationStaysOpen) {
   auto events = AllEvents(base_, kKeyA, fork);
   const auto audits = OfType(events, "audit");
   EXPECT_TRUE(std::none_of(audits.begin(), audits.end(),
-                           [](const json::object& a) { return Text(a, "action") == "close"; }));
+                           [](const json::object& a) { return Str(a, "action") == "close"; }));
   ASSERT_EQ(Close(fork).status, 202);
   EXPECT_EQ(WaitForStatus(base_, kKeyA, fork, "completed"), "completed");
 }
@@ -206,8 +187,8 @@ TEST_F(KeepOpenTest, ACloseWhileATurnRunsCompletesItAtTheEndOfTheTurn) {
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kCompleted}));
   EXPECT_EQ(OfType(events, "model_response").size(), 1u);
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("closed by the user"), std::string::npos)
-      << Text(changes.back(), "reason");
+  EXPECT_NE(Str(changes.back(), "reason").find("closed by the user"), std::string::npos)
+      << Str(changes.back(), "reason");
   EXPECT_EQ(Close(id).status, 409);
 }
 
@@ -227,8 +208,8 @@ TEST_F(KeepOpenTest, ASessionIdlePastItsLimitCompletes) {
   auto events = AllEvents(base_, kKeyA, id);
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
-      << Text(changes.back(), "reason");
+  EXPECT_NE(Str(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
+      << Str(changes.back(), "reason");
 }
 
 // Nothing of a wait is in a harness's memory: after a SIGKILL another harness takes a
@@ -251,7 +232,7 @@ TEST_F(KeepOpenTest, AHarnessKilledWhileASessionWaitsIsRestartedAndTheSessionGoe
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kRunning, kWaiting}));
   auto responses = OfType(events, "model_response");
   ASSERT_EQ(responses.size(), 2u);
-  EXPECT_EQ(Text(responses[1], "text"), "Second answer.");
+  EXPECT_EQ(Str(responses[1], "text"), "Second answer.");
   ASSERT_EQ(Close(talk).status, 202);
   ASSERT_EQ(WaitForStatus(base_, kKeyA, talk, "completed"), "completed");
 
@@ -260,8 +241,8 @@ TEST_F(KeepOpenTest, AHarnessKilledWhileASessionWaitsIsRestartedAndTheSessionGoe
   events = AllEvents(base_, kKeyA, idle);
   EXPECT_EQ(Statuses(events), (std::vector<std::string>{kRunning, kWaiting, kCompleted}));
   auto changes = OfType(events, "status_change");
-  EXPECT_NE(Text(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
-      << Text(changes.back(), "reason");
+  EXPECT_NE(Str(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
+      << Str(changes.back(), "reason");
   EXPECT_EQ(OfType(events, "model_response").size(), 1u);
 }
 

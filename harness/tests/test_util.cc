@@ -346,6 +346,20 @@ std::vector<boost::json::object> ReadJsonLines(testing::Subprocess* proc, std::c
   return lines;
 }
 
+std::vector<boost::json::object> OfType(const std::vector<boost::json::object>& events, const std::string& type) {
+  std::vector<boost::json::object> out;
+  for (const auto& e : events) {
+    if (Str(e, "type") == type) out.push_back(e.at(type).as_object());
+  }
+  return out;
+}
+
+std::vector<std::string> Statuses(const std::vector<boost::json::object>& events) {
+  std::vector<std::string> out;
+  for (const auto& s : OfType(events, "status_change")) out.push_back(Str(s, "to"));
+  return out;
+}
+
 std::string Str(const boost::json::object& o, const char* key) {
   auto it = o.find(key);
   return it != o.end() && it->value().is_string() ? std::string(it->value().as_string()) : "";

@@ -86,6 +86,10 @@ std::string WaitForStatus(const std::string& base, const std::string& key, const
 // Every event of a session as parsed JSON objects, via the events endpoint.
 std::vector<boost::json::object> AllEvents(const std::string& base, const std::string& key,
                                            const std::string& id);
+// The payloads of the events of `type` ("status_change", "tool_result", ...), in order.
+std::vector<boost::json::object> OfType(const std::vector<boost::json::object>& events, const std::string& type);
+// The statuses a session went through ("SESSION_STATUS_RUNNING", ...), in order.
+std::vector<std::string> Statuses(const std::vector<boost::json::object>& events);
 
 // An HTTP server on 127.0.0.1 in the test process. The handler answers each request.
 class TestHttpServer {
