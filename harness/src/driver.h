@@ -156,4 +156,7 @@ class SessionDriver {
   uint64_t next_seq_ = 0;
 };
 
+// A status_change event from `from` to `to`.
+v1::Event StatusEvent(v1::SessionStatus from, v1::SessionStatus to, const std::string& reason);
+
 }  // namespace sinew::harness
