@@ -28,8 +28,11 @@
 #       (issue 16's streams and agent tables); default ops,model,serving,server.
 #
 # With the device tool: run `scripts/device-check.sh pack` here, then
-#   run(command="tar -C build -xJf build/device-pack.tar.xz && scripts/device-check.sh run",
+#   run(command="tar -C build -xJf build/device-pack.tar.xz && OUT_ALL=$OUT &&
+#       OUT=/tmp/dout scripts/device-check.sh run; tar -C /tmp -czf $OUT_ALL/dout.tgz dout",
 #       carry=["build/device-pack.tar.xz"], timeout_s=540)
+# (the tool brings back at most 8 files from $OUT, so the logs travel as one archive;
+# the four test parts took 70 s on an H200, the two benchmarks 42 s and over 280 s).
 # (the directory itself is over the 64 MiB a call carries; the archive is not).
 # and the benchmarks in a second call, with llama.cpp's binaries beside them:
 #   run(command="tar -C build -xJf build/device-pack.tar.xz &&

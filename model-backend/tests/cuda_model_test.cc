@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -148,27 +150,51 @@ TEST_P(CudaModelParity, LogitsAndGreedyTokensMatch) {
     EXPECT_LT(nmse, tolerance) << what << " decode steps";
     RecordProperty("nmse_decode", std::to_string(nmse));
   }
-  {  // greedy tokens agree with the CPU backend for at least 16 of 32 steps
+  // The GPU's greedy run (Generate: device sampling, with an F32 and an F16 KV
+  // cache) picks the reference's argmax at every step where the choice is
+  // clear: over the GPU's own tokens, wherever the reference's top two logits
+  // are apart by more than 2% of the row's RMS (far above the differences the
+  // NMSE checks allow; at a near-tie either token is right). The reference, not
+  // the CPU engine: the CPU's quantized dot products round the activations
+  // too, which moves single logits by up to ~9% of the row's RMS on these
+  // models.
+  for (GgmlType cache : {GgmlType::kF32, GgmlType::kF16}) {
+    const std::string label = what + " " + std::string(GgmlTypeName(cache)) + " cache";
     SamplingParams params;
     params.greedy = true;
     params.max_tokens = 32;
     params.stop_at_eos = false;
-    EngineOptions cpu_options;
-    cpu_options.n_threads = 2;
-    auto cpu = Engine::Load(path, cpu_options);
     EngineOptions gpu_options;
     gpu_options.device = "cuda:0";
+    gpu_options.cache_type_k = gpu_options.cache_type_v = cache;
     auto gpu = Engine::Load(path, gpu_options);
-    ASSERT_TRUE(cpu.ok() && gpu.ok());
-    auto a = (*cpu)->Generate(prompt, params, nullptr);
-    auto b = (*gpu)->Generate(prompt, params, nullptr);
-    ASSERT_TRUE(a.ok() && b.ok());
-    ASSERT_EQ(a->tokens.size(), 32u);
-    ASSERT_EQ(b->tokens.size(), 32u);
-    int agree = 0;
-    while (agree < 32 && a->tokens[agree].id == b->tokens[agree].id) ++agree;
-    EXPECT_GE(agree, 16) << what;
-    RecordProperty("greedy_agree", agree);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    auto run = (*gpu)->Generate(prompt, params, nullptr);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    ASSERT_EQ(run->tokens.size(), 32u);
+    std::vector<int32_t> seq = prompt;
+    for (const GeneratedToken& t : run->tokens) seq.push_back(t.id);
+    seq.pop_back();  // the last token's logits are not needed
+    const std::vector<double> want = (*ref)->Logits(seq);
+    const size_t n_vocab = want.size() / seq.size();
+    int clear = 0;
+    for (size_t step = 0; step < run->tokens.size(); ++step) {
+      const double* w = want.data() + (prompt.size() - 1 + step) * n_vocab;
+      const size_t best = std::max_element(w, w + n_vocab) - w;
+      double second = -INFINITY, sum_sq = 0;
+      for (size_t v = 0; v < n_vocab; ++v) {
+        sum_sq += w[v] * w[v];
+        if (v != best) second = std::max(second, w[v]);
+      }
+      const double rms = std::sqrt(sum_sq / n_vocab);
+      if (w[best] - second <= 0.02 * rms) continue;
+      ++clear;
+      EXPECT_EQ(run->tokens[step].id, static_cast<int32_t>(best))
+          << label << " step " << step << ": margin " << (w[best] - second) / rms
+          << " of the row's RMS";
+    }
+    EXPECT_GE(clear, 16) << label << ": too few clear steps to compare";
+    RecordProperty("greedy_clear_steps_" + std::string(GgmlTypeName(cache)), clear);
   }
   std::remove(path.c_str());
 }

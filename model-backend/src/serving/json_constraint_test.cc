@@ -169,14 +169,14 @@ TEST(JsonSchemaConstraint, RandomWeightModelsAlwaysProduceValidOutput) {
                                  .string();
     ASSERT_TRUE(testing::WriteRandomModel(spec, path).ok());
     EngineOptions eo = testing::ServingTestEngineOptions(2);
-    auto engine = ServingEngine::Load(path, eo, ServingOptions{});
+    auto engine = ServingEngine::Load(path, eo, testing::ServingTestOptions());
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     // With step overlap: each step's masks go down after the step before is
     // taken in, and outputs that end (the schema complete) drop a row.
     ServingOptions overlap_opts;
     overlap_opts.overlap_steps_always = true;
     overlap_opts.speculative_draft_tokens = 0;
-    auto overlapped = ServingEngine::Load(path, eo, overlap_opts);
+    auto overlapped = ServingEngine::Load(path, eo, testing::ServingTestOptions(overlap_opts));
     ASSERT_TRUE(overlapped.ok()) << overlapped.status().ToString();
     std::vector<std::string> first_outputs;
 

@@ -67,7 +67,7 @@ class RandomServingModelTest : public ::testing::TestWithParam<GgmlType> {
   // The engine over the model with 2 threads; null (and a test failure) if it fails.
   std::unique_ptr<ServingEngine> Load(const ServingOptions& options) {
     EngineOptions eo = testing::ServingTestEngineOptions(2);
-    auto engine = ServingEngine::Load(path_, eo, options);
+    auto engine = ServingEngine::Load(path_, eo, testing::ServingTestOptions(options));
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
     return engine.ok() ? std::move(engine).value() : nullptr;
   }

@@ -277,7 +277,7 @@ TEST(ServingStories260K, GreedyTextMatchesTheReferenceWhileBatched) {
   SKIP_WITHOUT_TEST_DEVICE();
   const std::string path = testutil::Stories260KPath();
   EngineOptions eo = testing::ServingTestEngineOptions(2);
-  auto engine = ServingEngine::Load(path, eo, ServingOptions{});
+  auto engine = ServingEngine::Load(path, eo, testing::ServingTestOptions());
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   auto tokenizer = Tokenizer::FromGguf((*engine)->gguf());
   ASSERT_TRUE(tokenizer.ok());
@@ -303,13 +303,15 @@ TEST(ServingStories260K, OverloadIsRefusedAndCallbacksStop) {
   EngineOptions eo = testing::ServingTestEngineOptions(1);
   ServingOptions so;
   so.max_waiting = 0;  // nothing may wait: every request is refused
-  auto engine = ServingEngine::Load(testutil::Stories260KPath(), eo, so);
+  auto engine =
+      ServingEngine::Load(testutil::Stories260KPath(), eo, testing::ServingTestOptions(so));
   ASSERT_TRUE(engine.ok());
   auto r = (*engine)->Generate({1, 20, 30}, Greedy(4), nullptr);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
 
-  auto ok_engine = ServingEngine::Load(testutil::Stories260KPath(), eo, ServingOptions{});
+  auto ok_engine =
+      ServingEngine::Load(testutil::Stories260KPath(), eo, testing::ServingTestOptions());
   ASSERT_TRUE(ok_engine.ok());
   int seen = 0;
   auto stopped = (*ok_engine)->Generate({1, 20, 30}, Greedy(50), [&](const GeneratedToken&) {

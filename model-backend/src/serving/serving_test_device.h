@@ -11,6 +11,7 @@
 
 #include "sinew/model/backend.h"
 #include "sinew/model/engine.h"
+#include "sinew/model/serving.h"
 
 namespace sinew::model::testing {
 
@@ -35,6 +36,19 @@ inline EngineOptions ServingTestEngineOptions(int32_t n_threads) {
   EngineOptions options;
   options.n_threads = n_threads;
   options.device = kServingTestDevice;
+  return options;
+}
+
+// Serving options for the tests, which often hold several engines at once. On a
+// GPU the default pool (n_blocks 0) takes what gpu_memory_fraction leaves of
+// the whole device, so a second engine in the process would find no room:
+// there each engine without its own n_blocks gets 4096 blocks (65,536
+// positions at the default block size), more than any test model's context.
+// On the CPU the options are unchanged.
+inline ServingOptions ServingTestOptions(ServingOptions options = {}) {
+  if (std::string_view(kServingTestDevice) == "cuda" && options.n_blocks == 0) {
+    options.n_blocks = 4096;
+  }
   return options;
 }
 
