@@ -168,6 +168,16 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
     }
     spdlog::info("session {}: {} tool call decision(s) recorded at seq {}-{}", id,
                  decisions->size(), appended->first_seq(), appended->last_seq());
+    // The tenant's audit log gets one record per request, naming each call and its fate.
+    std::string detail;
+    for (const auto& d : *decisions) {
+      detail += (detail.empty() ? "" : ", ") + d.call_id + (d.approved ? " approved" : " denied");
+    }
+    Status audited = RecordAccess(id, AuditEvent(r, caller, "decide", detail));
+    if (!audited.ok()) {
+      spdlog::warn("session {}: decisions recorded, but not in the tenant audit log: {}", id,
+                   audited.message());
+    }
     // Its driver here (or a new one, when none drives it) picks the decisions up at once;
     // a driver elsewhere reads them from the log.
     if (!(meta->imported() && meta->lease_epoch() == 0))

@@ -158,6 +158,17 @@ TEST_F(ApprovalsTest, ADeniedCallDoesNotRunAndTheModelReadsTheMessage) {
   ASSERT_EQ(decided.status, 200) << decided.body;
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
   EXPECT_EQ(Requests("GET"), 0u);
+  // The decision is in the tenant's audit log, and in no other tenant's.
+  auto audit = Api("GET", base_ + "/v1/audit", kKeyA);
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  const auto& records = audit.json.at("records").as_array();
+  EXPECT_TRUE(std::any_of(records.begin(), records.end(), [&](const json::value& v) {
+    return v.at("action").as_string() == "decide" && v.at("session_id").as_string() == id &&
+           v.at("detail").as_string() == "call_0_0 denied";
+  })) << audit.body;
+  auto other = Api("GET", base_ + "/v1/audit", kKeyB);
+  ASSERT_EQ(other.status, 200) << other.body;
+  EXPECT_EQ(other.body.find(id), std::string::npos) << other.body;
   auto events = AllEvents(base_, kKeyA, id);
   auto results = OfType(events, "tool_result");
   ASSERT_EQ(results.size(), 1u);
