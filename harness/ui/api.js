@@ -80,6 +80,8 @@ export const getSession = (id, opts) => call('GET', `/v1/sessions/${id}`, undefi
 export const getEvents = (id, after, limit, opts) =>
   call('GET', `/v1/sessions/${id}/events?after=${after}&limit=${limit}`, undefined, opts);
 export const cancelSession = (id) => call('POST', `/v1/sessions/${id}/cancel`).then((r) => r.session);
+// Ends a conversation that stays open (keep_open): now if it waits for input, else at the end of its turn.
+export const closeSession = (id) => call('POST', `/v1/sessions/${id}/close`).then((r) => r.session);
 // Approves or denies a tool call that waits for a decision; `message` goes to the model.
 export function decide(id, callId, decision, message) {
   const d = {call_id: callId, decision};

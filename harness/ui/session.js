@@ -215,6 +215,7 @@ export class SessionView {
       this.transcript.select(1);
     }
     if (this.cancelButton) this.cancelButton.disabled = TERMINAL.has(this.status());
+    if (this.closeButton) this.closeButton.hidden = this.status() !== 'waiting_for_input';
     this.renderApprovals();
     this.el.dataset.events = String(this.model.lastSeq);
     this.el.dataset.status = this.status();
@@ -330,9 +331,12 @@ export class SessionView {
     this.forkButton = h('button', {type: 'submit', dataset: {action: 'fork'}}, seq ? `Fork at #${seq}` : 'Fork'));
     this.cancelButton = h('button', {type: 'button', disabled: terminal, dataset: {action: 'cancel'},
       onclick: () => run(() => api.cancelSession(this.id), () => 'Cancel requested.')}, 'Cancel session');
+    // A conversation that stays open (keep_open) waits for input between turns; Close ends it.
+    this.closeButton = h('button', {type: 'button', hidden: this.status() !== 'waiting_for_input', dataset: {action: 'close'},
+      onclick: () => run(() => api.closeSession(this.id), () => 'Close requested: the conversation ends.')}, 'Close conversation');
     this.approvalsBox = h('section.approvals', {hidden: true, 'aria-label': 'Tool calls waiting for a decision'});
     this.approvalsKey = undefined;
-    clear(this.actions, this.approvalsBox, this.cancelButton,
+    clear(this.actions, this.approvalsBox, this.cancelButton, this.closeButton,
       messageForm, forkForm, result);
   }
 

@@ -371,6 +371,23 @@ test('a tool call waiting for a decision is approved from the page, and the sess
   assert.ok(evs.some((e) => e.type === 'tool_result' && !e.tool_result.is_error));
 });
 
+test('a conversation that waits for input is closed from the page', async () => {
+  phase = 'close';
+  const id = await stack.submit({prompt: 'talk to me', title: 'stays open', model: 'basic', keep_open: true});
+  await open(`#/s/${id}`);
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'waiting_for_input', {timeout: 30000});
+  await waitFor(() => document.querySelector('.actions button[data-action=close]:not([hidden])'));
+  await axe('close');
+  await page.click('.actions button[data-action=close]');
+  assert.equal((await stack.waitStatus(id, ['completed'])).status, 'completed');
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'completed', {timeout: 30000});
+  assert.equal(await page.$eval('.actions button[data-action=close]', (e) => e.hidden), true);
+  const evs = await stack.allEvents(id);
+  assert.ok(evs.some((e) => e.type === 'audit' && e.audit.action === 'close'));
+  const last = evs.filter((e) => e.type === 'status_change').pop();
+  assert.match(last.status_change.reason, /closed by the user/);
+});
+
 test('evaluation runs: pass rates with intervals and the task × configuration grid linked to sessions', async () => {
   phase = 'evals';
   // A results.json in the runner's schema (docs/eval.md) whose trials are real sessions here.
