@@ -8,6 +8,7 @@
 #include "api_handler.h"
 #include "outgoing_http.h"
 #include "json_util.h"
+#include "log_state.h"
 #include "task_spec.h"
 #include "sinew/json_fields.h"
 #include "sinew/proto_json.h"
@@ -325,7 +326,14 @@ ApiResponse ApiHandler::Close(const ApiRequest& r, const std::string& id, const 
   // that is queued or running (its driver gone) gets the close and a wake, and completes
   // at the end of its turn. A harness that drives it gets the request (AppendUndriven).
   std::vector<v1::Event> events{audit};
-  const bool waiting = meta->status() == v1::SESSION_STATUS_WAITING_FOR_INPUT;
+  bool waiting = meta->status() == v1::SESSION_STATUS_WAITING_FOR_INPUT;
+  if (waiting) {
+    // One that kept its sandbox (paused while it waits) is ended by a driver, which
+    // destroys the sandbox: the close is recorded and the session woken.
+    auto log = ReadEvents(id, meta->next_seq() - 1);
+    if (!log.ok()) return FromStatus(log.status());
+    if (!ReadLogState(*log).sandbox_id.empty()) waiting = false;
+  }
   if (waiting) {
     v1::Event ev;
     ev.mutable_status_change()->set_to(v1::SESSION_STATUS_COMPLETED);

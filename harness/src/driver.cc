@@ -350,10 +350,27 @@ Task<Status> SessionDriver::Finish(v1::SessionStatus to, const std::string& reas
 }
 
 Task<Status> SessionDriver::WaitForInput(const std::string& why) {
-  // Released as on completion: a later message gets a fresh sandbox.
-  SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox("session waiting for input"));
+  // Its sandbox is paused where it can be (files kept, memory and CPU back to the host,
+  // not counted in the tenant's max_sandboxes) and resumed by the next call that needs it
+  // (ResumeSandbox); otherwise it is released as on completion, and a later message gets
+  // a fresh one.
+  std::string sandbox_note;
+  if (!state_.sandbox_id.empty() && !AttachesSandbox(task_.sandbox_json)) {
+    const SandboxRef box = SandboxOf();
+    Status paused = co_await Blocking([&] { return deps_.sandboxes->Pause(box); });
+    if (paused.ok()) {
+      ready_sandbox_.clear();
+      deps_.quotas->ReleaseSandbox(tenant_, id_);
+      sandbox_note = "; its sandbox " + box.id + " is paused";
+    } else {
+      SINEW_CO_RETURN_IF_ERROR(
+          co_await ReleaseSandbox("session waiting for input; not paused: " + paused.message()));
+    }
+  } else {
+    SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox("session waiting for input"));
+  }
   const std::string reason = why + "; waits for input (closes after " + std::to_string(task_.idle_close_seconds) +
-                             " s without any)";
+                             " s without any)" + sandbox_note;
   v1::Event waiting = StatusEvent(state_.status, v1::SESSION_STATUS_WAITING_FOR_INPUT, reason);
   SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(waiting)));
   spdlog::info("session {}: waiting for input: {}", id_, reason);

@@ -116,6 +116,11 @@ class SessionDriver {
   // (docs/scale-out.md), appends sandbox_lost ("host_lost"), so the call gets a fresh
   // sandbox on another host.
   [[nodiscard]] Task<Status> DropSandboxOfLostHost(const ToolInfo& tool, bool started_before);
+  // Before a sandbox tool call: the first use of a sandbox that this driver did not
+  // provision resumes it (a conversation that waited for input left it paused; resuming a
+  // running one changes nothing). One that cannot be resumed is lost (sandbox_lost), and a
+  // call that has not started gets a fresh sandbox.
+  [[nodiscard]] Task<Status> ResumeSandbox(const ToolInfo& tool, bool started_before);
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
   [[nodiscard]] Task<Status> ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                          const std::string& sandbox_call_id);
@@ -153,6 +158,7 @@ class SessionDriver {
   LogState state_;
   TaskSpec task_;
   std::string tenant_;  // the session's, from session_created
+  std::string ready_sandbox_;  // the sandbox this driver provisioned or resumed
   uint64_t next_seq_ = 0;
 };
 

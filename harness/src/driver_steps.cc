@@ -57,6 +57,25 @@ Task<Status> SessionDriver::DropSandboxOfLostHost(const ToolInfo& tool, bool sta
   co_return co_await AppendOne(std::move(lost.event));
 }
 
+Task<Status> SessionDriver::ResumeSandbox(const ToolInfo& tool, bool started_before) {
+  if (!tool.needs_sandbox || state_.sandbox_id.empty() || ready_sandbox_ == state_.sandbox_id ||
+      AttachesSandbox(task_.sandbox_json)) {
+    co_return Status::Ok();
+  }
+  const SandboxRef box = SandboxOf();
+  Status resumed = co_await Blocking([&] { return deps_.sandboxes->Resume(box); });
+  ready_sandbox_ = box.id;
+  if (resumed.ok()) {
+    (void)deps_.quotas->AcquireSandbox(tenant_, id_, /*force=*/true);  // it exists: counted
+    co_return Status::Ok();
+  }
+  spdlog::warn("session {}: sandbox {} could not be resumed: {}", id_, box.id, resumed.message());
+  // A call already under way is asked for below, and comes back lost.
+  if (started_before) co_return Status::Ok();
+  auto lost = co_await LoseSandbox(resumed);
+  co_return co_await AppendOne(std::move(lost.event));
+}
+
 Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                         const std::string& sandbox_call_id) {
   v1::Event call;
@@ -90,6 +109,7 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
                                                    "may not have taken effect"));
   }
   SINEW_CO_RETURN_IF_ERROR(co_await DropSandboxOfLostHost(*info, started_before));
+  SINEW_CO_RETURN_IF_ERROR(co_await ResumeSandbox(*info, started_before));
   if (info->needs_sandbox && state_.sandbox_id.empty() && !deps_.quotas->AcquireSandbox(tenant_, id_)) {
     // The tenant's sandbox quota (docs/security.md): the call runs nowhere; the model hears why.
     ToolOutcome o;
@@ -118,6 +138,7 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
       events.push_back(ToolResultEvent(spec.call_id(), o));
       co_return co_await Append(std::move(events));
     }
+    ready_sandbox_ = box->id;
     v1::Event ev;
     auto* p = ev.mutable_sandbox_provisioned();
     p->set_sandbox_id(box->id);

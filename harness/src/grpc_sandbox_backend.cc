@@ -51,6 +51,19 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return Status::Ok();
   }
 
+  Status Pause(const SandboxRef& sandbox) override {
+    if (!provisioner_) return Status::Unavailable("no sandboxd configured");
+    clients_.Forget(sandbox.id);  // the agent's connection ends with its container
+    auto info = provisioner_->Pause(sandbox.id);
+    return info.ok() ? Status::Ok() : info.status();
+  }
+
+  Status Resume(const SandboxRef& sandbox) override {
+    if (!provisioner_) return Status::Unavailable("no sandboxd configured");
+    auto info = provisioner_->Resume(sandbox.id);
+    return info.ok() ? Status::Ok() : info.status();
+  }
+
   Status Health() override {
     if (!provisioner_) return Status::Unavailable("no sandboxd configured");
     auto h = provisioner_->Health();

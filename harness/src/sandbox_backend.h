@@ -80,6 +80,14 @@ class SandboxBackend {
   // detail}; waits up to 2 s for sandboxd to record the end of a sandbox whose link broke.
   virtual std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) = 0;
   [[nodiscard]] virtual Status Destroy(const SandboxRef& sandbox) = 0;
+  // Pause stops the sandbox with its files kept (sinew-sandboxd's Pause: its memory and
+  // CPU return to the host); FailedPrecondition while a process besides the agent runs in
+  // it or where its runtime cannot pause, Unimplemented where the backend cannot. Resume
+  // brings a paused sandbox back under the same id; a running one is left as it is.
+  [[nodiscard]] virtual Status Pause(const SandboxRef&) {
+    return Status::Unimplemented("this sandbox backend cannot pause sandboxes");
+  }
+  [[nodiscard]] virtual Status Resume(const SandboxRef&) { return Status::Ok(); }
   // False when the sandbox's host is known to be gone (its etcd registration ended, or
   // another process now answers under its id): the sandbox is lost without asking.
   virtual bool HostAlive(const SandboxRef& sandbox) { return !sandbox.id.empty(); }

@@ -127,6 +127,25 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return Status::Ok();
   }
 
+  Status Pause(const SandboxRef& sandbox) override {
+    if (!HostAlive(sandbox) || sandbox.host_address.empty()) {
+      return Status::FailedPrecondition("the sandbox's host is not reachable");
+    }
+    SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(sandbox.host_address));
+    clients_.Forget(sandbox.id);
+    auto info = prov->Pause(sandbox.id);
+    return info.ok() ? Status::Ok() : info.status();
+  }
+
+  Status Resume(const SandboxRef& sandbox) override {
+    if (!HostAlive(sandbox) || sandbox.host_address.empty()) {
+      return Status::Unavailable("the sandbox's host is not reachable");
+    }
+    SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(sandbox.host_address));
+    auto info = prov->Resume(sandbox.id);
+    return info.ok() ? Status::Ok() : info.status();
+  }
+
   bool HostAlive(const SandboxRef& sandbox) override {
     if (sandbox.host_id.empty()) return !sandbox.id.empty();  // not placed by us (attached)
     auto hosts = mirror_->Snapshot();

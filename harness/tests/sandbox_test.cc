@@ -242,6 +242,65 @@ TEST_F(SandboxTest, ADeadSandboxIsAToolErrorAndTheNextCallGetsAFreshOne) {
   EXPECT_NE(std::string(results[2].at("output").as_string()).find("fresh"), std::string::npos);
 }
 
+// A conversation that stays open pauses its sandbox while it waits for input (sandboxd's
+// Pause: the container stopped, its files kept), and the next turn's first sandbox call
+// resumes it: the same sandbox, with the file the first turn wrote. The close destroys it.
+TEST_F(SandboxTest, AConversationWaitingForInputPausesItsSandboxAndTheNextTurnResumesIt) {
+  const std::string script = WriteFile(dir_.Sub("open.json"), R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo kept > note"}}]},
+    {"text": "Written."},
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "cat note"}}]},
+    {"text": "Read."}]})");
+  HarnessProcess harness(dir_.Sub("h.json"), Config(script));
+  ASSERT_FALSE(harness.address.empty());
+  auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "note", "keep_open": true})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "waiting_for_input", 120), "waiting_for_input");
+  auto events = AllEvents(harness.url(), kKey, id);
+  auto boxes = Of(events, "sandbox_provisioned");
+  ASSERT_EQ(boxes.size(), 1u);
+  const std::string box(boxes[0].at("sandbox_id").as_string());
+  EXPECT_TRUE(Of(events, "sandbox_released").empty());
+  auto changes = Of(events, "status_change");
+  EXPECT_NE(std::string(changes.back().at("reason").as_string()).find("its sandbox " + box + " is paused"),
+            std::string::npos)
+      << json::serialize(changes.back());
+  auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
+  ASSERT_TRUE(prov.ok());
+  auto info = (*prov)->Get(box);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state(), v1::SANDBOX_STATE_PAUSED);
+
+  auto sent = Api("POST", harness.url() + "/v1/sessions/" + id + "/messages", kKey, R"({"text": "read it"})");
+  ASSERT_EQ(sent.status, 202) << sent.body;
+  // The second turn's answer, then waiting again.
+  for (int i = 0; i < 1200 && Of(events, "model_response").size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    events = AllEvents(harness.url(), kKey, id);
+  }
+  ASSERT_EQ(Of(events, "model_response").size(), 4u);
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "waiting_for_input,completed,failed", 120), "waiting_for_input");
+  events = AllEvents(harness.url(), kKey, id);
+  EXPECT_EQ(Of(events, "sandbox_provisioned").size(), 1u) << "the second turn got a fresh sandbox";
+  EXPECT_TRUE(Of(events, "sandbox_lost").empty());
+  auto results = Of(events, "tool_result");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_NE(std::string(results[1].at("output").as_string()).find("kept"), std::string::npos)
+      << json::serialize(results[1]);
+  auto calls = Of(events, "tool_call");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].at("sandbox_id").as_string(), box);
+
+  ASSERT_EQ(Api("POST", harness.url() + "/v1/sessions/" + id + "/close", kKey).status, 202);
+  ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed", 60), "completed");
+  events = AllEvents(harness.url(), kKey, id);
+  ASSERT_EQ(Of(events, "sandbox_released").size(), 1u);
+  auto running = (*prov)->List(false);
+  ASSERT_TRUE(running.ok());
+  EXPECT_TRUE(running->empty()) << running->size() << " sandboxes left";
+}
+
 // The tenant's sandbox quota (docs/security.md): with max_sandboxes 1, a second session's
 // sandbox tool call fails as a tool error and the session goes on; when the first session
 // ends, the next one gets a sandbox.
