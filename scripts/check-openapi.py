@@ -15,6 +15,10 @@
                               operation of the document must also have at least one success
                               (2xx) and one refusal (4xx or 5xx) among the answers, so that a
                               route added to the document without a live check fails.
+                              --coverage-only=PREFIX / --coverage-except=PREFIX limit that to
+                              the routes that start (or do not start) with PREFIX, for a
+                              conformance test that checks part of the routes (the sandbox
+                              routes need sinew-sandboxd and runc: harness_sandbox_api_test).
   check-openapi.py FILE --error-codes-in SOURCE...
                            -> also checks that every error code the sources emit (a string
                               literal passed to Error, Refuse, Refusal, ErrorBody or TooMany)
@@ -35,7 +39,7 @@ import yaml
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 
-def main(path, answers_path=None, coverage=False, code_sources=()):
+def main(path, answers_path=None, coverage=None, code_sources=()):
     with open(path, encoding="utf-8") as f:
         doc = yaml.safe_load(f)
     problems = []
@@ -200,6 +204,8 @@ def check_answers(doc, resolve, answers_path, coverage):
                 problems += [f"{where}: line {n}: {p}" for p in schema_problems(media["x-line-schema"], value)]
     if coverage:
         for route, item in (doc.get("paths") or {}).items():
+            if not coverage(route):
+                continue
             for method in item:
                 if method not in METHODS:
                     continue
@@ -235,11 +241,19 @@ def check_error_codes(doc, sources):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    answers_path, coverage, code_sources = None, False, []
+    answers_path, coverage, code_sources = None, None, []
     if len(args) >= 3 and args[1] == "--answers":
         answers_path = args[2]
-        coverage = "--coverage" in args[3:]
-        rest = [a for a in args[3:] if a != "--coverage"]
+        rest = []
+        for a in args[3:]:
+            if a == "--coverage":
+                coverage = lambda route: True
+            elif a.startswith("--coverage-only="):
+                coverage = lambda route, p=a.split("=", 1)[1]: route.startswith(p)
+            elif a.startswith("--coverage-except="):
+                coverage = lambda route, p=a.split("=", 1)[1]: not route.startswith(p)
+            else:
+                rest.append(a)
         if rest:
             print(__doc__, file=sys.stderr)
             sys.exit(2)

@@ -59,5 +59,6 @@ void AddHistoryCommands(CLI::App& app, Context& ctx);  // replay, fork, export, 
 void AddStoreCommands(CLI::App& app, Context& ctx);    // store inspect, store backup
 void AddEvalCommands(CLI::App& app, Context& ctx);     // eval run, resume, report
 void AddKeyCommands(CLI::App& app, Context& ctx);      // hash-key
+void AddSandboxCommands(CLI::App& app, Context& ctx);  // sandbox create, ls, show, exec, rm, ...
 
 }  // namespace sinew::cli

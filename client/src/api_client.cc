@@ -89,6 +89,15 @@ Result<json::value> ApiClient::Call(const std::string& method, const std::string
   return v;
 }
 
+Result<json::value> ApiClient::JsonCall(const std::string& method, const std::string& path, const std::string& body) {
+  auto v = Call(method, path, body);
+  if (v.ok() || v.status().code() != StatusCode::kNotFound || path.rfind("/v1/sandboxes", 0) != 0) return v;
+  // HttpError's hint names sessions.
+  std::string m = v.status().message();
+  m = m.substr(0, m.find(" (check the id with")) + " (check the id with `sinew sandbox ls`)";
+  return Status::NotFound(m);
+}
+
 Result<SessionView> ApiClient::SessionCall(const std::string& method, const std::string& path,
                                            const std::string& body,
                                            const std::string& content_type) {

@@ -1,4 +1,5 @@
 // Built when the hands' client library is absent: sandbox tools fail clearly.
+#include "api_handler.h"
 #include "sandbox_backend.h"
 
 namespace sinew::harness {
@@ -25,6 +26,12 @@ class AbsentBackend final : public SandboxBackend {
 };
 
 }  // namespace
+
+SandboxRoutes MakeSandboxRoutes(const HarnessDeps*) {
+  return [](const ApiRequest&, const Caller&, const std::vector<std::string>&, const std::string&) {
+    return ApiHandler::Error(503, "unavailable", "this harness was built without the sandbox client library");
+  };
+}
 
 std::unique_ptr<SandboxBackend> SandboxBackend::Create(const std::string&, const GrpcTlsOptions&, std::chrono::seconds) {
   return std::make_unique<AbsentBackend>();

@@ -58,11 +58,18 @@ class SessionControl {
   virtual std::string SessionsByStatusMetrics() = 0;
 };
 
+// The routes under /v1/sandboxes (api_sandboxes.h) as a function of an authenticated
+// request, its path split at '/' and its query string. `deps` as for ApiHandler.
+using SandboxRoutes = std::function<ApiResponse(const ApiRequest&, const Caller&, const std::vector<std::string>& parts,
+                                                const std::string& query)>;
+SandboxRoutes MakeSandboxRoutes(const HarnessDeps* deps);
+
 class ApiHandler {
  public:
   // `deps` is not owned and outlives the handler; its owner field may be set after
   // construction, before the first request that needs it.
-  ApiHandler(const HarnessDeps* deps, SessionControl* control) : deps_(*deps), control_(control) {}
+  ApiHandler(const HarnessDeps* deps, SessionControl* control)
+      : deps_(*deps), control_(control), sandbox_routes_(MakeSandboxRoutes(deps)) {}
 
   ApiResponse Handle(const ApiRequest& request);
 
@@ -148,6 +155,7 @@ class ApiHandler {
 
   const HarnessDeps& deps_;
   SessionControl* control_;  // not owned
+  const SandboxRoutes sandbox_routes_;
   std::mutex admission_mutex_;
   std::map<std::string, std::unique_ptr<std::mutex>> admission_;  // per tenant; guarded by admission_mutex_
 };

@@ -133,9 +133,14 @@ Status ParseGrpcTls(const json::object& o, const std::string& where, GrpcTlsOpti
 
 Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQuotaConfig* q) {
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
-      o, "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second,approvals", where));
+      o,
+      "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second,approvals,max_api_sandboxes,"
+      "sandbox_creations_per_minute",
+      where));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_concurrent_sessions", where, &q->max_concurrent_sessions));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_sandboxes", where, &q->max_sandboxes));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_api_sandboxes", where, &q->max_api_sandboxes));
+  SINEW_RETURN_IF_ERROR(ReadUint32(o, "sandbox_creations_per_minute", where, &q->sandbox_creations_per_minute));
   SINEW_RETURN_IF_ERROR(ReadUint(o, "tokens_per_minute", where, UINT64_MAX / 2, &q->tokens_per_minute));
   SINEW_RETURN_IF_ERROR(
       ReadNumber(o, "requests_per_second", where, 0.0, 1e6, &q->requests_per_second));

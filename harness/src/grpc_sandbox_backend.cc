@@ -72,6 +72,17 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return Status::Ok();
   }
 
+  Result<Provisioned> ProvisionBlocking(const v1::ProvisionRequest& request) override {
+    if (!provisioner_) return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
+    SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, provisioner_->ProvisionWith(request));
+    return ToProvisioned(info);
+  }
+
+  Result<sandbox::ProvisionerClient*> ProvisionerAt(const std::string&) override {
+    if (!provisioner_) return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
+    return provisioner_.get();
+  }
+
  private:
   // A client for the sandbox with this id: its endpoint, secret and uid come from the
   // provisioner (a harness that took a session over has only the id from the log).

@@ -13,8 +13,13 @@
 
 #include "async.h"
 #include "sinew/harness/config.h"
+#include "sinew/proto/sandbox.pb.h"
 #include "sinew/status.h"
 #include "tool_catalog.h"
+
+namespace sinew::sandbox {
+class ProvisionerClient;  // sinew/sandbox/provisioner_client.h
+}  // namespace sinew::sandbox
 
 namespace sinew::harness {
 
@@ -93,6 +98,23 @@ class SandboxBackend {
   virtual bool HostAlive(const SandboxRef& sandbox) { return !sandbox.id.empty(); }
   [[nodiscard]] virtual Status Health() = 0;
   virtual bool configured() const = 0;
+
+  // For the sandbox API (api_sandboxes.cc), which works from a request thread and may
+  // block. The default of both: kUnavailable (no sinew-sandboxd configured).
+  //
+  // A new sandbox for `request` (resources, owner, label, snapshot), claimed before this
+  // returns; placed as Provision places, and with `request.from_snapshot` on the host
+  // that holds that snapshot for the request's owner (kNotFound when none does).
+  [[nodiscard]] virtual Result<Provisioned> ProvisionBlocking(const v1::ProvisionRequest& request) {
+    (void)request;
+    return Status::Unavailable("this harness has no sinew-sandboxd (config.sandboxd)");
+  }
+  // The provisioner of the host at `host_address` (Provisioned.host_address; "" with a
+  // single sinew-sandboxd). Owned by the backend; lives as long as it.
+  [[nodiscard]] virtual Result<sandbox::ProvisionerClient*> ProvisionerAt(const std::string& host_address) {
+    (void)host_address;
+    return Status::Unavailable("this harness has no sinew-sandboxd (config.sandboxd)");
+  }
 };
 
 }  // namespace sinew::harness

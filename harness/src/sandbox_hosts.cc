@@ -165,6 +165,71 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return Status::Ok();
   }
 
+  Result<Provisioned> ProvisionBlocking(const v1::ProvisionRequest& request) override {
+    const auto hosts = Hosts();
+    if (!request.from_snapshot().empty()) {
+      // A snapshot's bytes lie on the host that took it: the new sandbox goes there.
+      for (const auto& [id, rec] : hosts) {
+        auto prov = ProvisionerFor(rec.address());
+        if (!prov.ok()) continue;
+        auto listed = (*prov)->ListSnapshots(request.owner());
+        if (!listed.ok()) continue;
+        for (const auto& snap : listed->snapshots()) {
+          if (snap.id() != request.from_snapshot()) continue;
+          SINEW_ASSIGN_OR_RETURN(v1::SandboxInfo info, (*prov)->ProvisionWith(request));
+          Provisioned p = ToProvisioned(info);
+          p.host_id = id;
+          p.host_address = rec.address();
+          return p;
+        }
+      }
+      return Status::NotFound("no registered sandbox host holds snapshot " + request.from_snapshot());
+    }
+    Placement placement;
+    uint64_t token = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<HostLoad> loads;
+      for (const auto& [id, rec] : hosts) loads.push_back(Load(rec));
+      placement = PlaceSandbox(request.resources(), loads);
+    }
+    if (placement.ranked.empty()) {
+      std::string why;
+      for (const auto& r : placement.refused) why += (why.empty() ? "" : "; ") + r;
+      if (hosts.empty()) why = "no sandbox host is registered in etcd " + etcd_->endpoint();
+      return Status::ResourceExhausted("no sandbox host has room for this sandbox (" + why + ")");
+    }
+    Status last = Status::Unavailable("no host tried");
+    for (size_t i = 0; i < placement.ranked.size() && i < kMaxTries; ++i) {
+      const PlacementCandidate& c = placement.ranked[i];
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        token = Reserve(c.host_id, request.resources(), hosts);
+      }
+      auto prov = ProvisionerFor(c.address);
+      Result<v1::SandboxInfo> info = prov.status();
+      if (prov.ok()) info = (*prov)->ProvisionWith(request);
+      Settle(c.host_id, token, info.ok());
+      if (info.ok()) {
+        Provisioned p = ToProvisioned(*info);
+        p.host_id = c.host_id;
+        p.host_address = c.address;
+        return p;
+      }
+      last = info.status().WithContext("host " + c.host_id);
+      const auto code = info.status().code();
+      if (code != StatusCode::kUnavailable && code != StatusCode::kResourceExhausted &&
+          code != StatusCode::kDeadlineExceeded) {
+        return last;  // the request itself is wrong (bad resources, missing image)
+      }
+    }
+    return last;
+  }
+
+  Result<sandbox::ProvisionerClient*> ProvisionerAt(const std::string& host_address) override {
+    return ProvisionerFor(host_address);
+  }
+
  private:
   struct Pending {
     uint64_t token = 0;

@@ -198,6 +198,21 @@ TEST(TenantConfigTest, TenantsAndTheKeysFileParse) {
   EXPECT_EQ(c->tenants.at("b").requests_per_second, 0);  // unlimited
 }
 
+// The sandbox API's quotas (docs/sandbox-api.md).
+TEST(TenantConfigTest, SandboxApiQuotasParseAndRefuseNegatives) {
+  const std::string head =
+      R"({"store": {"address": "127.0.0.1:1"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )"
+      R"("api_keys": {"k": "t"}, )";
+  auto c = ParseConfig(head + R"("tenants": {"a": {"max_api_sandboxes": 4, "sandbox_creations_per_minute": 30}}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tenants.at("a").max_api_sandboxes, 4u);
+  EXPECT_EQ(c->tenants.at("a").sandbox_creations_per_minute, 30u);
+  auto bad = ParseConfig(head + R"("tenants": {"a": {"max_api_sandboxes": -1}}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("config.tenants.a.max_api_sandboxes"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(TenantConfigTest, ErrorsNameTheField) {
   const std::string head =
       R"({"store": {"address": "127.0.0.1:1"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )";

@@ -63,6 +63,12 @@ class ApiClient {
                               const std::function<void()>& on_tick = {},
                               const std::atomic<bool>* stop = nullptr);
 
+  // The sandbox API (/v1/sandboxes; docs/sandbox-api.md), untyped: `method` on `path`
+  // with a JSON `body`, and the JSON of a 2xx answer (an error with the server's message
+  // otherwise).
+  [[nodiscard]] Result<boost::json::value> JsonCall(const std::string& method, const std::string& path,
+                                                    const std::string& body = "");
+
   const std::string& base_url() const { return http_.base_url(); }
 
  private:

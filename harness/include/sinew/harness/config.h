@@ -108,6 +108,13 @@ struct TenantQuotaConfig {
   // Sessions of the tenant holding a sandbox through one harness; the tool call that would
   // need one more fails with a tool error. Default: 0 (unlimited)
   uint32_t max_sandboxes = 0;
+  // Sandboxes of the sandbox API (/v1/sandboxes) the tenant holds at once, not deleted,
+  // counted in the store (every harness sees them); one more is answered 429.
+  // Default: 0 (unlimited)
+  uint32_t max_api_sandboxes = 0;
+  // Sandboxes the tenant creates through /v1/sandboxes (create and fork) in a sliding
+  // minute, counted in the store; over it 429. Default: 0 (unlimited)
+  uint32_t sandbox_creations_per_minute = 0;
   // Model tokens (prompt + completion) of the tenant's sessions in a sliding minute, per
   // harness; over it new sessions get 429 and model calls wait. Default: 0 (unlimited)
   uint64_t tokens_per_minute = 0;

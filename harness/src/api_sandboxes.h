@@ -1,0 +1,78 @@
+// SandboxApi: the sandbox API (/v1/sandboxes; docs/sandbox-api.md): sandboxes for
+// outside orchestrators, made and used through the harness with the same API keys and
+// tenants as sessions, kept as SandboxRecords in the store so that any harness answers
+// for any of them, reached on their host through the SandboxBackend's provisioners.
+//
+// Every route answers a sandbox of the caller's tenant only: another tenant's id is a
+// 404, as an unknown one. Bad input is a 4xx that creates and changes nothing. Creation,
+// deletion, every executed call, snapshot, fork, pause and resume are written to the
+// tenant's audit log (GET /v1/audit), an executed call before it runs.
+//
+// Thread-safety: Handle may be called from many threads at once. It blocks while it
+// calls the store, sinew-sandboxd and the sandbox (a tool call: as long as it runs).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api_handler.h"
+#include "sandbox_records.h"
+
+namespace sinew::sandbox {
+class SandboxClient;
+}  // namespace sinew::sandbox
+
+namespace sinew::harness {
+
+class SandboxApi {
+ public:
+  // `deps` is not owned and outlives this.
+  explicit SandboxApi(const HarnessDeps* deps);
+  ~SandboxApi();
+
+  // A request under /v1/sandboxes: `parts` is its path split at '/' ("v1", "sandboxes",
+  // ...), `query` its query string. REQUIRES: the caller is authenticated and was let
+  // through the tenant's request rate.
+  ApiResponse Handle(const ApiRequest& r, const Caller& caller,
+                     const std::vector<std::string>& parts, const std::string& query);
+
+ private:
+  ApiResponse Create(const ApiRequest& r, const Caller& caller);
+  ApiResponse List(const std::string& query, const Caller& caller);
+  ApiResponse Get(const std::string& id, const Caller& caller);
+  ApiResponse Delete(const ApiRequest& r, const std::string& id, const Caller& caller);
+  ApiResponse Execute(const ApiRequest& r, const std::string& id, const Caller& caller);
+  ApiResponse Snapshot(const ApiRequest& r, const std::string& id, const Caller& caller);
+  ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
+  ApiResponse PauseOrResume(const ApiRequest& r, const std::string& id, const Caller& caller,
+                            bool pause);
+
+  // Admission of `n` new sandboxes of the tenant (max_api_sandboxes,
+  // sandbox_creations_per_minute, counted in the store plus this harness's creations in
+  // flight): a 429 with Retry-After, or nullopt with `n` counted in flight until Settle.
+  std::optional<ApiResponse> Admit(const std::string& tenant, uint32_t n);
+  void Settle(const std::string& tenant, uint32_t n);
+  // Writes an audit record about sandbox `id` to the caller's tenant's audit log.
+  Status Audit(const ApiRequest& r, const Caller& caller, const std::string& id,
+               const std::string& action, const std::string& detail);
+  // A client of the record's sandbox (cached by sinew-sandboxd's id; a failed call drops it).
+  Result<std::shared_ptr<sandbox::SandboxClient>> ClientFor(const SandboxRecord& record);
+  void ForgetClient(const std::string& sandbox_id);
+  // The record with its ended state written when sinew-sandboxd says the sandbox ended
+  // (a read notices it: its lifetime, an OOM kill, a lost host).
+  SandboxRecord Reconciled(const SandboxRecord& record, boost::json::object* live);
+
+  const HarnessDeps& deps_;
+  SandboxRecords records_;
+  std::mutex admission_mu_;  // held while one admission counts (store reads) and takes its place
+  std::mutex mu_;
+  std::map<std::string, uint32_t> in_flight_;  // tenant -> creations under way here; guarded by mu_
+  std::map<std::string, std::shared_ptr<sandbox::SandboxClient>> clients_;  // guarded by mu_
+};
+
+}  // namespace sinew::harness
