@@ -230,6 +230,29 @@ TEST_F(InterruptTest, BadInputIsA4xxThatWritesNothing) {
   EXPECT_EQ(Api("POST", base_ + "/v1/sessions/" + id + "/cancel", kKeyA, "{}").status, 202);
 }
 
+// An interrupt sent to a harness that does not drive the session: the event is written
+// there and the driving harness is told at once (its model call is cut, not left to run
+// its minute).
+TEST_F(InterruptTest, AnInterruptSentToAnotherHarnessReachesTheDriverAtOnce) {
+  HarnessProcess second(dir_.Sub("h2.json"), Config());
+  ASSERT_FALSE(second.address.empty());
+  const std::string id = Submit(R"({"prompt": "migrate the database", "model": "stall"})");
+  ASSERT_TRUE(WaitForEvent(id, "model_request"));
+  const std::string driver = DrivenBy(AllEvents(base_, kKeyA, id));
+  const std::string other = driver == harness_->url() ? second.url() : harness_->url();
+  ASSERT_NE(driver, other);
+  auto r = Interrupt(other, id, json::serialize(json::object{{"message", kMessage}}));
+  ASSERT_EQ(r.status, 202) << r.body;
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed,failed,cancelled"), "completed");
+  auto events = AllEvents(base_, kKeyA, id);
+  auto responses = OfType(events, "model_response");
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_TRUE(Flag(responses[0], "partial")) << "the call was cut, not answered";
+  EXPECT_EQ(responses[1].at("text").as_string(), std::string("Understood: ") + kMessage);
+  EXPECT_EQ(Answers(events).size(), 1u);
+  EXPECT_EQ(DrivenBy(events), driver) << "driven where it was all along";
+}
+
 // The harness that drives a session is SIGKILLed while its model call is under way; the
 // interrupt lands in the log through the other harness, whose message to the dead one
 // fails; the survivor takes the session over when the lease ends and answers the
