@@ -288,6 +288,23 @@ void AddSessionCommands(CLI::App& app, Context& ctx) {
       std::cout << "close requested for " << s->id << " (status " << s->status << ")\n";
     }
   });
+  // sinew interrupt SESSION MESSAGE: what runs is cut; the session goes on with MESSAGE.
+  auto interrupt_id = std::make_shared<std::string>();
+  auto interrupt_text = std::make_shared<std::string>();
+  auto* interrupt = app.add_subcommand(
+      "interrupt", "cut the model call or tool call under way; the session goes on with the message");
+  interrupt->add_option("id", *interrupt_id, "session id")->required();
+  interrupt->add_option("message", *interrupt_text, "what the model is told")->required();
+  interrupt->callback([&ctx, interrupt_id, interrupt_text] {
+    ctx.Resolve();
+    auto s = ctx.Api().Interrupt(*interrupt_id, *interrupt_text);
+    if (!s.ok()) return ctx.Fail(s.status());
+    if (ctx.json) {
+      std::cout << json::serialize(s->raw) << "\n";
+    } else {
+      std::cout << "interrupt sent to " << s->id << " (status " << s->status << ")\n";
+    }
+  });
   // sinew approve | deny SESSION CALL_ID [--message M]
   for (const bool approve : {true, false}) {
     struct Args {

@@ -146,6 +146,9 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
              std::string(a.approved() ? "         " : "           ") + a.call_id() + " by " + a.by() +
              (a.message().empty() ? "" : ": " + OneLine(a.message(), 100));
     }
+    case v1::Event::kInterrupt:
+      return Paint("interrupt", kYellow, c) + "        by key " + ev.interrupt().key_id() + ": " +
+             OneLine(ev.interrupt().message(), 100);
     default:
       return Paint(ev.type().empty() ? "unknown event" : ev.type(), kDim, c) +
              "  (a newer event type; `sinew export` keeps it whole)";

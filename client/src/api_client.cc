@@ -212,6 +212,11 @@ Result<SessionView> ApiClient::Decide(const std::string& id, const std::string& 
   return SessionCall("POST", "/v1/sessions/" + id + "/decisions", json::serialize(body));
 }
 
+Result<SessionView> ApiClient::Interrupt(const std::string& id, const std::string& message) {
+  json::object body{{"message", message}};
+  return SessionCall("POST", "/v1/sessions/" + id + "/interrupt", json::serialize(body));
+}
+
 Result<SessionView> ApiClient::Fork(const std::string& id, const json::object& body) {
   return SessionCall("POST", "/v1/sessions/" + id + "/fork", json::serialize(body));
 }

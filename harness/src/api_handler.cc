@@ -318,13 +318,14 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
     return GetEvents(id, query, *tenant);
   }
   if (parts.size() == 4 && (parts[3] == "messages" || parts[3] == "cancel" || parts[3] == "fork" ||
-                            parts[3] == "decisions" || parts[3] == "close")) {
+                            parts[3] == "decisions" || parts[3] == "close" || parts[3] == "interrupt")) {
     if (auto e = only("POST")) return *e;
     if (parts[3] == "cancel") return Cancel(r, id, *caller);
     if (parts[3] == "close") return Close(r, id, *caller);
     if (auto e = needs_json(); e && has_body) return *e;
     if (parts[3] == "messages") return PostMessage(r, id, *tenant);
     if (parts[3] == "decisions") return Decide(r, id, *caller);
+    if (parts[3] == "interrupt") return Interrupt(r, id, *caller);
     return Fork(r, id, *caller);
   }
   if (parts.size() == 5 && parts[3] == "events" && parts[4] == "stream") {

@@ -54,6 +54,14 @@ class SessionControl {
   // Closes a session with keep_open through this process's driver, which appends `audit`
   // (action "close"); false when none drives it here.
   virtual bool DeliverClose(const std::string& session_id, const v1::Event& audit) = 0;
+  // Tells this process's driver of the session that the interrupt event at `seq` is in its
+  // log (docs/harness.md, "Interrupts"): it cuts what is under way; false when none
+  // drives it here.
+  virtual bool DeliverInterrupt(const std::string& session_id, uint64_t seq) {
+    (void)session_id;
+    (void)seq;
+    return false;
+  }
   [[nodiscard]] virtual Status Ready() = 0;
   virtual std::string SessionsByStatusMetrics() = 0;
 };
@@ -132,6 +140,9 @@ class ApiHandler {
   // POST /v1/sessions/{id}/decisions: answers pending tool approvals (docs/harness.md,
   // "Tool approvals"); each decision is an approval_decided event, appended once.
   ApiResponse Decide(const ApiRequest& r, const std::string& id, const Caller& caller);
+  // POST /v1/sessions/{id}/interrupt (api_interrupt.cc; docs/harness.md, "Interrupts"):
+  // an interrupt event appended to the log, then its driver told; 409 when it has ended.
+  ApiResponse Interrupt(const ApiRequest& r, const std::string& id, const Caller& caller);
   // The session's JSON, with "pending_approvals" when it requires action (a read of its log).
   Result<boost::json::object> SessionJsonWithApprovals(const v1::Session& meta) const;
   ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);

@@ -41,6 +41,8 @@ std::optional<ChatMessage> MessageOf(const v1::Event& ev) {
       m.text = ev.user_message().text();
       return m;
     case v1::Event::kModelResponse:
+      // An answer an interrupt cut before any of it streamed says nothing.
+      if (ev.model_response().partial() && ev.model_response().text().empty()) return std::nullopt;
       m.role = ChatMessage::Role::kAssistant;
       m.text = ev.model_response().text();
       m.reasoning = ev.model_response().reasoning();

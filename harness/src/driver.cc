@@ -471,6 +471,9 @@ Task<Status> SessionDriver::Drive() {
     if (fenced_) co_return Status::Aborted("lease lost");
     SINEW_CO_ASSIGN_OR_RETURN(bool cancelled, co_await DrainInbox());
     if (cancelled) co_return Status::Ok();
+    // An interrupt is answered with a message: a session that waits for input or ended
+    // goes on with it like with any message.
+    if (Interrupting()) SINEW_CO_RETURN_IF_ERROR(co_await AnswerInterrupts());
     // A conversation that stays open, with no input since it began to wait: closed, idle
     // past its limit, or left as it is (docs/harness.md, "Conversations that stay open").
     if (state_.status == v1::SESSION_STATUS_WAITING_FOR_INPUT && state_.last_user <= state_.last_status_change) {
@@ -499,7 +502,7 @@ Task<Status> SessionDriver::Drive() {
       pending_.push_back(StatusEvent(state_.status, v1::SESSION_STATUS_RUNNING, "driven by " + deps_.owner));
     }
     SINEW_CO_RETURN_IF_ERROR(co_await RunPendingTools());
-    if (CancelRequested()) continue;
+    if (CancelRequested() || Interrupting()) continue;
     if (deps_.stopping->load()) co_return Status::Ok();
     if (fenced_) co_return Status::Aborted("lease lost");
     bool need_model = state_.last_response < 0 || state_.last_user > state_.last_response;
@@ -557,7 +560,7 @@ Task<Result<bool>> SessionDriver::WaitForTokenBudget() {
   (*a->mutable_labels())["quota"] = "tokens_per_minute";
   SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(note)));
   while (deps_.quotas->TokensRetryAfter(tenant_)) {
-    if (deps_.stopping->load() || fenced_ || CancelRequested()) co_return false;
+    if (deps_.stopping->load() || fenced_ || CancelRequested() || Interrupting()) co_return false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!inbox_.empty() || !audits_.empty()) co_return false;  // drain them, then wait again
@@ -582,6 +585,8 @@ Task<Status> SessionDriver::RunPendingTools() {
     if (state_.finished.count(spec.call_id())) continue;
     if (fenced_) co_return Status::Aborted("lease lost");
     if (deps_.stopping->load()) co_return Status::Ok();
+    // The calls left get their results when the interrupt is answered (AnswerInterrupts).
+    if (Interrupting() && !CancelRequested()) co_return Status::Ok();
     if (CancelRequested()) {
       ToolOutcome o;
       o.is_error = true;

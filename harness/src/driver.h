@@ -41,6 +41,10 @@ class SessionDriver {
   Task<void> Run();
 
   void RequestCancel(std::string reason);
+  // The interrupt event at `seq` is in the log (docs/harness.md, "Interrupts"): cuts the
+  // model call under way, stops the sandbox call under way (an RPC, made here), and wakes
+  // Run, which answers it. Ignored for an interrupt this driver answered already.
+  void RequestInterrupt(uint64_t seq);
   void PostMessage(std::string text);
   // Queues an audit event (the API's record of a cancel of this session); it is appended
   // with the next inbox drain, ahead of any message or cancel.
@@ -78,6 +82,18 @@ class SessionDriver {
   [[nodiscard]] Task<Status> WaitForInput(const std::string& why);
   [[nodiscard]] Task<Status> Append(std::vector<v1::Event> events);
   [[nodiscard]] Task<Status> AppendOne(v1::Event event);
+  // Interrupts (driver_interrupts.cc): true when one waits for its answer (told by the
+  // API here, or found in the log).
+  bool Interrupting();
+  // Answers every interrupt waiting in the log, after `first` (a partial model response):
+  // the last response's calls without a result stopped or marked as not run, one
+  // user_message per interrupt, the status back to running. Writes nothing (not `first`
+  // either) when none waits. Also clears the flag that RequestInterrupt set and the abort
+  // it caused.
+  [[nodiscard]] Task<Status> AnswerInterrupts(std::vector<v1::Event> first = {});
+  // `result` (a tool_result event of a call under way when an interrupt came) marked as
+  // interrupted by the user.
+  static void MarkUserInterrupted(v1::Event* result);
   // Runs a session store call on the store pool.
   template <typename Fn>
   Task<std::invoke_result_t<Fn&>> OnStore(Fn fn) {
@@ -144,6 +160,15 @@ class SessionDriver {
   bool cancel_requested_ = false;   // guarded by mutex_
   std::string cancel_reason_;       // guarded by mutex_
   bool wake_requested_ = false;     // guarded by mutex_
+  bool interrupt_requested_ = false;  // guarded by mutex_
+  // The sandbox call under way (an interrupt stops it); guarded by mutex_, which is held
+  // while RequestInterrupt stops it so that the sandbox is not released meanwhile.
+  struct RunningCall {
+    SandboxRef sandbox;
+    std::string call_id;
+  };
+  std::optional<RunningCall> running_call_;
+  std::atomic<uint64_t> answered_interrupt_seq_{0};  // the newest interrupt answered
 
   std::atomic<bool> abort_{false};    // aborts in-flight model calls (cancel, stop, fenced)
   std::atomic<bool> fenced_{false};   // the lease was lost: stop, write nothing more

@@ -71,7 +71,7 @@ Task<Result<bool>> SessionDriver::AwaitApprovals(const v1::ModelResponse& respon
   while (true) {
     const std::vector<std::string> waiting = state_.PendingApprovals();
     if (waiting.empty()) co_return true;
-    if (deps_.stopping->load() || fenced_ || CancelRequested()) co_return false;
+    if (deps_.stopping->load() || fenced_ || CancelRequested() || Interrupting()) co_return false;
     // A deadline counts from the request's record, so it holds across crashes.
     std::vector<v1::Event> expired;
     const int64_t t = NowUnixMs();

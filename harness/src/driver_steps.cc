@@ -185,9 +185,19 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
     Status connected = co_await Blocking([&] { return deps_.sandboxes->Connect(box); });
     Result<ToolOutcome> r = connected;
     if (connected.ok()) {
+      {
+        // From here an interrupt stops the call in the sandbox (RequestInterrupt).
+        std::lock_guard<std::mutex> lock(mutex_);
+        running_call_ = RunningCall{box, sandbox_call_id};
+      }
+      // One that came before (or one from the log, when this call resumes): stopped as it
+      // starts (the sandbox remembers the id).
+      if (Interrupting()) (void)co_await Blocking([&] { return deps_.sandboxes->CancelCall(box, sandbox_call_id); });
       r = co_await AwaitCallback<Result<ToolOutcome>>([&](SandboxBackend::ExecuteDone done) {
         deps_.sandboxes->ExecuteAsync(box, sandbox_call_id, spec.name(), spec.input_json(), std::move(done));
       });
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_call_.reset();
     }
     if (r.ok()) {
       outcome = std::move(r).value();
@@ -210,6 +220,7 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
                      "tool=\"" + spec.name() + "\",error=\"" + (outcome.is_error ? "true" : "false") + "\"");
   deps_.metrics->Observe("sinew_harness_tool_seconds", "tool=\"" + spec.name() + "\"", MsSince(t0) / 1000.0);
   after.push_back(ToolResultEvent(spec.call_id(), outcome));
+  if (Interrupting()) MarkUserInterrupted(&after.back());
   co_return co_await Append(std::move(after));
 }
 
@@ -269,12 +280,35 @@ Task<Status> SessionDriver::CallModel() {
   SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(req)));
 
   const auto t0 = Clock::now();
-  auto reply = co_await client->CompleteAsync(call, nullptr, *pools_.blocking);
+  // What has streamed so far: an interrupt keeps it as a partial answer. Written on the
+  // client's thread while this coroutine waits for the call.
+  std::string streamed;
+  const TokenCallback on_token = [&streamed](std::string_view delta) { streamed.append(delta); };
+  auto reply = co_await client->CompleteAsync(call, on_token, *pools_.blocking);
   const double seconds = MsSince(t0) / 1000.0;
   const std::string labels = "model=\"" + task_.model + "\"";
   deps_.metrics->Observe("sinew_harness_model_seconds", labels, seconds);
   if (!reply.ok()) {
     deps_.metrics->Add("sinew_harness_model_calls_total", labels + ",outcome=\"error\"");
+    if (reply.status().code() == StatusCode::kCancelled && !fenced_ && !deps_.stopping->load() &&
+        !CancelRequested() && Interrupting()) {
+      // Cut by an interrupt: what streamed is kept, marked partial, with the interrupt's
+      // answer. One answered meanwhile (a stale abort) leaves nothing: the loop calls again.
+      v1::Event partial;
+      auto* p = partial.mutable_model_response();
+      p->set_request_id(request_id);
+      p->set_model(task_.model);
+      p->set_text(streamed);
+      p->set_partial(true);
+      p->set_stop_reason("interrupted");
+      p->set_latency_ms(MsSince(t0));
+      p->set_time_to_first_token_ms(-1);
+      SINEW_CO_RETURN_IF_ERROR(co_await ReadNewEvents());
+      if (state_.pending_interrupts.empty()) co_return co_await AnswerInterrupts();
+      std::vector<v1::Event> first;
+      first.push_back(std::move(partial));
+      co_return co_await AnswerInterrupts(std::move(first));
+    }
     if (reply.status().code() == StatusCode::kCancelled || fenced_ || deps_.stopping->load()) {
       co_return Status::Ok();  // the loop sees the cancel, the stop or the lost lease
     }

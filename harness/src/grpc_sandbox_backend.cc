@@ -38,6 +38,11 @@ class GrpcSandboxBackend final : public SandboxBackend {
     clients_.ExecuteAsync(sandbox.id, call_id, name, input_json, std::move(done));
   }
 
+  Status CancelCall(const SandboxRef& sandbox, const std::string& call_id) override {
+    SINEW_RETURN_IF_ERROR(Connect(sandbox));
+    return clients_.CancelCall(sandbox.id, call_id);
+  }
+
   std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) override {
     if (!provisioner_) return {"crashed", "no sandboxd"};
     return AskHowItEnded(*provisioner_, sandbox.id);

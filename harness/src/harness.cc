@@ -139,6 +139,19 @@ class HarnessImpl final : public Harness, public SessionControl {
     return true;
   }
 
+  bool DeliverInterrupt(const std::string& session_id, uint64_t seq) override {
+    std::shared_ptr<SessionDriver> driver;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = drivers_.find(session_id);
+      if (it == drivers_.end()) return false;
+      driver = it->second;
+    }
+    // Outside the lock: stopping a sandbox call is an RPC.
+    driver->RequestInterrupt(seq);
+    return true;
+  }
+
   Status Ready() override {
     // Over store shards, ready while one shard answers: the others' sessions answer 503
     // until they are back, new sessions go to the shards that answer (docs/scale-out.md).

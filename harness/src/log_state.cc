@@ -6,6 +6,10 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
   switch (ev.payload_case()) {
     case v1::Event::kUserMessage:
       s->last_user = index;
+      if (ev.user_message().interrupt_seq() != 0) s->pending_interrupts.erase(ev.user_message().interrupt_seq());
+      break;
+    case v1::Event::kInterrupt:
+      s->pending_interrupts.emplace(ev.seq(), index);
       break;
     case v1::Event::kModelResponse:
       s->last_response = index;

@@ -33,6 +33,9 @@ struct LogState {
   // of its approval_decided event. A model response starts both afresh.
   std::map<std::string, int> approval_requested;
   std::map<std::string, int> approval_decided;
+  // Interrupts (docs/harness.md, "Interrupts") not answered yet: the seq of each
+  // interrupt event -> its index, until a user_message with that interrupt_seq.
+  std::map<uint64_t, int> pending_interrupts;
   // The calls of the last model response asked about, not yet decided and without a
   // result (a cancel gives waiting calls a result and leaves them undecided).
   std::vector<std::string> PendingApprovals() const;

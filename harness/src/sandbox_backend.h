@@ -81,6 +81,15 @@ class SandboxBackend {
   [[nodiscard]] virtual Status Connect(const SandboxRef& sandbox) = 0;
   virtual void ExecuteAsync(const SandboxRef& sandbox, const std::string& call_id, const std::string& name,
                             const std::string& input_json, ExecuteDone done) = 0;
+  // Stops call `call_id` in `sandbox` (an interrupt, docs/harness.md "Interrupts"): bash
+  // kills its process group, and the call's ExecuteAsync gets its result, marked
+  // cancelled. An id that has not reached the sandbox yet is stopped as it starts. May
+  // block (a short RPC). Default: kUnimplemented.
+  [[nodiscard]] virtual Status CancelCall(const SandboxRef& sandbox, const std::string& call_id) {
+    (void)sandbox;
+    (void)call_id;
+    return Status::Unimplemented("this sandbox backend cannot stop a call");
+  }
   // How a sandbox ended: {outcome ("oom", "lifetime", "crashed", "exited", "host_lost"),
   // detail}; waits up to 2 s for sandboxd to record the end of a sandbox whose link broke.
   virtual std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) = 0;

@@ -163,4 +163,10 @@ void SandboxClients::ExecuteAsync(const std::string& sandbox_id, const std::stri
                        });
 }
 
+Status SandboxClients::CancelCall(const std::string& sandbox_id, const std::string& call_id) {
+  sandbox::SandboxClient* client = Find(sandbox_id);
+  if (client == nullptr) return Status::Unavailable("no client for sandbox " + sandbox_id);
+  return client->CancelCall(call_id).status();
+}
+
 }  // namespace sinew::harness

@@ -45,6 +45,8 @@ class SandboxClients {
   // holding a thread; a failure marks the client broken.
   void ExecuteAsync(const std::string& sandbox_id, const std::string& call_id, const std::string& name,
                     const std::string& input_json, SandboxBackend::ExecuteDone done);
+  // Stops call `call_id` on the client of `sandbox_id` (REQUIRES: as ExecuteAsync).
+  [[nodiscard]] Status CancelCall(const std::string& sandbox_id, const std::string& call_id);
 
  private:
   struct Entry {

@@ -110,6 +110,11 @@ class EtcdSandboxBackend final : public SandboxBackend {
     clients_.ExecuteAsync(sandbox.id, call_id, name, input_json, std::move(done));
   }
 
+  Status CancelCall(const SandboxRef& sandbox, const std::string& call_id) override {
+    SINEW_RETURN_IF_ERROR(Connect(sandbox));
+    return clients_.CancelCall(sandbox.id, call_id);
+  }
+
   std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) override {
     if (!HostAlive(sandbox)) return {"host_lost", HostGone(sandbox)};
     auto prov = ProvisionerFor(sandbox.host_address);

@@ -2,13 +2,17 @@
 //
 // File format (JSON):
 //   {"responses": [{"text": "...", "tool_calls": [{"name": "bash", "input": {...}}],
-//                   "delay_ms": 0, "wait_for_file": "", "stop_reason": "end_turn"}, ...],
+//                   "delay_ms": 0, "wait_for_file": "", "stop_reason": "end_turn",
+//                   "streamed_before_delay": ""}, ...],
 //    "loop": false}
 // "wait_for_file" holds the answer until that path exists (after delay_ms): a test opens
-// the gate once every session it needs waits on the model.
+// the gate once every session it needs waits on the model. "streamed_before_delay" is
+// streamed before the delay and the wait (a model that stalls mid-answer) and is the
+// start of the answer's text.
 // Call number `turn` gets responses[turn] (responses[turn % n] with "loop"); past the
 // end it answers "(script finished)" with stop_reason end_turn. In tool inputs,
-// "{{session_id}}" and "{{call_id}}" are replaced. Tool call ids are "call_<turn>_<i>".
+// "{{session_id}}" and "{{call_id}}" are replaced; in text, "{{last_user}}" is the text
+// of the prompt's last user message (what the model was told last). Tool call ids are "call_<turn>_<i>".
 #include <sys/stat.h>
 
 #include <boost/json.hpp>
@@ -37,6 +41,7 @@ struct ScriptedResponse {
   uint32_t delay_ms = 0;
   std::string stop_reason;
   std::string wait_for_file;
+  std::string streamed_before_delay;
 };
 
 bool Exists(const std::string& path) {
@@ -80,6 +85,7 @@ class ScriptedModel final : public ModelClient {
     (void)blocking;
     const auto start = std::chrono::steady_clock::now();
     const ScriptedResponse& r = ResponseFor(call);
+    if (!r.streamed_before_delay.empty() && on_token) on_token(r.streamed_before_delay);
     const auto until = start + std::chrono::milliseconds(r.delay_ms);
     for (auto now = start; now < until; now = std::chrono::steady_clock::now()) {
       if (call.cancelled != nullptr && call.cancelled->load()) co_return Status::Cancelled("model call cancelled");
@@ -97,7 +103,7 @@ class ScriptedModel final : public ModelClient {
   static constexpr std::chrono::milliseconds kCheckEvery{250};
 
   const ScriptedResponse& ResponseFor(const ModelCall& call) const {
-    static const ScriptedResponse kFinished{"(script finished)", {}, 0, "", ""};
+    static const ScriptedResponse kFinished{"(script finished)", {}, 0, "", "", ""};
     if (!responses_.empty() && (loop_ || call.turn < responses_.size())) return responses_[call.turn % responses_.size()];
     return kFinished;
   }
@@ -123,7 +129,11 @@ class ScriptedModel final : public ModelClient {
       ++reply.completion_tokens;
       pos = next;
     }
-    reply.text = r.text;
+    std::string last_user;
+    for (const auto& m : call.messages) {
+      if (m.role == ChatMessage::Role::kUser) last_user = m.text;
+    }
+    reply.text = r.streamed_before_delay + ReplaceAll(r.text, "{{last_user}}", last_user);
     for (size_t i = 0; i < r.calls.size(); ++i) {
       ModelToolCall tc;
       tc.id = "call_" + std::to_string(call.turn) + "_" + std::to_string(i);
@@ -171,6 +181,7 @@ Result<std::unique_ptr<ModelClient>> NewScriptedModel(const ModelEndpointConfig&
     r.text = json_fields::StringField(ro, "text");
     r.stop_reason = json_fields::StringField(ro, "stop_reason");
     r.wait_for_file = json_fields::StringField(ro, "wait_for_file");
+    r.streamed_before_delay = json_fields::StringField(ro, "streamed_before_delay");
     if (auto d = ro.find("delay_ms"); d != ro.end() && d->value().is_int64() && d->value().as_int64() >= 0) {
       r.delay_ms = static_cast<uint32_t>(d->value().as_int64());
     }

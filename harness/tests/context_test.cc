@@ -57,6 +57,35 @@ TEST_F(ContextTest, AnAnswersReasoningTravelsWithItsMessage) {
   EXPECT_EQ(v.messages[1].reasoning, "ls shows the files");
 }
 
+// An interrupt (docs/harness.md, "Interrupts"): the partial answer is shown as the
+// assistant's, one cut before anything streamed is left out, and the interrupt event
+// itself is not a message (its answer, a user message, is).
+TEST_F(ContextTest, AnInterruptedAnswerShowsWhatStreamedAndAnEmptyOneIsLeftOut) {
+  v1::Event partial;
+  partial.mutable_model_response()->set_text("I will");
+  partial.mutable_model_response()->set_partial(true);
+  Add(partial);
+  v1::Event interrupt;
+  interrupt.mutable_interrupt()->set_message("stop");
+  Add(interrupt);
+  v1::Event answer;
+  answer.mutable_user_message()->set_text("stop");
+  answer.mutable_user_message()->set_interrupt_seq(4);
+  Add(answer);
+  v1::Event empty;
+  empty.mutable_model_response()->set_partial(true);
+  Add(empty);
+  v1::Event again;
+  again.mutable_user_message()->set_text("really stop");
+  Add(again);
+  ContextView v = BuildContext(log_, 10000);
+  ASSERT_EQ(v.messages.size(), 4u);
+  EXPECT_EQ(v.messages[1].role, ChatMessage::Role::kAssistant);
+  EXPECT_EQ(v.messages[1].text, "I will");
+  EXPECT_EQ(v.messages[2].text, "stop");
+  EXPECT_EQ(v.messages[3].text, "really stop");
+}
+
 // An imported log may hold any annotation: a "summary" without a usable through_seq is
 // an ordinary annotation (event_lines_fuzz found that it aborted the harness on wake).
 TEST_F(ContextTest, SummaryAnnotationsWithoutAThroughSeqAreIgnored) {

@@ -105,6 +105,9 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
   ASSERT_EQ(WaitForStatus(base_, kKeyA, done, "completed"), "completed");
   const std::string waiting = Submit(R"({"prompt": "wait", "model": "stuck"})");
   ASSERT_FALSE(waiting.empty());
+  // One to interrupt (docs/harness.md, "Interrupts").
+  const std::string interrupted = Submit(R"({"prompt": "wait", "model": "stuck"})");
+  ASSERT_FALSE(interrupted.empty());
   // One whose tool call waits for a decision (docs/harness.md, "Tool approvals").
   const std::string asking = Submit(R"({"prompt": "fetch", "approvals": {"tools": {"http_request": "ask"}}})");
   ASSERT_EQ(WaitForStatus(base_, kKeyA, asking, "requires_action"), "requires_action");
@@ -174,6 +177,14 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"already finished", "POST", s + "/close", {auth}, ""},
         {"unknown id", "POST", m + "/close", {auth}, ""},
         {"no key", "POST", s + "/close", {}, ""}}},
+      {"POST /v1/sessions/{id}/interrupt",
+       {{"interrupted", "POST", "/v1/sessions/" + interrupted + "/interrupt", {auth, as_json},
+         R"({"message": "stop and summarize"})"},
+        {"already finished", "POST", s + "/interrupt", {auth, as_json}, R"({"message": "stop"})"},
+        {"no message", "POST", s + "/interrupt", {auth, as_json}, "{}"},
+        {"unknown id", "POST", m + "/interrupt", {auth, as_json}, R"({"message": "stop"})"},
+        {"no media type", "POST", s + "/interrupt", {auth}, R"({"message": "stop"})"},
+        {"no key", "POST", s + "/interrupt", {as_json}, R"({"message": "stop"})"}}},
       {"POST /v1/sessions/{id}/fork",
        {{"forked", "POST", s + "/fork", {auth, as_json}, R"({"at_seq": 2})"},
         {"no at_seq", "POST", s + "/fork", {auth, as_json}, "{}"},

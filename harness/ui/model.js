@@ -163,6 +163,9 @@ export class SessionModel {
       case 'user_message':
         this.mark(ev, 'message', `user: ${p.text || ''}`);
         break;
+      case 'interrupt':
+        this.mark(ev, 'message', `interrupt: ${p.message || ''}`);
+        break;
       case 'approval_requested':
         this.approvals.set(p.call_id, {...p, seq: ev.seq});
         this.mark(ev, 'approval', `approval asked: ${p.tool_name || 'tool'} ${p.call_id || ''}`);

@@ -195,6 +195,21 @@ class GrpcSandboxClient final : public SandboxClient {
     return *std::move(result);
   }
 
+  Result<bool> CancelCall(std::string_view call_id) override {
+    SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.connect_timeout);
+    std::string nonce = Authenticate(ctx);
+    AddTraceMetadata(&ctx);
+    v1::CancelCallRequest req;
+    req.set_call_id(std::string(call_id));
+    v1::CancelCallResponse resp;
+    grpc::Status s = stub->CancelCall(&ctx, req, &resp);
+    if (!s.ok()) return Failed(s, "sandbox CancelCall");
+    SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
+    return resp.running();
+  }
+
   Result<std::vector<v1::ToolSpec>> ListTools() override {
     SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
     grpc::ClientContext ctx;

@@ -25,6 +25,8 @@ class AgentService final : public v1::Sandbox::Service {
                              grpc::ServerWriter<v1::ExecuteChunk>* writer) override;
   grpc::Status ListTools(grpc::ServerContext* ctx, const v1::ListToolsRequest* req,
                          v1::ListToolsResponse* resp) override;
+  grpc::Status CancelCall(grpc::ServerContext* ctx, const v1::CancelCallRequest* req,
+                          v1::CancelCallResponse* resp) override;
 
  private:
   const ToolRegistry& registry_;

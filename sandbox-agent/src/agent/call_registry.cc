@@ -1,5 +1,6 @@
 #include "agent/call_registry.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -7,6 +8,7 @@ namespace sinew::sandbox {
 namespace {
 
 constexpr size_t kForgottenKept = 65536;
+constexpr size_t kPreCancelledKept = 1024;
 // Live output buffered for attached callers, per call; beyond it chunks are dropped (the
 // result still carries the capped output).
 constexpr size_t kMaxBufferedBytes = 8u << 20;
@@ -25,6 +27,7 @@ struct CallRegistry::Call {
   std::deque<std::pair<bool, std::string>> chunks;     // guarded by mu; for the streamer
   size_t buffered = 0;                                 // guarded by mu
   int streamers = 0;                                   // callers with a sink; guarded by mu
+  std::atomic<bool> cancelled{false};                  // CallRegistry::Cancel
 };
 
 size_t CallRegistry::size() const {
@@ -36,6 +39,7 @@ void CallRegistry::Start(const std::shared_ptr<Call>& call) {
   // The call belongs to the registry, not to the caller: it runs to completion.
   std::thread([this, call] {
     RunContext run;
+    run.cancelled = [call] { return call->cancelled.load(); };
     run.sink = [call](bool is_stderr, std::string_view bytes) {
       std::lock_guard<std::mutex> lock(call->mu);
       if (call->streamers == 0 || call->buffered + bytes.size() > kMaxBufferedBytes) return;
@@ -53,6 +57,28 @@ void CallRegistry::Start(const std::shared_ptr<Call>& call) {
     std::lock_guard<std::mutex> lock(mu_);
     Evict();
   }).detach();
+}
+
+bool CallRegistry::Cancel(const std::string& call_id) {
+  std::shared_ptr<Call> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = calls_.find(call_id);
+    if (it == calls_.end()) {
+      if (forgotten_.count(call_id) || !pre_cancelled_.insert(call_id).second) return false;
+      pre_cancelled_order_.push_back(call_id);
+      while (pre_cancelled_order_.size() > kPreCancelledKept) {
+        pre_cancelled_.erase(pre_cancelled_order_.front());
+        pre_cancelled_order_.pop_front();
+      }
+      return false;
+    }
+    call = it->second;
+  }
+  std::lock_guard<std::mutex> lock(call->mu);
+  if (call->done) return false;
+  call->cancelled = true;
+  return true;
 }
 
 void CallRegistry::Evict() {
@@ -106,6 +132,7 @@ Result<v1::ExecuteResult> CallRegistry::Run(const std::string& call_id, std::str
       call->id = call_id;
       call->name = std::string(name);
       call->input = std::string(input_json);
+      call->cancelled = pre_cancelled_.erase(call_id) > 0;
       calls_[call_id] = call;
       order_.push_back(call_id);
       started_here = true;

@@ -42,6 +42,12 @@ class CallRegistry {
                                 std::string_view input_json, const ChunkSink& sink,
                                 const std::function<bool()>& caller_gone);
 
+  // Stops call `call_id`: its tool's RunContext.cancelled turns true (bash kills its
+  // process group and answers as cancelled). An id not known yet is remembered (the last
+  // kPreCancelledKept of them), and the call that comes with it is stopped as it starts.
+  // Returns true when the call was running.
+  bool Cancel(const std::string& call_id);
+
   // Calls known (running or finished and kept).
   size_t size() const;
 
@@ -58,6 +64,8 @@ class CallRegistry {
   std::deque<std::string> order_;                       // ids, oldest first; guarded by mu_
   std::set<std::string> forgotten_;        // evicted ids (at most kForgottenKept); guarded by mu_
   std::deque<std::string> forgotten_order_;  // guarded by mu_
+  std::set<std::string> pre_cancelled_;      // ids cancelled before they came; guarded by mu_
+  std::deque<std::string> pre_cancelled_order_;  // guarded by mu_
 };
 
 }  // namespace sinew::sandbox

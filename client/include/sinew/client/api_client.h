@@ -51,6 +51,9 @@ class ApiClient {
   // message (may be empty) goes to the model with a denial.
   [[nodiscard]] Result<SessionView> Decide(const std::string& id, const std::string& call_id, bool approve,
                                            const std::string& message);
+  // Interrupts a session (POST .../interrupt): what runs is cut, and it goes on with
+  // `message`.
+  [[nodiscard]] Result<SessionView> Interrupt(const std::string& id, const std::string& message);
   [[nodiscard]] Result<SessionView> Fork(const std::string& id, const boost::json::object& body);
   [[nodiscard]] Result<SessionView> Import(const std::string& ndjson);
 

@@ -80,6 +80,10 @@ class SandboxClient {
       std::string_view name, std::string_view input_json, const OutputCallback& on_output,
       std::string_view call_id = {}) = 0;
 
+  // Stops the call with `call_id` (see CancelCallRequest in proto/sandbox.proto); true
+  // when it was running. The call's caller gets its (cancelled) result as usual.
+  [[nodiscard]] virtual Result<bool> CancelCall(std::string_view call_id) = 0;
+
   // The tools this sandbox serves, with descriptions, JSON schemas and idempotent flags.
   [[nodiscard]] virtual Result<std::vector<v1::ToolSpec>> ListTools() = 0;
 };
