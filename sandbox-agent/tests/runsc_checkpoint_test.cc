@@ -3,6 +3,8 @@
 // counter) comes back with it and its count goes on; an exactly-once call keeps its
 // result across a pause; a snapshot restored twice gives two independent sandboxes,
 // each with its own identity; a restore into less memory than the snapshot's is refused.
+#include <signal.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -74,6 +76,24 @@ TEST_F(RunscCheckpointTest, PauseAndResumeKeepABackgroundProcessItsMemoryAndItsC
   }
   // The pause snapshots went with the resumes.
   EXPECT_EQ(d_.client().ListSnapshots("alice")->snapshots_size(), 0);
+}
+
+TEST_F(RunscCheckpointTest, APausedSandboxSurvivesARestartOfTheDaemonWithItsMemory) {
+  auto box = ProvisionRunsc(d_, "alice");
+  auto tools = Connect(box);
+  StartMemoryHolder(*tools);
+  const Holder before = ParseHolder(HolderState(*tools));
+  tools.reset();
+  ASSERT_TRUE(d_.client().Pause(box.id(), "alice").ok());
+  d_.Kill(SIGKILL);  // a crash: nothing is shut down cleanly
+  d_.Restart({"--warm-pool-size", "0"});
+  EXPECT_EQ(d_.client().Get(box.id())->state(), v1::SANDBOX_STATE_PAUSED);
+  auto resumed = d_.client().Resume(box.id(), "alice");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_TRUE(resumed->memory_restored());
+  const Holder after = ParseHolder(HolderState(*Connect(*resumed)));
+  EXPECT_EQ(after.secret, before.secret);
+  EXPECT_GT(after.count, before.count);
 }
 
 TEST_F(RunscCheckpointTest, ASnapshotRestoredTwiceGivesTwoIndependentSandboxesWithItsMemory) {

@@ -84,6 +84,12 @@ Status SandboxManagerImpl::Start() {
   // monitor can collect their exit status.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   SINEW_RETURN_IF_ERROR(runner_.Init());
+  {
+    // runsc checkpoint images a previous instance was writing or reading (the store
+    // keeps every committed one).
+    std::error_code ec;
+    std::filesystem::remove_all(config_.state_dir + "/images", ec);
+  }
   for (const auto& id : runner_.ReapLeftovers()) {
     spdlog::warn("reaped {} left by a previous instance; reported as LOST", id);
     v1::SandboxInfo info;

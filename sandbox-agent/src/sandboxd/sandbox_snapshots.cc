@@ -156,8 +156,10 @@ Status SandboxManagerImpl::RestartFromCheckpoint(LiveSandbox* e, const std::stri
   KillAndRemove(old);
   auto c = runner_.Start(old.id, e->info.resources(), old.secret, image_dir);
   if (!c.ok()) return c.status().WithContext("restore of " + old.id + " from its checkpoint");
+  const uint64_t oom_base = OomKills(config_.cgroup_parent, old.id);  // a new cgroup
   std::lock_guard<std::mutex> lock(mu_);
   e->container = *c;
+  e->oom_base = oom_base;
   return Status::Ok();
 }
 
