@@ -3,6 +3,7 @@
 // counter) comes back with it and its count goes on; an exactly-once call keeps its
 // result across a pause; a snapshot restored twice gives two independent sandboxes,
 // each with its own identity; a restore into less memory than the snapshot's is refused.
+// SINEW_PAUSE_CYCLES sets the number of pause/resume cycles (the `long` build runs 50).
 #include <signal.h>
 
 #include <gmock/gmock.h>
@@ -13,6 +14,10 @@
 
 #include "sandboxd_process.h"
 #include "snapshot_checks.h"
+
+#ifndef SINEW_PAUSE_CYCLES
+#define SINEW_PAUSE_CYCLES 2
+#endif
 
 namespace sinew::sandbox::testing {
 namespace {
@@ -52,7 +57,7 @@ TEST_F(RunscCheckpointTest, PauseAndResumeKeepABackgroundProcessItsMemoryAndItsC
   Holder last = ParseHolder(HolderState(*tools));
   ASSERT_GT(last.count, 0);
   tools.reset();
-  for (int cycle = 0; cycle < 2; ++cycle) {
+  for (int cycle = 0; cycle < SINEW_PAUSE_CYCLES; ++cycle) {
     auto paused = d_.client().Pause(box.id(), "alice");
     ASSERT_TRUE(paused.ok()) << "cycle " << cycle << ": " << paused.status().ToString();
     EXPECT_EQ(paused->state(), v1::SANDBOX_STATE_PAUSED);

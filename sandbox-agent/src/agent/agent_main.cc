@@ -5,7 +5,9 @@
 // directory the sandbox cannot see or write, and hands the bound descriptor over
 // (--listen-fd); the agent listens and accepts on it, so nothing inside the sandbox can
 // redirect the host's connections. The per-sandbox secret comes through an inherited
-// pipe (--secret-fd), read once and closed.
+// pipe (--secret-fd), read once and closed. Under gVisor (--socket with --drop-to-uid)
+// it binds its socket itself, as root before it drops its privileges, and on SIGUSR1
+// closes every socket for a checkpoint and serves again afterwards (socket_binder.h).
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 #include <signal.h>
@@ -362,9 +364,9 @@ int main(int argc, char** argv) {
     close(wake[0]);
     close(wake[1]);
     if (!rebind) break;
-    // A checkpoint is coming: no host socket may be left. The connections go first (as
-    // the server is destroyed), the listening socket last: once a connection to it is
-    // refused, the host knows the agent is quiet.
+    // A checkpoint is coming: no host socket may be left (gVisor cannot save one). The
+    // connections go first (as the server is destroyed), then the listening socket; the
+    // binder then tells the host the agent is quiet (socket_binder.h).
     server.reset();
     for (int i = 0; i < 1000 && OpenSockets(binder->channel_fd(), listen_fd) > 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
