@@ -1,6 +1,7 @@
-// bench_snapshot: snapshot, fork, pause and resume figures of runc sandboxes with a
-// 100 MB workspace, beside a cold start (docs/sandbox.md, "Benchmark"). Needs root and
-// the default image.
+// bench_snapshot: snapshot, fork, pause and resume figures of runc (or, --runtime runsc,
+// gVisor: checkpoint and restore of memory and processes) sandboxes with a 100 MB
+// workspace, beside a cold start (docs/sandbox.md, "Benchmark"). Needs root and the
+// default image.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,8 +51,9 @@ T Must(sinew::Result<T> r, const char* what) {
   return std::move(*r);
 }
 
-sinew::v1::Resources Shape() {
+sinew::v1::Resources Shape(const std::string& runtime) {
   sinew::v1::Resources r;
+  r.set_runtime(runtime);
   r.set_workspace_bytes(256ull << 20);
   r.set_memory_limit_bytes(1ull << 30);
   return r;
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
   int n = 5, forks = 16, mb = 100;
   std::string image_root = "/var/lib/sinew/images";
   std::string bin_dir;
+  std::string runtime = "runc";
+  app.add_option("--runtime", runtime, "runc or runsc")->check(CLI::IsMember({"runc", "runsc"}))->capture_default_str();
   app.add_option("--iterations", n, "pause/resume cycles, snapshots and cold starts")->capture_default_str();
   app.add_option("--forks", forks, "sandboxes of the fork")->check(CLI::Range(1, 16))->capture_default_str();
   app.add_option("--workspace-mb", mb, "random data written to the workspace (MB)")->capture_default_str();
@@ -82,13 +86,13 @@ int main(int argc, char** argv) {
   std::vector<double> cold;
   for (int i = 0; i < n; ++i) {
     auto t = Clock::now();
-    auto box = Must(prov.Provision(Shape()), "provision");
+    auto box = Must(prov.Provision(Shape(runtime)), "provision");
     cold.push_back(Ms(Clock::now() - t));
     (void)prov.Destroy(box.id());
   }
 
   sinew::v1::ProvisionRequest req;
-  *req.mutable_resources() = Shape();
+  *req.mutable_resources() = Shape(runtime);
   req.set_owner("bench");
   auto box = Must(prov.ProvisionWith(req), "provision");
   {
@@ -140,7 +144,7 @@ int main(int argc, char** argv) {
   fork.set_owner("bench");
   fork.set_snapshot_id(snapshot_id);
   fork.set_n(static_cast<uint32_t>(forks));
-  *fork.mutable_resources() = Shape();
+  *fork.mutable_resources() = Shape(runtime);
   auto t = Clock::now();
   auto forked = Must(prov.Fork(fork), "fork");
   const double fork_ms = Ms(Clock::now() - t);
@@ -156,8 +160,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(one_copy), static_cast<unsigned long long>(after_fork),
               one_copy ? static_cast<double>(after_fork) / static_cast<double>(one_copy) : 0.0);
   std::printf("  (each fork's workspace is its own tmpfs: %d x %d MB of memory, no disk)\n", forks, mb);
+  std::printf("  first snapshot added %llu bytes\n", static_cast<unsigned long long>(first_added));
+  std::printf("  (runtime %s%s)\n", runtime.c_str(),
+              runtime == "runsc" ? ": memory and processes checkpointed and restored" : ": files only");
   std::printf("ratios (p50):\n  resume / cold start     %.2fx  (target <= 1.5x)\n", Median(resume_ms) / Median(cold));
-  (void)first_added;
   for (const auto& f : forked.sandboxes()) (void)prov.Destroy(f.id());
   (void)prov.Destroy(box.id());
   return 0;

@@ -126,66 +126,6 @@ TEST(PauseTest, DestroyingAPausedSandboxRemovesItsSnapshot) {
   EXPECT_EQ(d.client().Resume(box.id(), "alice").status().code(), StatusCode::kNotFound);
 }
 
-bool RunscUsable(SandboxdProcess& d) {
-  auto health = d.client().Health();
-  return health.ok() && health->runtime().find("runsc") != std::string::npos;
-}
-
-// A process that holds a random number and a counter in memory only, and writes them to
-// /tmp/state on SIGUSR1 (its pid is in /tmp/holder.pid once it listens for that).
-constexpr const char* kMemoryHolder =
-    "cat > /tmp/holder.py <<'EOF'\n"
-    "import os, random, signal, time\n"
-    "secret = random.getrandbits(64)\n"
-    "n = 0\n"
-    "def dump(*_):\n"
-    "    with open('/tmp/state.new', 'w') as f: f.write(f'{os.getpid()} {secret} {n}\\n')\n"
-    "    os.rename('/tmp/state.new', '/tmp/state')\n"
-    "signal.signal(signal.SIGUSR1, dump)\n"
-    "open('/tmp/holder.pid', 'w').write(str(os.getpid()))\n"
-    "while True:\n"
-    "    n += 1\n"
-    "    time.sleep(0.01)\n"
-    "EOF\n"
-    "setsid python3 /tmp/holder.py >/dev/null 2>&1 </dev/null & echo started";
-
-// The holder's state line ("pid secret count"), asked for with SIGUSR1.
-std::string HolderState(SandboxClient& tools) {
-  return Bash(tools,
-              "rm -f /tmp/state; kill -USR1 $(cat /tmp/holder.pid); while [ ! -s /tmp/state ]; do sleep 0.02; done; "
-              "cat /tmp/state")
-      .output();
-}
-
-// Under runsc a pause is refused before anything is tried (gVisor's checkpoint cannot
-// save the agent's host socket, and a failed checkpoint ends the sandbox): the sandbox
-// runs on with the same process and memory, and nothing is kept.
-TEST(PauseTest, UnderRunscThePauseIsRefusedAndTheSandboxRunsOnWithItsMemory) {
-  SandboxdProcess d;
-  d.Start({"--warm-pool-size", "0"});
-  if (!RunscUsable(d)) GTEST_SKIP() << "runsc is not usable here";
-  v1::ProvisionRequest req;
-  *req.mutable_resources() = SmallResources();
-  req.mutable_resources()->set_runtime("runsc");
-  req.set_owner("alice");
-  auto box = d.client().ProvisionWith(req);
-  ASSERT_TRUE(box.ok()) << box.status().ToString();
-  auto tools = Connect(*box);
-  ASSERT_EQ(Bash(*tools, kMemoryHolder).output(), "started\n");
-  Bash(*tools, "until [ -s /tmp/holder.pid ]; do sleep 0.02; done");
-  const std::string before = HolderState(*tools);
-  ASSERT_FALSE(before.empty());
-  auto refused = d.client().Pause(box->id(), "alice");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("runsc"));
-  EXPECT_EQ(d.client().Get(box->id())->state(), v1::SANDBOX_STATE_READY);
-  const std::string after = HolderState(*tools);
-  EXPECT_EQ(after.substr(0, after.rfind(' ')), before.substr(0, before.rfind(' ')))
-      << "the same process with the same memory runs on";
-  EXPECT_EQ(d.client().ListSnapshots("alice")->snapshots_size(), 0);
-}
-
 TEST(PauseTest, ResumeOfAnotherOwnersOrAnUnknownSandboxIsNotFound) {
   SandboxdProcess d;
   d.Start({"--warm-pool-size", "0"});

@@ -19,6 +19,48 @@ v1::SandboxInfo ProvisionOwned(SandboxdProcess& d, const std::string& owner) {
   return *box;
 }
 
+bool RunscUsable(SandboxdProcess& d) {
+  auto health = d.client().Health();
+  return health.ok() && health->runtime().find("runsc") != std::string::npos;
+}
+
+v1::SandboxInfo ProvisionRunsc(SandboxdProcess& d, const std::string& owner) {
+  v1::ProvisionRequest req;
+  *req.mutable_resources() = SmallResources();
+  req.mutable_resources()->set_runtime("runsc");
+  req.set_owner(owner);
+  auto box = d.client().ProvisionWith(req);
+  EXPECT_TRUE(box.ok()) << box.status().ToString();
+  return box.ok() ? *box : v1::SandboxInfo();
+}
+
+void StartMemoryHolder(SandboxClient& tools) {
+  auto r = Bash(tools,
+                "cat > /tmp/holder.py <<'EOF'\n"
+                "import os, random, signal, time\n"
+                "secret = random.getrandbits(64)\n"
+                "n = 0\n"
+                "def dump(*_):\n"
+                "    with open('/tmp/state.new', 'w') as f: f.write(f'{os.getpid()} {secret} {n}\\n')\n"
+                "    os.rename('/tmp/state.new', '/tmp/state')\n"
+                "signal.signal(signal.SIGUSR1, dump)\n"
+                "open('/tmp/holder.pid', 'w').write(str(os.getpid()))\n"
+                "while True:\n"
+                "    n += 1\n"
+                "    time.sleep(0.01)\n"
+                "EOF\n"
+                "setsid python3 /tmp/holder.py >/dev/null 2>&1 </dev/null & "
+                "until [ -s /tmp/holder.pid ]; do sleep 0.02; done; echo started");
+  EXPECT_EQ(r.output(), "started\n");
+}
+
+std::string HolderState(SandboxClient& tools) {
+  return Bash(tools,
+              "rm -f /tmp/state; kill -USR1 $(cat /tmp/holder.pid) || exit 1; "
+              "while [ ! -s /tmp/state ]; do sleep 0.02; done; cat /tmp/state")
+      .output();
+}
+
 std::unique_ptr<SandboxClient> Connect(const v1::SandboxInfo& info) {
   auto tools = SandboxClient::ConnectTo(info);
   EXPECT_TRUE(tools.ok()) << tools.status().ToString();

@@ -25,6 +25,15 @@ void WriteHostileTree(SandboxClient& tools);
 // symlink target, and the SHA-256 of each regular file (the sparse one: its tail and
 // whether it is still sparse).
 std::string Manifest(SandboxClient& tools);
+// Whether the daemon runs runsc sandboxes (its Health names runsc).
+bool RunscUsable(SandboxdProcess& d);
+// A ready runsc sandbox of SmallResources owned by `owner` (fails the test otherwise).
+v1::SandboxInfo ProvisionRunsc(SandboxdProcess& d, const std::string& owner);
+// Starts, in the background, a process that holds a random number and a counter (counting
+// up every 10 ms) in memory only; returns once it answers HolderState.
+void StartMemoryHolder(SandboxClient& tools);
+// The holder's own state, "pid secret count", which it writes when asked (SIGUSR1).
+std::string HolderState(SandboxClient& tools);
 // Regular files below `dir` (0 when it is missing).
 uint64_t CountFiles(const std::string& dir);
 

@@ -246,22 +246,5 @@ TEST(SnapshotTest, OwnerCapRefusesASnapshotWithAMessageAndKeepsNothing) {
   EXPECT_EQ(CountFiles(d.state_dir() + "/snapshots/chunks"), 0u);
 }
 
-TEST(SnapshotTest, RunscSandboxesAreRefusedWithAReason) {
-  SandboxdProcess d;
-  d.Start({"--warm-pool-size", "0"});
-  auto health = d.client().Health();
-  ASSERT_TRUE(health.ok());
-  if (health->runtime().find("runsc") == std::string::npos) GTEST_SKIP() << "runsc is not usable here";
-  v1::ProvisionRequest req;
-  *req.mutable_resources() = SmallResources();
-  req.mutable_resources()->set_runtime("runsc");
-  req.set_owner("alice");
-  auto box = d.client().ProvisionWith(req);
-  ASSERT_TRUE(box.ok()) << box.status().ToString();
-  auto refused = d.client().Snapshot(box->id(), "alice");
-  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("runsc"));
-}
-
 }  // namespace
 }  // namespace sinew::sandbox::testing

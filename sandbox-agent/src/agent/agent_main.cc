@@ -5,7 +5,9 @@
 // directory the sandbox cannot see or write, and hands the bound descriptor over
 // (--listen-fd); the agent listens and accepts on it, so nothing inside the sandbox can
 // redirect the host's connections. The per-sandbox secret comes through an inherited
-// pipe (--secret-fd), read once and closed.
+// pipe (--secret-fd), read once and closed. Under gVisor (--socket with --drop-to-uid)
+// it binds its socket itself, as root before it drops its privileges, and on SIGUSR1
+// closes every socket for a checkpoint and serves again afterwards (socket_binder.h).
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 #include <signal.h>
@@ -16,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,11 +27,14 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "agent/agent_auth.h"
 #include "agent/agent_service.h"
 #include "agent/child_reaper.h"
+#include "agent/socket_binder.h"
 #include "agent/tools.h"
 
 namespace {
@@ -85,20 +91,60 @@ bool DropPrivileges(uid_t uid, gid_t gid, uid_t agent_uid) {
   return true;
 }
 
-// Accepts connections on the inherited socket and hands each one to the gRPC server.
-void AcceptLoop(int listen_fd, grpc::Server* server) {
+// Accepts connections on `listen_fd` and hands each one to the gRPC server, until
+// `wake_fd` becomes readable. (gVisor does not wake an accept() blocked on a socket
+// that was shut down, so the wait is a poll on both.)
+void AcceptLoop(int listen_fd, int wake_fd, grpc::Server* server) {
   for (;;) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) {
+      if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return;
+      continue;
+    }
     int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
-        if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      return;  // the socket was shut down
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
     }
     grpc::AddInsecureChannelFromFd(server, conn);
   }
 }
+
+// Socket descriptors this process holds, but `except` and `except2`.
+int OpenSockets(int except, int except2) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == std::to_string(except) || name == std::to_string(except2)) continue;
+    std::error_code lec;
+    const std::string target = std::filesystem::read_symlink(it->path(), lec).string();
+    if (!lec && target.rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+// What the signal thread and the serving loop share.
+struct Serving {
+  std::mutex mu;
+  grpc::Server* server = nullptr;  // the one serving now; null between two
+  int wake_fd = -1;                // wakes its acceptor
+  bool stop = false;               // SIGTERM/SIGINT: end
+  bool rebind = false;             // SIGUSR1 (gVisor): close every socket, then bind anew
+
+  // REQUIRES: mu held. Ends the current server's serving (its Wait returns).
+  void EndServing() {
+    if (server == nullptr) return;
+    if (wake_fd >= 0) (void)!write(wake_fd, "x", 1);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  }
+};
 
 }  // namespace
 
@@ -163,6 +209,7 @@ int main(int argc, char** argv) {
     }
     unsetenv(secret_env.c_str());
   }
+  std::optional<sinew::sandbox::SocketBinder> binder;
   if (drop_uid >= 0) {
     if (drop_gid < 0 || agent_uid < 0 || agent_uid == drop_uid) {
       std::cerr << "sinew-sandbox-agent: --drop-to-uid needs --drop-to-gid and another --agent-uid\n";
@@ -171,6 +218,13 @@ int main(int argc, char** argv) {
     if (!socket_path.empty()) {  // bound as root, before the drop
       listen_fd = BindSocket(socket_path);
       if (listen_fd < 0) return 1;
+      // gVisor mode: the root helper that binds the socket again around a checkpoint.
+      auto started = sinew::sandbox::SocketBinder::Start(socket_path);
+      if (!started.ok()) {
+        std::cerr << "sinew-sandbox-agent: " << started.status().ToString() << "\n";
+        return 1;
+      }
+      binder.emplace(std::move(*started));
       socket_path.clear();
     }
     if (!DropPrivileges(static_cast<uid_t>(drop_uid), static_cast<gid_t>(drop_gid),
@@ -203,26 +257,34 @@ int main(int argc, char** argv) {
     files.rlim_cur = files.rlim_max = max_open_files;
     setrlimit(RLIMIT_NOFILE, &files);
   }
-  // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored).
+  // SIGTERM/SIGINT are handled by a thread (as PID 1 they would otherwise be ignored);
+  // so is SIGUSR1, the host's request to close every socket before a checkpoint (gVisor
+  // mode: only the host can send it, through runsc; the sandbox user cannot signal the agent).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   (void)sinew::sandbox::ChildReaper::Instance();
 
   sinew::sandbox::ToolRegistry registry(config);
   sinew::sandbox::AgentService service(registry, sinew::sandbox::AgentAuth(sandbox_id, secret));
-  grpc::ServerBuilder builder;
   if (listen_fd < 0) {
     std::error_code ec;
     std::filesystem::remove(socket_path, ec);
-    builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   }
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.SetMaxSendMessageSize(64 << 20);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  // Builds a server on the socket (the first time also on --socket), and starts accepting
+  // on the inherited or rebound descriptor.
+  auto build = [&]() -> std::unique_ptr<grpc::Server> {
+    grpc::ServerBuilder builder;
+    if (listen_fd < 0) builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.SetMaxSendMessageSize(64 << 20);
+    builder.RegisterService(&service);
+    return builder.BuildAndStart();
+  };
+  std::unique_ptr<grpc::Server> server = build();
   if (!server) {
     std::cerr << "sinew-sandbox-agent: cannot listen on " << socket_path << "\n";
     return 1;
@@ -232,8 +294,6 @@ int main(int argc, char** argv) {
       std::cerr << "sinew-sandbox-agent: listen on fd " << listen_fd << ": " << strerror(errno) << "\n";
       return 1;
     }
-    // Never joined: see the end of main.
-    std::thread(AcceptLoop, listen_fd, server.get()).detach();
   } else {
     chmod(socket_path.c_str(), 0660);
   }
@@ -264,16 +324,65 @@ int main(int argc, char** argv) {
       close(devnull);
     }
   }
-  std::thread stopper([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    if (listen_fd >= 0) shutdown(listen_fd, SHUT_RDWR);
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-  });
-  server->Wait();
-  stopper.join();
-  // The acceptor is not joined, and no static destructor runs: gVisor does not wake an
-  // accept() blocked on a socket that was shut down, and an agent that never exits leaves
-  // its sandbox running with nothing serving it.
+  Serving serving;
+  std::thread([&] {
+    for (;;) {
+      int sig = 0;
+      sigwait(&stop_signals, &sig);
+      std::lock_guard<std::mutex> lock(serving.mu);
+      if (sig == SIGUSR1) {
+        if (!binder || serving.stop || serving.rebind) continue;
+        serving.rebind = true;
+      } else {
+        serving.stop = true;
+        if (serving.server == nullptr) _exit(0);  // between two servers: nothing to end
+      }
+      serving.EndServing();
+    }
+  }).detach();
+  for (;;) {
+    int wake[2];
+    if (pipe2(wake, O_CLOEXEC) != 0) return 1;
+    std::thread acceptor;
+    if (listen_fd >= 0) acceptor = std::thread(AcceptLoop, listen_fd, wake[0], server.get());
+    {
+      std::lock_guard<std::mutex> lock(serving.mu);
+      serving.server = server.get();
+      serving.wake_fd = wake[1];
+      if (serving.stop || serving.rebind) serving.EndServing();
+    }
+    server->Wait();
+    bool rebind = false;
+    {
+      std::lock_guard<std::mutex> lock(serving.mu);
+      serving.server = nullptr;
+      serving.wake_fd = -1;
+      rebind = serving.rebind && !serving.stop;
+    }
+    (void)!write(wake[1], "x", 1);
+    if (acceptor.joinable()) acceptor.join();
+    close(wake[0]);
+    close(wake[1]);
+    if (!rebind) break;
+    // A checkpoint is coming: no host socket may be left (gVisor cannot save one). The
+    // connections go first (as the server is destroyed), then the listening socket; the
+    // binder then tells the host the agent is quiet (socket_binder.h).
+    server.reset();
+    for (int i = 0; i < 1000 && OpenSockets(binder->channel_fd(), listen_fd) > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    close(listen_fd);
+    listen_fd = -1;
+    auto next = binder->Rebind();
+    if (!next.ok()) _exit(1);
+    listen_fd = next->first.release();
+    service.SetAuth(sinew::sandbox::AgentAuth(next->second.sandbox_id, next->second.secret));
+    server = build();
+    if (!server || listen(listen_fd, 64) != 0) _exit(1);
+    std::lock_guard<std::mutex> lock(serving.mu);
+    serving.rebind = false;
+  }
+  // No static destructor runs: the server's threads may still be winding down, and an
+  // agent that never exits leaves its sandbox running with nothing serving it.
   _exit(0);
 }

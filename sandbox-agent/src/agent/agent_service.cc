@@ -10,9 +10,24 @@ constexpr size_t kMaxStreamedBytes = 8u << 20;
 
 }  // namespace
 
+void AgentService::SetAuth(AgentAuth auth) {
+  auto next = std::make_shared<const AgentAuth>(std::move(auth));
+  std::lock_guard<std::mutex> lock(auth_mu_);
+  auth_ = std::move(next);
+}
+
+grpc::Status AgentService::CheckAuth(grpc::ServerContext* ctx) const {
+  std::shared_ptr<const AgentAuth> auth;
+  {
+    std::lock_guard<std::mutex> lock(auth_mu_);
+    auth = auth_;
+  }
+  return auth->Check(ctx);
+}
+
 grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                    v1::ExecuteResult* resp) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
   auto gone = [ctx] { return ctx->IsCancelled(); };
   if (!req->call_id().empty()) {
     auto r = calls_.Run(req->call_id(), req->name(), req->input_json(), nullptr, gone);
@@ -28,7 +43,7 @@ grpc::Status AgentService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRe
 
 grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                                          grpc::ServerWriter<v1::ExecuteChunk>* writer) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
   bool client_gone = false;
   size_t streamed = 0;
   auto sink = [&](bool is_stderr, std::string_view bytes) {
@@ -63,7 +78,7 @@ grpc::Status AgentService::ExecuteStream(grpc::ServerContext* ctx, const v1::Exe
 
 grpc::Status AgentService::ListTools(grpc::ServerContext* ctx, const v1::ListToolsRequest*,
                                      v1::ListToolsResponse* resp) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
   for (auto& spec : registry_.Specs()) *resp->add_tools() = std::move(spec);
   return grpc::Status::OK;
 }

@@ -4,8 +4,11 @@
 //
 // Ownership: borrows the registry, which must outlive the service.
 // Thread-safety: gRPC calls its methods from many threads; the call registry is
-// thread-safe and everything else is immutable.
+// thread-safe, the auth is replaced under a lock, and everything else is immutable.
 #pragma once
+
+#include <memory>
+#include <mutex>
 
 #include "agent/agent_auth.h"
 #include "agent/call_registry.h"
@@ -17,7 +20,11 @@ namespace sinew::sandbox {
 class AgentService final : public v1::Sandbox::Service {
  public:
   explicit AgentService(const ToolRegistry& registry, AgentAuth auth = {})
-      : registry_(registry), calls_(registry), auth_(std::move(auth)) {}
+      : registry_(registry), calls_(registry), auth_(std::make_shared<const AgentAuth>(std::move(auth))) {}
+
+  // Calls from now on are checked against `auth` (a sandbox restored from a checkpoint
+  // under another id and secret); the calls the registry keeps stay.
+  void SetAuth(AgentAuth auth);
 
   grpc::Status Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
                        v1::ExecuteResult* resp) override;
@@ -29,9 +36,13 @@ class AgentService final : public v1::Sandbox::Service {
                           v1::CancelCallResponse* resp) override;
 
  private:
+  // Checks a call with the current auth.
+  grpc::Status CheckAuth(grpc::ServerContext* ctx) const;
+
   const ToolRegistry& registry_;
   CallRegistry calls_;
-  const AgentAuth auth_;
+  mutable std::mutex auth_mu_;
+  std::shared_ptr<const AgentAuth> auth_;  // guarded by auth_mu_
 };
 
 }  // namespace sinew::sandbox

@@ -61,6 +61,23 @@ Status WriteBundleConfig(const std::string& dir, const std::string& text) {
   return Status::Ok();
 }
 
+// runsc: writes the agent's identity (socket_binder.h) whole into <dir>/run/listen,
+// readable by root alone.
+Status WriteIdentity(const Container& c) {
+  const std::string tmp = c.dir + "/run/listen.tmp";
+  const std::string text = c.id + "\n" + c.secret + "\n";
+  {
+    UniqueFd file(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (file.get() < 0 || write(file.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      return Status::IOError("cannot write " + tmp);
+    }
+  }
+  if (rename(tmp.c_str(), (c.dir + "/run/listen").c_str()) != 0) {
+    return Status::IOError("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ContainerRunner::ContainerRunner(const ProvisionerConfig& config) : config_(config) {}
@@ -266,9 +283,10 @@ Status ContainerRunner::Thaw(const std::string& id) {
 }
 
 Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resources& resources,
-                                         const std::string& secret) {
+                                         const std::string& secret, const std::string& checkpoint_image) {
   SINEW_ASSIGN_OR_RETURN(std::string rootfs, ImageRootfs(resources.image()));
-  if (resources.runtime() == "runsc") return StartGvisor(id, resources, rootfs, secret);
+  if (resources.runtime() == "runsc") return StartGvisor(id, resources, rootfs, secret, checkpoint_image);
+  if (!checkpoint_image.empty()) return Status::FailedPrecondition("a checkpoint is restored under runsc only");
   Container c;
   c.id = id;
   c.dir = sandbox_dir(id);
@@ -354,7 +372,8 @@ Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resour
 }
 
 Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::Resources& resources,
-                                               const std::string& rootfs, const std::string& secret) {
+                                               const std::string& rootfs, const std::string& secret,
+                                               const std::string& checkpoint_image) {
   if (runsc_version_.empty()) {
     return Status::FailedPrecondition("runtime 'runsc' asked for, but '" + config_.runsc +
                                       "' is not usable here (apt-get install runsc, or pass --runsc)");
@@ -374,7 +393,9 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
     return Status::IOError("cannot create " + c.dir + ": " + ec.message());
   }
   chmod(c.dir.c_str(), 0711);
-  chmod((c.dir + "/run").c_str(), 0755);  // root's: inside, only the agent before it drops its privileges
+  // root's alone: inside, only the agent before it drops its privileges, and its socket
+  // binder, which stays root (socket_binder.h), reach it.
+  chmod((c.dir + "/run").c_str(), 0700);
   c.secret = secret.empty() ? RandomHex(16) : secret;
   OciParams params;
   params.rootfs = rootfs;
@@ -393,12 +414,84 @@ Result<Container> ContainerRunner::StartGvisor(const std::string& id, const v1::
     return written;
   }
   // --panic-log: a sentry that dies (a Go panic exits with status 2) says why there.
-  auto run = RunProcess(Runtime("runsc", {"--panic-log", c.dir + "/panic.log", "run", "--detach",
-                                          "--pid-file", c.dir + "/pid", "--bundle", c.dir + "/bundle",
-                                          id}),
-                        kRuncTimeout, c.dir + "/agent.log");
+  Result<ProcessResult> run = Status::Internal("not run");
+  if (checkpoint_image.empty()) {
+    run = RunProcess(Runtime("runsc", {"--panic-log", c.dir + "/panic.log", "run", "--detach", "--pid-file",
+                                       c.dir + "/pid", "--bundle", c.dir + "/bundle", id}),
+                     kRuncTimeout, c.dir + "/agent.log");
+  } else {
+    // The restored agent waits for its identity before it binds its socket again.
+    if (Status told = WriteIdentity(c); !told.ok()) {
+      Remove(id);
+      return told;
+    }
+    run = RunProcess(Runtime("runsc", {"--panic-log", c.dir + "/panic.log", "restore", "--image-path",
+                                       checkpoint_image, "--detach", "--pid-file", c.dir + "/pid",
+                                       "--bundle", c.dir + "/bundle", id}),
+                     kRuncTimeout, c.dir + "/agent.log");
+  }
   const std::string socket_path = c.dir + "/run/agent.sock";
-  return AwaitAgent(std::move(c), "runsc", run, socket_path);
+  const std::string listen_path = c.dir + "/run/listen";
+  auto started = AwaitAgent(std::move(c), "runsc", run, socket_path);
+  if (started.ok() && !checkpoint_image.empty()) {
+    std::error_code removed;
+    fs::remove(listen_path, removed);  // read: the agent serves
+  }
+  return started;
+}
+
+Status ContainerRunner::QuiesceAgent(const Container& c) {
+  const std::string socket_path = c.dir + "/run/agent.sock";
+  const std::string quiet_path = c.dir + "/run/quiet";
+  std::error_code ec;
+  fs::remove(c.dir + "/run/listen", ec);
+  fs::remove(quiet_path, ec);
+  auto r = RunProcess(Runtime("runsc", {"kill", c.id, "USR1"}), kRuncTimeout);
+  if (!r.ok() || r->exit_code != 0) {
+    return Status::Internal("cannot signal the agent of " + c.id + ": " + (r.ok() ? r->output : r.status().message()));
+  }
+  // No new connection from here on; the binder binds anew at this path later (after the
+  // restore, in a restored copy's own directory). gVisor lets go of its host socket once
+  // it sees the file gone.
+  fs::remove(socket_path, ec);
+  // The agent closes its server and connections (within its 200 ms grace for calls) and
+  // its listening socket; then its binder writes `quiet`.
+  const auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
+  while (!fs::exists(quiet_path, ec)) {
+    if (ProcessGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) {
+      (void)ReleaseAgent(c);
+      return Status::Internal("the agent of " + c.id + " did not close its sockets for a checkpoint: " +
+                              LogTail(c.id));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  fs::remove(quiet_path, ec);
+  return Status::Ok();
+}
+
+Status ContainerRunner::ReleaseAgent(const Container& c) {
+  SINEW_RETURN_IF_ERROR(WriteIdentity(c));
+  const std::string socket_path = c.dir + "/run/agent.sock";
+  const auto deadline = std::chrono::steady_clock::now() + kAgentReadyTimeout;
+  while (!CanConnect(socket_path)) {
+    if (ProcessGone(c.init_pid) || std::chrono::steady_clock::now() > deadline) {
+      return Status::Internal("the agent of " + c.id + " did not serve again after a checkpoint: " + LogTail(c.id));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::error_code ec;
+  fs::remove(c.dir + "/run/listen", ec);
+  return Status::Ok();
+}
+
+Status ContainerRunner::Checkpoint(const std::string& id, const std::string& image_dir) {
+  auto r = RunProcess(Runtime("runsc", {"checkpoint", "--image-path", image_dir, id}), kRuncTimeout);
+  if (!r.ok() || r->exit_code != 0) {
+    std::string why = r.ok() ? r->output : r.status().message();
+    if (std::string panic = SentryPanic(id); !panic.empty()) why += "; the sentry: " + panic;
+    return Status::Internal("runsc checkpoint of " + id + " failed: " + why);
+  }
+  return Status::Ok();
 }
 
 Result<Container> ContainerRunner::AwaitAgent(Container c, const std::string& runtime,

@@ -55,8 +55,23 @@ class ContainerRunner {
   // Starts a container with these (defaulted, validated) resources and waits until its
   // agent accepts connections. On error nothing is left behind. `secret`: the agent's
   // secret (a resumed sandbox keeps its own); empty: a new random one.
+  // `checkpoint_image` (runsc only): a directory written by Checkpoint; the container is
+  // restored from it (`runsc restore`) with its memory and processes, and its agent
+  // serves under `id` and the secret from then on.
   [[nodiscard]] Result<Container> Start(const std::string& id, const v1::Resources& resources,
-                                        const std::string& secret = {});
+                                        const std::string& secret = {},
+                                        const std::string& checkpoint_image = {});
+  // runsc: gVisor's checkpoint cannot save a host socket, and the agent's socket and its
+  // connections are host sockets. Asks the agent to close them all (SIGUSR1 through
+  // `runsc kill`; its socket binder, socket_binder.h) and waits until it has: its socket
+  // file is gone. On failure the agent is told to serve again.
+  [[nodiscard]] Status QuiesceAgent(const Container& c);
+  // runsc: hands the quiesced agent of `c` its identity (c.id, c.secret), on which it binds
+  // its socket again, and waits until it accepts connections.
+  [[nodiscard]] Status ReleaseAgent(const Container& c);
+  // runsc: `runsc checkpoint` of a quiesced container into `image_dir` (which must
+  // exist). The container stops; Remove it after.
+  [[nodiscard]] Status Checkpoint(const std::string& id, const std::string& image_dir);
   // Freezes every process of a runc container (`runc pause`), and thaws them again.
   [[nodiscard]] Status Freeze(const std::string& id);
   [[nodiscard]] Status Thaw(const std::string& id);
@@ -96,7 +111,8 @@ class ContainerRunner {
                                              const Result<ProcessResult>& run,
                                              const std::string& socket_path);
   [[nodiscard]] Result<Container> StartGvisor(const std::string& id, const v1::Resources& resources,
-                                              const std::string& rootfs, const std::string& secret);
+                                              const std::string& rootfs, const std::string& secret,
+                                              const std::string& checkpoint_image);
   // The configured uid range is valid and overlaps no host account or subordinate range.
   [[nodiscard]] Status CheckUidRange() const;
   // Claims a free user-namespace slot for `id` (kResourceExhausted when none is free).

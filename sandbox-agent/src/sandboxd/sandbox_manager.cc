@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <filesystem>
 
 #include "auth/agent_proof.h"
 #include "sandboxd/host_setup.h"
@@ -83,6 +84,12 @@ Status SandboxManagerImpl::Start() {
   // monitor can collect their exit status.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   SINEW_RETURN_IF_ERROR(runner_.Init());
+  {
+    // runsc checkpoint images a previous instance was writing or reading (the store
+    // keeps every committed one).
+    std::error_code ec;
+    std::filesystem::remove_all(config_.state_dir + "/images", ec);
+  }
   for (const auto& id : runner_.ReapLeftovers()) {
     spdlog::warn("reaped {} left by a previous instance; reported as LOST", id);
     v1::SandboxInfo info;
@@ -133,8 +140,25 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
   if (stopping_) return Status::Unavailable("the provisioner is shutting down");
   if (config_.warm_pool_size > 0 && !snapshot) NoteShape(shape, r);
   auto& pool = pool_[shape];
+  // A memory snapshot (runsc) is restored into a container of its own.
+  const bool memory = snapshot && snapshot->info().memory();
+  std::string checkpoint_image;
+  if (memory) {
+    lock.unlock();
+    auto image = MaterializeCheckpoint(*snapshot);
+    lock.lock();
+    if (!image.ok()) return image.status().WithContext("restore of snapshot " + origin.from_snapshot);
+    checkpoint_image = *image;
+  }
+  struct RemoveImage {
+    const std::string& dir;
+    ~RemoveImage() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } remove_image{checkpoint_image};
   // A warm sandbox has never run anything: one restores into it as well as into a new one.
-  while (!pool.empty()) {
+  while (!memory && !pool.empty()) {
     std::string id = pool.front();
     pool.pop_front();
     auto it = live_.find(id);
@@ -162,11 +186,11 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
     return e.info;
   }
   SINEW_RETURN_IF_ERROR(ReserveSlot(lock));
-  auto entry = StartInSlot(lock, r, shape, still_wanted);
+  auto entry = StartInSlot(lock, r, shape, still_wanted, {}, {}, checkpoint_image);
   --starting_;
   pool_cv_.notify_all();
   if (!entry.ok()) return entry.status();
-  if (snapshot) {
+  if (snapshot && !memory) {
     Container c = (*entry)->container;
     lock.unlock();
     Status restored = RestoreInto(c, *snapshot);
@@ -188,6 +212,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
   }
   LiveSandbox& e = **entry;
   HandOver(e, label, claim_within, start, false, origin);
+  e.info.set_memory_restored(memory);
   v1::SandboxInfo info = e.info;
   live_[info.id()] = std::move(*entry);
   return info;
@@ -363,7 +388,8 @@ std::vector<v1::HostShapeCount> SandboxManagerImpl::Occupancy() {
 
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
     std::unique_lock<std::mutex>& lock, const v1::Resources& r, const std::string& shape,
-    const StillWanted& still_wanted, const std::string& id, const std::string& secret) {
+    const StillWanted& still_wanted, const std::string& id, const std::string& secret,
+    const std::string& checkpoint_image) {
   // First come, first served: a waiter takes a slot only at the head of the line, so that
   // under a burst no provision waits much longer than the line ahead of it.
   int place = 0;
@@ -394,7 +420,7 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
   ++in_start_;
   start_cv_.notify_all();  // the next in line may take another free slot
   lock.unlock();
-  auto entry = StartEntry(r, shape, id, secret);
+  auto entry = StartEntry(r, shape, id, secret, checkpoint_image);
   lock.lock();
   --in_start_;
   start_cv_.notify_all();
@@ -425,9 +451,10 @@ void SandboxManagerImpl::Unwanted(std::unique_lock<std::mutex>& lock,
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartEntry(const v1::Resources& r,
                                                                     const std::string& shape,
                                                                     const std::string& given_id,
-                                                                    const std::string& secret) {
+                                                                    const std::string& secret,
+                                                                    const std::string& checkpoint_image) {
   std::string id = given_id.empty() ? NewId() : given_id;
-  SINEW_ASSIGN_OR_RETURN(Container c, runner_.Start(id, r, secret));
+  SINEW_ASSIGN_OR_RETURN(Container c, runner_.Start(id, r, secret, checkpoint_image));
   auto e = std::make_unique<LiveSandbox>();
   e->container = c;
   e->shape = shape;

@@ -96,6 +96,18 @@ class SandboxManagerImpl final : public SandboxManager {
   Result<v1::SnapshotRecord> Capture(const Container& c, const v1::SandboxInfo& info,
                                      SnapshotStore::Writer& writer,
                                      std::map<std::string, CaptureCache>* cache = nullptr);
+  // runsc: checkpoints the container (its memory, processes and files) into a new
+  // directory below the state directory, named in *image_dir, and copies that into the
+  // store; the container has stopped when it returns (also on most errors: the caller
+  // removes it, or starts it again from *image_dir while that exists).
+  Result<v1::SnapshotRecord> CaptureCheckpoint(const Container& c, const v1::SandboxInfo& info,
+                                               SnapshotStore::Writer& writer, std::string* image_dir);
+  // runsc: removes the stopped container of `e` (busy) and restores it, same id and
+  // secret, from `image_dir`.
+  Status RestartFromCheckpoint(LiveSandbox* e, const std::string& image_dir);
+  // runsc: writes a memory snapshot's checkpoint image into a new directory below the
+  // state directory and returns it (the caller removes it once the container started).
+  Result<std::string> MaterializeCheckpoint(const v1::SnapshotRecord& record);
   // Writes the snapshot's trees into a freshly started container (nothing runs in it yet).
   Status RestoreInto(const Container& c, const v1::SnapshotRecord& record);
   // Checks that `requested` (zero fields: the snapshot's) can hold the snapshot.
@@ -111,13 +123,16 @@ class SandboxManagerImpl final : public SandboxManager {
   // Waits for a start slot (`lock` holds mu_ and is held again on return), then starts a
   // container with mu_ released. Fails with kDeadlineExceeded, starting nothing, when
   // `still_wanted` turns false while it waits; kUnavailable when the daemon stops.
-  // `id` and `secret`: those of a resumed sandbox; empty: new ones.
+  // `id` and `secret`: those of a resumed sandbox; empty: new ones. `checkpoint_image`:
+  // restore a runsc checkpoint (ContainerRunner::Start).
   Result<std::unique_ptr<LiveSandbox>> StartInSlot(std::unique_lock<std::mutex>& lock,
                                                    const v1::Resources& r, const std::string& shape,
                                                    const StillWanted& still_wanted,
-                                                   const std::string& id = {}, const std::string& secret = {});
+                                                   const std::string& id = {}, const std::string& secret = {},
+                                                   const std::string& checkpoint_image = {});
   Result<std::unique_ptr<LiveSandbox>> StartEntry(const v1::Resources& r, const std::string& shape,
-                                                  const std::string& id, const std::string& secret);
+                                                  const std::string& id, const std::string& secret,
+                                                  const std::string& checkpoint_image);
   // REQUIRES: mu_ held (released and taken again). A sandbox that started for a caller
   // who is gone: into its shape's warm pool when there is room, else destroyed.
   void Unwanted(std::unique_lock<std::mutex>& lock, std::unique_ptr<LiveSandbox> entry);

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "auth/agent_proof.h"
@@ -27,6 +28,12 @@ bool KnownTree(const std::string& root) {
   }
   return false;
 }
+
+// The tree of a memory snapshot: runsc's checkpoint image (its files are the
+// sandbox's memory, processes and file systems).
+constexpr const char* kCheckpointTree = "checkpoint";
+
+bool IsGvisor(const v1::SandboxInfo& info) { return info.resources().runtime() == "runsc"; }
 
 uint32_t UidBase(const Container& c) { return c.host_uid == 0 ? 0 : c.host_uid - kSandboxUid; }
 
@@ -56,15 +63,6 @@ Result<LiveSandbox*> SandboxManagerImpl::TakeForSnapshot(const std::string& id, 
   LiveSandbox& e = *it->second;
   if (e.ending) return Status::FailedPrecondition("sandbox " + id + " is ending");
   if (e.busy) return Status::FailedPrecondition("a snapshot or pause of sandbox " + id + " is under way");
-  if (e.info.resources().runtime() == "runsc") {
-    // Its files live in gVisor's memory, out of the host's reach; and gVisor's own
-    // checkpoint cannot save the agent's socket (a bound host socket), and a checkpoint
-    // that fails ends the sandbox (measured with Debian's runsc 20221219).
-    return Status::FailedPrecondition(
-        "sandbox " + id + " runs under runsc: its files live in gVisor's memory, and gVisor's "
-        "checkpoint cannot save the agent's host socket, so it cannot be snapshotted, forked or "
-        "paused (docs/sandbox.md); it keeps running");
-  }
   e.busy = true;
   return &e;
 }
@@ -106,6 +104,83 @@ Result<v1::SnapshotRecord> SandboxManagerImpl::Capture(const Container& c, const
   return record;
 }
 
+Result<v1::SnapshotRecord> SandboxManagerImpl::CaptureCheckpoint(const Container& c, const v1::SandboxInfo& info,
+                                                                 SnapshotStore::Writer& writer,
+                                                                 std::string* image_dir) {
+  const auto start = Clock::now();
+  image_dir->clear();
+  const std::string dir = config_.state_dir + "/images/" + c.id + "-" + RandomHex(8);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  Status saved = runner_.QuiesceAgent(c);
+  const auto quiet = Clock::now();
+  if (saved.ok()) {
+    saved = runner_.Checkpoint(c.id, dir);
+    spdlog::info("{}: agent quiet in {} ms, checkpoint in {} ms", c.id,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(quiet - start).count(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - quiet).count());
+    if (!saved.ok()) (void)runner_.ReleaseAgent(c);  // when the sandbox still runs, it serves again
+  }
+  if (!saved.ok()) {
+    std::filesystem::remove_all(dir, ec);
+    return saved;
+  }
+  *image_dir = dir;
+  const auto checkpointed = Clock::now();
+  v1::SnapshotRecord record;
+  CaptureStats stats;
+  UniqueFd image_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (image_fd.get() < 0) return Status::IOError("cannot open " + dir);
+  SINEW_ASSIGN_OR_RETURN(*record.add_trees(),
+                         CaptureTree(image_fd.get(), kCheckpointTree, writer, 0, CaptureLimits(), stats));
+  v1::SnapshotInfo& s = *record.mutable_info();
+  s.set_id("snap-" + RandomHex(16));
+  s.set_owner(info.owner());
+  s.set_host(host_name_);
+  s.set_source_sandbox(info.id());
+  *s.mutable_resources() = info.resources();
+  s.set_created_unix_ms(NowUnixMs());
+  s.set_logical_bytes(stats.logical_bytes);
+  s.set_data_bytes(stats.data_bytes);
+  s.set_added_bytes(stats.added_bytes);
+  s.set_entries(stats.entries);
+  s.set_skipped(stats.skipped);
+  s.set_memory(true);
+  s.set_duration_ms(std::chrono::duration_cast<std::chrono::milliseconds>(checkpointed - start).count());
+  return record;
+}
+
+Status SandboxManagerImpl::RestartFromCheckpoint(LiveSandbox* e, const std::string& image_dir) {
+  const Container old = e->container;
+  KillAndRemove(old);
+  auto c = runner_.Start(old.id, e->info.resources(), old.secret, image_dir);
+  if (!c.ok()) return c.status().WithContext("restore of " + old.id + " from its checkpoint");
+  const uint64_t oom_base = OomKills(config_.cgroup_parent, old.id);  // a new cgroup
+  std::lock_guard<std::mutex> lock(mu_);
+  e->container = *c;
+  e->oom_base = oom_base;
+  return Status::Ok();
+}
+
+Result<std::string> SandboxManagerImpl::MaterializeCheckpoint(const v1::SnapshotRecord& record) {
+  if (record.trees_size() != 1 || record.trees(0).root() != kCheckpointTree) {
+    return Status::Corruption("memory snapshot " + record.info().id() + " holds no checkpoint image");
+  }
+  const std::string dir = config_.state_dir + "/images/restore-" + RandomHex(8);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  Status written = fd.get() < 0 ? Status::IOError("cannot open " + dir)
+                                : RestoreTree(record.trees(0), fd.get(), *store_, 0);
+  if (!written.ok()) {
+    std::filesystem::remove_all(dir, ec);
+    return written;
+  }
+  return dir;
+}
+
 Status SandboxManagerImpl::RestoreInto(const Container& c, const v1::SnapshotRecord& record) {
   SINEW_ASSIGN_OR_RETURN(UniqueFd root, OpenContainerRoot(c));
   for (const auto& tree : record.trees()) {
@@ -128,15 +203,20 @@ Result<v1::Resources> SandboxManagerImpl::RestoreResources(const v1::Resources& 
     return Status::FailedPrecondition("snapshot " + s.id() + " is of image '" + s.resources().image() +
                                       "'; it cannot be restored into image '" + r.image() + "'");
   }
-  if (r.runtime() == "runsc") {
-    return Status::FailedPrecondition("snapshots are restored into runc sandboxes only (under runsc the "
-                                      "files live in gVisor's memory); ask for runtime 'runc'");
+  if (s.memory() && r.runtime() != "runsc") {
+    return Status::FailedPrecondition("snapshot " + s.id() + " holds a runsc sandbox's memory and processes; it is "
+                                      "restored under runtime 'runsc' only");
+  }
+  if (!s.memory() && r.runtime() == "runsc") {
+    return Status::FailedPrecondition("snapshot " + s.id() + " holds a runc sandbox's files; it is restored "
+                                      "under runtime 'runc' only");
   }
   if (r.memory_limit_bytes() < s.resources().memory_limit_bytes()) {
     return Status::FailedPrecondition(
         "snapshot " + s.id() + " was taken with memory_limit_bytes " +
         std::to_string(s.resources().memory_limit_bytes()) + "; a restore needs at least that, not " +
-        std::to_string(r.memory_limit_bytes()));
+        std::to_string(r.memory_limit_bytes()) +
+        (s.memory() ? " (its processes' memory would not fit)" : ""));
   }
   if (r.workspace_bytes() < s.resources().workspace_bytes()) {
     return Status::FailedPrecondition(
@@ -174,7 +254,20 @@ Result<v1::SnapshotInfo> SandboxManagerImpl::Snapshot(const std::string& sandbox
   const v1::SandboxInfo info = e->info;
   lock.unlock();
   auto writer = store_->NewWriter();
-  auto record = Capture(c, info, *writer, &e->capture_cache);
+  Result<v1::SnapshotRecord> record(Status::Internal("not captured"));
+  if (IsGvisor(info)) {
+    // The checkpoint stops the container; it is restored in place, as it was.
+    std::string image_dir;
+    record = CaptureCheckpoint(c, info, *writer, &image_dir);
+    if (!image_dir.empty()) {
+      Status back = RestartFromCheckpoint(e, image_dir);
+      std::error_code ec;
+      std::filesystem::remove_all(image_dir, ec);
+      if (!back.ok()) record = Result<v1::SnapshotRecord>(back.WithContext("snapshot of " + sandbox_id));
+    }
+  } else {
+    record = Capture(c, info, *writer, &e->capture_cache);
+  }
   if (!record.ok()) e->capture_cache.clear();
   Result<v1::SnapshotInfo> out = record.ok() ? store_->Commit(std::move(writer), *record)
                                              : Result<v1::SnapshotInfo>(record.status());
@@ -262,7 +355,9 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Pause(const std::string& id, const s
     return why;
   };
   // A call in flight (a tool's process, or a background job) would be cut off: refused.
-  const std::vector<pid_t> procs = CgroupProcesses(config_.cgroup_parent, id);
+  // Under runsc they are checkpointed with the rest and carry on after the resume.
+  const std::vector<pid_t> procs =
+      IsGvisor(e->info) ? std::vector<pid_t>{} : CgroupProcesses(config_.cgroup_parent, id);
   if (procs.size() > 1) {
     return release(Status::FailedPrecondition(
         "sandbox " + id + " runs " + std::to_string(procs.size() - 1) +
@@ -273,10 +368,23 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Pause(const std::string& id, const s
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(e->deadline - Clock::now());
   lock.unlock();
   auto writer = store_->NewWriter();
-  auto record = Capture(c, info, *writer);
+  std::string image_dir;
+  auto record = IsGvisor(info) ? CaptureCheckpoint(c, info, *writer, &image_dir) : Capture(c, info, *writer);
+  // Until the pause is committed the checkpoint image can bring the sandbox back.
+  auto restart = [&](Status why) {
+    if (!image_dir.empty()) {
+      if (Status back = RestartFromCheckpoint(e, image_dir); !back.ok()) {
+        spdlog::warn("{} stays down after a failed pause: {}", id, back.ToString());
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(image_dir, ec);
+    }
+    return why;
+  };
   if (!record.ok()) {
+    Status why = restart(record.status());
     lock.lock();
-    return release(record.status().WithContext("pause of " + id));
+    return release(why.WithContext("pause of " + id));
   }
   v1::SandboxInfo paused = info;
   paused.set_state(v1::SANDBOX_STATE_PAUSED);
@@ -287,8 +395,13 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Pause(const std::string& id, const s
   record->set_agent_secret(c.secret);
   auto committed = store_->Commit(std::move(writer), *record);
   if (!committed.ok()) {
+    Status why = restart(committed.status());
     lock.lock();
-    return release(committed.status().WithContext("pause of " + id));
+    return release(why.WithContext("pause of " + id));
+  }
+  if (!image_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(image_dir, ec);
   }
   lock.lock();
   e->ending = true;  // the monitor leaves its exit alone
@@ -329,10 +442,32 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
     ended_cv_.notify_all();
     return slot;
   }
+  const bool memory = record.info().memory();
+  std::string checkpoint_image;
+  if (memory) {
+    lock.unlock();
+    auto image = MaterializeCheckpoint(record);
+    lock.lock();
+    if (!image.ok()) {
+      --starting_;
+      paused_.find(id)->second.resuming = false;
+      ended_cv_.notify_all();
+      pool_cv_.notify_all();
+      return image.status().WithContext("resume of " + id + " (it stays paused)");
+    }
+    checkpoint_image = *image;
+  }
+  struct RemoveImage {
+    const std::string& dir;
+    ~RemoveImage() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } remove_image{checkpoint_image};
   it = paused_.find(id);
   PausedSandbox& p = it->second;
   const v1::Resources r = p.info.resources();
-  auto entry = StartInSlot(lock, r, r.SerializeAsString(), [] { return true; }, id, p.secret);
+  auto entry = StartInSlot(lock, r, r.SerializeAsString(), [] { return true; }, id, p.secret, checkpoint_image);
   --starting_;
   pool_cv_.notify_all();
   auto fail = [&](Status why) {
@@ -344,7 +479,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   if (!entry.ok()) return fail(entry.status());
   Container c = (*entry)->container;
   lock.unlock();
-  Status restored = RestoreInto(c, record);
+  Status restored = memory ? Status::Ok() : RestoreInto(c, record);
   if (!restored.ok()) KillAndRemove(c);
   lock.lock();
   if (!restored.ok()) return fail(restored);
@@ -355,7 +490,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   e.info.set_endpoint(c.endpoint);
   e.info.set_agent_secret(c.secret);
   e.info.set_host_uid(c.host_uid);
-  e.info.set_memory_restored(false);
+  e.info.set_memory_restored(memory);
   e.info.set_resumes(e.info.resumes() + 1);
   e.info.set_awaiting_claim(false);
   e.info.set_provision_ms(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
@@ -369,7 +504,8 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   if (auto deleted = store_->Delete(snapshot_id, owner); !deleted.ok()) {
     spdlog::warn("cannot delete the pause snapshot {} of {}: {}", snapshot_id, id, deleted.status().ToString());
   }
-  spdlog::info("{} resumed in {} ms (files restored; processes started again)", id, info.provision_ms());
+  spdlog::info("{} resumed in {} ms ({})", id, info.provision_ms(),
+               memory ? "memory and processes restored" : "files restored; processes started again");
   return info;
 }
 
