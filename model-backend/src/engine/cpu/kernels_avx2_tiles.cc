@@ -2,11 +2,12 @@
 // weight types and of Q8_0 and Q4_0, and the Q8_0 activation layout these take.
 // Compiled with the AVX2 -m flags; reached through FillAvx2Kernels.
 //
-// Float tiles take their weight rows in passes of up to four (FloatTile), Q8_0 and Q4_0
-// ones one at a time (avx2_tile.h); each weight row is unpacked (F16 through F16C) once
-// for all C activation rows. Each element's arithmetic is the same whatever the tile's
-// shape: one 8-lane accumulator, summed by Hsum8 at the end. A matrix product made of
-// these tiles is batch invariant.
+// A tile takes its weight rows one at a time (avx2_tile.h), each unpacked (F16 through
+// F16C) once for all C activation rows. Each element's arithmetic is the same whatever
+// the tile's shape: float weights give it two 8-lane accumulators (even and odd steps of
+// 8 elements, so that one activation row still has two chains of additions in flight),
+// Q8_0 and Q4_0 one; they are summed by Hsum8 at the end. A matrix product made of these
+// tiles is batch invariant.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -60,83 +61,48 @@ struct BF16W {
   }
 };
 
-// Float weights (format W) times F32 activations: one 8-lane accumulator per element,
-// which takes the products of the element's weight and activation rows 8 values at a
-// time in order (the last n % 8 zero-padded, adding exactly nothing beyond them), summed
-// by Hsum8 at the end. A pass takes P weight rows with all C activation rows: per step
-// each activation vector is loaded once for the P rows and each weight vector converted
-// once for the C activation rows, so that a step does P * C multiply-adds for P + C
-// loads. P is as large as 16 YMM registers allow (P * C accumulators, C activation
-// vectors, a weight vector): four rows with up to two activation rows, two with three
-// or four, which also keeps four chains of additions in flight when a full tile has one
-// activation row. Each pass prefetches its rows of the tile kPrefetchTiles ahead over
-// its steps (P rows side by side defeat the hardware prefetcher). Which pass an element
-// falls in does not change its arithmetic.
+// Float weights (format W) times F32 activations: per 8 elements, each weight vector is
+// converted once and multiplied into every activation row's accumulator for that step
+// (acc[c][0] for even steps, acc[c][1] for odd ones); a row's last n % 8 elements come
+// zero-padded (adding exactly nothing beyond them) as the next step.
 template <typename W>
 struct FloatTile {
-  template <int P, int C>
-  static SINEW_ALWAYS_INLINE void Step(const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
-                                       int64_t i, __m256 (&acc)[P][C]) {
-    __m256 xv[C];
+  static constexpr bool kPrefetchAhead = true;
+  template <int C>
+  static SINEW_ALWAYS_INLINE void Step(const uint8_t* w, const uint8_t* x, int64_t xs, int64_t i,
+                                       __m256 (&acc)[C]) {
+    const __m256 wv = W::Load(w, i);
     SINEW_UNROLL
-    for (int c = 0; c < C; ++c) {
-      xv[c] = F32W::Load(x + c * xs, i);
-      // In a register from here: GCC would otherwise load it again for each weight row.
-      asm("" : "+x"(xv[c]));
-    }
-    SINEW_UNROLL
-    for (int r = 0; r < P; ++r) {
-      const __m256 wv = W::Load(w + r * ws, i);
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
-    }
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(wv, F32W::Load(x + c * xs, i), acc[c]);
   }
-  template <int P, int C>
-  static SINEW_ALWAYS_INLINE void Pass(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x,
-                                       int64_t xs, int64_t ahead, float* out, int64_t os) {
-    __m256 acc[P][C];
+  template <int C>
+  static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
+                                      float* out, int64_t os) {
+    __m256 even[C], odd[C];
     SINEW_UNROLL
-    for (int r = 0; r < P; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    }
+    for (int c = 0; c < C; ++c) even[c] = odd[c] = _mm256_setzero_ps();
     int64_t i = 0;
-    NextTilePrefetch prefetch(w + ahead, P * ws, n / 8);
-    for (; i + 8 <= n; i += 8) {
-      prefetch.Step();
-      Step<P, C>(w, ws, x, xs, i, acc);
+    for (; i + 16 <= n; i += 16) {
+      Step<C>(w, x, xs, i, even);
+      Step<C>(w, x, xs, i + 8, odd);
+    }
+    bool odd_next = false;
+    if (i + 8 <= n) {
+      Step<C>(w, x, xs, i, even);
+      i += 8;
+      odd_next = true;
     }
     if (i < n) {
-      __m256 xv[C];
+      const __m256 wv = W::Tail(w, i, n - i);
       SINEW_UNROLL
-      for (int c = 0; c < C; ++c) xv[c] = F32W::Tail(x + c * xs, i, n - i);
-      SINEW_UNROLL
-      for (int r = 0; r < P; ++r) {
-        const __m256 wv = W::Tail(w + r * ws, i, n - i);
-        SINEW_UNROLL
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+      for (int c = 0; c < C; ++c) {
+        __m256& acc = odd_next ? odd[c] : even[c];
+        acc = _mm256_fmadd_ps(wv, F32W::Tail(x + c * xs, i, n - i), acc);
       }
     }
     SINEW_UNROLL
-    for (int r = 0; r < P; ++r) {
-      SINEW_UNROLL
-      for (int c = 0; c < C; ++c) out[c * os + r] = Hsum8(acc[r][c]);
-    }
+    for (int c = 0; c < C; ++c) out[c * os] = Hsum8(_mm256_add_ps(even[c], odd[c]));
   }
-  template <int R, int C>
-  struct Kernel {
-    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
-                    float* out, int64_t os) {
-      constexpr int P = C <= 2 ? 4 : 2;
-      const int64_t ahead = kPrefetchTiles * R * ws;
-      if constexpr (R <= P) {
-        Pass<R, C>(n, w, ws, x, xs, ahead, out, os);
-      } else {
-        Pass<P, C>(n, w, ws, x, xs, ahead, out, os);
-        Pass<R - P, C>(n, w + P * ws, ws, x, xs, ahead, out + P, os);
-      }
-    }
-  };
 };
 
 // A Q8_0-activation weight format: Quants(block), the block's 32 quants as signed bytes.
@@ -216,9 +182,9 @@ void QuantizeQ8_0Tile(const float* x, void* y, int64_t n) {
 }  // namespace
 
 void FillAvx2TileKernels(KernelTable* t) {
-  t->tile_f32 = DispatchTile<FloatTile<F32W>::Kernel>;
-  t->tile_f16 = DispatchTile<FloatTile<F16W>::Kernel>;
-  t->tile_bf16 = DispatchTile<FloatTile<BF16W>::Kernel>;
+  t->tile_f32 = DispatchTile<TileOf<FloatTile<F32W>>::Kernel>;
+  t->tile_f16 = DispatchTile<TileOf<FloatTile<F16W>>::Kernel>;
+  t->tile_bf16 = DispatchTile<TileOf<FloatTile<BF16W>>::Kernel>;
   t->tile_q8_0 = DispatchTile<TileOf<Q8Tile<Q8_0W>>::Kernel>;
   t->tile_q4_0 = DispatchTile<TileOf<Q8Tile<Q4_0W>>::Kernel>;
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
