@@ -29,9 +29,9 @@ SINEW_ALWAYS_INLINE float Hsum8(__m256 v) {
 // after another is one stream of weight reads for the hardware prefetcher. Where
 // F::kPrefetchAhead, the tile also prefetches, before each row, that row's counterpart
 // in the tile kPrefetchTiles ahead: with many activation rows a tile computes slowly
-// enough that the hardware prefetcher falls behind (eight F16 streams), and a
-// single-stream Q8_0 decode reads its weights about 1.6 times as fast with it; the
-// K-quants' rows, a third the size, lose by it. One weight row with up to four
+// enough that the hardware prefetcher falls behind, and a single-stream Q8_0 decode
+// reads its weights faster with it; the K-quants' rows, a third the size, do not gain
+// (docs/model-engine.md). One weight row with up to four
 // activation rows fits 16 YMM registers with room for each element's accumulators.
 // Each weight row is unpacked once per tile, and every element gets the same
 // arithmetic whatever R and C.
