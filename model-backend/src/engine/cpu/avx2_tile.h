@@ -25,12 +25,16 @@ SINEW_ALWAYS_INLINE float Hsum8(__m256 v) {
 }
 
 // A weight format's tile, one weight row at a time with all C activation rows:
-// F::Row<C>(n, w, x, xs, out, os) computes out[c * os] for the weight row at w. Rows
-// side by side would make R streams of a decode's weight reads, which the hardware
-// prefetcher follows worse than one (docs/model-engine.md); one weight row with up to
-// four activation rows fits 16 YMM registers with room for each element's
-// accumulators. Each weight row is unpacked once per tile, and every element gets the
-// same arithmetic whatever R and C.
+// F::Row<C>(n, w, x, xs, out, os) computes out[c * os] for the weight row at w. One row
+// after another is one stream of weight reads for the hardware prefetcher. Where
+// F::kPrefetchAhead, the tile also prefetches, before each row, that row's counterpart
+// in the tile kPrefetchTiles ahead: with many activation rows a tile computes slowly
+// enough that the hardware prefetcher falls behind, and a single-stream Q8_0 decode
+// reads its weights faster with it; the K-quants' rows, a third the size, do not gain
+// (docs/model-engine.md). One weight row with up to four
+// activation rows fits 16 YMM registers with room for each element's accumulators.
+// Each weight row is unpacked once per tile, and every element gets the same
+// arithmetic whatever R and C.
 template <typename F>
 struct TileOf {
   template <int R, int C>
@@ -38,7 +42,12 @@ struct TileOf {
     static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
                     float* out, int64_t os) {
       SINEW_UNROLL
-      for (int r = 0; r < R; ++r) F::template Row<C>(n, w + r * ws, x, xs, out + r, os);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (F::kPrefetchAhead) {
+          NextTilePrefetch(w + (kPrefetchTiles * R + r) * ws, ws, 1).Step();
+        }
+        F::template Row<C>(n, w + r * ws, x, xs, out + r, os);
+      }
     }
   };
 };

@@ -1,13 +1,11 @@
 // What the register-tiled matrix products of the AVX-512 kernel files
-// (kernels_avx512*.cc) share beyond tile_common.h: the prefetch of the tiles ahead and
-// the sums of a tile's accumulators.
+// (kernels_avx512*.cc) share beyond tile_common.h: the sums of a tile's accumulators.
 // Include only from files compiled with the AVX-512 -m flags (engine CMakeLists.txt);
 // internal linkage throughout.
 #pragma once
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "cpu/avx512_loads.h"
@@ -15,27 +13,6 @@
 
 namespace sinew::model::cpu {
 namespace {
-
-// Reading R weight rows side by side defeats the hardware prefetcher (decode is bound
-// by memory): while a tile runs, each step prefetches its share of the rows of the
-// tile kPrefetchTiles ahead (tiles follow each other in memory). Too few tiles ahead
-// and the rows arrive late; too many and they are evicted before use. The value is
-// tuned with sinew-model-bench's decode test (bench/model_bench.cc).
-constexpr int64_t kPrefetchTiles = 4;
-struct NextTilePrefetch {
-  SINEW_ALWAYS_INLINE NextTilePrefetch(const uint8_t* tile_end, int64_t bytes, int64_t steps)
-      : at(tile_end),
-        end(tile_end + bytes),
-        per_step((bytes / 64 + steps) / std::max<int64_t>(steps, 1)) {}
-  SINEW_ALWAYS_INLINE void Step() {
-    for (int64_t l = 0; l < per_step && at < end; ++l, at += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
-    }
-  }
-  const uint8_t* at;
-  const uint8_t* end;
-  int64_t per_step;
-};
 
 // The sums of the 16 lanes of four accumulators, in lanes 0-3. Each is added in
 // exactly the pairing of _mm512_reduce_add_ps (GCC: halves, then quarters, then lanes

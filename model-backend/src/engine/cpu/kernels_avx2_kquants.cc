@@ -139,6 +139,7 @@ struct Q6K {
 
 template <typename F>
 struct KQuantTile {
+  static constexpr bool kPrefetchAhead = false;
   template <int C>
   static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
                                       float* out, int64_t os) {

@@ -67,6 +67,7 @@ struct BF16W {
 // zero-padded (adding exactly nothing beyond them) as the next step.
 template <typename W>
 struct FloatTile {
+  static constexpr bool kPrefetchAhead = true;
   template <int C>
   static SINEW_ALWAYS_INLINE void Step(const uint8_t* w, const uint8_t* x, int64_t xs, int64_t i,
                                        __m256 (&acc)[C]) {
@@ -130,6 +131,7 @@ struct Q4_0W {
 // the weight scale times the activation scale.
 template <typename W>
 struct Q8Tile {
+  static constexpr bool kPrefetchAhead = true;
   template <int C>
   static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
                                       float* out, int64_t os) {

@@ -1,9 +1,13 @@
 // What the register-tiled matrix products of every SIMD level (kernels_avx2_tiles.cc,
 // kernels_avx2_kquants.cc, kernels_avx512*.cc) share: the unroll marker that keeps a
-// tile's accumulators in registers and the dispatch of a runtime tile shape to its
-// template instance. Include only from SIMD kernel files. Internal linkage throughout.
+// tile's accumulators in registers, the prefetch of the tiles ahead, and the dispatch
+// of a runtime tile shape to its template instance. Include only from SIMD kernel
+// files. Internal linkage throughout.
 #pragma once
 
+#include <xmmintrin.h>
+
+#include <algorithm>
 #include <cstdint>
 
 #include "cpu/kernels.h"
@@ -17,6 +21,27 @@
 
 namespace sinew::model::cpu {
 namespace {
+
+// Reading weight rows side by side defeats the hardware prefetcher, and a tile that
+// computes slowly (many activation rows) lets it fall behind (decode is bound by
+// memory): while a tile runs, it prefetches its rows of the tile kPrefetchTiles ahead
+// (tiles follow each other in memory). Too few tiles ahead and the rows arrive late;
+// too many and they are evicted before use. The value is tuned with
+// sinew-model-bench's decode test (bench/model_bench.cc).
+constexpr int64_t kPrefetchTiles = 4;
+// Spreads the prefetch of `bytes` from `from` over `steps` calls of Step().
+struct NextTilePrefetch {
+  SINEW_ALWAYS_INLINE NextTilePrefetch(const uint8_t* from, int64_t bytes, int64_t steps)
+      : at(from), end(from + bytes), per_step((bytes / 64 + steps) / std::max<int64_t>(steps, 1)) {}
+  SINEW_ALWAYS_INLINE void Step() {
+    for (int64_t l = 0; l < per_step && at < end; ++l, at += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
+    }
+  }
+  const uint8_t* at;
+  const uint8_t* end;
+  int64_t per_step;
+};
 
 // Dispatches a runtime (rows_w, rows_x) in 1..4 to the template instance.
 template <template <int, int> class Kernel>
