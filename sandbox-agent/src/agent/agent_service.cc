@@ -85,7 +85,7 @@ grpc::Status AgentService::ListTools(grpc::ServerContext* ctx, const v1::ListToo
 
 grpc::Status AgentService::CancelCall(grpc::ServerContext* ctx, const v1::CancelCallRequest* req,
                                       v1::CancelCallResponse* resp) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
   if (req->call_id().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "call_id is required"};
   resp->set_running(calls_.Cancel(req->call_id()));
   return grpc::Status::OK;
