@@ -95,6 +95,17 @@ json::array PendingApprovalsJson(const std::vector<v1::Event>& log, const LogSta
   return out;
 }
 
+// The decision recorded for `call_id` anywhere in the log, or null.
+const v1::ApprovalDecided* EarlierDecision(const std::vector<v1::Event>& log,
+                                           const std::string& call_id) {
+  for (const v1::Event& ev : log) {
+    if (ev.has_approval_decided() && ev.approval_decided().call_id() == call_id) {
+      return &ev.approval_decided();  // the first one counts (log_state.cc)
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Result<json::object> ApiHandler::SessionJsonWithApprovals(const v1::Session& meta) const {
@@ -129,18 +140,24 @@ ApiResponse ApiHandler::Decide(const ApiRequest& r, const std::string& id, const
     // driver reads the decision from the log (driver.cc, Append).
     req.set_lease_epoch(meta->has_lease() ? meta->lease().epoch() : 0);
     for (const auto& d : *decisions) {
-      if (!state.approval_requested.count(d.call_id)) {
+      const bool asked = state.approval_requested.count(d.call_id) != 0;
+      // Decided in this turn, or (when this turn did not ask) in an earlier one that the
+      // session has moved on from: its call ran and the model answered again.
+      const auto now = state.approval_decided.find(d.call_id);
+      const v1::ApprovalDecided* was = now != state.approval_decided.end()
+                                           ? &(*log)[now->second].approval_decided()
+                                       : asked ? nullptr
+                                               : EarlierDecision(*log, d.call_id);
+      if (was != nullptr) {
+        return Error(409, "conflict",
+                     "tool call '" + d.call_id + "' of session " + id + " was already " +
+                         (was->approved() ? "approved" : "denied") + " (by " + was->by() + ")");
+      }
+      if (!asked) {
         return Error(409, "conflict",
                      "tool call '" + d.call_id + "' of session " + id +
                          " is not waiting for a decision (no approval was asked for it in the "
                          "last model response)");
-      }
-      if (auto done = state.approval_decided.find(d.call_id);
-          done != state.approval_decided.end()) {
-        const v1::ApprovalDecided& was = (*log)[done->second].approval_decided();
-        return Error(409, "conflict",
-                     "tool call '" + d.call_id + "' of session " + id + " was already " +
-                         (was.approved() ? "approved" : "denied") + " (by " + was.by() + ")");
       }
       if (state.finished.count(d.call_id)) {
         return Error(409, "conflict",

@@ -37,6 +37,12 @@ class ApprovalsTest : public ::testing::Test {
                                          t +
                                          R"(/orders", "body": "one"}}]},
       {"text": "Done."}]})");
+    WriteFile(dir_.Sub("twice.json"), R"({"responses": [
+      {"text": "Fetching.", "tool_calls": [{"name": "http_request", "input": {"url": ")" +
+                                          t + R"(/first"}}]},
+      {"text": "Once more.", "tool_calls": [{"name": "http_request", "input": {"url": ")" +
+                                           t + R"(/second"}}]},
+      {"text": "Done."}]})");
     WriteFile(dir_.Sub("bash.json"), R"({"responses": [
       {"text": "Two commands.", "tool_calls": [{"name": "bash", "input": {"command": "ls -la /"}},
                                                {"name": "bash", "input": {"command": "ls; rm -rf /tmp/x"}}]},
@@ -57,6 +63,8 @@ class ApprovalsTest : public ::testing::Test {
            d + R"(/fetch.json"},
                  "post": {"kind": "scripted", "script": ")" +
            d + R"(/post.json"},
+                 "twice": {"kind": "scripted", "script": ")" +
+           d + R"(/twice.json"},
                  "bash": {"kind": "scripted", "script": ")" +
            d + R"(/bash.json"}},
       "http_request": {"allow": [{"host": "127.0.0.1:)" +
@@ -249,6 +257,34 @@ TEST_F(ApprovalsTest, ADecisionForACallThatIsNotPendingIs409AndWritesNothing) {
   EXPECT_EQ(NextSeq(id), before);
   EXPECT_EQ(OfType(AllEvents(base_, kKeyA, id), "approval_decided").size(), 1u);
   EXPECT_EQ(Requests("GET"), 1u);
+}
+
+// A second answer for a call decided in an earlier turn, once the session asks about
+// the next turn's call: still "already approved", not "not waiting" (a client that
+// retries its decision learns what happened to it).
+TEST_F(ApprovalsTest, ADecisionForACallDecidedInAnEarlierTurnSaysHowItWasDecided) {
+  const std::string id =
+      Submit(R"({"prompt": "twice", "model": "twice", "approvals": {"default": "ask"}})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
+  ASSERT_EQ(Decide(base_, id, "call_0_0", "approve").status, 200);
+  // The first call runs, the model answers with a second call, which asks in turn.
+  bool second_asks = false;
+  for (int i = 0; i < 600 && !second_asks; ++i) {
+    for (const auto& r : OfType(AllEvents(base_, kKeyA, id), "approval_requested")) {
+      second_asks = second_asks || Str(r, "call_id") == "call_1_0";
+    }
+    if (!second_asks) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(second_asks);
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "requires_action"), "requires_action");
+  const int64_t before = NextSeq(id);
+  auto again = Decide(base_, id, "call_0_0", "deny");
+  EXPECT_EQ(again.status, 409) << again.body;
+  EXPECT_NE(again.body.find("already approved"), std::string::npos) << again.body;
+  EXPECT_EQ(NextSeq(id), before);
+  ASSERT_EQ(Decide(base_, id, "call_1_0", "deny", "not twice").status, 200);
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  EXPECT_EQ(Requests("GET"), 1u);  // the first call ran; the denied second did not
 }
 
 TEST_F(ApprovalsTest, DecisionsRacedOnTwoHarnessesForOneCallAreTakenOnce) {
