@@ -4,7 +4,9 @@
 // alone, every session has completed, its log has no gaps, and:
 //  - every call that asked has one request, one decision and one result; an approved
 //    call took effect exactly once at the target, a denied one never; a decision that
-//    was acknowledged (200) is the one in the log;
+//    was acknowledged (200) is the one in the log. (A kill between a POST's tool_call and
+//    its request leaves a result marked interrupted: the harness never sends a POST
+//    again behind the model's back, so that call took effect at most once);
 //  - every message that was acknowledged (202) is in the log once and got its own
 //    turn; a close that was acknowledged ends the session as closed by the user.
 // The target of http_request is an HTTP server in this test that counts each POST by
@@ -192,7 +194,11 @@ TEST(SteerCrashTest, KilledHarnessesKeepEveryDecisionMessageAndCloseOnce) {
     for (const auto& d : OfType(events, "approval_decided")) {
       decided[Str(d, "call_id")].push_back(Flag(d, "approved"));
     }
-    for (const auto& r : OfType(events, "tool_result")) ++results[Str(r, "call_id")];
+    std::set<std::string> interrupted;  // "may or may not have taken effect"
+    for (const auto& r : OfType(events, "tool_result")) {
+      ++results[Str(r, "call_id")];
+      if (Flag(r, "interrupted")) interrupted.insert(Str(r, "call_id"));
+    }
     EXPECT_FALSE(requested.empty()) << s.id;
     for (const auto& [call, n] : requested) {
       EXPECT_EQ(n, 1) << s.id << " " << call << ": asked once";
@@ -210,8 +216,13 @@ TEST(SteerCrashTest, KilledHarnessesKeepEveryDecisionMessageAndCloseOnce) {
         auto it = effects.find("/effect/" + s.id + "/" + call);
         if (it != effects.end()) taken = it->second;
       }
-      EXPECT_EQ(taken, approved ? 1 : 0) << s.id << " " << call << ": took effect " << taken
-                                         << " times, approved " << approved;
+      if (approved && interrupted.count(call) != 0) {
+        EXPECT_LE(taken, 1) << s.id << " " << call << ": interrupted, yet took effect " << taken
+                            << " times";
+      } else {
+        EXPECT_EQ(taken, approved ? 1 : 0) << s.id << " " << call << ": took effect " << taken
+                                           << " times, approved " << approved;
+      }
       approved_posts += approved;
     }
   }
