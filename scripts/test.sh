@@ -15,7 +15,13 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda
 ./scripts/build.sh -DSINEW_WERROR=ON ${cuda_args[@]+"${cuda_args[@]}"}
 BUILD_DIR=${SINEW_BUILD_DIR:-build}
 cd "$BUILD_DIR"
-ctest --output-on-failure --timeout 600 -j "${SINEW_TEST_JOBS:-2}" "${label_args[@]}" "$@"
+rc=0
+ctest --output-on-failure --timeout 600 -j "${SINEW_TEST_JOBS:-2}" "${label_args[@]}" "$@" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  # A CI log is often read from its end only: repeat each failed test's failure lines there.
+  ../scripts/ctest-failures.sh Testing/Temporary/LastTest.log Testing/Temporary/LastTestsFailed.log || true
+  exit "$rc"
+fi
 cd - >/dev/null
 if [ "${label_args[*]}" = "-LE long" ] && [ $# -eq 0 ] && [ "${SINEW_SKIP_FUZZ:-0}" != 1 ]; then
   ./scripts/fuzz.sh
