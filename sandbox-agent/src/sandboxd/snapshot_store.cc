@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A record lists at most CaptureLimits' million entries per tree; far below this.
+constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 30;
+
 std::string Hex(const std::string& raw) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -52,24 +55,43 @@ Status SyncDir(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<std::string> ReadWhole(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+// Reads the regular file `path`, at most `max_bytes` of it. Whatever stands there is
+// checked before a byte is read: a symlink is not followed, a fifo or device is opened
+// without blocking and refused, and a file larger than `max_bytes` is refused unread.
+Result<std::string> ReadWhole(const std::string& path, uint64_t max_bytes) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return Status::NotFound(path + " is missing");
+    if (errno == ELOOP) return Status::Corruption(path + " is a symlink, not a file of the store");
     return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
   }
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(fd.get(), buf, sizeof(buf));
+  struct stat st{};
+  if (fstat(fd.get(), &st) != 0) return Status::IOError("cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Corruption(path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return Status::Corruption(path + " holds " + std::to_string(st.st_size) + " bytes, more than the " +
+                              std::to_string(max_bytes) + " it may");
+  }
+  std::string out(static_cast<size_t>(st.st_size) + 1, '\0');  // one more: a file that grew is seen
+  size_t have = 0;
+  while (have < out.size()) {
+    ssize_t n = read(fd.get(), out.data() + have, out.size() - have);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError("cannot read " + path + ": " + std::strerror(errno));
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    have += static_cast<size_t>(n);
   }
+  if (have > max_bytes) return Status::Corruption(path + " grew past " + std::to_string(max_bytes) + " bytes");
+  out.resize(have);
   return out;
+}
+
+// Whether `path` is a directory itself (lstat: a symlink to one is not).
+bool IsRealDir(const std::string& path) {
+  struct stat st{};
+  return lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 }  // namespace
@@ -119,15 +141,33 @@ Result<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& di
 
 Status SnapshotStore::Load() {
   std::error_code ec;
-  for (const char* sub : {"chunks", "records", "tmp"}) fs::create_directories(dir_ + "/" + sub, ec);
+  fs::create_directories(dir_, ec);
   if (ec) return Status::IOError("cannot create " + dir_ + ": " + ec.message());
-  chmod(dir_.c_str(), 0700);
+  // The store's own directories are never followed through a symlink: one planted there
+  // would send chunk writes, and the deletions below, to another directory.
+  for (const std::string& d : {dir_, dir_ + "/chunks", dir_ + "/records", dir_ + "/tmp"}) {
+    if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Status::IOError("cannot create " + d + ": " + std::strerror(errno));
+    }
+    if (!IsRealDir(d)) {
+      return Status::FailedPrecondition("snapshot store path " + d +
+                                        " is not a directory (a symlink or a file); give the store's real path, "
+                                        "and move what stands there aside");
+    }
+  }
+  {
+    UniqueFd fd(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0 || fchmod(fd.get(), 0700) != 0) {
+      return Status::IOError("cannot open " + dir_ + ": " + std::strerror(errno));
+    }
+  }
+  // remove_all never follows a symlink it meets; tmp itself was checked above.
   for (const auto& e : fs::directory_iterator(dir_ + "/tmp", ec)) fs::remove_all(e.path(), ec);
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& e : fs::directory_iterator(dir_ + "/records", ec)) {
     const std::string path = e.path().string();
     if (e.path().extension() != ".pb") continue;
-    auto text = ReadWhole(path);
+    auto text = ReadWhole(path, kMaxRecordBytes);
     v1::SnapshotRecord record;
     if (!text.ok() || !record.ParseFromString(*text) || record.info().id() + ".pb" != e.path().filename()) {
       spdlog::warn("snapshot record {} is unreadable; moved aside to {}.bad", path, path);
@@ -139,12 +179,22 @@ Status SnapshotStore::Load() {
   }
   // Chunks no record refers to: left by a capture or a delete that a crash cut short.
   uint64_t collected = 0;
+  // Anything there that is not a directory of chunk files (a symlink above all: listing
+  // through it would delete another directory's files) is removed itself, unfollowed.
   for (const auto& sub : fs::directory_iterator(dir_ + "/chunks", ec)) {
     std::error_code ec2;
+    if (!IsRealDir(sub.path().string())) {
+      spdlog::warn("snapshot store: {} is not a directory; removed", sub.path().string());
+      fs::remove(sub.path(), ec2);
+      continue;
+    }
     for (const auto& f : fs::directory_iterator(sub.path(), ec2)) {
       auto raw = Unhex(f.path().filename().string());
-      if (raw.ok() && chunks_.count(*raw)) continue;
-      fs::remove(f.path(), ec2);
+      struct stat st{};
+      const bool regular = lstat(f.path().c_str(), &st) == 0 && S_ISREG(st.st_mode);
+      if (raw.ok() && chunks_.count(*raw) && regular) continue;
+      if (!regular) spdlog::warn("snapshot store: {} is not a regular file; removed", f.path().string());
+      fs::remove_all(f.path(), ec2);
       ++collected;
     }
   }
@@ -164,6 +214,9 @@ Status SnapshotStore::WriteAtomically(const std::string& path, std::string_view 
   const fs::path target(path);
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
+  if (!IsRealDir(target.parent_path().string())) {
+    return Status::IOError("cannot write " + path + ": its directory is not a directory of the store (a symlink?)");
+  }
   const std::string tmp = dir_ + "/tmp/" + RandomHex(8);
   {
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -314,9 +367,14 @@ uint64_t SnapshotStore::chunk_bytes() const {
 }
 
 Result<std::string> SnapshotStore::Get(const std::string& sha256) const {
-  SINEW_ASSIGN_OR_RETURN(std::string data, ReadWhole(ChunkPath(sha256)));
-  if (Sha256(data) != sha256) return Status::Corruption("chunk " + Hex(sha256) + " does not match its hash");
-  return data;
+  auto data = ReadWhole(ChunkPath(sha256), kChunkBytes);
+  if (!data.ok()) {
+    // A record refers to it: missing or unreadable, the snapshot has lost data.
+    if (data.status().code() == StatusCode::kNotFound) return Status::Corruption("chunk " + Hex(sha256) + " is missing");
+    return data.status();
+  }
+  if (Sha256(*data) != sha256) return Status::Corruption("chunk " + Hex(sha256) + " does not match its hash");
+  return std::move(*data);
 }
 
 }  // namespace sinew::sandbox

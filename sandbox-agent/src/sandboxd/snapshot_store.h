@@ -9,6 +9,11 @@
 // a crash leaves either the old state or the new one. Open() loads the records (so
 // snapshots survive a restart) and deletes chunks no record refers to; Delete removes a
 // snapshot's chunks that no other snapshot (or capture in progress) refers to.
+// Nothing in the store is trusted to be what it should be: its directories are checked
+// to be directories (a symlink there is refused by Open, or removed unfollowed when it
+// stands among the chunk directories), and every chunk or record is opened without
+// following a symlink or blocking on a fifo and checked to be a regular file of bounded
+// size (a chunk at most kChunkBytes) before a byte of it is read.
 // Each owner's snapshots may hold at most `owner_cap_bytes` of data, each chunk counted
 // once per owner (0: no cap).
 //
