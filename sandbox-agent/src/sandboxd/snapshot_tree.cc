@@ -320,6 +320,27 @@ class AsOwner {
   gid_t old_gid_;
 };
 
+// Makes room for the entry `n` in `pfd`: a non-directory already there (a symlink the
+// sandbox planted, say) is removed itself, never followed. A directory there is kept
+// when `dir_wanted` (*kept is set) and is an error otherwise.
+Status ClearPlanted(int pfd, const char* n, const std::string& path, bool dir_wanted, bool* kept) {
+  *kept = false;
+  struct stat st{};
+  if (fstatat(pfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Errno("stat " + path);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    if (dir_wanted) {
+      *kept = true;
+      return Status::Ok();
+    }
+    return Status::FailedPrecondition("a directory stands where " + path + " is restored");
+  }
+  if (unlinkat(pfd, n, 0) != 0 && errno != ENOENT) return Errno("remove what stood at " + path);
+  return Status::Ok();
+}
+
 Status WriteAll(int fd, std::string_view data, uint64_t offset) {
   while (!data.empty()) {
     ssize_t n = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
@@ -429,9 +450,13 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
     std::optional<AsOwner> as_owner(std::in_place, ToHostId(e.uid(), uid_base), ToHostId(e.gid(), uid_base));
     const mode_t mode = e.mode() & 01777;
     const timespec times[2] = {FromNs(e.mtime_ns()), FromNs(e.mtime_ns())};
+    bool kept_dir = false;
+    SINEW_RETURN_IF_ERROR(ClearPlanted(pfd, n, e.path(), e.kind() == v1::SnapshotEntry::DIR, &kept_dir));
+    // Whatever is planted between the check and the creation makes the creation fail
+    // (O_EXCL, mkdirat, symlinkat, linkat, mkfifoat): nothing is followed.
     switch (e.kind()) {
       case v1::SnapshotEntry::DIR:
-        if (mkdirat(pfd, n, 0700) != 0) return Errno("mkdir " + e.path());
+        if (!kept_dir && mkdirat(pfd, n, 0700) != 0) return Errno("mkdir " + e.path());
         dirs.push_back(&e);  // owner, mode and time once its children exist
         break;
       case v1::SnapshotEntry::FILE: {

@@ -8,8 +8,9 @@
 // number of entries and the depth. Restore checks every entry first (each path component
 // non-empty and not "." or "..", parents created by the same tree as directories, hard
 // links only to earlier files of the tree) and then creates everything with *at calls
-// relative to directories it opened itself with O_NOFOLLOW, with O_EXCL: it never
-// writes outside the root it was given.
+// relative to directories it opened itself with O_NOFOLLOW, with O_EXCL, after removing
+// (unfollowed) what a sandbox may have planted at the name: it never writes outside the
+// root it was given.
 //
 // Thread-safety: pure functions; the sink and source must be usable from the caller's thread.
 #pragma once
@@ -95,8 +96,10 @@ std::string Sha256(std::string_view data);
 // kCorruption when an entry could write outside its root or is malformed; says which.
 [[nodiscard]] Status ValidateTree(const v1::SnapshotTree& tree);
 
-// Creates the entries of `tree` below the directory `root_fd` (it should be empty; an
-// existing name is an error), owners shifted to `uid_base`. Each entry is created with
+// Creates the entries of `tree` below the directory `root_fd`, owners shifted to
+// `uid_base`. What already stands at an entry's name is removed itself, never followed (a
+// symlink planted there is replaced), except that a directory is kept where the tree has
+// one, and is an error where it has something else. Each entry is created with
 // the calling thread's file-system ids set to its owner's host ids (restored after), so
 // a restore has no more rights than that owner. Validates first: on a malformed tree
 // nothing is written.
