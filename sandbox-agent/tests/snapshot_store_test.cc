@@ -13,7 +13,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
+#include <utility>
 
 #include "sandboxd/snapshot_store.h"
 #include "sandboxd/snapshot_tree.h"
@@ -152,6 +154,87 @@ TEST(SnapshotTreeTest, DeviceNodesAreSkippedAndFifosKeptWithoutBlocking) {
   ASSERT_EQ(lstat((f.dst.path() + "/pipe").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+// A sink that runs `hook` once, on the first Put: while the capture is reading a file,
+// which is when a racing process in the sandbox would act.
+class HookedSink : public ChunkSink {
+ public:
+  HookedSink(ChunkSink& inner, std::function<void()> hook) : inner_(inner), hook_(std::move(hook)) {}
+  Result<bool> Put(const std::string& sha256, std::string_view data) override {
+    if (hook_) std::exchange(hook_, nullptr)();
+    return inner_.Put(sha256, data);
+  }
+  bool Pin(const std::string& sha256) override { return inner_.Pin(sha256); }
+
+ private:
+  ChunkSink& inner_;
+  std::function<void()> hook_;
+};
+
+// Captures f.src with `hook` run during the first Put and commits it as "s1".
+Result<v1::SnapshotRecord> CaptureRacing(Fixture& f, std::function<void()> hook) {
+  auto writer = f.store->NewWriter();
+  HookedSink sink(*writer, std::move(hook));
+  CaptureStats stats;
+  int fd = OpenDir(f.src.path());
+  auto tree = CaptureTree(fd, "workspace", sink, 0, CaptureLimits(), stats);
+  close(fd);
+  if (!tree.ok()) return tree.status();
+  v1::SnapshotRecord record;
+  record.mutable_info()->set_id("s1");
+  record.mutable_info()->set_owner("alice");
+  *record.add_trees() = *tree;
+  SINEW_RETURN_IF_ERROR(f.store->Commit(std::move(writer), record).status());
+  return record;
+}
+
+TEST(SnapshotTreeTest, AFileRewrittenAndGrownWhileItIsReadIsStoredAsTheBytesReadEachUnderItsHash) {
+  Fixture f;
+  const std::string before = RandomBytes(3 * kChunkBytes, 21);
+  const std::string after = RandomBytes(5 * kChunkBytes, 22);
+  WriteFile(f.src.path() + "/big", before);
+  // The same inode, rewritten and grown while its first chunk is being stored.
+  auto record = CaptureRacing(f, [&] { WriteFile(f.src.path() + "/big", after); });
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  const auto& e = record->trees(0).entries(0);
+  EXPECT_EQ(e.size(), 3 * kChunkBytes) << "the size seen when the file was opened";
+  for (const auto& x : e.extents()) {
+    auto chunk = f.store->Get(x.sha256());
+    ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+    EXPECT_EQ(chunk->size(), x.length());
+  }
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  EXPECT_EQ(ReadFile(f.dst.path() + "/big"),
+            before.substr(0, kChunkBytes) + after.substr(kChunkBytes, 2 * kChunkBytes))
+      << "each chunk is the bytes read, a mix of the two versions, never a chunk under another's hash";
+}
+
+TEST(SnapshotTreeTest, ADirectorySwappedForASymlinkDuringTheCaptureIsStoredAsTheLink) {
+  Fixture f;
+  TempDir victim;
+  WriteFile(victim.path() + "/secret", "host secret");
+  fs::create_directories(f.src.path() + "/a");
+  fs::create_directories(f.src.path() + "/b");
+  WriteFile(f.src.path() + "/a/f", "read first");  // its read runs the swap
+  WriteFile(f.src.path() + "/b/inner", "inside");
+  auto record = CaptureRacing(f, [&] {
+    fs::rename(f.src.path() + "/b", f.src.path() + "/moved");
+    fs::create_directory_symlink(victim.path(), f.src.path() + "/b");
+  });
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  std::vector<std::string> paths;
+  for (const auto& e : record->trees(0).entries()) {
+    paths.push_back(e.path());
+    if (e.path() == "b") {
+      EXPECT_EQ(e.kind(), v1::SnapshotEntry::SYMLINK);
+      EXPECT_EQ(e.target(), victim.path());
+    }
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"a", "a/f", "b"}));
+  EXPECT_EQ(f.store->chunk_count(), 1u) << "only a/f is data; nothing of the victim was read";
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  EXPECT_EQ(fs::read_symlink(f.dst.path() + "/b"), victim.path());
 }
 
 TEST(SnapshotTreeTest, HugeSparseFileStoresOnlyItsDataAndRestoresSparse) {
