@@ -77,8 +77,15 @@ Result<ExecuteBody> ParseExecute(const std::string& text) {
   return out;
 }
 
-// A sandbox that is not ready cannot take the request: 409, saying what to do.
-std::optional<ApiResponse> NotReady(const SandboxRecord& record) {
+ApiResponse CallRefusal(const Status& s) {
+  if (s.code() == StatusCode::kResourceExhausted)
+    return ApiHandler::Error(409, "conflict", s.message());
+  return ApiHandler::FromStatus(s);
+}
+
+}  // namespace
+
+std::optional<ApiResponse> SandboxApi::NotReady(const SandboxRecord& record) {
   if (record.state == "ready") return std::nullopt;
   std::string why = "sandbox " + record.id + " is " + record.state;
   if (record.state == "paused")
@@ -87,13 +94,12 @@ std::optional<ApiResponse> NotReady(const SandboxRecord& record) {
   return ApiHandler::Error(409, "conflict", why);
 }
 
-ApiResponse CallRefusal(const Status& s) {
-  if (s.code() == StatusCode::kResourceExhausted)
-    return ApiHandler::Error(409, "conflict", s.message());
-  return ApiHandler::FromStatus(s);
+ApiResponse SandboxApi::Unreachable(const SandboxRecord& record, const Status& failure) {
+  ForgetClient(record.sandbox_id);
+  SandboxRecord now = Reconciled(record, nullptr);
+  if (now.state != "ready") return *NotReady(now);
+  return ApiHandler::Error(503, "unavailable", "the sandbox did not answer: " + failure.message());
 }
-
-}  // namespace
 
 ApiResponse SandboxApi::Execute(const ApiRequest& r, const std::string& id, const Caller& caller) {
   auto record = records_.Get(id, caller.tenant);
@@ -119,11 +125,7 @@ ApiResponse SandboxApi::Execute(const ApiRequest& r, const std::string& id, cons
     if (result.status().code() == StatusCode::kInvalidArgument) {
       return ApiHandler::Error(409, "conflict", result.status().message());
     }
-    ForgetClient(record->sandbox_id);
-    SandboxRecord now = Reconciled(*record, nullptr);
-    if (now.state != "ready") return *NotReady(now);
-    return ApiHandler::Error(503, "unavailable",
-                             "the sandbox did not answer: " + result.status().message());
+    return Unreachable(*record, result.status());
   }
   return Json(200, json::object{{"result", ExecuteResultToJson(*result)}});
 }

@@ -1,5 +1,5 @@
 // SandboxApi: routing, create, list, get, delete and admission. Execute, snapshot, fork,
-// pause and resume: api_sandbox_calls.cc.
+// pause and resume: api_sandbox_calls.cc; upload and download: api_sandbox_files.cc.
 #include "api_sandboxes.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -150,6 +150,11 @@ ApiResponse SandboxApi::Handle(const ApiRequest& r, const Caller& caller,
     if (verb == "execute" || verb == "fork") {
       if (auto e = needs_json(); e && (verb == "execute" || !r.body.empty())) return *e;
       return verb == "execute" ? Execute(r, id, caller) : Fork(r, id, caller);
+    }
+    if (verb == "files") {
+      if (r.method == "PUT") return Upload(r, id, query, caller);
+      if (r.method == "GET") return Download(r, id, query, caller);
+      return not_allowed("GET or PUT");
     }
     if (verb == "snapshot") return Snapshot(r, id, caller);
     if (verb == "pause" || verb == "resume") return PauseOrResume(r, id, caller, verb == "pause");

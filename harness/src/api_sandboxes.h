@@ -5,8 +5,9 @@
 //
 // Every route answers a sandbox of the caller's tenant only: another tenant's id is a
 // 404, as an unknown one. Bad input is a 4xx that creates and changes nothing. Creation,
-// deletion, every executed call, snapshot, fork, pause and resume are written to the
-// tenant's audit log (GET /v1/audit), an executed call before it runs.
+// deletion, every executed call, snapshot, fork, pause, resume, upload and download are
+// written to the tenant's audit log (GET /v1/audit), an executed call and an upload before
+// they run, a download before its bytes are answered.
 //
 // Thread-safety: Handle may be called from many threads at once. It blocks while it
 // calls the store, sinew-sandboxd and the sandbox (a tool call: as long as it runs).
@@ -51,6 +52,18 @@ class SandboxApi {
   ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse PauseOrResume(const ApiRequest& r, const std::string& id, const Caller& caller,
                             bool pause);
+  // PUT and GET /v1/sandboxes/{id}/files?path=... (api_sandbox_files.cc).
+  ApiResponse Upload(const ApiRequest& r, const std::string& id, const std::string& query,
+                     const Caller& caller);
+  ApiResponse Download(const ApiRequest& r, const std::string& id, const std::string& query,
+                       const Caller& caller);
+
+  // A sandbox that is not ready cannot take a request: 409 saying what to do; nullopt
+  // when it is ready.
+  static std::optional<ApiResponse> NotReady(const SandboxRecord& record);
+  // The answer when a call to the record's sandbox failed for the transport: its end
+  // noticed (409), or 503.
+  ApiResponse Unreachable(const SandboxRecord& record, const Status& failure);
 
   // Admission of `n` new sandboxes of the tenant (max_api_sandboxes,
   // sandbox_creations_per_minute, counted in the store plus this harness's creations in

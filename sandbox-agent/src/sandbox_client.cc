@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -221,6 +222,83 @@ class GrpcSandboxClient final : public SandboxClient {
     if (!s.ok()) return Failed(s, "sandbox ListTools");
     SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
     return std::vector<v1::ToolSpec>(resp.tools().begin(), resp.tools().end());
+  }
+
+  Result<std::string> ReadFile(std::string_view path, uint64_t max_bytes) override {
+    SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+    std::string nonce = Authenticate(ctx);
+    AddTraceMetadata(&ctx);
+    v1::ReadFileRequest req;
+    req.set_path(std::string(path));
+    req.set_max_bytes(max_bytes);
+    auto reader = stub->ReadFile(&ctx, req);
+    v1::FileChunk chunk;
+    std::string out;
+    bool proven = false;
+    while (reader->Read(&chunk)) {
+      if (!proven) {
+        // Nothing the stream says is believed before the agent has proven who it is.
+        SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
+        proven = true;
+        if (max_bytes != 0 && chunk.total_bytes() > max_bytes) {
+          ctx.TryCancel();
+          return Status::ResourceExhausted("the file is " + std::to_string(chunk.total_bytes()) +
+                                           " bytes, more than the " + std::to_string(max_bytes) + " allowed");
+        }
+        out.reserve(chunk.total_bytes());
+      }
+      if (max_bytes != 0 && out.size() + chunk.data().size() > max_bytes) {
+        ctx.TryCancel();
+        return Status::ResourceExhausted("the file grew past the " + std::to_string(max_bytes) +
+                                         " bytes allowed while it was read");
+      }
+      out += chunk.data();
+    }
+    grpc::Status s = reader->Finish();
+    if (!s.ok()) return Failed(s, "sandbox ReadFile");
+    if (!proven) return Status::Internal("sandbox ReadFile ended without data");
+    return out;
+  }
+
+  Result<v1::WriteFileResult> WriteFile(std::string_view path, std::string_view data) override {
+    constexpr size_t kChunkBytes = 1 << 20;
+    SINEW_ASSIGN_OR_RETURN(auto stub, Stub());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+    std::string nonce = Authenticate(ctx);
+    AddTraceMetadata(&ctx);
+    v1::WriteFileResult result;
+    auto writer = stub->WriteFile(&ctx, &result);
+    // No byte goes out before the agent has proven who it is (or has refused the call).
+    writer->WaitForInitialMetadata();
+    Status proof = CheckProof(ctx, nonce);
+    bool sending = proof.ok();
+    size_t off = 0;
+    bool first = true;
+    while (sending && (first || off < data.size())) {
+      v1::FileChunk chunk;
+      if (first) {
+        chunk.set_path(std::string(path));
+        chunk.set_total_bytes(data.size());
+      }
+      const size_t n = std::min(kChunkBytes, data.size() - off);
+      chunk.set_data(data.data() + off, n);
+      off += n;
+      first = false;
+      sending = writer->Write(chunk);  // false: the agent ended the call (its status says why)
+    }
+    if (!proof.ok()) ctx.TryCancel();
+    else writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    if (!proof.ok()) {
+      // A call the agent refused outright (no secret, wrong secret) says so itself.
+      if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) return Failed(s, "sandbox WriteFile");
+      return proof;
+    }
+    if (!s.ok()) return Failed(s, "sandbox WriteFile");
+    return result;
   }
 
  private:

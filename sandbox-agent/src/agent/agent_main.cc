@@ -192,6 +192,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-timeout", config.max_timeout_s, "largest bash timeout accepted, seconds")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  app.add_option("--max-transfer-bytes", config.max_transfer_bytes,
+                 "largest file ReadFile sends and WriteFile takes")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   config.workspace = workspace;
   if (socket_path.empty() && listen_fd < 0) {
@@ -269,7 +273,7 @@ int main(int argc, char** argv) {
   (void)sinew::sandbox::ChildReaper::Instance();
 
   sinew::sandbox::ToolRegistry registry(config);
-  sinew::sandbox::AgentService service(registry, sinew::sandbox::AgentAuth(sandbox_id, secret));
+  sinew::sandbox::AgentService service(registry, sinew::sandbox::AgentAuth(sandbox_id, secret), config);
   if (listen_fd < 0) {
     std::error_code ec;
     std::filesystem::remove(socket_path, ec);

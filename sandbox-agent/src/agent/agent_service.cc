@@ -1,5 +1,7 @@
 #include "agent/agent_service.h"
 
+#include "agent/file_transfer.h"
+
 #include "sinew/grpc_status.h"
 
 namespace sinew::sandbox {
@@ -88,6 +90,27 @@ grpc::Status AgentService::CancelCall(grpc::ServerContext* ctx, const v1::Cancel
   if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
   if (req->call_id().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "call_id is required"};
   resp->set_running(calls_.Cancel(req->call_id()));
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ReadFile(grpc::ServerContext* ctx, const v1::ReadFileRequest* req,
+                                    grpc::ServerWriter<v1::FileChunk>* writer) {
+  if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
+  Status s = SendFile(files_, req->path(), req->max_bytes(), [&](const v1::FileChunk& chunk) {
+    return !ctx->IsCancelled() && writer->Write(chunk);
+  });
+  return ToGrpcStatus(s);
+}
+
+grpc::Status AgentService::WriteFile(grpc::ServerContext* ctx,
+                                     grpc::ServerReader<v1::FileChunk>* reader,
+                                     v1::WriteFileResult* resp) {
+  if (grpc::Status s = CheckAuth(ctx); !s.ok()) return s;
+  // The proof goes out before any byte is read: the client checks it before it sends one.
+  reader->SendInitialMetadata();
+  auto written = ReceiveFile(files_, [&](v1::FileChunk* chunk) { return reader->Read(chunk); });
+  if (!written.ok()) return ToGrpcStatus(written.status());
+  *resp = std::move(written).value();
   return grpc::Status::OK;
 }
 

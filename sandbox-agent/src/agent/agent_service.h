@@ -19,8 +19,12 @@ namespace sinew::sandbox {
 
 class AgentService final : public v1::Sandbox::Service {
  public:
-  explicit AgentService(const ToolRegistry& registry, AgentAuth auth = {})
-      : registry_(registry), calls_(registry), auth_(std::make_shared<const AgentAuth>(std::move(auth))) {}
+  // `files` is the configuration of ReadFile and WriteFile (workspace, size cap).
+  explicit AgentService(const ToolRegistry& registry, AgentAuth auth = {}, ToolConfig files = {})
+      : registry_(registry),
+        files_(std::move(files)),
+        calls_(registry),
+        auth_(std::make_shared<const AgentAuth>(std::move(auth))) {}
 
   // Calls from now on are checked against `auth` (a sandbox restored from a checkpoint
   // under another id and secret); the calls the registry keeps stay.
@@ -34,12 +38,17 @@ class AgentService final : public v1::Sandbox::Service {
                          v1::ListToolsResponse* resp) override;
   grpc::Status CancelCall(grpc::ServerContext* ctx, const v1::CancelCallRequest* req,
                           v1::CancelCallResponse* resp) override;
+  grpc::Status ReadFile(grpc::ServerContext* ctx, const v1::ReadFileRequest* req,
+                        grpc::ServerWriter<v1::FileChunk>* writer) override;
+  grpc::Status WriteFile(grpc::ServerContext* ctx, grpc::ServerReader<v1::FileChunk>* reader,
+                         v1::WriteFileResult* resp) override;
 
  private:
   // Checks a call with the current auth.
   grpc::Status CheckAuth(grpc::ServerContext* ctx) const;
 
   const ToolRegistry& registry_;
+  const ToolConfig files_;
   CallRegistry calls_;
   mutable std::mutex auth_mu_;
   std::shared_ptr<const AgentAuth> auth_;  // guarded by auth_mu_

@@ -1,6 +1,7 @@
 #include "agent/beneath.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -170,43 +171,95 @@ Result<UniqueFd> OpenParentBeneath(int root_fd, const std::string& relative,
   return dir;
 }
 
-Status WriteBeneath(int root_fd, const std::string& relative, const std::string& content,
-                    const std::string& shown) {
+Result<PendingFile> PendingFile::Create(int root_fd, const std::string& relative,
+                                        const std::string& shown) {
   std::vector<std::string> parts = Components(relative);
   if (parts.empty() || parts.back() == "..")
     return Status::InvalidArgument(shown + " does not name a file");
-  SINEW_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentBeneath(root_fd, relative, shown));
-  const std::string& name = parts.back();
+  PendingFile out;
+  SINEW_ASSIGN_OR_RETURN(out.dir_, OpenParentBeneath(root_fd, relative, shown));
+  out.name_ = parts.back();
+  out.shown_ = shown;
   struct stat old_st{};
-  bool replacing = fstatat(dir.get(), name.c_str(), &old_st, AT_SYMLINK_NOFOLLOW) == 0;
-  if (replacing && S_ISDIR(old_st.st_mode)) return Status::InvalidArgument(shown + " is a directory");
+  if (fstatat(out.dir_.get(), out.name_.c_str(), &old_st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(old_st.st_mode)) return Status::InvalidArgument(shown + " is a directory");
+    if (S_ISREG(old_st.st_mode)) out.keep_mode_ = old_st.st_mode & 07777;
+  }
   uint64_t nonce = 0;
   if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = static_cast<uint64_t>(getpid());
   char suffix[32];
   snprintf(suffix, sizeof(suffix), ".sinew-tmp-%016llx", static_cast<unsigned long long>(nonce));
-  std::string tmp = "." + name.substr(0, 200) + suffix;
-  int fd = openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::string tmp = "." + out.name_.substr(0, 200) + suffix;
+  int fd = openat(out.dir_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, shown, "write");
-  UniqueFd file(fd);
+  out.file_ = UniqueFd(fd);
+  out.tmp_ = std::move(tmp);
+  return out;
+}
+
+PendingFile::~PendingFile() {
+  if (!tmp_.empty() && dir_.get() >= 0) unlinkat(dir_.get(), tmp_.c_str(), 0);
+}
+
+namespace {
+
+Status Full(int err, const std::string& shown) {
+  return Status::ResourceExhausted("cannot write " + shown + ": " + std::strerror(err) +
+                                   " (the workspace is full; delete files to make room)");
+}
+
+}  // namespace
+
+Status PendingFile::Reserve(uint64_t bytes) {
+  if (tmp_.empty()) return Status::FailedPrecondition(shown_ + " is no longer being written");
+  if (bytes == 0) return Status::Ok();
+  if (fallocate(file_.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) == 0) return Status::Ok();
+  const int err = errno;
+  if (err == EOPNOTSUPP || err == ENOSYS || err == EINTR || err == EPERM) return Status::Ok();  // Append finds out
+  unlinkat(dir_.get(), tmp_.c_str(), 0);
+  tmp_.clear();
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return Full(err, shown_);
+  return ErrnoStatus(err, shown_, "write");
+}
+
+Status PendingFile::Append(std::string_view data) {
+  if (tmp_.empty()) return Status::FailedPrecondition(shown_ + " is no longer being written");
   size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = write(fd, content.data() + off, content.size() - off);
+  while (off < data.size()) {
+    ssize_t n = write(file_.get(), data.data() + off, data.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      unlinkat(dir.get(), tmp.c_str(), 0);
-      return ErrnoStatus(err, shown, "write");
+      const int err = errno;
+      unlinkat(dir_.get(), tmp_.c_str(), 0);
+      tmp_.clear();
+      if (err == ENOSPC || err == EDQUOT || err == EFBIG) return Full(err, shown_);
+      return ErrnoStatus(err, shown_, "write");
     }
     off += static_cast<size_t>(n);
   }
-  if (replacing && S_ISREG(old_st.st_mode)) fchmod(fd, old_st.st_mode & 07777);
-  file = UniqueFd();
-  if (renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0) {
-    int err = errno;
-    unlinkat(dir.get(), tmp.c_str(), 0);
-    return ErrnoStatus(err, shown, "replace");
-  }
+  size_ += data.size();
   return Status::Ok();
+}
+
+Status PendingFile::Commit() {
+  if (tmp_.empty()) return Status::FailedPrecondition(shown_ + " is no longer being written");
+  if (keep_mode_ != 0) fchmod(file_.get(), keep_mode_);
+  file_ = UniqueFd();
+  if (renameat(dir_.get(), tmp_.c_str(), dir_.get(), name_.c_str()) != 0) {
+    const int err = errno;
+    unlinkat(dir_.get(), tmp_.c_str(), 0);
+    tmp_.clear();
+    return ErrnoStatus(err, shown_, "replace");
+  }
+  tmp_.clear();
+  return Status::Ok();
+}
+
+Status WriteBeneath(int root_fd, const std::string& relative, const std::string& content,
+                    const std::string& shown) {
+  SINEW_ASSIGN_OR_RETURN(PendingFile file, PendingFile::Create(root_fd, relative, shown));
+  SINEW_RETURN_IF_ERROR(file.Append(content));
+  return file.Commit();
 }
 
 Result<std::string> ReadBeneath(int root_fd, const std::string& relative, const std::string& shown) {

@@ -15,24 +15,6 @@ namespace {
 constexpr int64_t kDefaultLineLimit = 2000;
 constexpr size_t kMaxLineChars = 2000;
 
-// A descriptor of the workspace and `path` relative to it. `path` comes from
-// ResolvePath(..., true), so it is lexically below the workspace.
-struct InWorkspace {
-  UniqueFd root;
-  std::string relative;
-};
-
-Result<InWorkspace> OpenInWorkspace(const ToolConfig& config, const std::filesystem::path& path) {
-  const std::filesystem::path ws = config.workspace.lexically_normal();
-  int fd = open(ws.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::IOError("the workspace " + ws.string() + " cannot be opened");
-  InWorkspace out{UniqueFd(fd), path.lexically_relative(ws).string()};
-  if (out.relative.empty() || out.relative == ".") {
-    return Status::InvalidArgument(path.string() + " is the workspace itself, not a file");
-  }
-  return out;
-}
-
 // Writes below the workspace without ever following a link out of it (beneath.h).
 Status WriteInWorkspace(const ToolConfig& config, const std::filesystem::path& path,
                         const std::string& content) {

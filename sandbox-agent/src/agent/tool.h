@@ -33,6 +33,8 @@ struct ToolConfig {
   // States of the regular expression matcher one line's search may visit, plus 16 per
   // byte of the line; a line that needs more is skipped and reported. Default: 1000000
   uint64_t grep_line_states = 1'000'000;
+  // Largest file the Sandbox service's ReadFile sends and WriteFile takes. Default: 1 GiB
+  uint64_t max_transfer_bytes = uint64_t{1} << 30;
 };
 
 // Receives streamed output: (is_stderr, bytes).

@@ -1,5 +1,7 @@
 #include "agent/tool_input.h"
 
+#include <fcntl.h>
+
 #include "sinew/json_fields.h"
 
 namespace sinew::sandbox {
@@ -71,6 +73,17 @@ Result<std::filesystem::path> ResolvePath(const ToolConfig& config, std::string_
                                     ws.string() + "; this tool only writes below it");
   }
   return p;
+}
+
+Result<InWorkspace> OpenInWorkspace(const ToolConfig& config, const std::filesystem::path& path) {
+  const std::filesystem::path ws = config.workspace.lexically_normal();
+  int fd = open(ws.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("the workspace " + ws.string() + " cannot be opened");
+  InWorkspace out{UniqueFd(fd), path.lexically_relative(ws).string()};
+  if (out.relative.empty() || out.relative == ".") {
+    return Status::InvalidArgument(path.string() + " is the workspace itself, not a file");
+  }
+  return out;
 }
 
 }  // namespace sinew::sandbox

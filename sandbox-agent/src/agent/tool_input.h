@@ -15,6 +15,7 @@
 
 #include "agent/tool.h"
 #include "sinew/status.h"
+#include "util/unique_fd.h"
 
 namespace sinew::sandbox {
 
@@ -43,5 +44,18 @@ class ToolInput {
 [[nodiscard]] Result<std::filesystem::path> ResolvePath(const ToolConfig& config,
                                                         std::string_view raw,
                                                         bool inside_workspace);
+
+// A descriptor of the workspace and a path relative to it.
+struct InWorkspace {
+  UniqueFd root;
+  std::string relative;
+};
+
+// Opens the workspace for `path`, which comes from ResolvePath(..., true) (so it is
+// lexically below the workspace); the file is then opened with beneath.h, which the
+// kernel keeps below the workspace whatever links or renames the sandbox makes.
+// kInvalidArgument when `path` is the workspace itself.
+[[nodiscard]] Result<InWorkspace> OpenInWorkspace(const ToolConfig& config,
+                                                  const std::filesystem::path& path);
 
 }  // namespace sinew::sandbox

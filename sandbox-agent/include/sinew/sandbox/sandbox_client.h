@@ -86,6 +86,18 @@ class SandboxClient {
 
   // The tools this sandbox serves, with descriptions, JSON schemas and idempotent flags.
   [[nodiscard]] virtual Result<std::vector<v1::ToolSpec>> ListTools() = 0;
+
+  // File transfer (ReadFile and WriteFile of proto/sandbox.proto): the bytes of the
+  // regular file `path` below the workspace, at most `max_bytes` (0: the agent's cap).
+  // The agent's refusals keep their codes: kInvalidArgument (a path outside the
+  // workspace or through a link that leaves it, not a regular file), kNotFound,
+  // kResourceExhausted (larger than allowed).
+  [[nodiscard]] virtual Result<std::string> ReadFile(std::string_view path, uint64_t max_bytes) = 0;
+  // Writes `data` to `path` below the workspace, all or nothing, in chunks; nothing is
+  // sent before the agent has proven it is the sandbox asked for. Refusals as ReadFile's,
+  // kResourceExhausted also for a full workspace.
+  [[nodiscard]] virtual Result<v1::WriteFileResult> WriteFile(std::string_view path,
+                                                             std::string_view data) = 0;
 };
 
 }  // namespace sinew::sandbox
