@@ -1,6 +1,9 @@
-// sinew sandbox create | ls | show | exec | rm | snapshot | fork | pause | resume: the
+// sinew sandbox create | ls | show | exec | cp | rm | snapshot | fork | pause | resume: the
 // sandbox API (/v1/sandboxes; docs/sandbox-api.md) from the command line.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +28,52 @@ void PrintSandboxLine(const json::object& s) {
             << "  " << (res ? Str(*res, "runtime") : "") << "  "
             << FormatTime(static_cast<int64_t>(json_fields::UintField(s, "created_unix_ms")))
             << " UTC\n";
+}
+
+// "ID:PATH" of `sinew sandbox cp`: a sandbox id (32 hex digits) before the first ':'.
+struct CopyEnd {
+  bool remote = false;
+  std::string id, path;  // path: in the sandbox when remote, else local ("-": stdin/stdout)
+};
+
+CopyEnd ParseCopyEnd(const std::string& arg) {
+  const size_t colon = arg.find(':');
+  if (colon == 32 && arg.find_first_not_of("0123456789abcdef") >= 32) {
+    return CopyEnd{true, arg.substr(0, 32), arg.substr(33)};
+  }
+  return CopyEnd{false, "", arg};
+}
+
+Result<std::string> ReadLocal(const std::string& path) {
+  std::ifstream in;
+  std::istream* from = &std::cin;
+  if (path != "-") {
+    in.open(path, std::ios::binary);
+    if (!in) return Status::NotFound("cannot read " + path);
+    from = &in;
+  }
+  std::ostringstream data;
+  data << from->rdbuf();
+  if (from->bad()) return Status::IOError("cannot read " + path);
+  return data.str();
+}
+
+// Writes `data` to `path` ("-": stdout); into a directory under the remote file's name.
+Status WriteLocal(std::string path, const std::string& remote_path, const std::string& data) {
+  if (path == "-") {
+    std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
+    std::cout.flush();
+    return std::cout ? Status::Ok() : Status::IOError("cannot write to stdout");
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    path = (std::filesystem::path(path) / std::filesystem::path(remote_path).filename()).string();
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
+  if (!out) return Status::IOError("cannot write " + path);
+  return Status::Ok();
 }
 
 // Prints the answer's "sandbox" (or the whole answer with --json).
@@ -215,6 +264,38 @@ void AddSandboxCommands(CLI::App& app, Context& ctx) {
     for (const auto& s : made ? *made : json::array{}) {
       if (s.is_object()) std::cout << Str(s.as_object(), "id") << "\n";
     }
+  });
+
+  auto cp = std::make_shared<std::pair<std::string, std::string>>();
+  cmd = sandbox->add_subcommand(
+      "cp", "copy a file into or out of a sandbox: cp LOCAL ID:PATH, or cp ID:PATH LOCAL "
+            "('-' is stdin or stdout; PATH is below /workspace)");
+  cmd->add_option("source", cp->first, "LOCAL or ID:PATH")->required();
+  cmd->add_option("destination", cp->second, "ID:PATH or LOCAL")->required();
+  cmd->callback([&ctx, cp] {
+    const CopyEnd from = ParseCopyEnd(cp->first);
+    const CopyEnd to = ParseCopyEnd(cp->second);
+    if (from.remote == to.remote) {
+      return ctx.Fail(Status::InvalidArgument(
+          "exactly one side must be ID:PATH (a sandbox id, a colon, a path in the sandbox)"));
+    }
+    if (to.remote) {
+      auto data = ReadLocal(from.path);
+      if (!data.ok()) return ctx.Fail(data.status());
+      auto file = ctx.Api().UploadFile(to.id, to.path, *data);
+      if (!file.ok()) return ctx.Fail(file.status());
+      if (ctx.json) {
+        std::cout << json::serialize(*file) << "\n";
+      } else if (file->is_object()) {
+        const json::object& f = file->as_object();
+        std::cout << Str(f, "path") << "  " << json_fields::UintField(f, "size") << " bytes  sha256 "
+                  << Str(f, "sha256") << "\n";
+      }
+      return;
+    }
+    auto data = ctx.Api().DownloadFile(from.id, from.path);
+    if (!data.ok()) return ctx.Fail(data.status());
+    if (Status s = WriteLocal(to.path, from.path, *data); !s.ok()) return ctx.Fail(s);
   });
 
   AddSimpleVerb(*sandbox, ctx, "snapshot", "snapshot a sandbox's files; prints the snapshot id");

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "sinew/http/url.h"
 #include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
 
@@ -39,6 +40,14 @@ Status HttpError(long status, const std::string& body, const std::string& server
     default:
       return Status::Internal("server answered " + std::to_string(status) + ": " + m);
   }
+}
+
+// HttpError's hint for a 404 names sessions; a file call's names the sandbox and the path.
+Status SandboxFileError(const Status& s) {
+  if (s.code() != StatusCode::kNotFound) return s;
+  const std::string& m = s.message();
+  return Status::NotFound(m.substr(0, m.find(" (check the id with")) +
+                          " (check the sandbox id with `sinew sandbox ls`, and the path)");
 }
 
 }  // namespace
@@ -96,6 +105,28 @@ Result<json::value> ApiClient::JsonCall(const std::string& method, const std::st
   std::string m = v.status().message();
   m = m.substr(0, m.find(" (check the id with")) + " (check the id with `sinew sandbox ls`)";
   return Status::NotFound(m);
+}
+
+Result<json::value> ApiClient::UploadFile(const std::string& id, const std::string& path,
+                                          const std::string& data) {
+  auto answer = Call("PUT", "/v1/sandboxes/" + http::PercentEncode(id) + "/files?path=" + http::PercentEncode(path),
+                     data, "application/octet-stream");
+  if (!answer.ok()) return SandboxFileError(answer.status());
+  json::value v = std::move(answer).value();
+  const json::value* file = v.is_object() ? v.as_object().if_contains("file") : nullptr;
+  if (file == nullptr) return Status::Internal("the server's answer to an upload has no file");
+  return *file;
+}
+
+Result<std::string> ApiClient::DownloadFile(const std::string& id, const std::string& path) {
+  SINEW_ASSIGN_OR_RETURN(HttpResponse resp,
+                         http_.Send("GET", "/v1/sandboxes/" + http::PercentEncode(id) +
+                                               "/files?path=" + http::PercentEncode(path),
+                                    "", ""));
+  if (resp.status < 200 || resp.status >= 300) {
+    return SandboxFileError(HttpError(resp.status, resp.body, http_.base_url()));
+  }
+  return std::move(resp.body);
 }
 
 Result<SessionView> ApiClient::SessionCall(const std::string& method, const std::string& path,

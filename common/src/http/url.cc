@@ -36,6 +36,15 @@ std::string PercentDecode(std::string_view text) {
   return out;
 }
 
+std::string PercentEncode(std::string_view text) {
+  const std::string raw(text);
+  char* encoded = curl_easy_escape(nullptr, raw.c_str(), static_cast<int>(raw.size()));
+  if (encoded == nullptr) return raw;
+  std::string out(encoded);
+  curl_free(encoded);
+  return out;
+}
+
 std::optional<std::time_t> ParseHttpDate(const std::string& text) {
   const time_t at = curl_getdate(text.c_str(), nullptr);
   if (at < 0) return std::nullopt;

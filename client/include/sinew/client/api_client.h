@@ -72,6 +72,13 @@ class ApiClient {
   [[nodiscard]] Result<boost::json::value> JsonCall(const std::string& method, const std::string& path,
                                                     const std::string& body = "");
 
+  // A file into sandbox `id` (PUT /v1/sandboxes/{id}/files?path=...): the answer's
+  // "file" object (path, size, sha256).
+  [[nodiscard]] Result<boost::json::value> UploadFile(const std::string& id, const std::string& path,
+                                                      const std::string& data);
+  // A file's bytes out of sandbox `id` (GET /v1/sandboxes/{id}/files?path=...).
+  [[nodiscard]] Result<std::string> DownloadFile(const std::string& id, const std::string& path);
+
   const std::string& base_url() const { return http_.base_url(); }
 
  private:

@@ -29,6 +29,10 @@ struct UrlParts {
 // kept as written.
 std::string PercentDecode(std::string_view text);
 
+// Encodes every byte but ASCII letters, digits and "-._~" as %XX: a value that can go in
+// a query string or a path segment.
+std::string PercentEncode(std::string_view text);
+
 // The time an HTTP date (RFC 9110: "Sun, 06 Nov 1994 08:49:37 GMT" and the two obsolete
 // forms) stands for; nullopt when it does not parse.
 std::optional<std::time_t> ParseHttpDate(const std::string& text);
