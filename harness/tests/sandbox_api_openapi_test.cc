@@ -117,6 +117,20 @@ TEST(SandboxApiOpenApiTest, EverySandboxOperationAnswersAsDocumented) {
   send("POST /v1/sandboxes/{id}/execute", "GET, a method it does not have", "GET", s + "/execute",
        {auth}, "");
 
+  const std::string octets = "Content-Type: application/octet-stream";
+  const std::string put_files = "PUT /v1/sandboxes/{id}/files", get_files = "GET /v1/sandboxes/{id}/files";
+  EXPECT_EQ(send(put_files, "uploaded", "PUT", s + "/files?path=up/a.txt", {auth, octets}, "uploaded\n").status,
+            201);
+  send(put_files, "a path out of the workspace", "PUT", s + "/files?path=../../etc/passwd", {auth, octets}, "x");
+  send(put_files, "no path", "PUT", s + "/files", {auth, octets}, "x");
+  send(put_files, "unknown id", "PUT", m + "/files?path=a", {auth, octets}, "x");
+  send(put_files, "JSON, not a file", "PUT", s + "/files?path=a", {auth, as_json}, "{}");
+  send(put_files, "POST, a method it does not have", "POST", s + "/files?path=a", {auth, octets}, "x");
+  EXPECT_EQ(send(get_files, "downloaded", "GET", s + "/files?path=f", {auth}, "").body, "hi\n");
+  send(get_files, "a path out of the workspace", "GET", s + "/files?path=/etc/passwd", {auth}, "");
+  send(get_files, "a file that does not exist", "GET", s + "/files?path=nope", {auth}, "");
+  send(get_files, "another tenant's", "GET", s + "/files?path=f", {other}, "");
+
   send("POST /v1/sandboxes/{id}/snapshot", "taken", "POST", s + "/snapshot", {auth}, "");
   send("POST /v1/sandboxes/{id}/snapshot", "unknown id", "POST", m + "/snapshot", {auth}, "");
 
@@ -134,6 +148,8 @@ TEST(SandboxApiOpenApiTest, EverySandboxOperationAnswersAsDocumented) {
   send("POST /v1/sandboxes/{id}/execute", "while paused", "POST", s + "/execute", {auth, as_json},
        bash);
   send("POST /v1/sandboxes/{id}/snapshot", "while paused", "POST", s + "/snapshot", {auth}, "");
+  send(put_files, "while paused", "PUT", s + "/files?path=a", {auth, octets}, "x");
+  send(get_files, "while paused", "GET", s + "/files?path=f", {auth}, "");
   send("POST /v1/sandboxes/{id}/pause", "unknown id", "POST", m + "/pause", {auth}, "");
   send("POST /v1/sandboxes/{id}/resume", "resumed", "POST", s + "/resume", {auth}, "");
   send("POST /v1/sandboxes/{id}/resume", "unknown id", "POST", m + "/resume", {auth}, "");
