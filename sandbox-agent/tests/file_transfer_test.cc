@@ -57,7 +57,9 @@ class FileTransferTest : public ::testing::Test {
     std::string out;
     size_t chunks = 0;
     Status s = SendFile(config_, path, max_bytes, [&](const v1::FileChunk& c) {
-      if (chunks++ == 0) EXPECT_FALSE(c.path().empty());
+      if (chunks++ == 0) {
+        EXPECT_FALSE(c.path().empty());
+      }
       out += c.data();
       return true;
     });
@@ -118,8 +120,9 @@ TEST_F(FileTransferTest, AReplacedFileKeepsItsModeAndTheSha256IsOfTheBytes) {
 }
 
 TEST_F(FileTransferTest, PathsOutsideTheWorkspaceAreRefusedAndNothingIsWritten) {
-  for (const std::string path : {"../outside", "../../etc/passwd", "/etc/passwd", outside_.string(),
-                                 config_.workspace.string(), "a/../../outside", ""}) {
+  const std::vector<std::string> paths = {"../outside", "../../etc/passwd", "/etc/passwd", outside_.string(),
+                                         config_.workspace.string(), "a/../../outside", ""};
+  for (const std::string& path : paths) {
     auto w = Write(path, "x");
     EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument) << path << ": " << w.status().ToString();
     auto r = Read(path);
@@ -142,17 +145,21 @@ TEST_F(FileTransferTest, LinksPlantedInTheWorkspaceAreNeverFollowedOutOfIt) {
   auto new_through_dir = Write("dirlink/new", "x");
   EXPECT_EQ(new_through_dir.status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(fs::exists(root_ / "new"));
-  // A link as the final name is replaced by the file, its target untouched.
-  auto over_link = Write("link", "mine");
-  ASSERT_TRUE(over_link.ok()) << over_link.status().ToString();
-  EXPECT_FALSE(fs::is_symlink(config_.workspace / "link"));
+  // A link out as the final name is refused too, its target untouched.
+  EXPECT_EQ(Write("link", "mine").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs::is_symlink(config_.workspace / "link"));
   EXPECT_EQ(Outside(), "secret");
-  // A link that stays inside is followed.
+  // A link that stays inside is followed by a read, and replaced (not written through)
+  // by a write.
   std::ofstream(config_.workspace / "real") << "inside";
   fs::create_symlink("real", config_.workspace / "inlink");
   auto inside = Read("inlink");
   ASSERT_TRUE(inside.ok()) << inside.status().ToString();
   EXPECT_EQ(*inside, "inside");
+  ASSERT_TRUE(Write("inlink", "replaced").ok());
+  EXPECT_FALSE(fs::is_symlink(config_.workspace / "inlink"));
+  EXPECT_EQ(*Read("real"), "inside");
+  EXPECT_EQ(*Read("inlink"), "replaced");
 }
 
 TEST_F(FileTransferTest, FifosDirectoriesAndDevicesAreRefusedWithoutBlocking) {

@@ -23,8 +23,11 @@ Status AsRefusal(Status s) {
 
 Result<std::filesystem::path> Resolve(const ToolConfig& config, const std::string& raw) {
   auto path = ResolvePath(config, raw, true);
-  if (!path.ok()) return AsRefusal(path.status());
-  return path;
+  if (path.ok()) return path;
+  if (path.status().code() != StatusCode::kPermissionDenied) return path.status();
+  return Status::InvalidArgument("path '" + raw + "' is outside the workspace " +
+                                 config.workspace.lexically_normal().string() +
+                                 " (lexically or through a symbolic link); files move only below it");
 }
 
 class Sha256 {
