@@ -240,7 +240,10 @@ class GrpcSandboxClient final : public SandboxClient {
     while (reader->Read(&chunk)) {
       if (!proven) {
         // Nothing the stream says is believed before the agent has proven who it is.
-        SINEW_RETURN_IF_ERROR(CheckProof(ctx, nonce));
+        if (Status proof = CheckProof(ctx, nonce); !proof.ok()) {
+          ctx.TryCancel();
+          return proof;
+        }
         proven = true;
         if (max_bytes != 0 && chunk.total_bytes() > max_bytes) {
           ctx.TryCancel();

@@ -174,6 +174,34 @@ TEST_F(AgentProcessTest, ClientRefusesAnAgentThatIsNotTheSandboxItAskedFor) {
   EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
 }
 
+TEST_F(AgentProcessTest, FilesGoInAndOutChunkedAndOnlyToTheSandboxAskedFor) {
+  std::string data(2 * 1024 * 1024 + 3, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 131) & 0xff);
+  auto written = client_->WriteFile("in/blob", data);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->size(), data.size());
+  EXPECT_EQ(written->path(), (dir_ / "ws" / "in" / "blob").string());
+  auto back = client_->ReadFile("in/blob", 0);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == data);
+  // The caller's bound, and the agent's refusals with their codes.
+  EXPECT_EQ(client_->ReadFile("in/blob", 1024).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(client_->ReadFile("../outside", 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->WriteFile("/etc/sinew-intruder", "x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->ReadFile("missing", 0).status().code(), StatusCode::kNotFound);
+  // Another sandbox's client sends no byte (the proof is checked first); no secret: refused.
+  auto other = SandboxClient::Connect(endpoint_, Options("sb-other"));
+  ASSERT_TRUE(other.ok());
+  auto w = (*other)->WriteFile("intruder", "x");
+  EXPECT_EQ(w.status().code(), StatusCode::kPermissionDenied) << w.status().ToString();
+  EXPECT_EQ((*other)->ReadFile("in/blob", 0).status().code(), StatusCode::kPermissionDenied);
+  auto anonymous = SandboxClient::Connect(endpoint_, Options("sb-test", ""));
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_EQ((*anonymous)->WriteFile("intruder", "x").status().code(), StatusCode::kUnauthenticated);
+  EXPECT_FALSE(fs::exists(dir_ / "ws" / "intruder"));
+  EXPECT_FALSE(fs::exists("/etc/sinew-intruder"));
+}
+
 // ExecuteAsync's answers (a result, a refused proof, a dead agent), each waited for.
 Result<v1::ExecuteResult> AwaitExecute(SandboxClient& client, const std::string& name, const std::string& input) {
   std::promise<Result<v1::ExecuteResult>> answer;
