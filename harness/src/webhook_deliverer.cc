@@ -46,15 +46,17 @@ bool WebhookDeliverer::Sleep(std::chrono::milliseconds ms) {
 void WebhookDeliverer::Loop() {
   const auto poll = std::chrono::milliseconds(config_->webhooks.poll_ms);
   while (Sleep(poll)) {
-    if (!HoldLease()) {
-      // Not the sender: keep knowing whether an endpoint exists (the outbox writer asks).
+    if (!held_) {
+      // Not the sender: keep knowing whether an endpoint exists (the outbox writer asks);
+      // while none does, nobody sends (and no lease or record session is made).
       std::map<std::string, WebhookEndpoint> all;
       std::string after;
-      if (ReadWebhookEndpoints(store_, &all, &after).ok()) {
-        state_->any_endpoint = std::any_of(all.begin(), all.end(), [](const auto& kv) { return !kv.second.deleted; });
-      }
-      continue;
+      if (!ReadWebhookEndpoints(store_, &all, &after).ok()) continue;
+      const bool any = std::any_of(all.begin(), all.end(), [](const auto& kv) { return !kv.second.deleted; });
+      state_->any_endpoint = any;
+      if (!any) continue;
     }
+    if (!HoldLease()) continue;
     if (!ReadRecords()) continue;
     Resolve(NowUnixMs());
     SendDue();
