@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "api_fixture.h"
+#include "sinew/harness/config.h"
 #include "webhook_signature.h"
 #include "webhook_url.h"
 
@@ -96,6 +97,33 @@ TEST(WebhookUrlTest, LoopbackPrivateLinkLocalAndMappedAddressesAreRefusedUnlessA
   EXPECT_EQ(pinned->rfind("localhost:9:", 0), 0u) << *pinned;
   for (const char* entry : {"10.0.0.0/33", "10.0.0.0/", "Host", "a b", "1.2.3.4/8x"}) {
     EXPECT_FALSE(CheckWebhookAllowEntry(entry, "x").ok()) << entry;
+  }
+}
+
+TEST(WebhookConfigTest, WebhookSettingsAreReadAndBadOnesNameTheirField) {
+  auto config = [](const std::string& extra) {
+    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "/x"}})" + extra +
+                       "}");
+  };
+  auto good = config(R"(, "tenants": {"t": {"webhook_allow_private": true, "webhook_allow": ["10.0.0.0/8", "h.internal"]}},
+                          "webhooks": {"retry_initial_ms": 10, "retry_max_ms": 20, "retry_for_seconds": 60,
+                                       "poll_ms": 10, "timeout_ms": 500})");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_TRUE(good->tenants.at("t").webhook_allow_private);
+  EXPECT_EQ(good->tenants.at("t").webhook_allow, (std::vector<std::string>{"10.0.0.0/8", "h.internal"}));
+  EXPECT_EQ(good->webhooks.retry_max_ms, 20u);
+  EXPECT_EQ(good->webhooks.retry_for_seconds, 60u);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"(, "tenants": {"t": {"webhook_allow": ["10.0.0.0/99"]}})", "config.tenants.t.webhook_allow[0]"},
+      {R"(, "tenants": {"t": {"webhook_allow_private": "yes"}})", "config.tenants.t.webhook_allow_private"},
+      {R"(, "webhooks": {"retry_initial_ms": 0})", "config.webhooks.retry_initial_ms"},
+      {R"(, "webhooks": {"retry_initial_ms": 500, "retry_max_ms": 100})", "config.webhooks.retry_initial_ms"},
+      {R"(, "webhooks": {"poll_ms": 1})", "config.webhooks.poll_ms"},
+      {R"(, "webhooks": {"colour": 1})", "config.webhooks"}};
+  for (const auto& [extra, field] : bad) {
+    auto parsed = config(extra);
+    ASSERT_FALSE(parsed.ok()) << extra;
+    EXPECT_NE(parsed.status().message().find(field), std::string::npos) << parsed.status().message();
   }
 }
 
