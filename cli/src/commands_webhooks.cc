@@ -22,16 +22,19 @@ void PrintWebhookLine(const json::object& w) {
       if (e.is_string()) events += (events.empty() ? "" : ",") + std::string(e.as_string());
     }
   }
-  std::cout << Str(w, "id") << "  " << Str(w, "url") << "  " << (events.empty() ? "all" : events) << "  "
-            << FormatTime(static_cast<int64_t>(json_fields::UintField(w, "created_unix_ms"))) << " UTC\n";
+  std::cout << Str(w, "id") << "  " << Str(w, "url") << "  " << (events.empty() ? "all" : events)
+            << "  "
+            << FormatTime(static_cast<int64_t>(json_fields::UintField(w, "created_unix_ms")))
+            << " UTC\n";
 }
 
 // One line per delivery: event id, type, state, attempts, last status or error.
 void PrintDeliveryLine(const json::object& d) {
   const std::string error = Str(d, "last_error");
-  std::cout << Str(d, "event_id") << "  " << Str(d, "type") << "  " << Str(d, "state") << "  attempts "
-            << json_fields::UintField(d, "attempts") << "  " << json_fields::UintField(d, "last_status_code")
-            << (error.empty() ? "" : "  " + error) << "\n";
+  std::cout << Str(d, "event_id") << "  " << Str(d, "type") << "  " << Str(d, "state")
+            << "  attempts " << json_fields::UintField(d, "attempts") << "  "
+            << json_fields::UintField(d, "last_status_code") << (error.empty() ? "" : "  " + error)
+            << "\n";
 }
 
 }  // namespace
@@ -45,10 +48,12 @@ void AddWebhookCommands(CLI::App& app, Context& ctx) {
     std::vector<std::string> events;
   };
   auto create = std::make_shared<CreateArgs>();
-  auto* cmd = webhook->add_subcommand("create", "create an endpoint; prints its id and its secret (shown once)");
+  auto* cmd = webhook->add_subcommand(
+      "create", "create an endpoint; prints its id and its secret (shown once)");
   cmd->add_option("url", create->url, "http(s) URL the events are POSTed to")->required();
   cmd->add_option("--event", create->events,
-                  "session.status_changed, session.requires_action or session.error (repeatable; default: all)");
+                  "session.status_changed, session.requires_action or session.error (repeatable; "
+                  "default: all)");
   cmd->add_option("--description", create->description, "a note of yours");
   cmd->callback([&ctx, create] {
     json::object body{{"url", create->url}};
@@ -60,7 +65,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx) {
     if (!create->description.empty()) body["description"] = create->description;
     auto v = ctx.Api().JsonCall("POST", "/v1/webhooks", json::serialize(body));
     if (!v.ok()) return ctx.Fail(v.status());
-    const json::object* w = v->is_object() ? json_fields::ObjectField(v->as_object(), "webhook") : nullptr;
+    const json::object* w =
+        v->is_object() ? json_fields::ObjectField(v->as_object(), "webhook") : nullptr;
     if (ctx.json || w == nullptr) {
       std::cout << json::serialize(*v) << "\n";
     } else {
@@ -72,7 +78,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx] {
     auto v = ctx.Api().JsonCall("GET", "/v1/webhooks");
     if (!v.ok()) return ctx.Fail(v.status());
-    const json::array* list = v->is_object() ? json_fields::ArrayField(v->as_object(), "webhooks") : nullptr;
+    const json::array* list =
+        v->is_object() ? json_fields::ArrayField(v->as_object(), "webhooks") : nullptr;
     for (const auto& w : list ? *list : json::array{}) {
       if (!w.is_object()) continue;
       if (ctx.json) {
@@ -107,7 +114,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx, deliveries_id] {
     auto v = ctx.Api().JsonCall("GET", "/v1/webhooks/" + *deliveries_id + "/deliveries");
     if (!v.ok()) return ctx.Fail(v.status());
-    const json::array* list = v->is_object() ? json_fields::ArrayField(v->as_object(), "deliveries") : nullptr;
+    const json::array* list =
+        v->is_object() ? json_fields::ArrayField(v->as_object(), "deliveries") : nullptr;
     for (const auto& d : list ? *list : json::array{}) {
       if (!d.is_object()) continue;
       if (ctx.json) {

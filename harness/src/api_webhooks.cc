@@ -42,15 +42,18 @@ class WebhookApi {
  public:
   explicit WebhookApi(const HarnessDeps* deps) : deps_(*deps) {}
 
-  ApiResponse Handle(const ApiRequest& r, const Caller& caller, const std::vector<std::string>& parts) {
+  ApiResponse Handle(const ApiRequest& r, const Caller& caller,
+                     const std::vector<std::string>& parts) {
     const std::string path = r.target.substr(0, r.target.find('?'));
     auto not_allowed = [&](const char* methods) {
-      return ApiHandler::Error(405, "method_not_allowed", r.method + " is not allowed on " + path + "; use " + methods);
+      return ApiHandler::Error(405, "method_not_allowed",
+                               r.method + " is not allowed on " + path + "; use " + methods);
     };
     if (parts.size() == 2) {
       if (r.method == "POST") {
         if (r.content_type.rfind("application/json", 0) != 0) {
-          return ApiHandler::Error(415, "unsupported_media_type", "send the body as Content-Type: application/json");
+          return ApiHandler::Error(415, "unsupported_media_type",
+                                   "send the body as Content-Type: application/json");
         }
         return Create(r, caller);
       }
@@ -61,7 +64,8 @@ class WebhookApi {
     if (parts.size() == 3) {
       if (r.method != "GET" && r.method != "DELETE") return not_allowed("GET or DELETE");
       if (!endpoint.ok()) return ApiHandler::FromStatus(endpoint.status());
-      if (r.method == "GET") return Json(200, json::object{{"webhook", WebhookEndpointJson(*endpoint)}});
+      if (r.method == "GET")
+        return Json(200, json::object{{"webhook", WebhookEndpointJson(*endpoint)}});
       return Delete(r, caller, *endpoint);
     }
     if (parts.size() == 4 && parts[3] == "deliveries") {
@@ -80,12 +84,14 @@ class WebhookApi {
     std::map<std::string, WebhookEndpoint> all;
     std::string after;
     SINEW_RETURN_IF_ERROR(ReadWebhookEndpoints(deps_.store, &all, &after));
-    std::erase_if(all, [&](const auto& kv) { return kv.second.deleted || kv.second.tenant != tenant; });
+    std::erase_if(all,
+                  [&](const auto& kv) { return kv.second.deleted || kv.second.tenant != tenant; });
     return all;
   }
 
   Result<WebhookEndpoint> Owned(const std::string& id, const std::string& tenant) const {
-    if (!IsSessionId(id)) return Status::NotFound("no webhook '" + id + "' (ids are 32 lower-case hex digits)");
+    if (!IsSessionId(id))
+      return Status::NotFound("no webhook '" + id + "' (ids are 32 lower-case hex digits)");
     SINEW_ASSIGN_OR_RETURN(auto mine, Endpoints(tenant));
     auto it = mine.find(id);
     // Another tenant's endpoint is indistinguishable from a missing one.
@@ -96,42 +102,53 @@ class WebhookApi {
   ApiResponse Create(const ApiRequest& r, const Caller& caller) {
     auto body = json_fields::ParseObject(r.body, "body");
     if (!body.ok()) return ApiHandler::FromStatus(body.status());
-    if (Status s = json_fields::RejectUnknownKeys(*body, "url,events,description", "body"); !s.ok()) {
+    if (Status s = json_fields::RejectUnknownKeys(*body, "url,events,description", "body");
+        !s.ok()) {
       return ApiHandler::FromStatus(s);
     }
     WebhookEndpoint ep;
     ep.tenant = caller.tenant;
-    if (Status s = json_fields::Require(*body, "url", "body"); !s.ok()) return ApiHandler::FromStatus(s);
-    if (Status s = json_fields::ReadString(*body, "url", "body", &ep.url); !s.ok()) return ApiHandler::FromStatus(s);
-    if (Status s = json_fields::ReadString(*body, "description", "body", &ep.description); !s.ok()) {
+    if (Status s = json_fields::Require(*body, "url", "body"); !s.ok())
+      return ApiHandler::FromStatus(s);
+    if (Status s = json_fields::ReadString(*body, "url", "body", &ep.url); !s.ok())
+      return ApiHandler::FromStatus(s);
+    if (Status s = json_fields::ReadString(*body, "description", "body", &ep.description);
+        !s.ok()) {
       return ApiHandler::FromStatus(s);
     }
     if (ep.description.size() > kMaxDescriptionBytes) {
-      return ApiHandler::Error(400, "invalid_argument", "body.description must be at most 1024 bytes");
+      return ApiHandler::Error(400, "invalid_argument",
+                               "body.description must be at most 1024 bytes");
     }
     const json::array* events = nullptr;
-    if (Status s = json_fields::ReadArray(*body, "events", "body", &events); !s.ok()) return ApiHandler::FromStatus(s);
+    if (Status s = json_fields::ReadArray(*body, "events", "body", &events); !s.ok())
+      return ApiHandler::FromStatus(s);
     if (events != nullptr) {
       if (events->empty()) {
-        return ApiHandler::Error(400, "invalid_argument", "body.events must name at least one event type (or be left out for all)");
+        return ApiHandler::Error(
+            400, "invalid_argument",
+            "body.events must name at least one event type (or be left out for all)");
       }
       std::set<std::string> seen;
       for (size_t i = 0; i < events->size(); ++i) {
         const json::value& e = (*events)[i];
         if (!e.is_string() || !IsWebhookEventType(std::string(e.as_string()))) {
           return ApiHandler::Error(400, "invalid_argument",
-                                   "body.events[" + std::to_string(i) + "] must be one of " + kWebhookStatusChanged +
-                                       ", " + kWebhookRequiresAction + ", " + kWebhookError);
+                                   "body.events[" + std::to_string(i) + "] must be one of " +
+                                       kWebhookStatusChanged + ", " + kWebhookRequiresAction +
+                                       ", " + kWebhookError);
         }
         if (seen.insert(std::string(e.as_string())).second) ep.events.emplace_back(e.as_string());
       }
     }
-    if (auto target = CheckWebhookUrl(ep.url, WebhookPolicyOf(*deps_.config, caller.tenant)); !target.ok()) {
+    if (auto target = CheckWebhookUrl(ep.url, WebhookPolicyOf(*deps_.config, caller.tenant));
+        !target.ok()) {
       return ApiHandler::FromStatus(target.status());
     }
     auto id = NewEndpointId();
     auto secret = NewWebhookSecret();
-    if (!id.ok() || !secret.ok()) return ApiHandler::Error(500, "internal", "the random generator failed");
+    if (!id.ok() || !secret.ok())
+      return ApiHandler::Error(500, "internal", "the random generator failed");
     ep.id = *id;
     ep.secret = *secret;
     ep.created_unix_ms = NowUnixMs();
@@ -150,7 +167,8 @@ class WebhookApi {
     if (!mine.ok()) return ApiHandler::FromStatus(mine.status());
     std::vector<const WebhookEndpoint*> order;
     for (const auto& [id, ep] : *mine) order.push_back(&ep);
-    std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->created_unix_ms < b->created_unix_ms; });
+    std::sort(order.begin(), order.end(),
+              [](auto* a, auto* b) { return a->created_unix_ms < b->created_unix_ms; });
     json::array out;
     for (auto* ep : order) out.push_back(WebhookEndpointJson(*ep));
     return Json(200, json::object{{"webhooks", std::move(out)}});
@@ -164,8 +182,8 @@ class WebhookApi {
 
   // A record in the tenant's audit log (docs/security.md, "Audit log"); the change is
   // made already, so a failure here is logged by the store call's caller only.
-  void Audit(const ApiRequest& r, const Caller& caller, const WebhookEndpoint& ep, const std::string& action,
-             const std::string& detail) {
+  void Audit(const ApiRequest& r, const Caller& caller, const WebhookEndpoint& ep,
+             const std::string& action, const std::string& detail) {
     v1::AppendAuditRequest req;
     req.set_session_id(ep.id);
     *req.mutable_audit() = AuditEvent(r, caller, action, detail).audit();

@@ -15,7 +15,8 @@ constexpr int64_t kRegistryMarginMs = 500;
 
 }  // namespace
 
-WebhookDeliverer::WebhookDeliverer(const HarnessConfig* config, store::SessionStore* store, WebhookState* state)
+WebhookDeliverer::WebhookDeliverer(const HarnessConfig* config, store::SessionStore* store,
+                                   WebhookState* state)
     : config_(config), store_(store), state_(state) {}
 
 WebhookDeliverer::~WebhookDeliverer() { Stop(); }
@@ -52,7 +53,8 @@ void WebhookDeliverer::Loop() {
       std::map<std::string, WebhookEndpoint> all;
       std::string after;
       if (!ReadWebhookEndpoints(store_, &all, &after).ok()) continue;
-      const bool any = std::any_of(all.begin(), all.end(), [](const auto& kv) { return !kv.second.deleted; });
+      const bool any =
+          std::any_of(all.begin(), all.end(), [](const auto& kv) { return !kv.second.deleted; });
       state_->any_endpoint = any;
       if (!any) continue;
     }
@@ -74,7 +76,8 @@ bool WebhookDeliverer::HoldLease() {
       return true;
     }
     held_ = false;
-    if (renewed.status().code() != StatusCode::kAborted) return false;  // the store: try again next pass
+    if (renewed.status().code() != StatusCode::kAborted)
+      return false;  // the store: try again next pass
     spdlog::info("webhooks: another harness sends now");
   }
   auto lease = store_->AcquireLease(kWebhookLeaseSession, {owner_, url_}, ttl);
@@ -117,8 +120,8 @@ bool WebhookDeliverer::ReadRecords() {
   auto intents = ReadWebhookIntents(store_, &outbox_after_);
   registry_after_ = after;
   endpoints_ = std::move(endpoints);
-  state_->any_endpoint =
-      std::any_of(endpoints_.begin(), endpoints_.end(), [](const auto& kv) { return !kv.second.deleted; });
+  state_->any_endpoint = std::any_of(endpoints_.begin(), endpoints_.end(),
+                                     [](const auto& kv) { return !kv.second.deleted; });
   for (const auto& [id, ep] : endpoints_) {
     if (ep.deleted) {
       std::erase_if(deliveries_, [&](const auto& kv) { return kv.first.first == id; });
@@ -158,15 +161,17 @@ void WebhookDeliverer::Resolve(int64_t now) {
     if (stopping_) return;
     // An entry is looked at once the registry was read well after it was written, so that
     // an endpoint created just before its event (on another harness) is known by then.
-    if (p.next_check_unix_ms > now || p.intent.recorded_unix_ms + kRegistryMarginMs > registry_read_unix_ms_) {
+    if (p.next_check_unix_ms > now ||
+        p.intent.recorded_unix_ms + kRegistryMarginMs > registry_read_unix_ms_) {
       still.push_back(std::move(p));
       continue;
     }
     if (ResolveOne(p.intent)) continue;
     if (now - p.intent.recorded_unix_ms > give_up_ms) continue;  // its event never came
     ++p.checks;
-    p.next_check_unix_ms = now + std::min<int64_t>(static_cast<int64_t>(config_->webhooks.poll_ms) << std::min(p.checks, 10u),
-                                                    config_->webhooks.retry_max_ms);
+    p.next_check_unix_ms = now + std::min<int64_t>(static_cast<int64_t>(config_->webhooks.poll_ms)
+                                                       << std::min(p.checks, 10u),
+                                                   config_->webhooks.retry_max_ms);
     still.push_back(std::move(p));
   }
   pending_ = std::move(still);
@@ -225,7 +230,8 @@ void WebhookDeliverer::SendDue() {
     if (stopping_) return;
     // Send only while the lease is surely ours: renewed within a third of its ttl.
     if (std::chrono::steady_clock::now() - renewed_ > renew_every) {
-      auto renewed = store_->RenewLease(kWebhookLeaseSession, owner_, epoch_, std::chrono::milliseconds(config_->lease_ttl_ms));
+      auto renewed = store_->RenewLease(kWebhookLeaseSession, owner_, epoch_,
+                                        std::chrono::milliseconds(config_->lease_ttl_ms));
       if (!renewed.ok()) {
         held_ = false;
         return;
@@ -242,7 +248,8 @@ void WebhookDeliverer::SendDue() {
 void WebhookDeliverer::Send(Delivery* d) {
   const WebhookEndpoint& ep = endpoints_.at(d->endpoint_id);
   const int64_t now = NowUnixMs();
-  const int64_t deadline = d->event_unix_ms + static_cast<int64_t>(config_->webhooks.retry_for_seconds) * 1000;
+  const int64_t deadline =
+      d->event_unix_ms + static_cast<int64_t>(config_->webhooks.retry_for_seconds) * 1000;
   WebhookAttempt a;
   a.event_id = d->event_id;
   a.type = d->type;
@@ -253,7 +260,8 @@ void WebhookDeliverer::Send(Delivery* d) {
   a.time_unix_ms = now;
   const WebhookUrlPolicy policy = WebhookPolicyOf(*config_, ep.tenant);
   auto target = CheckWebhookUrl(ep.url, policy);
-  Result<std::string> resolve = target.ok() ? ResolveWebhookTarget(*target, policy) : Result<std::string>(target.status());
+  Result<std::string> resolve =
+      target.ok() ? ResolveWebhookTarget(*target, policy) : Result<std::string>(target.status());
   auto signature = SignWebhook(ep.secret, d->event_id, now / 1000, d->body);
   if (!resolve.ok()) {
     a.error = resolve.status().message();
@@ -279,7 +287,8 @@ void WebhookDeliverer::Send(Delivery* d) {
       return;  // the harness stops: the next sender sends it
     } else {
       a.status_code = static_cast<int>(resp->status);
-      if (resp->status < 200 || resp->status > 299) a.error = "HTTP " + std::to_string(resp->status);
+      if (resp->status < 200 || resp->status > 299)
+        a.error = "HTTP " + std::to_string(resp->status);
     }
   }
   const int64_t next = NowUnixMs() + Backoff(a.attempt);
@@ -292,7 +301,8 @@ void WebhookDeliverer::Send(Delivery* d) {
     a.next_attempt_unix_ms = next;
   }
   if (Status s = RecordWebhookAttempt(store_, d->endpoint_id, a); !s.ok()) {
-    spdlog::warn("webhooks: recording attempt {} of {} to {}: {}", a.attempt, d->event_id, d->endpoint_id, s.message());
+    spdlog::warn("webhooks: recording attempt {} of {} to {}: {}", a.attempt, d->event_id,
+                 d->endpoint_id, s.message());
   }
   d->attempts = a.attempt;
   d->next_unix_ms = a.outcome == "retrying" ? next : -1;

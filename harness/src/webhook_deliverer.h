@@ -97,7 +97,8 @@ class WebhookDeliverer {
   std::set<std::string> resolved_events_;
   std::vector<Pending> pending_;
   std::map<std::string, std::string> tenant_of_;  // session id -> tenant
-  std::map<std::pair<std::string, std::string>, Delivery> deliveries_;  // (endpoint, event) -> to send
+  std::map<std::pair<std::string, std::string>, Delivery>
+      deliveries_;  // (endpoint, event) -> to send
 };
 
 }  // namespace sinew::harness

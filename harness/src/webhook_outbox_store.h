@@ -20,6 +20,7 @@
 namespace sinew::harness {
 
 // `inner` and `state` are not owned and outlive the result.
-std::unique_ptr<store::SessionStore> MakeWebhookOutboxStore(store::SessionStore* inner, const WebhookState* state);
+std::unique_ptr<store::SessionStore> MakeWebhookOutboxStore(store::SessionStore* inner,
+                                                            const WebhookState* state);
 
 }  // namespace sinew::harness

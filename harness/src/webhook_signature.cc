@@ -14,7 +14,8 @@ constexpr std::string_view kSecretPrefix = "whsec_";
 
 std::string Base64(const unsigned char* data, size_t n) {
   std::string out(4 * ((n + 2) / 3), '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
+  const int written =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
   out.resize(static_cast<size_t>(written));
   return out;
 }
@@ -36,18 +37,21 @@ bool Unbase64(std::string_view text, std::string* out) {
 
 Result<std::string> KeyOf(std::string_view secret) {
   std::string key;
-  if (secret.substr(0, kSecretPrefix.size()) != kSecretPrefix || !Unbase64(secret.substr(kSecretPrefix.size()), &key)) {
+  if (secret.substr(0, kSecretPrefix.size()) != kSecretPrefix ||
+      !Unbase64(secret.substr(kSecretPrefix.size()), &key)) {
     return Status::InvalidArgument("a webhook secret is 'whsec_' followed by base64");
   }
   return key;
 }
 
-std::string Mac(const std::string& key, std::string_view id, int64_t timestamp, std::string_view body) {
-  const std::string content = std::string(id) + "." + std::to_string(timestamp) + "." + std::string(body);
+std::string Mac(const std::string& key, std::string_view id, int64_t timestamp,
+                std::string_view body) {
+  const std::string content =
+      std::string(id) + "." + std::to_string(timestamp) + "." + std::string(body);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(content.data()),
-       content.size(), mac, &mac_len);
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(content.data()), content.size(), mac, &mac_len);
   return std::string(reinterpret_cast<const char*>(mac), mac_len);
 }
 
@@ -66,8 +70,8 @@ Result<std::string> SignWebhook(std::string_view secret, std::string_view id, in
   return "v1," + Base64(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
 }
 
-bool VerifyWebhook(std::string_view secret, std::string_view id, int64_t timestamp, std::string_view body,
-                   std::string_view signature_header) {
+bool VerifyWebhook(std::string_view secret, std::string_view id, int64_t timestamp,
+                   std::string_view body, std::string_view signature_header) {
   auto key = KeyOf(secret);
   if (!key.ok()) return false;
   const std::string mac = Mac(*key, id, timestamp, body);
@@ -79,7 +83,8 @@ bool VerifyWebhook(std::string_view secret, std::string_view id, int64_t timesta
     pos = end + 1;
     std::string got;
     if (one.substr(0, 3) != "v1," || !Unbase64(one.substr(3), &got)) continue;
-    if (got.size() == mac.size() && CRYPTO_memcmp(got.data(), mac.data(), mac.size()) == 0) return true;
+    if (got.size() == mac.size() && CRYPTO_memcmp(got.data(), mac.data(), mac.size()) == 0)
+      return true;
   }
   return false;
 }

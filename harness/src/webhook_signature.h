@@ -21,12 +21,12 @@ namespace sinew::harness {
 
 // The webhook-signature header value "v1,<base64>" for one delivery.
 // Errors: kInvalidArgument when `secret` is not "whsec_" + base64.
-[[nodiscard]] Result<std::string> SignWebhook(std::string_view secret, std::string_view id, int64_t timestamp,
-                                              std::string_view body);
+[[nodiscard]] Result<std::string> SignWebhook(std::string_view secret, std::string_view id,
+                                              int64_t timestamp, std::string_view body);
 
 // True when one of the space-separated "v1,<base64>" signatures of `signature_header` is
 // the signature of (id, timestamp, body) under `secret` (compared in constant time).
-bool VerifyWebhook(std::string_view secret, std::string_view id, int64_t timestamp, std::string_view body,
-                   std::string_view signature_header);
+bool VerifyWebhook(std::string_view secret, std::string_view id, int64_t timestamp,
+                   std::string_view body, std::string_view signature_header);
 
 }  // namespace sinew::harness

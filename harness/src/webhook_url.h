@@ -33,11 +33,13 @@ struct WebhookTarget {
 
 // Checks a URL an endpoint is created with. Errors: kInvalidArgument saying why (not
 // http(s), user info, a refused address).
-[[nodiscard]] Result<WebhookTarget> CheckWebhookUrl(const std::string& url, const WebhookUrlPolicy& policy);
+[[nodiscard]] Result<WebhookTarget> CheckWebhookUrl(const std::string& url,
+                                                    const WebhookUrlPolicy& policy);
 
 // Resolves `target` now and checks every address. Returns the libcurl resolve entry
 // "host:port:addr[,addr...]" that pins the delivery to them. Errors: kUnavailable (the
 // name does not resolve), kPermissionDenied (an address is refused).
-[[nodiscard]] Result<std::string> ResolveWebhookTarget(const WebhookTarget& target, const WebhookUrlPolicy& policy);
+[[nodiscard]] Result<std::string> ResolveWebhookTarget(const WebhookTarget& target,
+                                                       const WebhookUrlPolicy& policy);
 
 }  // namespace sinew::harness

@@ -17,10 +17,13 @@ namespace json = boost::json;
 // config or an API key file carries.
 const std::string kRegistryLog = "\x1fsinew.webhooks.endpoints";
 const std::string kOutboxLog = "\x1fsinew.webhooks.outbox";
-std::string DeliveryLog(const std::string& endpoint_id) { return "\x1fsinew.webhooks.deliveries." + endpoint_id; }
+std::string DeliveryLog(const std::string& endpoint_id) {
+  return "\x1fsinew.webhooks.deliveries." + endpoint_id;
+}
 
-Result<v1::AuditRecord> Append(store::SessionStore* store, const std::string& log, const std::string& session_id,
-                               const std::string& action, const std::string& detail, int64_t time_ms) {
+Result<v1::AuditRecord> Append(store::SessionStore* store, const std::string& log,
+                               const std::string& session_id, const std::string& action,
+                               const std::string& detail, int64_t time_ms) {
   v1::AppendAuditRequest req;
   req.set_session_id(session_id);
   auto* a = req.mutable_audit();
@@ -55,7 +58,9 @@ std::string Str(const json::object& o, const char* key) {
 
 int64_t Int(const json::object& o, const char* key) {
   auto* v = o.if_contains(key);
-  return v != nullptr && v->is_int64() ? v->as_int64() : (v != nullptr && v->is_uint64() ? static_cast<int64_t>(v->as_uint64()) : 0);
+  return v != nullptr && v->is_int64()
+             ? v->as_int64()
+             : (v != nullptr && v->is_uint64() ? static_cast<int64_t>(v->as_uint64()) : 0);
 }
 
 }  // namespace
@@ -86,7 +91,8 @@ std::string WebhookEventId(const std::string& session_id, uint64_t seq) {
 }
 
 std::string WebhookBody(const v1::Event& ev, const std::string& tenant, const std::string& type) {
-  json::object data{{"session_id", ev.session_id()}, {"seq", ev.seq()}, {"tenant", SanitizeUtf8(tenant)}};
+  json::object data{
+      {"session_id", ev.session_id()}, {"seq", ev.seq()}, {"tenant", SanitizeUtf8(tenant)}};
   if (ev.has_status_change()) {
     data["from"] = store::SessionStatusName(ev.status_change().from());
     data["to"] = store::SessionStatusName(ev.status_change().to());
@@ -157,7 +163,8 @@ Status RecordWebhookCreated(store::SessionStore* store, const WebhookEndpoint& e
   json::object o = WebhookEndpointJson(ep);
   o["tenant"] = ep.tenant;
   o["secret"] = ep.secret;
-  return Append(store, kRegistryLog, ep.id, "create", json::serialize(o), ep.created_unix_ms).status();
+  return Append(store, kRegistryLog, ep.id, "create", json::serialize(o), ep.created_unix_ms)
+      .status();
 }
 
 Status RecordWebhookDeleted(store::SessionStore* store, const WebhookEndpoint& ep) {
@@ -166,11 +173,13 @@ Status RecordWebhookDeleted(store::SessionStore* store, const WebhookEndpoint& e
       .status();
 }
 
-Status RecordWebhookIntent(store::SessionStore* store, const std::string& session_id, uint64_t seq) {
+Status RecordWebhookIntent(store::SessionStore* store, const std::string& session_id,
+                           uint64_t seq) {
   return Append(store, kOutboxLog, session_id, "event", std::to_string(seq), NowUnixMs()).status();
 }
 
-Result<std::vector<WebhookIntent>> ReadWebhookIntents(store::SessionStore* store, std::string* after) {
+Result<std::vector<WebhookIntent>> ReadWebhookIntents(store::SessionStore* store,
+                                                      std::string* after) {
   std::vector<WebhookIntent> out;
   SINEW_RETURN_IF_ERROR(ReadLog(store, kOutboxLog, after, [&](const v1::AuditRecord& r) {
     WebhookIntent in;
@@ -182,37 +191,45 @@ Result<std::vector<WebhookIntent>> ReadWebhookIntents(store::SessionStore* store
   return out;
 }
 
-Status RecordWebhookAttempt(store::SessionStore* store, const std::string& endpoint_id, const WebhookAttempt& a) {
-  json::object o{{"event_id", a.event_id},   {"type", a.type},
-                 {"seq", a.seq},             {"attempt", a.attempt},
+Status RecordWebhookAttempt(store::SessionStore* store, const std::string& endpoint_id,
+                            const WebhookAttempt& a) {
+  json::object o{{"event_id", a.event_id},
+                 {"type", a.type},
+                 {"seq", a.seq},
+                 {"attempt", a.attempt},
                  {"event_unix_ms", a.event_unix_ms},
-                 {"status_code", a.status_code}, {"error", SanitizeUtf8(a.error.substr(0, 1024))},
-                 {"outcome", a.outcome},     {"next_attempt_unix_ms", a.next_attempt_unix_ms}};
-  return Append(store, DeliveryLog(endpoint_id), a.session_id, "attempt", json::serialize(o), a.time_unix_ms)
+                 {"status_code", a.status_code},
+                 {"error", SanitizeUtf8(a.error.substr(0, 1024))},
+                 {"outcome", a.outcome},
+                 {"next_attempt_unix_ms", a.next_attempt_unix_ms}};
+  return Append(store, DeliveryLog(endpoint_id), a.session_id, "attempt", json::serialize(o),
+                a.time_unix_ms)
       .status();
 }
 
-Result<std::vector<WebhookAttempt>> ReadWebhookAttempts(store::SessionStore* store, const std::string& endpoint_id) {
+Result<std::vector<WebhookAttempt>> ReadWebhookAttempts(store::SessionStore* store,
+                                                        const std::string& endpoint_id) {
   std::vector<WebhookAttempt> out;
   std::string after;
-  SINEW_RETURN_IF_ERROR(ReadLog(store, DeliveryLog(endpoint_id), &after, [&](const v1::AuditRecord& r) {
-    auto parsed = json_fields::ParseObject(r.audit().detail(), "webhook record");
-    if (!parsed.ok()) return;
-    const json::object& o = *parsed;
-    WebhookAttempt a;
-    a.event_id = Str(o, "event_id");
-    a.type = Str(o, "type");
-    a.session_id = r.session_id();
-    a.seq = static_cast<uint64_t>(Int(o, "seq"));
-    a.attempt = static_cast<uint32_t>(Int(o, "attempt"));
-    a.time_unix_ms = r.audit().time_unix_ms();
-    a.event_unix_ms = Int(o, "event_unix_ms");
-    a.status_code = static_cast<int>(Int(o, "status_code"));
-    a.error = Str(o, "error");
-    a.outcome = Str(o, "outcome");
-    a.next_attempt_unix_ms = Int(o, "next_attempt_unix_ms");
-    out.push_back(std::move(a));
-  }));
+  SINEW_RETURN_IF_ERROR(
+      ReadLog(store, DeliveryLog(endpoint_id), &after, [&](const v1::AuditRecord& r) {
+        auto parsed = json_fields::ParseObject(r.audit().detail(), "webhook record");
+        if (!parsed.ok()) return;
+        const json::object& o = *parsed;
+        WebhookAttempt a;
+        a.event_id = Str(o, "event_id");
+        a.type = Str(o, "type");
+        a.session_id = r.session_id();
+        a.seq = static_cast<uint64_t>(Int(o, "seq"));
+        a.attempt = static_cast<uint32_t>(Int(o, "attempt"));
+        a.time_unix_ms = r.audit().time_unix_ms();
+        a.event_unix_ms = Int(o, "event_unix_ms");
+        a.status_code = static_cast<int>(Int(o, "status_code"));
+        a.error = Str(o, "error");
+        a.outcome = Str(o, "outcome");
+        a.next_attempt_unix_ms = Int(o, "next_attempt_unix_ms");
+        out.push_back(std::move(a));
+      }));
   return out;
 }
 
@@ -224,8 +241,9 @@ json::array WebhookDeliveriesJson(const std::vector<WebhookAttempt>& attempts) {
     json::object& d = it->second;
     if (fresh) {
       order.push_back(a.event_id);
-      d = json::object{{"event_id", a.event_id}, {"type", a.type},  {"session_id", a.session_id},
-                       {"seq", a.seq},           {"attempts", 0}, {"event_unix_ms", a.event_unix_ms}};
+      d = json::object{
+          {"event_id", a.event_id}, {"type", a.type}, {"session_id", a.session_id},
+          {"seq", a.seq},           {"attempts", 0},  {"event_unix_ms", a.event_unix_ms}};
     }
     // A harness that crashed after sending and before recording sends again: its
     // attempt numbers restart from what was recorded, never below.

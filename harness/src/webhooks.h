@@ -64,10 +64,13 @@ WebhookUrlPolicy WebhookPolicyOf(const HarnessConfig& config, const std::string&
 
 // The registry, replayed: every endpoint ever created (deleted ones marked), by id.
 // `after` continues from a record id ("" from the start) and is set to the last one read.
-[[nodiscard]] Status ReadWebhookEndpoints(store::SessionStore* store, std::map<std::string, WebhookEndpoint>* out,
+[[nodiscard]] Status ReadWebhookEndpoints(store::SessionStore* store,
+                                          std::map<std::string, WebhookEndpoint>* out,
                                           std::string* after);
-[[nodiscard]] Status RecordWebhookCreated(store::SessionStore* store, const WebhookEndpoint& endpoint);
-[[nodiscard]] Status RecordWebhookDeleted(store::SessionStore* store, const WebhookEndpoint& endpoint);
+[[nodiscard]] Status RecordWebhookCreated(store::SessionStore* store,
+                                          const WebhookEndpoint& endpoint);
+[[nodiscard]] Status RecordWebhookDeleted(store::SessionStore* store,
+                                          const WebhookEndpoint& endpoint);
 
 // An outbox record: event `seq` of `session_id` may be a webhook.
 struct WebhookIntent {
@@ -75,9 +78,11 @@ struct WebhookIntent {
   uint64_t seq = 0;
   int64_t recorded_unix_ms = 0;
 };
-[[nodiscard]] Status RecordWebhookIntent(store::SessionStore* store, const std::string& session_id, uint64_t seq);
+[[nodiscard]] Status RecordWebhookIntent(store::SessionStore* store, const std::string& session_id,
+                                         uint64_t seq);
 // Outbox records after record id `*after` ("" from the start); sets *after to the last read.
-[[nodiscard]] Result<std::vector<WebhookIntent>> ReadWebhookIntents(store::SessionStore* store, std::string* after);
+[[nodiscard]] Result<std::vector<WebhookIntent>> ReadWebhookIntents(store::SessionStore* store,
+                                                                    std::string* after);
 
 // One attempt to deliver an event to an endpoint.
 struct WebhookAttempt {
@@ -93,11 +98,12 @@ struct WebhookAttempt {
   std::string outcome;  // "delivered", "retrying" or "failed" (the last two: not delivered)
   int64_t next_attempt_unix_ms = 0;  // outcome "retrying"
 };
-[[nodiscard]] Status RecordWebhookAttempt(store::SessionStore* store, const std::string& endpoint_id,
+[[nodiscard]] Status RecordWebhookAttempt(store::SessionStore* store,
+                                          const std::string& endpoint_id,
                                           const WebhookAttempt& attempt);
 // Every attempt to `endpoint_id`, oldest first.
-[[nodiscard]] Result<std::vector<WebhookAttempt>> ReadWebhookAttempts(store::SessionStore* store,
-                                                                      const std::string& endpoint_id);
+[[nodiscard]] Result<std::vector<WebhookAttempt>> ReadWebhookAttempts(
+    store::SessionStore* store, const std::string& endpoint_id);
 // The delivery log as the API shows it: one entry per event, newest first, with its
 // attempts, state and last answer.
 boost::json::array WebhookDeliveriesJson(const std::vector<WebhookAttempt>& attempts);

@@ -26,8 +26,10 @@ namespace json = boost::json;
 std::string Python(const std::string& args) {
   const std::string cmd =
       "python3 -c 'import hmac,hashlib,base64,sys; k=base64.b64decode(sys.argv[1][6:]); "
-      "print(\"v1,\"+base64.b64encode(hmac.new(k,(sys.argv[2]+\".\"+sys.argv[3]+\".\"+sys.argv[4]).encode(),"
-      "hashlib.sha256).digest()).decode())' " + args;
+      "print(\"v1,\"+base64.b64encode(hmac.new(k,(sys.argv[2]+\".\"+sys.argv[3]+\".\"+sys.argv[4])."
+      "encode(),"
+      "hashlib.sha256).digest()).decode())' " +
+      args;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return "";
   char buf[256] = {};
@@ -40,8 +42,8 @@ std::string Python(const std::string& args) {
 
 TEST(WebhookSignatureTest, SignaturesAreThoseOfPythonsHmacAndVerifyOnlyTheSignedContent) {
   // The Standard Webhooks example.
-  auto known = SignWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
-                           R"({"test": 2432232314})");
+  auto known = SignWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                           1614265330, R"({"test": 2432232314})");
   ASSERT_TRUE(known.ok());
   EXPECT_EQ(*known, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
   for (int i = 0; i < 3; ++i) {
@@ -52,7 +54,8 @@ TEST(WebhookSignatureTest, SignaturesAreThoseOfPythonsHmacAndVerifyOnlyTheSigned
     const std::string body = "{\"n\":" + std::to_string(i) + "}";
     auto sig = SignWebhook(*secret, id, 1700000000 + i, body);
     ASSERT_TRUE(sig.ok());
-    EXPECT_EQ(*sig, Python(*secret + " " + id + " " + std::to_string(1700000000 + i) + " '" + body + "'"));
+    EXPECT_EQ(*sig, Python(*secret + " " + id + " " + std::to_string(1700000000 + i) + " '" + body +
+                           "'"));
     EXPECT_TRUE(VerifyWebhook(*secret, id, 1700000000 + i, body, *sig));
     EXPECT_TRUE(VerifyWebhook(*secret, id, 1700000000 + i, body, "v1,bm90IGl0 " + *sig));
     EXPECT_FALSE(VerifyWebhook(*secret, id, 1700000000 + i, body + " ", *sig));
@@ -65,17 +68,36 @@ TEST(WebhookSignatureTest, SignaturesAreThoseOfPythonsHmacAndVerifyOnlyTheSigned
 
 TEST(WebhookUrlTest, LoopbackPrivateLinkLocalAndMappedAddressesAreRefusedUnlessAllowed) {
   const WebhookUrlPolicy none;
-  for (const char* url :
-       {"http://127.0.0.1/x", "http://127.1.2.3:8080/", "http://localhost/", "http://a.localhost/",
-        "http://10.1.2.3/", "http://172.16.0.1/", "http://172.31.255.255/", "http://192.168.1.1/",
-        "http://169.254.169.254/latest/meta-data", "http://0.0.0.0/", "http://100.64.0.1/", "http://224.0.0.1/",
-        "http://255.255.255.255/", "http://[::1]/", "http://[::]/", "http://[fe80::1]/", "http://[fd00::1]/",
-        "http://[ff02::1]/", "http://[::ffff:127.0.0.1]/", "http://[::ffff:10.0.0.1]/", "http://[64:ff9b::a00:1]/",
-        "ftp://example.com/", "http://user:pw@example.com/", "example.com", "http://exa mple.com/", ""}) {
+  for (const char* url : {"http://127.0.0.1/x",
+                          "http://127.1.2.3:8080/",
+                          "http://localhost/",
+                          "http://a.localhost/",
+                          "http://10.1.2.3/",
+                          "http://172.16.0.1/",
+                          "http://172.31.255.255/",
+                          "http://192.168.1.1/",
+                          "http://169.254.169.254/latest/meta-data",
+                          "http://0.0.0.0/",
+                          "http://100.64.0.1/",
+                          "http://224.0.0.1/",
+                          "http://255.255.255.255/",
+                          "http://[::1]/",
+                          "http://[::]/",
+                          "http://[fe80::1]/",
+                          "http://[fd00::1]/",
+                          "http://[ff02::1]/",
+                          "http://[::ffff:127.0.0.1]/",
+                          "http://[::ffff:10.0.0.1]/",
+                          "http://[64:ff9b::a00:1]/",
+                          "ftp://example.com/",
+                          "http://user:pw@example.com/",
+                          "example.com",
+                          "http://exa mple.com/",
+                          ""}) {
     EXPECT_FALSE(CheckWebhookUrl(url, none).ok()) << url;
   }
-  for (const char* url : {"https://example.com/hooks", "http://93.184.216.34:8080/x", "http://[2606:4700::1]/",
-                          "http://172.32.0.1/", "http://11.0.0.1/"}) {
+  for (const char* url : {"https://example.com/hooks", "http://93.184.216.34:8080/x",
+                          "http://[2606:4700::1]/", "http://172.32.0.1/", "http://11.0.0.1/"}) {
     EXPECT_TRUE(CheckWebhookUrl(url, none).ok()) << url;
   }
   WebhookUrlPolicy some;
@@ -102,28 +124,35 @@ TEST(WebhookUrlTest, LoopbackPrivateLinkLocalAndMappedAddressesAreRefusedUnlessA
 
 TEST(WebhookConfigTest, WebhookSettingsAreReadAndBadOnesNameTheirField) {
   auto config = [](const std::string& extra) {
-    return ParseConfig(R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "/x"}})" + extra +
-                       "}");
+    return ParseConfig(
+        R"({"store": {"dir": "/tmp/x"}, "api_keys": {"k": "t"}, "models": {"m": {"kind": "scripted", "script": "/x"}})" +
+        extra + "}");
   };
-  auto good = config(R"(, "tenants": {"t": {"webhook_allow_private": true, "webhook_allow": ["10.0.0.0/8", "h.internal"]}},
+  auto good = config(
+      R"(, "tenants": {"t": {"webhook_allow_private": true, "webhook_allow": ["10.0.0.0/8", "h.internal"]}},
                           "webhooks": {"retry_initial_ms": 10, "retry_max_ms": 20, "retry_for_seconds": 60,
                                        "poll_ms": 10, "timeout_ms": 500})");
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_TRUE(good->tenants.at("t").webhook_allow_private);
-  EXPECT_EQ(good->tenants.at("t").webhook_allow, (std::vector<std::string>{"10.0.0.0/8", "h.internal"}));
+  EXPECT_EQ(good->tenants.at("t").webhook_allow,
+            (std::vector<std::string>{"10.0.0.0/8", "h.internal"}));
   EXPECT_EQ(good->webhooks.retry_max_ms, 20u);
   EXPECT_EQ(good->webhooks.retry_for_seconds, 60u);
   const std::pair<const char*, const char*> bad[] = {
-      {R"(, "tenants": {"t": {"webhook_allow": ["10.0.0.0/99"]}})", "config.tenants.t.webhook_allow[0]"},
-      {R"(, "tenants": {"t": {"webhook_allow_private": "yes"}})", "config.tenants.t.webhook_allow_private"},
+      {R"(, "tenants": {"t": {"webhook_allow": ["10.0.0.0/99"]}})",
+       "config.tenants.t.webhook_allow[0]"},
+      {R"(, "tenants": {"t": {"webhook_allow_private": "yes"}})",
+       "config.tenants.t.webhook_allow_private"},
       {R"(, "webhooks": {"retry_initial_ms": 0})", "config.webhooks.retry_initial_ms"},
-      {R"(, "webhooks": {"retry_initial_ms": 500, "retry_max_ms": 100})", "config.webhooks.retry_initial_ms"},
+      {R"(, "webhooks": {"retry_initial_ms": 500, "retry_max_ms": 100})",
+       "config.webhooks.retry_initial_ms"},
       {R"(, "webhooks": {"poll_ms": 1})", "config.webhooks.poll_ms"},
       {R"(, "webhooks": {"colour": 1})", "config.webhooks"}};
   for (const auto& [extra, field] : bad) {
     auto parsed = config(extra);
     ASSERT_FALSE(parsed.ok()) << extra;
-    EXPECT_NE(parsed.status().message().find(field), std::string::npos) << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find(field), std::string::npos)
+        << parsed.status().message();
   }
 }
 
@@ -154,7 +183,8 @@ class WebhooksTest : public ::testing::Test {
       if (!ec && parsed.is_object()) got.type = Str(parsed.as_object(), "type");
       auto secret = secrets_.find(r.target);
       got.signed_ok = secret != secrets_.end() &&
-                      VerifyWebhook(secret->second, got.id, std::atoll(got.timestamp.c_str()), got.body, got.signature);
+                      VerifyWebhook(secret->second, got.id, std::atoll(got.timestamp.c_str()),
+                                    got.body, got.signature);
       received_.push_back(got);
       int& failures = fail_[r.target];
       if (failures > 0) {
@@ -175,9 +205,11 @@ class WebhooksTest : public ::testing::Test {
 
   std::string Config() const {
     return R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
-      "api_keys": {")" + std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
+      "api_keys": {")" +
+           std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
       "default_model": "chat",
-      "models": {"chat": {"kind": "scripted", "script": ")" + dir_.path() + R"(/chat.json"},
+      "models": {"chat": {"kind": "scripted", "script": ")" +
+           dir_.path() + R"(/chat.json"},
                  "broken": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "max_retries": 0}},
       "tenants": {"tenant-a": {"webhook_allow": ["127.0.0.1"]}},
       "webhooks": {"retry_initial_ms": 100, "retry_max_ms": 400, "poll_ms": 50, "timeout_ms": 1000},
@@ -223,7 +255,8 @@ class WebhooksTest : public ::testing::Test {
     std::set<std::string> out;
     for (const auto& e : AllEvents(base_, kKeyA, id)) {
       const std::string type = Str(e, "type");
-      if (type == "status_change" || (errors && type == "error")) out.insert("evt_" + id + "_" + Str(e, "seq"));
+      if (type == "status_change" || (errors && type == "error"))
+        out.insert("evt_" + id + "_" + Str(e, "seq"));
     }
     return out;
   }
@@ -246,9 +279,9 @@ class WebhooksTest : public ::testing::Test {
   std::unique_ptr<HarnessProcess> harness_;
   std::string base_;
   std::mutex mu_;
-  std::vector<Received> received_;          // guarded by mu_
+  std::vector<Received> received_;              // guarded by mu_
   std::map<std::string, std::string> secrets_;  // path -> secret; guarded by mu_
-  std::map<std::string, int> fail_;          // path -> 500s still to answer; guarded by mu_
+  std::map<std::string, int> fail_;             // path -> 500s still to answer; guarded by mu_
   std::atomic<int> delay_ms_{0};
 };
 
@@ -303,7 +336,8 @@ TEST_F(WebhooksTest, AnEndpointGetsOnlyTheEventTypesItAskedFor) {
   const auto all = Expected(id);
   const auto errors = Expected(id, false);
   std::set<std::string> error_ids;
-  std::set_difference(all.begin(), all.end(), errors.begin(), errors.end(), std::inserter(error_ids, error_ids.end()));
+  std::set_difference(all.begin(), all.end(), errors.begin(), errors.end(),
+                      std::inserter(error_ids, error_ids.end()));
   ASSERT_EQ(error_ids.size(), 1u);
   ASSERT_TRUE(WaitForAll("/all", all));
   ASSERT_TRUE(WaitForAll("/errors", error_ids));
@@ -360,12 +394,14 @@ TEST_F(WebhooksTest, AnotherTenantsEndpointIs404AndBadInputIs400AndChangesNothin
   const std::string local = receiver_->url();
   for (const std::string& body :
        {std::string(R"({"url": ")") + local + R"(/x"})",  // tenant-b may not use loopback
-        std::string(R"({"url": "http://10.0.0.1/x"})"), std::string(R"({"url": "http://[::1]:80/"})"),
-        std::string(R"({"url": "http://169.254.169.254/"})"), std::string(R"({"url": "file:///etc/passwd"})"),
+        std::string(R"({"url": "http://10.0.0.1/x"})"),
+        std::string(R"({"url": "http://[::1]:80/"})"),
+        std::string(R"({"url": "http://169.254.169.254/"})"),
+        std::string(R"({"url": "file:///etc/passwd"})"),
         std::string(R"({"url": "https://example.com/", "events": ["session.created"]})"),
         std::string(R"({"url": "https://example.com/", "events": []})"),
-        std::string(R"({"url": "https://example.com/", "colour": "red"})"), std::string(R"({"events": []})"),
-        std::string(R"({"url": 7})"), std::string("not json")}) {
+        std::string(R"({"url": "https://example.com/", "colour": "red"})"),
+        std::string(R"({"events": []})"), std::string(R"({"url": 7})"), std::string("not json")}) {
     auto r = Api("POST", base_ + "/v1/webhooks", kKeyB, body);
     EXPECT_EQ(r.status, 400) << body << " " << r.body;
     EXPECT_EQ(Str(r.json.at("error").as_object(), "code"), "invalid_argument") << r.body;
