@@ -198,6 +198,9 @@ class WebhooksTest : public ::testing::Test {
     store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
     ASSERT_FALSE(store_->address.empty()) << "sinew-store did not start";
     WriteFile(dir_.Sub("chat.json"), R"({"responses": [{"text": "Done."}], "loop": true})");
+    WriteFile(dir_.Sub("asks.json"),
+              R"({"responses": [{"text": "May I?", "tool_calls": [{"name": "http_request",
+                  "input": {"url": "http://127.0.0.1:1/x"}}]}, {"text": "Done."}]})");
     harness_ = Start("harness.json");
     ASSERT_NE(harness_, nullptr);
     base_ = harness_->url();
@@ -210,7 +213,10 @@ class WebhooksTest : public ::testing::Test {
       "default_model": "chat",
       "models": {"chat": {"kind": "scripted", "script": ")" +
            dir_.path() + R"(/chat.json"},
+                 "asks": {"kind": "scripted", "script": ")" +
+           dir_.path() + R"(/asks.json"},
                  "broken": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "max_retries": 0}},
+      "http_request": {"allow": [{"host": "127.0.0.1:1"}]},
       "tenants": {"tenant-a": {"webhook_allow": ["127.0.0.1"]}},
       "webhooks": {"retry_initial_ms": 100, "retry_max_ms": 400, "poll_ms": 50, "timeout_ms": 1000},
       "lease_ttl_ms": 3000, "scan_interval_ms": 300})";
@@ -299,8 +305,10 @@ TEST_F(WebhooksTest, ASessionsStatusChangesReachARealReceiverSignedAndAreInTheDe
     EXPECT_EQ(Str(body, "id"), g.id);
     EXPECT_EQ(Str(body.at("data").as_object(), "session_id"), id);
   }
-  auto last = json::parse(Got("/all").back().body).as_object();
-  EXPECT_EQ(Str(last.at("data").as_object(), "to"), "completed");
+  std::set<std::string> statuses;
+  for (const auto& g : Got("/all"))
+    statuses.insert(Str(json::parse(g.body).at("data").as_object(), "to"));
+  EXPECT_EQ(statuses, (std::set<std::string>{"running", "completed"}));
 
   // The delivery log: one entry per event, delivered.
   json::array deliveries;
@@ -345,6 +353,27 @@ TEST_F(WebhooksTest, AnEndpointGetsOnlyTheEventTypesItAskedFor) {
     EXPECT_EQ(g.type, "session.error") << g.body;
     auto data = json::parse(g.body).at("data").as_object();
     EXPECT_EQ(Str(data, "code"), "model_error");
+  }
+
+  // A tool call waiting for a decision: its status change is session.requires_action, sent
+  // to the endpoint that asked for that type alone and to the one that takes all.
+  CreateEndpoint("/asks", R"(["session.requires_action"])");
+  const std::string asking = Submit(
+      R"({"prompt": "fetch", "model": "asks", "approvals": {"tools": {"http_request": "ask"}}})");
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, asking, "requires_action"), "requires_action");
+  std::set<std::string> waiting;
+  for (const auto& e : AllEvents(base_, kKeyA, asking)) {
+    const auto* change = e.if_contains("status_change");
+    if (change != nullptr && Str(change->as_object(), "to") == "SESSION_STATUS_REQUIRES_ACTION") {
+      waiting.insert("evt_" + asking + "_" + Str(e, "seq"));
+    }
+  }
+  ASSERT_EQ(waiting.size(), 1u);
+  ASSERT_TRUE(WaitForAll("/asks", waiting));
+  ASSERT_TRUE(WaitForAll("/all", waiting));
+  for (const auto& g : Got("/asks")) {
+    EXPECT_EQ(g.type, "session.requires_action") << g.body;
+    EXPECT_EQ(Str(json::parse(g.body).at("data").as_object(), "to"), "requires_action");
   }
 }
 
