@@ -372,5 +372,28 @@ TEST_F(CliRemoteTest, ErrorsSayWhatToDoNext) {
   EXPECT_NE(help.out.find("--step"), std::string::npos);
 }
 
+// sinew webhook: create prints the id and the secret once; ls, deliveries, rm; a refused
+// URL exits 2 with the server's reason and creates nothing.
+TEST_F(CliRemoteTest, WebhookCreateListDeliveriesAndRm) {
+  auto made = platform_->Sinew({"webhook", "create", "https://example.com/hook", "--event", "session.error"});
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  auto words = Lines(made.out).at(0);
+  const std::string id = words.substr(0, words.find(' '));
+  ASSERT_EQ(id.size(), 32u) << made.out;
+  EXPECT_NE(made.out.find("whsec_"), std::string::npos) << made.out;
+  auto listed = platform_->Sinew({"webhook", "ls"});
+  EXPECT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.out.find(id + "  https://example.com/hook  session.error"), std::string::npos) << listed.out;
+  EXPECT_EQ(listed.out.find("whsec_"), std::string::npos) << listed.out;
+  EXPECT_EQ(platform_->Sinew({"webhook", "deliveries", id}).exit_code, 0);
+  auto refused = platform_->Sinew({"webhook", "create", "http://127.0.0.1:9/x"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.out.find("loopback"), std::string::npos) << refused.out;
+  EXPECT_EQ(Lines(platform_->Sinew({"webhook", "ls"}).out).size(), 1u);
+  EXPECT_EQ(platform_->Sinew({"webhook", "rm", id}).exit_code, 0);
+  EXPECT_EQ(platform_->Sinew({"webhook", "ls"}).out, "");
+  EXPECT_EQ(platform_->Sinew({"webhook", "deliveries", id}).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace sinew::cli

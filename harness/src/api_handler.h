@@ -71,13 +71,20 @@ class SessionControl {
 using SandboxRoutes = std::function<ApiResponse(const ApiRequest&, const Caller&, const std::vector<std::string>& parts,
                                                 const std::string& query)>;
 SandboxRoutes MakeSandboxRoutes(const HarnessDeps* deps);
+// The routes under /v1/webhooks (api_webhooks.cc; docs/harness.md, "Webhooks").
+using WebhookRoutes =
+    std::function<ApiResponse(const ApiRequest&, const Caller&, const std::vector<std::string>& parts)>;
+WebhookRoutes MakeWebhookRoutes(const HarnessDeps* deps);
 
 class ApiHandler {
  public:
   // `deps` is not owned and outlives the handler; its owner field may be set after
   // construction, before the first request that needs it.
   ApiHandler(const HarnessDeps* deps, SessionControl* control)
-      : deps_(*deps), control_(control), sandbox_routes_(MakeSandboxRoutes(deps)) {}
+      : deps_(*deps),
+        control_(control),
+        sandbox_routes_(MakeSandboxRoutes(deps)),
+        webhook_routes_(MakeWebhookRoutes(deps)) {}
 
   ApiResponse Handle(const ApiRequest& request);
 
@@ -167,6 +174,7 @@ class ApiHandler {
   const HarnessDeps& deps_;
   SessionControl* control_;  // not owned
   const SandboxRoutes sandbox_routes_;
+  const WebhookRoutes webhook_routes_;
   std::mutex admission_mutex_;
   std::map<std::string, std::unique_ptr<std::mutex>> admission_;  // per tenant; guarded by admission_mutex_
 };

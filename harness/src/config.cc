@@ -7,6 +7,7 @@
 
 #include "api_keys.h"
 #include "approvals.h"
+#include "webhook_url.h"
 #include "sinew/grpc_tls.h"
 #include "sinew/http/server.h"
 #include "sinew/json_fields.h"
@@ -135,7 +136,7 @@ Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQ
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
       "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second,approvals,max_api_sandboxes,"
-      "sandbox_creations_per_minute",
+      "sandbox_creations_per_minute,webhook_allow_private,webhook_allow",
       where));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_concurrent_sessions", where, &q->max_concurrent_sessions));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_sandboxes", where, &q->max_sandboxes));
@@ -147,6 +148,18 @@ Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQ
   if (const json::value* approvals = o.if_contains("approvals"); approvals != nullptr && !approvals->is_null()) {
     SINEW_ASSIGN_OR_RETURN(ApprovalPolicy policy, ParseApprovalPolicy(*approvals, where + ".approvals"));
     q->approvals_json = json::serialize(ApprovalPolicyToJson(policy));
+  }
+  SINEW_RETURN_IF_ERROR(ReadBool(o, "webhook_allow_private", where, &q->webhook_allow_private));
+  const json::array* allow = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadArray(o, "webhook_allow", where, &allow));
+  if (allow != nullptr) {
+    for (size_t i = 0; i < allow->size(); ++i) {
+      const std::string w = where + ".webhook_allow[" + std::to_string(i) + "]";
+      if (!(*allow)[i].is_string()) return Status::InvalidArgument(w + " must be a string");
+      const std::string entry((*allow)[i].as_string());
+      SINEW_RETURN_IF_ERROR(CheckWebhookAllowEntry(entry, w));
+      q->webhook_allow.push_back(entry);
+    }
   }
   return Status::Ok();
 }
@@ -411,7 +424,31 @@ Status CheckWhole(HarnessConfig* c) {
   SINEW_RETURN_IF_ERROR(http::CheckPlainOnlyOnLoopback(colon == std::string::npos ? c->listen : c->listen.substr(0, colon),
                                                        !c->tls.cert_file.empty(), c->insecure, "config.insecure"));
   if (c->read_timeout_seconds == 0) return Status::InvalidArgument("config.read_timeout_seconds must be at least 1");
+
   return CheckAdvertiseUrl(c->advertise_url, "config.advertise_url");
+}
+
+// config.webhooks (WebhooksConfig).
+Status ParseWebhooks(const json::object& root, HarnessConfig* c) {
+  const json::object* o = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(root, "webhooks", "config", &o));
+  if (o == nullptr) return Status::Ok();
+  const std::string where = "config.webhooks";
+  SINEW_RETURN_IF_ERROR(
+      RejectUnknownKeys(*o, "retry_initial_ms,retry_max_ms,retry_for_seconds,poll_ms,timeout_ms", where));
+  WebhooksConfig& w = c->webhooks;
+  SINEW_RETURN_IF_ERROR(ReadUint32(*o, "retry_initial_ms", where, &w.retry_initial_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(*o, "retry_max_ms", where, &w.retry_max_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(*o, "retry_for_seconds", where, &w.retry_for_seconds));
+  SINEW_RETURN_IF_ERROR(ReadUint32(*o, "poll_ms", where, &w.poll_ms));
+  SINEW_RETURN_IF_ERROR(ReadUint32(*o, "timeout_ms", where, &w.timeout_ms));
+  if (w.retry_initial_ms == 0 || w.retry_max_ms < w.retry_initial_ms) {
+    return Status::InvalidArgument(where + ".retry_initial_ms must be at least 1 and at most retry_max_ms");
+  }
+  if (w.retry_for_seconds == 0) return Status::InvalidArgument(where + ".retry_for_seconds must be at least 1");
+  if (w.poll_ms < 10 || w.poll_ms > 600000) return Status::InvalidArgument(where + ".poll_ms must be from 10 to 600000");
+  if (w.timeout_ms < 100) return Status::InvalidArgument(where + ".timeout_ms must be at least 100");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -422,14 +459,14 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_sessions_driven,max_request_bytes,read_timeout_seconds,"
-      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants",
+      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants,webhooks",
       "config"));
   HarnessConfig c;
   // In this order: the errors of an earlier section come first, and ParseTls reads what
   // ParseStore and ParseSandboxd set.
   for (Status (*section)(const json::object&, HarnessConfig*) :
        {ParseTopLevel, ParseStore, ParseSandboxd, ParseTls, ParseTenancy, ParseModels, ParseSecrets,
-        ParseHttpRequestTool, ParseLimits}) {
+        ParseHttpRequestTool, ParseLimits, ParseWebhooks}) {
     SINEW_RETURN_IF_ERROR(section(root, &c));
   }
   SINEW_RETURN_IF_ERROR(CheckWhole(&c));

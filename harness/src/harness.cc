@@ -27,6 +27,8 @@
 #include "http_server.h"
 #include "json_util.h"
 #include "sinew/session_store/shard_map.h"
+#include "webhook_deliverer.h"
+#include "webhook_outbox_store.h"
 
 namespace sinew::harness {
 namespace {
@@ -60,6 +62,8 @@ class HarnessImpl final : public Harness, public SessionControl {
         SINEW_ASSIGN_OR_RETURN(store_, store::ConnectSessionStore(config_.store_address, remote));
       }
     }
+    // Drivers and the API append through the outbox writer (docs/harness.md, "Webhooks").
+    outbox_store_ = MakeWebhookOutboxStore(store_.get(), &webhook_state_);
     vault_ = Vault::Create(config_.secrets);
     SINEW_RETURN_IF_ERROR(AddBuiltinAgents(&config_));  // a config built in code has none yet
     for (const auto& [name, m] : config_.models) {
@@ -90,6 +94,8 @@ class HarnessImpl final : public Harness, public SessionControl {
     owner_ = config_.advertise_url + "#" + std::to_string(::getpid()) + "-" + RandomHex(8);
     deps_.owner = owner_;
     background_ = std::thread([this] { BackgroundLoop(); });
+    deliverer_ = std::make_unique<WebhookDeliverer>(&config_, store_.get(), &webhook_state_);
+    deliverer_->Start(owner_, config_.advertise_url);
     return Status::Ok();
   }
 
@@ -203,6 +209,7 @@ class HarnessImpl final : public Harness, public SessionControl {
       for (auto& [id, driver] : drivers_) driver->Interrupt();
     }
     bg_cv_.notify_all();
+    if (deliverer_) deliverer_->Stop();
     if (server_) server_->Stop();
     {
       // Every driver sees the stop at its next step (a model call in flight was interrupted).
@@ -226,7 +233,7 @@ class HarnessImpl final : public Harness, public SessionControl {
   HarnessDeps Deps() {
     HarnessDeps d;
     d.config = &config_;
-    d.store = store_.get();
+    d.store = outbox_store_.get();
     d.vault = vault_.get();
     d.models = &models_;
     d.proxy = proxy_.get();
@@ -234,6 +241,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     d.metrics = &metrics_;
     d.api_keys = api_keys_.get();
     d.quotas = quotas_.get();
+    d.webhooks = &webhook_state_;
     d.owner = owner_;
     d.stopping = &stopping_;
     return d;
@@ -437,6 +445,9 @@ class HarnessImpl final : public Harness, public SessionControl {
   std::set<std::string> down_shards_;  // the last scan's unanswered store shards; background thread only
   std::map<std::string, int64_t> idle_limit_ms_;  // waiting sessions' idle limits; background thread only
   std::unique_ptr<store::SessionStore> store_;
+  WebhookState webhook_state_;
+  std::unique_ptr<store::SessionStore> outbox_store_;  // store_ writing the webhook outbox ahead
+  std::unique_ptr<WebhookDeliverer> deliverer_;
   std::unique_ptr<Vault> vault_;
   std::map<std::string, std::unique_ptr<ModelClient>> models_;
   std::unique_ptr<ProxyTools> proxy_;

@@ -16,6 +16,7 @@
 #include "tenant_quotas.h"
 #include "proxy_tools.h"
 #include "sandbox_backend.h"
+#include "webhooks.h"
 
 namespace sinew::harness {
 
@@ -29,6 +30,7 @@ struct HarnessDeps {
   Metrics* metrics = nullptr;
   ApiKeys* api_keys = nullptr;
   TenantQuotas* quotas = nullptr;
+  WebhookState* webhooks = nullptr;
   std::string owner;
   const std::atomic<bool>* stopping = nullptr;
 };

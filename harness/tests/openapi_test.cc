@@ -121,6 +121,15 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
   }
   const std::string missing(32, 'f');
   const std::string s = "/v1/sessions/" + done, m = "/v1/sessions/" + missing;
+  // Webhook endpoints (docs/harness.md, "Webhooks"): one to read, one to delete. A public
+  // name is not resolved at creation (the deliveries to it fail here, offline).
+  auto webhook = [&] {
+    auto r = Api("POST", base_ + "/v1/webhooks", kKeyA, R"({"url": "https://example.com/hook"})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? std::string(r.json.at("webhook").at("id").as_string()) : missing;
+  };
+  const std::string hook = "/v1/webhooks/" + webhook(), doomed = "/v1/webhooks/" + webhook();
+  const std::string no_hook = "/v1/webhooks/" + missing;
 
   // The cases of each operation, its success first (the sweeps below send that one again).
   const std::map<std::string, std::vector<Request>> cases = {
@@ -226,6 +235,26 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
       {"POST /v1/sandboxes/{id}/execute",
        {{"unknown id", "POST", "/v1/sandboxes/" + missing + "/execute", {auth, as_json},
          R"({"name": "bash", "input": {"command": "ls"}})"}}},
+      {"POST /v1/webhooks",
+       {{"created", "POST", "/v1/webhooks", {auth, as_json},
+         R"({"url": "https://example.com/a", "events": ["session.error"], "description": "errors"})"},
+        {"a loopback URL", "POST", "/v1/webhooks", {auth, as_json}, R"({"url": "http://127.0.0.1:9/x"})"},
+        {"an event type the enum lacks", "POST", "/v1/webhooks", {auth, as_json},
+         R"({"url": "https://example.com/a", "events": ["session.created"]})"},
+        {"no media type", "POST", "/v1/webhooks", {auth}, R"({"url": "https://example.com/a"})"},
+        {"PUT, a method it does not have", "PUT", "/v1/webhooks", {auth, as_json}, "{}"},
+        {"no key", "POST", "/v1/webhooks", {as_json}, R"({"url": "https://example.com/a"})"}}},
+      {"GET /v1/webhooks", {{"listed", "GET", "/v1/webhooks", {auth}, ""}, {"no key", "GET", "/v1/webhooks", {}, ""}}},
+      {"GET /v1/webhooks/{id}",
+       {{"found", "GET", hook, {auth}, ""},
+        {"unknown id", "GET", no_hook, {auth}, ""},
+        {"PATCH, a method it does not have", "PATCH", hook, {auth, as_json}, "{}"}}},
+      {"DELETE /v1/webhooks/{id}",
+       {{"deleted", "DELETE", doomed, {auth}, ""}, {"unknown id", "DELETE", no_hook, {auth}, ""}}},
+      {"GET /v1/webhooks/{id}/deliveries",
+       {{"the log", "GET", hook + "/deliveries", {auth}, ""},
+        {"unknown id", "GET", no_hook + "/deliveries", {auth}, ""},
+        {"POST, a method it does not have", "POST", hook + "/deliveries", {auth, as_json}, "{}"}}},
       {"GET /healthz", {{"alive", "GET", "/healthz", {}, ""}}},
       {"GET /readyz", {{"ready", "GET", "/readyz", {}, ""}}},
       {"GET /metrics", {{"metrics", "GET", "/metrics", {}, ""}}},

@@ -97,6 +97,7 @@ class Easy {
   ~Easy() {
     if (handle_ != nullptr) curl_easy_cleanup(handle_);
     if (headers_ != nullptr) curl_slist_free_all(headers_);
+    if (resolve_ != nullptr) curl_slist_free_all(resolve_);
   }
   Easy(const Easy&) = delete;
   Easy& operator=(const Easy&) = delete;
@@ -137,6 +138,8 @@ class Easy {
     // Proxies from the environment are never used: Sinew talks to what it is told.
     curl_easy_setopt(h, CURLOPT_PROXY, "");
     SetTls(h, request_.tls);
+    for (const auto& entry : request_.resolve) resolve_ = curl_slist_append(resolve_, entry.c_str());
+    if (resolve_ != nullptr) curl_easy_setopt(h, CURLOPT_RESOLVE, resolve_);
     return h;
   }
 
@@ -156,6 +159,7 @@ class Easy {
   Transfer transfer_;
   CURL* handle_ = nullptr;
   curl_slist* headers_ = nullptr;
+  curl_slist* resolve_ = nullptr;
 };
 
 }  // namespace

@@ -42,6 +42,10 @@ struct ClientRequest {
   // Called about once a second while the transfer runs (may be empty).
   std::function<void()> on_tick;
   ClientTls tls;
+  // libcurl resolve entries "host:port:addr[,addr...]": connect to these addresses for
+  // that host instead of resolving it (a caller that checked where a name points).
+  // Default: none
+  std::vector<std::string> resolve;
 };
 
 struct ClientResponse {

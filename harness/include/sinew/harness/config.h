@@ -124,6 +124,27 @@ struct TenantQuotaConfig {
   // The tenant's default tool approval policy (docs/harness.md, "Tool approvals"), as
   // normalized JSON, for sessions whose task names none. Default: "" (every call allowed)
   std::string approvals_json;
+  // Webhook endpoints of the tenant may point at loopback, private, link-local and
+  // reserved addresses (docs/harness.md, "Webhooks"). Default: false
+  bool webhook_allow_private = false;
+  // Host names, IP addresses and CIDRs its webhooks may point at even though private.
+  // Default: none
+  std::vector<std::string> webhook_allow;
+};
+
+// config.webhooks: how deliveries are retried and sent (docs/harness.md, "Webhooks").
+struct WebhooksConfig {
+  // The first retry's wait; each later one doubles, up to retry_max_ms. Default: 5000
+  uint32_t retry_initial_ms = 5000;
+  // Default: 3600000 (1 h)
+  uint32_t retry_max_ms = 3600000;
+  // How long after its event a delivery is tried before it is marked failed.
+  // Default: 86400 (24 h)
+  uint32_t retry_for_seconds = 86400;
+  // How often the outbox and the endpoints are read. Default: 1000
+  uint32_t poll_ms = 1000;
+  // One delivery's whole-request limit (at most a third of lease_ttl_ms is used). Default: 3000
+  uint32_t timeout_ms = 3000;
 };
 
 // config.sandboxd.provision_timeout_seconds when absent.
@@ -201,6 +222,7 @@ struct HarnessConfig {
   // Log lines: "text" (for people) or "json" (JSON lines; docs/logging.md); the
   // command line's --log-format overrides it. Default: "text"
   std::string log_format = "text";
+  WebhooksConfig webhooks;
 };
 
 // The built-in agents: models every harness offers under these reserved names, with no
