@@ -60,5 +60,6 @@ void AddStoreCommands(CLI::App& app, Context& ctx);    // store inspect, store b
 void AddEvalCommands(CLI::App& app, Context& ctx);     // eval run, resume, report
 void AddKeyCommands(CLI::App& app, Context& ctx);      // hash-key
 void AddSandboxCommands(CLI::App& app, Context& ctx);  // sandbox create, ls, show, exec, rm, ...
+void AddScheduleCommands(CLI::App& app, Context& ctx);  // schedule create, ls, show, pause, resume, rm
 
 }  // namespace sinew::cli

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   sinew::cli::AddStoreCommands(app, ctx);
   sinew::cli::AddKeyCommands(app, ctx);
   sinew::cli::AddSandboxCommands(app, ctx);
+  sinew::cli::AddScheduleCommands(app, ctx);
   sinew::cli::AddEvalCommands(app, ctx);
   sinew::cli::ListGlobalOptionsInEveryHelp(app);
   try {

@@ -121,6 +121,15 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
   }
   const std::string missing(32, 'f');
   const std::string s = "/v1/sessions/" + done, m = "/v1/sessions/" + missing;
+  // Two schedules (docs/harness.md, "Schedules"): one to show, pause and resume, one to delete.
+  auto schedule = [&] {
+    auto r = Api("POST", base_ + "/v1/schedules", kKeyA, R"({"cron": "@daily", "task": {"prompt": "hi"}})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? "/v1/schedules/" + std::string(r.json.at("schedule").at("id").as_string()) : "";
+  };
+  const std::string sc = schedule(), doomed = schedule(), msc = "/v1/schedules/" + missing;
+  ASSERT_FALSE(sc.empty());
+  ASSERT_FALSE(doomed.empty());
 
   // The cases of each operation, its success first (the sweeps below send that one again).
   const std::map<std::string, std::vector<Request>> cases = {
@@ -216,6 +225,43 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"a page token not issued", "GET", "/v1/audit?page_token=zz", {auth}, ""},
         {"POST, a method it does not have", "POST", "/v1/audit", {auth, as_json}, "{}"},
         {"no key", "GET", "/v1/audit", {}, ""}}},
+      {"POST /v1/schedules",
+       {{"created", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin", "missed": "run_once", "task": {"prompt": "hi"}})"},
+        {"a cron that never fires", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "0 0 30 2 *", "task": {"prompt": "hi"}})"},
+        {"every second", "POST", "/v1/schedules", {auth, as_json}, R"({"cron": "* * * * * *", "task": {"prompt": "hi"}})"},
+        {"an unknown zone", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "@daily", "timezone": "Mars/Olympus", "task": {"prompt": "hi"}})"},
+        {"a missed policy the enum lacks", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "@daily", "missed": "always", "task": {"prompt": "hi"}})"},
+        {"no media type", "POST", "/v1/schedules", {auth}, R"({"cron": "@daily", "task": {"prompt": "hi"}})"},
+        {"no key", "POST", "/v1/schedules", {as_json}, R"({"cron": "@daily", "task": {"prompt": "hi"}})"}}},
+      {"GET /v1/schedules",
+       {{"listed", "GET", "/v1/schedules?limit=2", {auth}, ""},
+        {"limit=0", "GET", "/v1/schedules?limit=0", {auth}, ""},
+        {"a page token not issued", "GET", "/v1/schedules?page_token=zz", {auth}, ""},
+        {"PUT, a method it does not have", "PUT", "/v1/schedules", {auth, as_json}, "{}"},
+        {"no key", "GET", "/v1/schedules", {}, ""}}},
+      {"GET /v1/schedules/{id}",
+       {{"shown", "GET", sc, {auth}, ""},
+        {"unknown id", "GET", msc, {auth}, ""},
+        {"another tenant's", "GET", sc, {"Authorization: Bearer " + std::string(kKeyB)}, ""},
+        {"no key", "GET", sc, {}, ""}}},
+      {"DELETE /v1/schedules/{id}",
+       {{"deleted", "DELETE", doomed, {auth}, ""},
+        {"already deleted", "DELETE", doomed, {auth}, ""},
+        {"unknown id", "DELETE", msc, {auth}, ""},
+        {"no key", "DELETE", sc, {}, ""}}},
+      {"POST /v1/schedules/{id}/pause",
+       {{"paused", "POST", sc + "/pause", {auth}, ""},
+        {"unknown id", "POST", msc + "/pause", {auth}, ""},
+        {"GET, a method it does not have", "GET", sc + "/pause", {auth}, ""},
+        {"no key", "POST", sc + "/pause", {}, ""}}},
+      {"POST /v1/schedules/{id}/resume",
+       {{"resumed", "POST", sc + "/resume", {auth}, ""},
+        {"another tenant's", "POST", sc + "/resume", {"Authorization: Bearer " + std::string(kKeyB)}, ""},
+        {"no key", "POST", sc + "/resume", {}, ""}}},
       // The sandbox routes' refusals without a sinew-sandboxd (their successes:
       // harness_sandbox_api_test, which has one).
       {"POST /v1/sandboxes",
