@@ -6,6 +6,7 @@
 // with a six-field cron), so that ticks come in seconds rather than minutes.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <map>
@@ -47,7 +48,7 @@ class SchedulesTest : public ::testing::Test {
       "store": {"address": ")" + store_->address + R"("},
       "api_keys": {")" + std::string(kKeyA) + R"(": "tenant-a", ")" + kKeyB + R"(": "tenant-b"},
       "models": {"quick": {"kind": "scripted", "script": ")" + dir_.Sub("quick.json") + R"("}},
-      "lease_ttl_ms": 900, "scan_interval_ms": 200, "schedule_min_interval_seconds": 2})");
+      "lease_ttl_ms": 2000, "scan_interval_ms": 200, "schedule_min_interval_seconds": 2})");
   }
 
   Reply Create(const std::string& body, const char* key = kKeyA) {
@@ -350,6 +351,51 @@ TEST_F(SchedulesTest, SigkilledHarnessesNeverTickAFireTimeTwice) {
   }
   ASSERT_EQ(paused.status, 200) << paused.body;
   ExpectEachFireTimeOnce(id, "*/2 * * * * *");
+}
+
+// `sinew schedule ...` (docs/cli.md) through the same API: its output and exit statuses.
+struct CliResult {
+  int exit = -1;
+  std::string out;
+};
+CliResult Sinew(const std::string& base, const char* key, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{testing::BinaryPath("sinew"), "--server", base, "--api-key", key};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::Subprocess proc(argv);
+  CliResult r;
+  while (auto line = proc.ReadLine(std::chrono::seconds(60))) r.out += *line + "\n";
+  r.out += proc.partial();
+  const int status = proc.Wait();
+  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(SchedulesTest, TheCliCreatesListsPausesResumesAndRemovesASchedule) {
+  CliResult created = Sinew(base_, kKeyA, {"schedule", "create", "--cron", "0 9 * * MON-FRI", "--timezone",
+                                           "Europe/Berlin", "--missed", "run_once", "--model", "nop", "morning report"});
+  ASSERT_EQ(created.exit, 0) << created.out;
+  const std::string id = created.out.substr(0, created.out.find('\n'));
+  ASSERT_EQ(id.size(), 32u) << created.out;
+  auto got = Api("GET", base_ + "/v1/schedules/" + id, kKeyA);
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.json.at("schedule").at("task").at("prompt").as_string(), "morning report");
+  EXPECT_EQ(got.json.at("schedule").at("missed").as_string(), "run_once");
+  CliResult listed = Sinew(base_, kKeyA, {"schedule", "ls"});
+  EXPECT_EQ(listed.exit, 0);
+  EXPECT_EQ(listed.out.rfind(id + "  active  0 9 * * MON-FRI  Europe/Berlin  next ", 0), 0u) << listed.out;
+  CliResult paused = Sinew(base_, kKeyA, {"schedule", "pause", id});
+  EXPECT_EQ(paused.exit, 0) << paused.out;
+  EXPECT_NE(paused.out.find("paused"), std::string::npos) << paused.out;
+  EXPECT_EQ(Sinew(base_, kKeyA, {"schedule", "resume", id}).exit, 0);
+  CliResult never = Sinew(base_, kKeyA, {"schedule", "create", "--cron", "0 0 30 2 *", "p"});
+  EXPECT_NE(never.exit, 0) << "a refused schedule fails the CLI: " << never.out;
+  EXPECT_EQ(never.out, "");
+  CliResult theirs = Sinew(base_, kKeyB, {"schedule", "rm", id});
+  EXPECT_EQ(theirs.exit, 2) << "another tenant's id is not found: " << theirs.out;
+  CliResult removed = Sinew(base_, kKeyA, {"schedule", "rm", id});
+  EXPECT_EQ(removed.exit, 0) << removed.out;
+  EXPECT_NE(removed.out.find("deleted"), std::string::npos) << removed.out;
+  EXPECT_EQ(Sinew(base_, kKeyA, {"schedule", "ls"}).out, "");
 }
 
 }  // namespace
