@@ -116,7 +116,9 @@ Status Scheduler::Tick(const std::string& id, int64_t now_unix_ms) {
   if (late && record->missed == "skip") {
     tick.set_outcome("skipped");
     tick.set_reason("no harness ran this schedule at its fire time");
-    return done(records_.Append(*record, lease->epoch(), {TickEvent(tick)}));
+    Status skipped = records_.Append(*record, lease->epoch(), {TickEvent(tick)});
+    if (skipped.ok()) deps_.metrics->Add("sinew_harness_schedule_ticks_total", "outcome=\"skipped\"");
+    return done(skipped);
   }
   tick.set_session_id(ScheduleRecords::TickSessionId(id, tick.tick_unix_ms()));
   tick.set_outcome("pending");
@@ -153,11 +155,7 @@ Status Scheduler::Finish(ScheduleRecord* record, uint64_t epoch, const v1::Sched
   }
   SINEW_RETURN_IF_ERROR(records_.Append(*record, epoch, {TickEvent(tick)}));
   ++record->next_seq;
-  if (tick.outcome() == "created") {
-    deps_.metrics->Add("sinew_harness_schedule_ticks_total", "outcome=\"created\"");
-  } else {
-    deps_.metrics->Add("sinew_harness_schedule_ticks_total", "outcome=\"refused\"");
-  }
+  deps_.metrics->Add("sinew_harness_schedule_ticks_total", "outcome=\"" + tick.outcome() + "\"");
   return Status::Ok();
 }
 
