@@ -16,6 +16,7 @@ PACKAGES=(
   clang-format wrk curl python3 python3-jinja2 python3-yaml python3-kubernetes ccache
   python3-jsonschema  # OpenApiTest: live answers against docs/harness-openapi.yaml
   libcpptoml-dev chromium
+  libhowardhinnant-date-dev  # time zones of schedules (harness/src/cron.cc)
   etcd-server etcd-client  # coordination of sandbox hosts (docs/scale-out.md); tests start their own
   clang-14 libclang-rt-14-dev  # fuzz targets (libFuzzer, ASan, UBSan): scripts/fuzz.sh
 )

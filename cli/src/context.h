@@ -61,5 +61,6 @@ void AddEvalCommands(CLI::App& app, Context& ctx);     // eval run, resume, repo
 void AddKeyCommands(CLI::App& app, Context& ctx);      // hash-key
 void AddSandboxCommands(CLI::App& app, Context& ctx);  // sandbox create, ls, show, exec, rm, ...
 void AddWebhookCommands(CLI::App& app, Context& ctx);  // webhook create, ls, rm, deliveries
+void AddScheduleCommands(CLI::App& app, Context& ctx);  // schedule create, ls, show, pause, resume, rm
 
 }  // namespace sinew::cli

@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   sinew::cli::AddKeyCommands(app, ctx);
   sinew::cli::AddSandboxCommands(app, ctx);
   sinew::cli::AddWebhookCommands(app, ctx);
+  sinew::cli::AddScheduleCommands(app, ctx);
   sinew::cli::AddEvalCommands(app, ctx);
   sinew::cli::ListGlobalOptionsInEveryHelp(app);
   try {

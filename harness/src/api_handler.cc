@@ -269,7 +269,8 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
     return m;
   }
   if (parts.size() < 2 || parts[0] != "v1" ||
-      (parts[1] != "sessions" && parts[1] != "audit" && parts[1] != "sandboxes" && parts[1] != "webhooks")) {
+      (parts[1] != "sessions" && parts[1] != "audit" && parts[1] != "sandboxes" && parts[1] != "webhooks" &&
+       parts[1] != "schedules")) {
     return Error(404, "not_found", "no such endpoint: " + path);
   }
   auto caller = Authenticate(r);
@@ -278,6 +279,7 @@ ApiResponse ApiHandler::Handle(const ApiRequest& r) {
   if (auto limited = RateLimit(*tenant)) return *limited;
   if (parts[1] == "sandboxes") return sandbox_routes_(r, *caller, parts, query);
   if (parts[1] == "webhooks") return webhook_routes_(r, *caller, parts);
+  if (parts[1] == "schedules") return ScheduleRoutes(r, *caller, parts, query);
   if (parts[1] == "audit") {
     if (parts.size() != 2) return Error(404, "not_found", "no such endpoint: " + path);
     if (auto e = only("GET")) return *e;

@@ -88,6 +88,16 @@ class ApiHandler {
 
   ApiResponse Handle(const ApiRequest& request);
 
+  // Creates the session of tick `tick_unix_ms` of schedule `schedule_id` of `tenant` under
+  // the id `session_id`, from `task_json` (a POST /v1/sessions body), as POST
+  // /v1/sessions would (the tenant's quotas included), its metadata naming the schedule
+  // and the tick (docs/harness.md, "Schedules"). Errors: kAlreadyExists when the id is
+  // taken; kInvalidArgument when the template is not valid (now); kResourceExhausted when
+  // a quota refuses it; the store's otherwise.
+  [[nodiscard]] Result<v1::Session> CreateTickSession(const std::string& tenant, const std::string& task_json,
+                                                      const std::string& schedule_id, int64_t tick_unix_ms,
+                                                      const std::string& session_id);
+
   // True when `request` asks for the event stream (GET .../events/stream).
   static bool IsStream(const ApiRequest& request);
   // The session a request's path names (/v1/sessions/{id}[/...]); "" for none.
@@ -134,6 +144,10 @@ class ApiHandler {
   // Events 1..to_seq of session `id`, read a page at a time (export, fork).
   Result<std::vector<v1::Event>> ReadEvents(const std::string& id, uint64_t to_seq) const;
 
+  // The store request that creates a session of `tenant` from `task_body` (a POST
+  // /v1/sessions body): validated, the tenant's approvals applied, secrets redacted.
+  Result<v1::CreateSessionRequest> NewSessionRequest(std::string_view task_body, const std::string& tenant) const;
+
   // Endpoints (api_sessions.cc).
   ApiResponse CreateSession(const ApiRequest& r, const std::string& tenant);
   ApiResponse ListSessions(const std::string& query, const std::string& tenant);
@@ -170,6 +184,15 @@ class ApiHandler {
   Result<v1::Session> AppendUndriven(const ApiRequest& r, const v1::Session& known,
                                      std::vector<v1::Event> events, bool reject_terminal,
                                      ApiResponse* forwarded);
+
+  // /v1/schedules (api_schedules.cc; docs/harness.md, "Schedules").
+  ApiResponse ScheduleRoutes(const ApiRequest& r, const Caller& caller, const std::vector<std::string>& parts,
+                             const std::string& query);
+  ApiResponse CreateSchedule(const ApiRequest& r, const std::string& tenant);
+  ApiResponse ListSchedules(const std::string& query, const std::string& tenant);
+  // Moves schedule `id` of `tenant` to `state` ("active", "paused", "deleted") under its
+  // lease; a 409 for a move its state does not allow.
+  ApiResponse ChangeSchedule(const std::string& id, const std::string& tenant, const std::string& state);
 
   const HarnessDeps& deps_;
   SessionControl* control_;  // not owned

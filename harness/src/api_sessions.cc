@@ -65,32 +65,62 @@ Status BetweenDrivers(const std::string& message, int64_t retry_after_s, ApiResp
 
 }  // namespace
 
-ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
-  auto task = ParseTaskRequest(r.body, *deps_.config);
-  if (!task.ok()) return FromStatus(task.status());
-  ApplyTenantApprovals(*deps_.config, tenant, &*task);
+Result<v1::CreateSessionRequest> ApiHandler::NewSessionRequest(std::string_view task_body,
+                                                               const std::string& tenant) const {
+  SINEW_ASSIGN_OR_RETURN(TaskSpec task, ParseTaskRequest(task_body, *deps_.config));
+  ApplyTenantApprovals(*deps_.config, tenant, &task);
   // Secrets never reach the log, not even when a user pastes one into a task.
-  task->prompt = deps_.vault->Redact(task->prompt);
-  task->title = deps_.vault->Redact(task->title);
-  task->system = deps_.vault->Redact(task->system);
-  for (auto& [k, v] : task->metadata) v = deps_.vault->Redact(v);
-  std::unique_lock<std::mutex> admission;
-  if (auto refused = AdmitSession(tenant, true, &admission)) return *refused;
+  task.prompt = deps_.vault->Redact(task.prompt);
+  task.title = deps_.vault->Redact(task.title);
+  task.system = deps_.vault->Redact(task.system);
+  for (auto& [k, v] : task.metadata) v = deps_.vault->Redact(v);
   v1::CreateSessionRequest req;
   req.set_tenant(tenant);
-  req.set_title(task->title.empty() ? std::string(Utf8Prefix(task->prompt, 80)) : task->title);
-  for (const auto& [k, v] : task->metadata) (*req.mutable_metadata())[k] = v;
-  req.set_task_json(TaskToJson(*task));
+  req.set_title(task.title.empty() ? std::string(Utf8Prefix(task.prompt, 80)) : task.title);
+  for (const auto& [k, v] : task.metadata) (*req.mutable_metadata())[k] = v;
+  req.set_task_json(TaskToJson(task));
   req.set_initial_status(v1::SESSION_STATUS_QUEUED);
+  return req;
+}
+
+ApiResponse ApiHandler::CreateSession(const ApiRequest& r, const std::string& tenant) {
+  auto req = NewSessionRequest(r.body, tenant);
+  if (!req.ok()) return FromStatus(req.status());
+  std::unique_lock<std::mutex> admission;
+  if (auto refused = AdmitSession(tenant, true, &admission)) return *refused;
   // One write: the task (prompt included) is event 1; the driver writes the prompt's
   // user_message together with its first model_request.
-  auto meta = deps_.store->CreateSession(req);
+  auto meta = deps_.store->CreateSession(*req);
   if (!meta.ok()) return FromStatus(meta.status());
   deps_.metrics->Add("sinew_harness_sessions_created_total", "");
   control_->Wake(meta->id());
   ApiResponse created = SessionResponse(201, *meta);
   created.created_session = meta->id();
   return created;
+}
+
+Result<v1::Session> ApiHandler::CreateTickSession(const std::string& tenant, const std::string& task_json,
+                                                  const std::string& schedule_id, int64_t tick_unix_ms,
+                                                  const std::string& session_id) {
+  auto req = NewSessionRequest(task_json, tenant);
+  if (!req.ok()) return Status::InvalidArgument("the task template is not valid now: " + req.status().message());
+  (*req->mutable_metadata())["schedule_id"] = schedule_id;
+  (*req->mutable_metadata())["schedule_tick_unix_ms"] = std::to_string(tick_unix_ms);
+  req->set_routed_session_id(session_id);
+  std::unique_lock<std::mutex> admission;
+  if (auto refused = AdmitSession(tenant, true, &admission)) {
+    std::string message = "refused by the tenant's quota";
+    boost::system::error_code ec;
+    auto body = json::parse(refused->body, ec);
+    if (!ec && body.is_object() && body.as_object().contains("error")) {
+      message = json::value_to<std::string>(body.at("error").at("message"));
+    }
+    return refused->status == 429 ? Status::ResourceExhausted(message) : Status::Unavailable(message);
+  }
+  SINEW_ASSIGN_OR_RETURN(v1::Session meta, deps_.store->CreateSession(*req));
+  deps_.metrics->Add("sinew_harness_sessions_created_total", "");
+  control_->Wake(meta.id());
+  return meta;
 }
 
 ApiResponse ApiHandler::ListSessions(const std::string& query, const std::string& tenant) {

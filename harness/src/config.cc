@@ -195,6 +195,11 @@ Status ParseTopLevel(const json::object& root, HarnessConfig* c) {
   SINEW_RETURN_IF_ERROR(ReadString(root, "default_model", where, &c->default_model));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "lease_ttl_ms", where, &c->lease_ttl_ms));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "scan_interval_ms", where, &c->scan_interval_ms));
+  SINEW_RETURN_IF_ERROR(
+      ReadUint32(root, "schedule_min_interval_seconds", where, &c->schedule_min_interval_seconds));
+  if (c->schedule_min_interval_seconds == 0 || c->schedule_min_interval_seconds > 86400) {
+    return Status::InvalidArgument("config.schedule_min_interval_seconds must be from 1 to 86400");
+  }
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "workers", where, &c->workers));
   SINEW_RETURN_IF_ERROR(ReadUint32(root, "max_sessions_driven", where, &c->max_sessions_driven));
   SINEW_RETURN_IF_ERROR(ReadUint(root, "max_request_bytes", where, 1u << 30, &c->max_request_bytes));
@@ -459,7 +464,8 @@ Result<HarnessConfig> ParseConfig(const std::string& json_text) {
       root,
       "listen,advertise_url,store,sandboxd,api_keys,models,default_model,secrets,http_request,"
       "limits,lease_ttl_ms,scan_interval_ms,workers,max_sessions_driven,max_request_bytes,read_timeout_seconds,"
-      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants,webhooks",
+      "max_connections,api_threads,tls,insecure,grpc_tls,etcd_tls,log_format,api_keys_file,tenants,webhooks,"
+      "schedule_min_interval_seconds",
       "config"));
   HarnessConfig c;
   // In this order: the errors of an earlier section come first, and ParseTls reads what

@@ -21,6 +21,8 @@
 
 #include "api_handler.h"
 #include "async.h"
+#include "schedule_records.h"
+#include "scheduler.h"
 #include "outgoing_http.h"
 #include "task_spec.h"
 #include "driver.h"
@@ -96,6 +98,11 @@ class HarnessImpl final : public Harness, public SessionControl {
     background_ = std::thread([this] { BackgroundLoop(); });
     deliverer_ = std::make_unique<WebhookDeliverer>(&config_, store_.get(), &webhook_state_);
     deliverer_->Start(owner_, config_.advertise_url);
+    scheduler_ = std::make_unique<Scheduler>(
+        &deps_, [this](const ScheduleRecord& s, int64_t tick_unix_ms, const std::string& session_id) {
+          return handler_->CreateTickSession(s.tenant, s.task_json, s.id, tick_unix_ms, session_id);
+        });
+    schedules_ = std::thread([this] { ScheduleLoop(); });
     return Status::Ok();
   }
 
@@ -227,6 +234,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     if (store_pool_) store_pool_->join();
     if (blocking_pool_) blocking_pool_->join();
     if (background_.joinable()) background_.join();
+    if (schedules_.joinable()) schedules_.join();
   }
 
  private:
@@ -348,6 +356,19 @@ class HarnessImpl final : public Harness, public SessionControl {
     }
   }
 
+  // Every scan interval, ticks the schedules that are due (scheduler.h). Its own thread: a
+  // tick creates sessions, which must not hold up the lease renewals.
+  void ScheduleLoop() {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        bg_cv_.wait_for(lock, std::chrono::milliseconds(config_.scan_interval_ms), [&] { return stopping_.load(); });
+        if (stopping_) return;
+      }
+      scheduler_->RunDue(NowUnixMs());
+    }
+  }
+
   void Scan() {
     std::set<std::string> down;  // store shards that did not answer this scan
     // A session that requires action is driven too: its driver watches for the decisions
@@ -386,6 +407,8 @@ class HarnessImpl final : public Harness, public SessionControl {
       if (!resp.ok()) return false;
       down->insert(resp->unavailable_shards().begin(), resp->unavailable_shards().end());
       for (const auto& s : resp->sessions()) {
+        // Schedules (leased while they tick) and sandboxes are records, not sessions.
+        if (ScheduleRecords::IsRecordTenant(s.tenant())) continue;
         // Imported sessions never leased here are records, not work (a message leases
         // one); a running session that was never leased is one too.
         if ((s.imported() || status != v1::SESSION_STATUS_QUEUED) && s.lease_epoch() == 0) continue;
@@ -474,6 +497,8 @@ class HarnessImpl final : public Harness, public SessionControl {
   std::unique_ptr<asio::thread_pool> store_pool_;
   std::unique_ptr<asio::thread_pool> blocking_pool_;
   std::thread background_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread schedules_;
 };
 
 }  // namespace

@@ -128,8 +128,17 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
     EXPECT_EQ(r.status, 201) << r.body;
     return r.status == 201 ? std::string(r.json.at("webhook").at("id").as_string()) : missing;
   };
-  const std::string hook = "/v1/webhooks/" + webhook(), doomed = "/v1/webhooks/" + webhook();
+  const std::string hook = "/v1/webhooks/" + webhook(), doomed_hook = "/v1/webhooks/" + webhook();
   const std::string no_hook = "/v1/webhooks/" + missing;
+  // Two schedules (docs/harness.md, "Schedules"): one to show, pause and resume, one to delete.
+  auto schedule = [&] {
+    auto r = Api("POST", base_ + "/v1/schedules", kKeyA, R"({"cron": "@daily", "task": {"prompt": "hi"}})");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.status == 201 ? "/v1/schedules/" + std::string(r.json.at("schedule").at("id").as_string()) : "";
+  };
+  const std::string sc = schedule(), doomed = schedule(), msc = "/v1/schedules/" + missing;
+  ASSERT_FALSE(sc.empty());
+  ASSERT_FALSE(doomed.empty());
 
   // The cases of each operation, its success first (the sweeps below send that one again).
   const std::map<std::string, std::vector<Request>> cases = {
@@ -225,6 +234,43 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"a page token not issued", "GET", "/v1/audit?page_token=zz", {auth}, ""},
         {"POST, a method it does not have", "POST", "/v1/audit", {auth, as_json}, "{}"},
         {"no key", "GET", "/v1/audit", {}, ""}}},
+      {"POST /v1/schedules",
+       {{"created", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin", "missed": "run_once", "task": {"prompt": "hi"}})"},
+        {"a cron that never fires", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "0 0 30 2 *", "task": {"prompt": "hi"}})"},
+        {"every second", "POST", "/v1/schedules", {auth, as_json}, R"({"cron": "* * * * * *", "task": {"prompt": "hi"}})"},
+        {"an unknown zone", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "@daily", "timezone": "Mars/Olympus", "task": {"prompt": "hi"}})"},
+        {"a missed policy the enum lacks", "POST", "/v1/schedules", {auth, as_json},
+         R"({"cron": "@daily", "missed": "always", "task": {"prompt": "hi"}})"},
+        {"no media type", "POST", "/v1/schedules", {auth}, R"({"cron": "@daily", "task": {"prompt": "hi"}})"},
+        {"no key", "POST", "/v1/schedules", {as_json}, R"({"cron": "@daily", "task": {"prompt": "hi"}})"}}},
+      {"GET /v1/schedules",
+       {{"listed", "GET", "/v1/schedules?limit=2", {auth}, ""},
+        {"limit=0", "GET", "/v1/schedules?limit=0", {auth}, ""},
+        {"a page token not issued", "GET", "/v1/schedules?page_token=zz", {auth}, ""},
+        {"PUT, a method it does not have", "PUT", "/v1/schedules", {auth, as_json}, "{}"},
+        {"no key", "GET", "/v1/schedules", {}, ""}}},
+      {"GET /v1/schedules/{id}",
+       {{"shown", "GET", sc, {auth}, ""},
+        {"unknown id", "GET", msc, {auth}, ""},
+        {"another tenant's", "GET", sc, {"Authorization: Bearer " + std::string(kKeyB)}, ""},
+        {"no key", "GET", sc, {}, ""}}},
+      {"DELETE /v1/schedules/{id}",
+       {{"deleted", "DELETE", doomed, {auth}, ""},
+        {"already deleted", "DELETE", doomed, {auth}, ""},
+        {"unknown id", "DELETE", msc, {auth}, ""},
+        {"no key", "DELETE", sc, {}, ""}}},
+      {"POST /v1/schedules/{id}/pause",
+       {{"paused", "POST", sc + "/pause", {auth}, ""},
+        {"unknown id", "POST", msc + "/pause", {auth}, ""},
+        {"GET, a method it does not have", "GET", sc + "/pause", {auth}, ""},
+        {"no key", "POST", sc + "/pause", {}, ""}}},
+      {"POST /v1/schedules/{id}/resume",
+       {{"resumed", "POST", sc + "/resume", {auth}, ""},
+        {"another tenant's", "POST", sc + "/resume", {"Authorization: Bearer " + std::string(kKeyB)}, ""},
+        {"no key", "POST", sc + "/resume", {}, ""}}},
       // The sandbox routes' refusals without a sinew-sandboxd (their successes:
       // harness_sandbox_api_test, which has one).
       {"POST /v1/sandboxes",
@@ -250,7 +296,7 @@ TEST_F(OpenApiTest, EveryOperationAnswersAsDocumented) {
         {"unknown id", "GET", no_hook, {auth}, ""},
         {"PATCH, a method it does not have", "PATCH", hook, {auth, as_json}, "{}"}}},
       {"DELETE /v1/webhooks/{id}",
-       {{"deleted", "DELETE", doomed, {auth}, ""}, {"unknown id", "DELETE", no_hook, {auth}, ""}}},
+       {{"deleted", "DELETE", doomed_hook, {auth}, ""}, {"unknown id", "DELETE", no_hook, {auth}, ""}}},
       {"GET /v1/webhooks/{id}/deliveries",
        {{"the log", "GET", hook + "/deliveries", {auth}, ""},
         {"unknown id", "GET", no_hook + "/deliveries", {auth}, ""},

@@ -3,12 +3,14 @@
 //   #/sessions[?status=&q=&limit=]   the list
 //   #/s/<id>[/<seq>]                 one session, event <seq> selected
 //   #/compare/<a>/<b>[/<seq>]        two sessions side by side (a fork and its origin)
+//   #/schedules                      schedules: create, pause, resume, delete
 //   #/evals[?job=N]                  evaluation runs
 import {h, clear} from './dom.js';
 import * as api from './api.js';
 import {SessionsView} from './sessions.js';
 import {SessionView} from './session.js';
 import {EvalsView} from './evals.js';
+import {SchedulesView} from './schedules.js';
 
 const main = document.getElementById('main');
 let view = null;
@@ -97,6 +99,7 @@ function route() {
     return show(new CompareView(parts[1], parts[2], Number(parts[3]) || 0), 'Fork comparison');
   }
   if (parts[0] === 'evals') return show(new EvalsView(params), 'Evaluation runs');
+  if (parts[0] === 'schedules') return show(new SchedulesView(), 'Schedules');
   if (parts[0] !== 'sessions') history.replaceState(null, '', '#/sessions');
   return show(new SessionsView(params), 'Sessions');
 }

@@ -47,8 +47,9 @@ class ShardedStore final : public SessionStore {
       SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(req.session_id()));
       return shard->CreateSession(req);
     }
-    if (!req.routed_session_id().empty()) {
-      return Status::InvalidArgument("routed_session_id is made by the sharded client, not given to it");
+    if (!req.routed_session_id().empty()) {  // an id the caller made (a schedule's tick): its shard
+      SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(req.routed_session_id()));
+      return shard->CreateSession(req);
     }
     // A new session may go to any shard: when the one its id maps to does not answer,
     // another id is drawn for another shard, so one shard down does not stop new work.

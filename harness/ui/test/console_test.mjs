@@ -427,6 +427,41 @@ test('evaluation runs: pass rates with intervals and the task × configuration g
   await page.waitForSelector('table.grid');
 });
 
+test('schedules: created from the page, shown with their next run, paused, resumed and deleted', async () => {
+  phase = 'schedules';
+  await open('#/schedules');
+  await page.waitForSelector('#s-cron');
+  await page.type('#s-cron', '0 0 30 2 *');
+  await page.type('#s-prompt', 'never');
+  await page.click('section.schedules button[type=submit]');
+  // A cron that never fires is refused with the API's message, and nothing is listed.
+  await waitFor(() => /never fires/.test(document.querySelector('section.schedules .info')?.textContent || ''));
+  assert.match(await text('section.schedules tbody'), /No schedules/);
+  await page.$eval('#s-cron', (e) => { e.value = ''; });
+  await page.type('#s-cron', '30 9 * * MON-FRI');
+  await page.type('#s-tz', 'Europe/Berlin');
+  await page.select('#s-missed', 'run_once');
+  await page.click('section.schedules button[type=submit]');
+  await waitFor(() => document.querySelectorAll('section.schedules tbody tr[data-id]').length === 1);
+  const listed = (await stack.api('GET', '/v1/schedules')).json;
+  assert.equal(listed.schedules.length, 1);
+  const s = listed.schedules[0];
+  assert.equal(s.timezone, 'Europe/Berlin');
+  assert.equal(s.missed, 'run_once');
+  assert.equal(s.task.prompt, 'never');
+  assert.match(await text(`tr[data-id="${s.id}"]`), /active.*Europe\/Berlin/);
+  await shot('schedules');
+  await axe('schedules');
+  await page.click(`tr[data-id="${s.id}"] button:not([aria-label])`);
+  await waitFor((id) => /paused/.test(document.querySelector(`tr[data-id="${id}"]`)?.textContent || ''), {}, s.id);
+  assert.equal((await stack.api('GET', `/v1/schedules/${s.id}`)).json.schedule.state, 'paused');
+  await page.click(`tr[data-id="${s.id}"] button:not([aria-label])`);
+  await waitFor((id) => /active/.test(document.querySelector(`tr[data-id="${id}"]`)?.textContent || ''), {}, s.id);
+  await page.click(`tr[data-id="${s.id}"] button[aria-label]`);
+  await waitFor(() => /No schedules/.test(document.querySelector('section.schedules tbody')?.textContent || ''));
+  assert.equal((await stack.api('GET', '/v1/schedules')).json.schedules.length, 0);
+});
+
 test('no console errors on any page', () => {
   assert.deepEqual(problems, []);
 });

@@ -185,8 +185,13 @@ struct HarnessConfig {
   LimitsConfig limits;
   // Lease time-to-live; renewed every third of it. Default: 10000 ms
   uint32_t lease_ttl_ms = 10000;
-  // How often the harness looks for queued/running sessions nobody drives. Default: 2000 ms
+  // How often the harness looks for queued/running sessions nobody drives, and for
+  // schedules whose next fire time has come. Default: 2000 ms
   uint32_t scan_interval_ms = 2000;
+  // The shortest time a schedule's cron may leave between two fire times; a denser one
+  // (six fields with seconds) is refused (docs/harness.md, "Schedules"). 1 to 86,400.
+  // Default: 60 s
+  uint32_t schedule_min_interval_seconds = 60;
   // Threads for the calls of driven sessions that block: model servers over HTTP, HTTP
   // tools, sandbox provisioning and execution (docs/harness.md). A session waiting on the
   // scripted model or a timer holds none; one of these calls holds one while it runs, so
