@@ -236,6 +236,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     d.quotas = quotas_.get();
     d.owner = owner_;
     d.stopping = &stopping_;
+    d.wake = [this](const std::string& id) { Wake(id); };
     return d;
   }
 

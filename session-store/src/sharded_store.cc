@@ -48,7 +48,10 @@ class ShardedStore final : public SessionStore {
       return shard->CreateSession(req);
     }
     if (!req.routed_session_id().empty()) {
-      return Status::InvalidArgument("routed_session_id is made by the sharded client, not given to it");
+      // An id the caller derived (a sub-agent's, from its parent's call): it goes where
+      // that id maps, like an import, so that a repeated create finds it there.
+      SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(req.routed_session_id()));
+      return shard->CreateSession(req);
     }
     // A new session may go to any shard: when the one its id maps to does not answer,
     // another id is drawn for another shard, so one shard down does not stop new work.
