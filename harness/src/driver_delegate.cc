@@ -163,6 +163,11 @@ Task<Result<bool>> SessionDriver::EnsureChild(const v1::ToolCallSpec& spec, cons
   req.set_task_json(TaskToJson(*child));
   req.set_initial_status(v1::SESSION_STATUS_QUEUED);
   auto created = co_await OnStore([&] { return deps_.store->CreateSession(req); });
+  if (!created.ok() && created.status().code() == StatusCode::kInvalidArgument) {
+    // The store refuses this task (a title or prompt over its limits): for the model.
+    *refusal = "the sub-agent could not be created: " + created.status().message();
+    co_return false;
+  }
   if (!created.ok() && created.status().code() != StatusCode::kAlreadyExists) co_return created.status();
   if (created.ok()) deps_.metrics->Add("sinew_harness_sessions_created_total", "");
   if (deps_.wake) deps_.wake(child_id);

@@ -63,7 +63,7 @@ class SubagentsTest : public ::testing::Test {
       {"text": "First.", "delay_ms": 150, "tool_calls": [{"name": "delegate", "input": {"task": "a", "model": "slow_worker"}}]},
       {"text": "Second.", "delay_ms": 150, "tool_calls": [{"name": "delegate", "input": {"task": "b", "model": "slow_worker"}}]},
       {"text": "Boss done."}]})");
-    Script("slow_worker", R"({"responses": [{"text": "slow answer", "delay_ms": 400}]})");
+    Script("slow_worker", R"({"responses": [{"text": "slow answer", "delay_ms": 600}]})");
     harness_ = Start("harness.json");
     ASSERT_NE(harness_, nullptr);
     base_ = harness_->url();
