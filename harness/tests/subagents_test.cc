@@ -194,6 +194,38 @@ TEST_F(SubagentsTest, ADelegateCallRunsOneChildWhoseAnswerIsTheCallsResult) {
   EXPECT_FALSE(q.contains("parent_session_id"));
 }
 
+// `sinew replay` names the child of a delegate call, and --follow-children renders the
+// child's events inside its parent's timeline.
+TEST_F(SubagentsTest, ReplayNamesTheChildAndFollowsIt) {
+  const std::string id = Submit(kDelegating);
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed,failed,cancelled"), "completed");
+  const std::string child = ChildIds(id).at(0);
+  auto replay = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {testing::BinaryPath("sinew"), "--server", base_, "--api-key", kKeyA, "replay", id};
+    argv.insert(argv.end(), args.begin(), args.end());
+    testing::Subprocess proc(argv, {"NO_COLOR=1", "HOME=/nonexistent"});
+    std::string out;
+    while (auto line = proc.ReadLine(std::chrono::seconds(60))) out += *line + "\n";
+    EXPECT_EQ(proc.Wait(), 0) << out;
+    return out;
+  };
+  const std::string plain = replay({});
+  EXPECT_NE(plain.find("-> sub-agent " + child), std::string::npos) << plain;
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(plain, "session created"), 1u) << plain;  // the child's events are not in it
+  const std::string followed = replay({"--follow-children"});
+  EXPECT_NE(followed.find("  sub-agent " + child + ":"), std::string::npos) << followed;
+  EXPECT_EQ(count(followed, "session created"), 2u) << followed;
+  EXPECT_NE(followed.find("| "), std::string::npos) << followed;
+  EXPECT_NE(followed.find("sub-agent of " + id), std::string::npos) << followed;  // the child's session_created
+  // The summary counts the child's turn too: the parent's two and the child's one.
+  EXPECT_NE(followed.find("-- 3 model turns"), std::string::npos) << followed;
+}
+
 TEST_F(SubagentsTest, AChildsTokensCountAgainstItsParentsBudget) {
   // The parent's first answer costs 9 tokens (a word and a call), which leaves 6 of 15 for
   // the child; the child's answer costs 10 (ten words), so the parent is past its limit.
