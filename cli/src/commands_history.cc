@@ -27,6 +27,49 @@ bool StepPrompt(bool* stepping) {
   return true;
 }
 
+struct ReplayTotals {
+  uint64_t turns = 0, tokens_in = 0, tokens_out = 0, tool_calls = 0;
+};
+
+// `text` with `prefix` before each of its lines.
+std::string Indented(const std::string& text, const std::string& prefix) {
+  if (prefix.empty()) return text;
+  std::string out = prefix;
+  for (char ch : text) {
+    out.push_back(ch);
+    if (ch == '\n') out += prefix;
+  }
+  return out;
+}
+
+// Renders events `from`..`to` of session `id`; with `children`, each delegate call's
+// sub-agent (docs/harness.md, "Sub-agents") is rendered after its call, indented, and so
+// on down. False when the user quit or a read failed (reported through ctx).
+bool ReplayEvents(Context& ctx, ApiClient& api, const std::string& id, uint64_t from, uint64_t to, int64_t t0,
+                  bool children, const std::string& prefix, bool* stepping, ReplayTotals* totals) {
+  auto events = api.AllEvents(id, from, to);
+  if (!events.ok()) {
+    ctx.Fail(events.status());
+    return false;
+  }
+  for (const auto& [ev, text] : *events) {
+    std::cout << Indented(RenderEvent(ev, t0, ctx.Render()), prefix) << std::endl;
+    if (ev.has_model_response()) {
+      ++totals->turns;
+      totals->tokens_in += ev.model_response().usage().prompt_tokens();
+      totals->tokens_out += ev.model_response().usage().completion_tokens();
+    }
+    if (ev.has_tool_call()) ++totals->tool_calls;
+    if (!StepPrompt(stepping)) return false;
+    if (children && ev.has_tool_call() && !ev.tool_call().child_session_id().empty()) {
+      const std::string& child = ev.tool_call().child_session_id();
+      std::cout << prefix << "  sub-agent " << child << ":" << std::endl;
+      if (!ReplayEvents(ctx, api, child, 1, 0, t0, children, prefix + "  | ", stepping, totals)) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void AddHistoryCommands(CLI::App& app, Context& ctx) {
@@ -34,6 +77,7 @@ void AddHistoryCommands(CLI::App& app, Context& ctx) {
     std::string id;
     uint64_t from = 1, to = 0;
     bool step = false;
+    bool children = false;
   };
   auto r = std::make_shared<ReplayArgs>();
   auto* replay = app.add_subcommand("replay", "render a session as a readable timeline");
@@ -41,35 +85,30 @@ void AddHistoryCommands(CLI::App& app, Context& ctx) {
   replay->add_option("--from", r->from, "first event (default 1)");
   replay->add_option("--to", r->to, "last event (default: the end)");
   replay->add_flag("--step", r->step, "one event at a time: enter = next, c = continue, q = quit");
+  replay->add_flag("--follow-children", r->children,
+                   "render each sub-agent's events after the delegate call that started it, indented");
   replay->callback([&ctx, r] {
     ctx.Resolve();
     ApiClient api = ctx.Api();
     auto session = api.GetSession(r->id);
     if (!session.ok()) return ctx.Fail(session.status());
-    auto events = api.AllEvents(r->id, r->from, r->to);
-    if (!events.ok()) return ctx.Fail(events.status());
     if (ctx.json) {
+      auto events = api.AllEvents(r->id, r->from, r->to);
+      if (!events.ok()) return ctx.Fail(events.status());
       for (const auto& [ev, text] : *events) std::cout << text << "\n";
       return;
     }
     std::cout << "session " << session->id << "  \"" << session->title << "\"  ("
               << session->status << ", " << (session->next_seq - 1) << " events, created "
               << FormatTime(session->created_unix_ms) << " UTC)\n";
-    int64_t t0 = session->created_unix_ms;
-    uint64_t turns = 0, tokens_in = 0, tokens_out = 0, tool_calls = 0;
     bool stepping = r->step;
-    for (const auto& [ev, text] : *events) {
-      std::cout << RenderEvent(ev, t0, ctx.Render()) << std::endl;
-      if (ev.has_model_response()) {
-        ++turns;
-        tokens_in += ev.model_response().usage().prompt_tokens();
-        tokens_out += ev.model_response().usage().completion_tokens();
-      }
-      if (ev.has_tool_call()) ++tool_calls;
-      if (!StepPrompt(&stepping)) return;
+    ReplayTotals totals;
+    if (!ReplayEvents(ctx, api, r->id, r->from, r->to, session->created_unix_ms, r->children, "", &stepping,
+                      &totals)) {
+      return;
     }
-    std::cout << "-- " << turns << " model turns, " << tool_calls << " tool calls, "
-              << tokens_in << " tokens in, " << tokens_out << " tokens out\n";
+    std::cout << "-- " << totals.turns << " model turns, " << totals.tool_calls << " tool calls, "
+              << totals.tokens_in << " tokens in, " << totals.tokens_out << " tokens out\n";
   });
 
   struct ForkArgs {

@@ -60,6 +60,9 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
       if (!s.forked_from_session().empty()) {
         d += " forked from " + s.forked_from_session() + " at #" + std::to_string(s.forked_at_seq());
       }
+      if (!s.parent_session_id().empty()) {
+        d += " sub-agent of " + s.parent_session_id() + " (call " + s.parent_call_id() + ")";
+      }
       return d;
     }
     case v1::Event::kUserMessage:
@@ -86,7 +89,8 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
       return Paint("tool -> " + t.tool_name(), kYellow, c) +
              std::string(t.tool_name().size() < 9 ? 9 - t.tool_name().size() : 1, ' ') +
              t.call_id() + "  " + OneLine(t.input_json(), o.full ? 100000 : 80) +
-             (t.idempotent() ? Paint(" (idempotent)", kDim, c) : "");
+             (t.idempotent() ? Paint(" (idempotent)", kDim, c) : "") +
+             (t.child_session_id().empty() ? "" : Paint(" -> sub-agent " + t.child_session_id(), kMagenta, c));
     }
     case v1::Event::kToolResult: {
       const auto& r = ev.tool_result();
@@ -96,7 +100,10 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
       std::string d = Paint("tool <-", kYellow, c) + "          " + r.call_id() + "  " + state +
                       ", exit " + std::to_string(r.exit_status()) + ", " +
                       Seconds(r.duration_ms()) + (r.timed_out() ? ", timed out" : "") +
-                      (r.truncated() ? ", truncated" : "");
+                      (r.truncated() ? ", truncated" : "") +
+                      (r.child_session_id().empty() ? ""
+                                                    : ", sub-agent " + r.child_session_id() + " (" +
+                                                          std::to_string(r.child_output_tokens()) + " tokens out)");
       return d + Body(r.output(), o);
     }
     case v1::Event::kSandboxProvisioned: {

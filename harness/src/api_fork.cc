@@ -178,6 +178,8 @@ ApiResponse ApiHandler::Import(const ApiRequest& r, const Caller& caller) {
   req.set_task_json(created.task_json());
   req.set_forked_from_session(created.forked_from_session());
   req.set_forked_at_seq(created.forked_at_seq());
+  req.set_parent_session_id(created.parent_session_id());
+  req.set_parent_call_id(created.parent_call_id());
   req.set_session_id(id);
   req.set_created_unix_ms(events.front().timestamp_unix_ms());
   auto meta = deps_.store->CreateSession(req);

@@ -162,6 +162,22 @@ ApiResponse ApiHandler::GetSession(const std::string& id, const std::string& ten
   if (!meta.ok()) return FromStatus(meta.status());
   auto body = SessionJsonWithApprovals(*meta);
   if (!body.ok()) return FromStatus(body.status());
+  // A session that may start sub-agents lists them (its task says whether it may; only
+  // then is its log read).
+  auto first = ReadEvents(id, 1);
+  if (!first.ok()) return FromStatus(first.status());
+  if (!first->empty() && first->front().has_session_created()) {
+    auto task = TaskFromJson(first->front().session_created().task_json(), *deps_.config);
+    if (task.ok() && task->delegate.enabled) {
+      auto log = ReadEvents(id, meta->next_seq() - 1);
+      if (!log.ok()) return FromStatus(log.status());
+      json::array children;
+      for (const auto& c : ReadLogState(*log).children) {
+        children.push_back(json::object{{"session_id", c.session_id}, {"call_id", c.call_id}});
+      }
+      (*body)["children"] = std::move(children);
+    }
+  }
   ApiResponse out;
   out.body = json::serialize(json::object{{"session", std::move(*body)}});
   return out;

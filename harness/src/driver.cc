@@ -142,7 +142,10 @@ void SessionDriver::RenewLease() {
     spdlog::warn("session {}: lease lost ({}); stopping", id_, lease.status().message());
     fenced_ = true;
     abort_ = true;
+    return;
   }
+  // A child whose parent no longer waits for it stops (docs/harness.md, "Sub-agents").
+  if (const std::string gone = ParentGone(); !gone.empty() && !CancelRequested()) RequestCancel(gone);
 }
 
 Task<void> SessionDriver::Run() {
@@ -438,6 +441,15 @@ Task<Status> SessionDriver::Drive() {
   SINEW_CO_ASSIGN_OR_RETURN(task_, TaskFromJson(log_.front().session_created().task_json(), *deps_.config));
   const uint64_t last_seq = next_seq_ - 1;
   tenant_ = log_.front().session_created().tenant();
+  if (!task_.parent.session_id.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      parent_ = task_.parent;
+    }
+    // Its parent may have ended while nobody drove this child (a crash, a cancel).
+    const std::string gone = co_await OnStore([&] { return ParentGone(); });
+    if (!gone.empty() && !IsTerminal(state_.status)) RequestCancel(gone);
+  }
   // A sandbox it holds from before (a resumed session) counts against the tenant's quota.
   if (!state_.sandbox_id.empty()) deps_.quotas->AcquireSandbox(tenant_, id_, true);
   if (state_.status == v1::SESSION_STATUS_RUNNING) {

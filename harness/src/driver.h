@@ -54,7 +54,9 @@ class SessionDriver {
   void Interrupt() { abort_ = true; }
   // True (and clears the wake flag) when input arrived that Run() has not seen yet.
   bool TakeWork();
-  // Renews the lease if this driver holds one; on loss, stops the driver's work.
+  // Renews the lease if this driver holds one; on loss, stops the driver's work. A child
+  // session's driver also looks at its parent then, and cancels the child once the
+  // parent no longer waits for it (ParentGone).
   void RenewLease();
   // True once this driver lost its lease (it writes nothing more and stops at its next
   // step, which may be a long way off: a call under way is not always cut short).
@@ -140,6 +142,19 @@ class SessionDriver {
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
   [[nodiscard]] Task<Status> ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                          const std::string& sandbox_call_id);
+  // A delegate call (driver_delegate.cc; docs/harness.md, "Sub-agents"): writes the call
+  // ahead naming its child, creates the child (once: its id comes from the call), and
+  // waits for it to end; its answer is the call's result. A cancel or an interrupt of this
+  // session ends the wait with a result that says so (the child then cancels itself).
+  [[nodiscard]] Task<Status> Delegate(const v1::ToolCallSpec& spec, bool started_before,
+                                      const std::string& call_key, v1::Event call);
+  // Creates the child session `child_id` for the call at `call_seq` unless it exists; an
+  // error for the model when its task cannot be made (nothing is created then).
+  [[nodiscard]] Task<Result<bool>> EnsureChild(const v1::ToolCallSpec& spec, const std::string& child_id,
+                                               uint64_t call_seq, std::string* refusal);
+  // For a child session: why it should stop (its parent ended, or no longer waits for its
+  // call: the call has a result), or "" while the parent waits. Blocking (store calls).
+  std::string ParentGone();
   [[nodiscard]] Task<Status> CallModel();
   // Waits while the tenant is over tokens_per_minute (saying so once with an annotation
   // kind=quota_wait). True: call the model now; false: the wait was cut short (cancel,
@@ -169,6 +184,11 @@ class SessionDriver {
   };
   std::optional<RunningCall> running_call_;
   std::atomic<uint64_t> answered_interrupt_seq_{0};  // the newest interrupt answered
+  // A child session's parent (set once the task is read; guarded by mutex_), and the
+  // parent's next_seq at the last look (used by ParentGone only, one caller at a time).
+  ParentRef parent_;
+  uint64_t parent_seen_next_seq_ = 0;
+  std::mutex parent_check_mutex_;
 
   std::atomic<bool> abort_{false};    // aborts in-flight model calls (cancel, stop, fenced)
   std::atomic<bool> fenced_{false};   // the lease was lost: stop, write nothing more

@@ -87,12 +87,17 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
   bool allowed = info != nullptr && (task_.tools.empty() || std::find(task_.tools.begin(), task_.tools.end(),
                                                                       spec.name()) != task_.tools.end());
   if (allowed && info->needs_sandbox && !deps_.sandboxes->configured()) allowed = false;
+  const bool delegate = spec.name() == kDelegateTool;
+  if (allowed && delegate && !task_.delegate.enabled) allowed = false;
   if (!allowed) {
     ToolOutcome o;
     o.is_error = true;
     std::string names;
     for (const auto& d : ToolDefinitionsFor()) names += (names.empty() ? "" : ", ") + d.name;
     o.output = "tool '" + spec.name() + "' is not available in this session; available tools: " + names;
+    if (delegate && !task_.parent.session_id.empty()) {
+      o.output += " (this session is a sub-agent at its parent's max_depth: it cannot start sub-agents)";
+    }
     std::vector<v1::Event> events;
     if (!started_before) events.push_back(std::move(call));
     events.push_back(ToolResultEvent(spec.call_id(), o));
@@ -100,6 +105,7 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
   }
   const bool idempotent = CallIsIdempotent(*info, spec.input_json());
   tc->set_idempotent(idempotent);
+  if (delegate) co_return co_await Delegate(spec, started_before, sandbox_call_id, std::move(call));
   if (started_before && !idempotent &&
       !(info->needs_sandbox && !state_.sandbox_id.empty())) {
     // It may or may not have taken effect, and nothing can tell: never run it again behind
@@ -230,6 +236,7 @@ std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
   for (auto& d : ToolDefinitions(task_.tools)) {
     const ToolInfo* info = FindTool(d.name);
     if (info != nullptr && info->needs_sandbox && !deps_.sandboxes->configured()) continue;
+    if (d.name == kDelegateTool && !task_.delegate.enabled) continue;
     out.push_back(std::move(d));
   }
   return out;

@@ -252,6 +252,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     d.webhooks = &webhook_state_;
     d.owner = owner_;
     d.stopping = &stopping_;
+    d.wake = [this](const std::string& id) { Wake(id); };
     return d;
   }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct HarnessDeps {
   WebhookState* webhooks = nullptr;
   std::string owner;
   const std::atomic<bool>* stopping = nullptr;
+  // Wakes a session (drives it here unless it is driven already): a driver that creates a
+  // child session (docs/harness.md, "Sub-agents") starts it at once.
+  std::function<void(const std::string&)> wake;
 };
 
 }  // namespace sinew::harness

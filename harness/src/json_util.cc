@@ -33,6 +33,11 @@ json::object SessionToJson(const v1::Session& s) {
   o["metadata"] = std::move(meta);
   o["forked_from_session"] = s.forked_from_session();
   o["forked_at_seq"] = s.forked_at_seq();
+  // A sub-agent names its parent and the parent's delegate call.
+  if (!s.parent_session_id().empty()) {
+    o["parent_session_id"] = s.parent_session_id();
+    o["parent_call_id"] = s.parent_call_id();
+  }
   return o;
 }
 

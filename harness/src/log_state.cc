@@ -20,6 +20,9 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
     case v1::Event::kToolCall:
       s->started[ev.tool_call().call_id()] = true;
+      if (!ev.tool_call().child_session_id().empty()) {
+        s->children.push_back({ev.tool_call().child_session_id(), ev.tool_call().call_id()});
+      }
       break;
     case v1::Event::kApprovalRequested:
       s->approval_requested.emplace(ev.approval_requested().call_id(), index);
@@ -29,6 +32,7 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
     case v1::Event::kToolResult:
       s->finished[ev.tool_result().call_id()] = true;
+      s->output_tokens += ev.tool_result().child_output_tokens();
       break;
     case v1::Event::kSandboxProvisioned:
       s->sandbox_id = ev.sandbox_provisioned().sandbox_id();

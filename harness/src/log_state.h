@@ -15,7 +15,9 @@ namespace sinew::harness {
 struct LogState {
   v1::SessionStatus status = v1::SESSION_STATUS_UNSPECIFIED;
   uint32_t turns = 0;              // model responses so far
-  uint64_t output_tokens = 0;      // completion tokens so far
+  // Completion tokens so far, the child sessions' included (a delegate call's result
+  // carries what its child used: docs/harness.md, "Sub-agents").
+  uint64_t output_tokens = 0;
   int last_response = -1;          // index of the last model_response
   int last_user = -1;              // index of the last user_message
   int last_status_change = -1;
@@ -24,6 +26,12 @@ struct LogState {
   int close_requested = -1;
   std::map<std::string, bool> started;   // call_id -> a tool_call event exists
   std::map<std::string, bool> finished;  // call_id -> a tool_result exists
+  // The child sessions its delegate calls started, in order (from their tool_call events).
+  struct Child {
+    std::string session_id;
+    std::string call_id;
+  };
+  std::vector<Child> children;
   std::string sandbox_id;          // the live sandbox, "" when none
   std::string sandbox_endpoint;
   std::string sandbox_host_id;       // with etcd placement: the host holding it

@@ -22,11 +22,39 @@ bool AttachesSandbox(const std::string& sandbox_json) {
   return !ec && v.is_object() && v.as_object().contains("attach");
 }
 
+namespace {
+
+// body.delegate: {"enabled", "max_children", "max_depth"}; the delegate tool in body.tools
+// needs it enabled.
+Status ParseDelegateSpec(const json::object& o, TaskSpec* t) {
+  const json::object* d = nullptr;
+  SINEW_RETURN_IF_ERROR(ReadObject(o, "delegate", "body", &d));
+  if (d != nullptr) {
+    const std::string dw = "body.delegate";
+    SINEW_RETURN_IF_ERROR(RejectUnknownKeys(*d, "enabled,max_children,max_depth", dw));
+    SINEW_RETURN_IF_ERROR(json_fields::ReadBool(*d, "enabled", dw, &t->delegate.enabled));
+    uint64_t v = t->delegate.max_children;
+    SINEW_RETURN_IF_ERROR(ReadUint(*d, "max_children", dw, kMaxDelegateChildren, &v));
+    if (v == 0) return Status::InvalidArgument("body.delegate.max_children must be at least 1");
+    t->delegate.max_children = static_cast<uint32_t>(v);
+    v = t->delegate.max_depth;
+    SINEW_RETURN_IF_ERROR(ReadUint(*d, "max_depth", dw, kMaxDelegateDepth, &v));
+    if (v == 0) return Status::InvalidArgument("body.delegate.max_depth must be at least 1");
+    t->delegate.max_depth = static_cast<uint32_t>(v);
+  }
+  if (!t->delegate.enabled && std::find(t->tools.begin(), t->tools.end(), "delegate") != t->tools.end()) {
+    return Status::InvalidArgument("body.tools names delegate, which needs body.delegate.enabled: true");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& config) {
   SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
   const std::string w = "body";
   SINEW_RETURN_IF_ERROR(
-      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds", w));
+      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds,delegate", w));
   TaskSpec t;
   if (!json_fields::Has(o, "prompt"))
     return Status::InvalidArgument("body.prompt is required (the task, a string)");
@@ -135,6 +163,7 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     if (idle == 0) return Status::InvalidArgument("body.idle_close_seconds must be at least 1");
     t.idle_close_seconds = static_cast<uint32_t>(idle);
   }
+  SINEW_RETURN_IF_ERROR(ParseDelegateSpec(o, &t));
   const json::object* metadata = nullptr;
   if (!ReadObject(o, "metadata", w, &metadata).ok()) {
     return Status::InvalidArgument("body.metadata must be an object of strings");
@@ -163,6 +192,16 @@ std::string TaskToJson(const TaskSpec& t) {
   if (t.keep_open) {
     o["keep_open"] = true;
     o["idle_close_seconds"] = t.idle_close_seconds;
+  }
+  if (t.delegate.enabled) {
+    o["delegate"] = json::object{{"enabled", true},
+                                 {"max_children", t.delegate.max_children},
+                                 {"max_depth", t.delegate.max_depth}};
+  }
+  if (!t.parent.session_id.empty()) {
+    o["parent"] = json::object{{"session_id", t.parent.session_id},
+                               {"call_id", t.parent.call_id},
+                               {"call_seq", t.parent.call_seq}};
   }
   return json::serialize(o);
 }
@@ -200,6 +239,16 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
     uint64_t idle = t.idle_close_seconds;
     SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_close_seconds", w, kMaxIdleCloseSeconds, &idle));
     t.idle_close_seconds = static_cast<uint32_t>(std::max<uint64_t>(idle, 1));
+  }
+  if (const json::object* d = json_fields::ObjectField(o, "delegate")) {
+    SINEW_RETURN_IF_ERROR(json_fields::ReadBool(*d, "enabled", w, &t.delegate.enabled));
+    SINEW_RETURN_IF_ERROR(ReadUint32(*d, "max_children", w, &t.delegate.max_children));
+    SINEW_RETURN_IF_ERROR(ReadUint32(*d, "max_depth", w, &t.delegate.max_depth));
+  }
+  if (const json::object* p = json_fields::ObjectField(o, "parent")) {
+    SINEW_RETURN_IF_ERROR(ReadString(*p, "session_id", w, &t.parent.session_id));
+    SINEW_RETURN_IF_ERROR(ReadString(*p, "call_id", w, &t.parent.call_id));
+    SINEW_RETURN_IF_ERROR(ReadUint(*p, "call_seq", w, UINT64_MAX / 2, &t.parent.call_seq));
   }
   return t;
 }

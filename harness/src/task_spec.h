@@ -17,6 +17,24 @@ namespace sinew::harness {
 inline constexpr uint32_t kDefaultIdleCloseSeconds = 3600;
 inline constexpr uint32_t kMaxIdleCloseSeconds = 30 * 24 * 3600;
 
+// Sub-agents (docs/harness.md, "Sub-agents"): whether the session may start child
+// sessions with the delegate tool, how many, and how deep below it.
+struct DelegateSpec {
+  bool enabled = false;
+  uint32_t max_children = 8;  // delegate calls per session (1-1000)
+  uint32_t max_depth = 2;     // levels of sessions below this one (1-16)
+};
+inline constexpr uint32_t kMaxDelegateChildren = 1000;
+inline constexpr uint32_t kMaxDelegateDepth = 16;
+
+// A child session's parent: the session and its delegate call (call_seq: the seq of that
+// call's tool_call event in the parent's log, where the child looks for its result).
+struct ParentRef {
+  std::string session_id;
+  std::string call_id;
+  uint64_t call_seq = 0;
+};
+
 struct TaskSpec {
   std::string prompt;
   std::string title;
@@ -37,6 +55,8 @@ struct TaskSpec {
   // completes when closed, or idle_close_seconds after its last event.
   bool keep_open = false;
   uint32_t idle_close_seconds = kDefaultIdleCloseSeconds;
+  DelegateSpec delegate;
+  ParentRef parent;  // set for a child session only (by its parent's driver, never by a request)
 };
 
 // Validates a POST /v1/sessions body against the config and fills defaults.

@@ -24,6 +24,22 @@ const std::vector<ToolInfo>& ToolCatalog() {
          R"("url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}},)"
          R"("body":{"type":"string"}},"required":["url"],"additionalProperties":false})",
          false, false});
+    // Runs in the harness too: a child session (docs/harness.md, "Sub-agents"). Offered only
+    // to a session whose task enables it. Safe to resume after a crash: the child is one
+    // per call (its id is derived from the call), so resuming finds it again.
+    tools.push_back(
+        {std::string(kDelegateTool),
+         "Starts a sub-agent: a child session with its own task, model, tools and limits, and "
+         "waits for its final answer, which becomes this call's result. Its token use counts "
+         "against your budget. sandbox \"new\" (default) gives it a fresh sandbox; \"fork\" a "
+         "copy of yours.",
+         R"({"type":"object","properties":{"task":{"type":"string","description":"what the sub-agent is to do"},)"
+         R"("model":{"type":"string"},"tools":{"type":"array","items":{"type":"string"}},)"
+         R"("limits":{"type":"object","properties":{"max_turns":{"type":"integer","minimum":1},)"
+         R"("max_output_tokens":{"type":"integer","minimum":1},"max_wall_seconds":{"type":"integer","minimum":1}},)"
+         R"("additionalProperties":false},"sandbox":{"type":"string","enum":["new","fork"]}},)"
+         R"("required":["task"],"additionalProperties":false})",
+         true, false});
     return tools;
   }();
   return kTools;

@@ -7,11 +7,15 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sinew/harness/model_client.h"
 
 namespace sinew::harness {
+
+// The tool that starts a sub-agent (a child session; docs/harness.md, "Sub-agents").
+inline constexpr std::string_view kDelegateTool = "delegate";
 
 struct ToolInfo {
   std::string name;

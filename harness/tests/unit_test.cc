@@ -349,9 +349,9 @@ TEST(ToolCatalogTest, IdempotencyFollowsTheToolAndTheMethod) {
   EXPECT_EQ(ToolDefinitions({"bash"}).size(), 1u);
 }
 
-TEST(ToolCatalogTest, OffersTheSandboxAgentsToolsWordForWordAndHttpRequest) {
+TEST(ToolCatalogTest, OffersTheSandboxAgentsToolsWordForWordHttpRequestAndDelegate) {
   const auto& catalog = ToolCatalog();
-  ASSERT_EQ(catalog.size(), sandbox::kSandboxToolSpecs.size() + 1);
+  ASSERT_EQ(catalog.size(), sandbox::kSandboxToolSpecs.size() + 2);
   for (size_t i = 0; i < sandbox::kSandboxToolSpecs.size(); ++i) {
     const auto& spec = sandbox::kSandboxToolSpecs[i];
     EXPECT_EQ(catalog[i].name, spec.name);
@@ -360,8 +360,13 @@ TEST(ToolCatalogTest, OffersTheSandboxAgentsToolsWordForWordAndHttpRequest) {
     EXPECT_EQ(catalog[i].idempotent, spec.idempotent) << spec.name;
     EXPECT_TRUE(catalog[i].needs_sandbox) << spec.name;
   }
-  EXPECT_EQ(catalog.back().name, "http_request");
+  const ToolInfo& http = catalog[catalog.size() - 2];
+  EXPECT_EQ(http.name, "http_request");
+  EXPECT_FALSE(http.needs_sandbox);
+  // Runs in the harness; a resumed call finds its child again (docs/harness.md, "Sub-agents").
+  EXPECT_EQ(catalog.back().name, "delegate");
   EXPECT_FALSE(catalog.back().needs_sandbox);
+  EXPECT_TRUE(catalog.back().idempotent);
 }
 
 TEST(LogStateTest, FindsPendingCallsAndTheLiveSandbox) {

@@ -236,7 +236,12 @@ export class SessionView {
         `${fmtInt(m.tokens.prompt)} tokens in, ${fmtInt(m.tokens.completion)} out over ${fmtInt(m.turns.length)} turns`,
         ' · ', this.conn),
       s.forked_from_session ? h('p.meta', 'Fork of ', h('a', {href: `#/compare/${s.forked_from_session}/${s.id}/${num(s.forked_at_seq)}`},
-        `${s.forked_from_session.slice(0, 12)}… at event #${num(s.forked_at_seq)}`), ' (compare)') : null);
+        `${s.forked_from_session.slice(0, 12)}… at event #${num(s.forked_at_seq)}`), ' (compare)') : null,
+      // Sub-agents (docs/harness.md, "Sub-agents"): the parent up, the children down.
+      s.parent_session_id ? h('p.meta.parent', 'Sub-agent of ', h('a', {href: `#/s/${s.parent_session_id}`},
+        `${s.parent_session_id.slice(0, 12)}…`), ` (call ${s.parent_call_id || ''})`) : null,
+      (s.children || []).length ? h('p.meta.children', 'Sub-agents: ', ...s.children.flatMap((c, i) => [
+        i ? ', ' : '', h('a', {href: `#/s/${c.session_id}`}, `${c.session_id.slice(0, 12)}…`), ` (${c.call_id})`])) : null);
   }
 
   // The tool calls that wait for a decision, each with Approve and Deny (and a message for

@@ -123,6 +123,7 @@ export class SessionsView {
         h('td', h('span', {class: `status st-${s.status}`}, s.status)),
         h('td', h('a', {href: `#/s/${s.id}`}, s.title || '(untitled)'),
           s.forked_from_session ? h('span.tag', ` fork of ${s.forked_from_session.slice(0, 8)}`) : null,
+          s.parent_session_id ? h('span.tag', ` sub-agent of ${s.parent_session_id.slice(0, 8)}`) : null,
           Object.keys(s.metadata || {}).length ? h('span.tag', ` ${Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(' ')}`) : null),
         model, h('td', {title: new Date(num(s.created_unix_ms)).toISOString()}, fmtAge(num(s.created_unix_ms), now)),
         h('td.num', fmtInt(num(s.next_seq) - 1)), tokens, h('td', h('code', s.id.slice(0, 12)))));

@@ -228,6 +228,8 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
   meta.set_forked_from_session(req.forked_from_session());
   meta.set_forked_at_seq(req.forked_at_seq());
   meta.set_imported(!req.session_id().empty());
+  meta.set_parent_session_id(req.parent_session_id());
+  meta.set_parent_call_id(req.parent_call_id());
 
   v1::Event created;
   created.set_session_id(id);
@@ -241,6 +243,8 @@ Result<v1::Session> RocksStore::CreateSession(const v1::CreateSessionRequest& re
   sc->set_task_json(req.task_json());
   sc->set_forked_from_session(req.forked_from_session());
   sc->set_forked_at_seq(req.forked_at_seq());
+  sc->set_parent_session_id(req.parent_session_id());
+  sc->set_parent_call_id(req.parent_call_id());
 
   rocksdb::WriteBatch batch;
   batch.Put(events_cf_, keys::EventKey(raw, 1), created.SerializeAsString());

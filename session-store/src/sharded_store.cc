@@ -47,7 +47,9 @@ class ShardedStore final : public SessionStore {
       SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(req.session_id()));
       return shard->CreateSession(req);
     }
-    if (!req.routed_session_id().empty()) {  // an id the caller made (a schedule's tick): its shard
+    if (!req.routed_session_id().empty()) {
+      // An id the caller derived (a schedule's tick, a sub-agent's from its parent's call):
+      // it goes where that id maps, like an import, so that a repeated create finds it there.
       SINEW_ASSIGN_OR_RETURN(SessionStore * shard, ShardFor(req.routed_session_id()));
       return shard->CreateSession(req);
     }

@@ -71,7 +71,8 @@ class ShardMap {
 // a watch; each shard is reached with ConnectSessionStore(address, options). Calls about
 // one session go to its shard (a session not found there is looked for on the other
 // shards, for a client that created it with a map older than the grace period allowed);
-// CreateSession makes the id itself and sends it as routed_session_id; ListSessions
+// CreateSession makes the id itself and sends it as routed_session_id (one the caller
+// gave, a sub-agent's derived id, goes to that id's shard); ListSessions
 // merges the shards' pages newest first. Checkpoint is kUnimplemented (checkpoint each
 // shard's store). Waits up to `options.connect_timeout` for the map; kUnavailable when
 // etcd does not answer or the map is empty. `etcd_tls`: TLS to etcd with a client
