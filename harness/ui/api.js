@@ -88,6 +88,8 @@ export function decide(id, callId, decision, message) {
   if (message) d.message = message;
   return call('POST', `/v1/sessions/${id}/decisions`, {decisions: [d]}).then((r) => r.session);
 }
+// Steers a session that has not ended: cuts the model or tool call under way and goes on with `message`.
+export const interruptSession = (id, message) => call('POST', `/v1/sessions/${id}/interrupt`, {message});
 export const sendMessage = (id, text) => call('POST', `/v1/sessions/${id}/messages`, {text}).then((r) => r.session);
 export function forkSession(id, atSeq, model, message) {
   const body = {at_seq: atSeq};

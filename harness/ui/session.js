@@ -216,6 +216,7 @@ export class SessionView {
     }
     if (this.cancelButton) this.cancelButton.disabled = TERMINAL.has(this.status());
     if (this.closeButton) this.closeButton.hidden = this.status() !== 'waiting_for_input';
+    if (this.interruptForm) this.interruptForm.hidden = TERMINAL.has(this.status());
     this.renderApprovals();
     this.el.dataset.events = String(this.model.lastSeq);
     this.el.dataset.status = this.status();
@@ -339,9 +340,28 @@ export class SessionView {
     // A conversation that stays open (keep_open) waits for input between turns; Close ends it.
     this.closeButton = h('button', {type: 'button', hidden: this.status() !== 'waiting_for_input', dataset: {action: 'close'},
       onclick: () => run(() => api.closeSession(this.id), () => 'Close requested: the conversation ends.')}, 'Close conversation');
+    // An interrupt cuts what runs now (model or tool call) and the session goes on with the message.
+    const interruptId = `interrupt-${this.id.slice(0, 8)}`;
+    const interruptText = h('input', {id: interruptId, name: 'interrupt', placeholder: 'what the agent should do instead'});
+    this.interruptForm = h('form.inline.interrupt', {
+      hidden: terminal,
+      onsubmit: (e) => {
+        e.preventDefault();
+        const message = interruptText.value.trim();
+        if (!message) {
+          result.textContent = 'Write the message the agent goes on with first.';
+          return;
+        }
+        run(() => api.interruptSession(this.id, message), (out) => {
+          interruptText.value = '';
+          return `Interrupted (event #${out.interrupt_seq}); the session goes on with your message.`;
+        });
+      },
+    }, h('label', {for: interruptId}, 'Interrupt with'), interruptText,
+    h('button', {type: 'submit', dataset: {action: 'interrupt'}}, 'Interrupt'));
     this.approvalsBox = h('section.approvals', {hidden: true, 'aria-label': 'Tool calls waiting for a decision'});
     this.approvalsKey = undefined;
-    clear(this.actions, this.approvalsBox, this.cancelButton, this.closeButton,
+    clear(this.actions, this.approvalsBox, this.interruptForm, this.cancelButton, this.closeButton,
       messageForm, forkForm, result);
   }
 

@@ -388,6 +388,37 @@ test('a conversation that waits for input is closed from the page', async () => 
   assert.match(last.status_change.reason, /closed by the user/);
 });
 
+test('a model call under way is interrupted from the page, and the session goes on with the message', async () => {
+  phase = 'interrupt';
+  const id = await stack.submit({prompt: 'clean up the database', title: 'interrupted', model: 'stall'});
+  await open(`#/s/${id}`);
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'running', {timeout: 30000});
+  // The model call has started (its request is in the log) before the interrupt is sent.
+  for (let i = 0; !(await stack.allEvents(id)).some((e) => e.type === 'model_request'); i++) {
+    assert.ok(i < 300, 'the model call started');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await waitFor(() => document.querySelector('.actions form.interrupt:not([hidden])'));
+  await axe('interrupt');
+  await page.type('.actions form.interrupt input', 'keep the table, only clear the cache');
+  await page.click('.actions form.interrupt button[data-action=interrupt]');
+  assert.equal((await stack.waitStatus(id, ['completed'])).status, 'completed');
+  await waitFor(() => document.querySelector('.session')?.dataset.status === 'completed', {timeout: 30000});
+  assert.equal(await page.$eval('.actions form.interrupt', (e) => e.hidden), true);
+  assert.match(await text('.actions .result'), /Interrupted \(event #\d+\)/);
+  const evs = await stack.allEvents(id);
+  const interrupts = evs.filter((e) => e.type === 'interrupt');
+  assert.equal(interrupts.length, 1);
+  assert.equal(interrupts[0].interrupt.message, 'keep the table, only clear the cache');
+  const cut = evs.find((e) => e.type === 'model_response' && e.model_response.partial);
+  assert.ok(cut, 'the stalled model call is kept as a partial answer');
+  assert.equal(cut.model_response.stop_reason, 'interrupted');
+  const answered = evs.filter((e) => e.type === 'user_message' && Number(e.user_message.interrupt_seq) === Number(interrupts[0].seq));
+  assert.equal(answered.length, 1);
+  const last = evs.filter((e) => e.type === 'model_response').pop();
+  assert.equal(last.model_response.text, 'Understood: keep the table, only clear the cache');
+});
+
 test('evaluation runs: pass rates with intervals and the task × configuration grid linked to sessions', async () => {
   phase = 'evals';
   // A results.json in the runner's schema (docs/eval.md) whose trials are real sessions here.

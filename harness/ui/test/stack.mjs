@@ -70,6 +70,10 @@ export async function startStack() {
     // Long enough to kill and restart the harness in the middle.
     slower: {responses: [...Array.from({length: 40}, (_, i) => ({text: `step ${i + 1}`, delay_ms: 500, tool_calls: [fetchCall(`/s/${i + 1}`)]})),
       {text: 'all steps done', delay_ms: 200}]},
+    // A model call that stalls (a minute) until an interrupt cuts it, then answers the interrupt.
+    stall: {responses: [
+      {streamed_before_delay: 'I will drop the production', text: ' table now.', delay_ms: 60000},
+      {text: 'Understood: {{last_user}}'}]},
     // What a fork continues with.
     other: {responses: [{text: 'A different answer after the fork.'}]},
   };
