@@ -41,7 +41,7 @@ std::string ChildSessionId(const std::string& parent_id, const std::string& call
 }
 
 Result<TaskSpec> ChildTask(const std::string& input_json, const TaskSpec& parent, const DelegateBudget& budget,
-                           const HarnessConfig& config) {
+                           const HarnessConfig& config, bool* fork_sandbox) {
   SINEW_ASSIGN_OR_RETURN(json::object in, json_fields::ParseObject(input_json, "input"));
   const std::string w = "input";
   SINEW_RETURN_IF_ERROR(json_fields::RejectUnknownKeys(in, "task,model,title,tools,limits,sandbox", w));
@@ -87,13 +87,15 @@ Result<TaskSpec> ChildTask(const std::string& input_json, const TaskSpec& parent
 
   std::string sandbox = "new";
   SINEW_RETURN_IF_ERROR(ReadString(in, "sandbox", w, &sandbox));
-  if (sandbox == "fork") {
+  if (sandbox != "new" && sandbox != "fork") return Status::InvalidArgument("input.sandbox must be \"new\" or \"fork\"");
+  if (sandbox == "fork" && AttachesSandbox(parent.sandbox_json)) {
     return Status::InvalidArgument(
-        "input.sandbox \"fork\" is not available: this harness cannot copy a session's own sandbox for a "
-        "sub-agent; use \"new\" (a fresh sandbox) and pass what the sub-agent needs in its task");
+        "input.sandbox \"fork\": this session's sandbox is attached (its owner's), so it cannot be copied; use "
+        "\"new\" and pass what the sub-agent needs in its task");
   }
-  if (sandbox != "new") return Status::InvalidArgument("input.sandbox must be \"new\" or \"fork\"");
-  // A fresh sandbox like the parent's; never the parent's attached one (its owner's).
+  if (fork_sandbox != nullptr) *fork_sandbox = sandbox == "fork";
+  // A sandbox like the parent's (a fresh one, or a copy of it); never the parent's attached
+  // one (its owner's).
   if (!AttachesSandbox(parent.sandbox_json)) child.sandbox_json = parent.sandbox_json;
 
   if (budget.output_tokens == 0) {

@@ -30,10 +30,14 @@ struct DelegateBudget {
 // The child's task from a delegate call's input ({task, model?, title?, tools?, limits?,
 // sandbox?}): the parent's model, tools, sandbox spec and approval policy unless the input
 // narrows them; limits capped by the parent's (`budget` for tokens and time); delegate
-// enabled one level less deep. kInvalidArgument (for the model, naming the field) when the
-// input is wrong, asks for more than the parent has, or for a sandbox fork.
+// enabled one level less deep. `*fork_sandbox` (when given) is set when the input asks for
+// a copy of the parent's sandbox (`sandbox: "fork"`): the child's spec is then the
+// parent's, and the caller adds the snapshot (ParentRef.sandbox_snapshot). kInvalidArgument
+// (for the model, naming the field) when the input is wrong, asks for more than the parent
+// has, or for a fork of a sandbox the parent only attached (its owner's).
 [[nodiscard]] Result<TaskSpec> ChildTask(const std::string& input_json, const TaskSpec& parent,
-                                         const DelegateBudget& budget, const HarnessConfig& config);
+                                         const DelegateBudget& budget, const HarnessConfig& config,
+                                         bool* fork_sandbox = nullptr);
 
 // The delegate call's result once its child ended, from the child's log: its last answer
 // (completed), or why it failed or was cancelled (an error result). Sets child_session_id

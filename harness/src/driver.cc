@@ -335,6 +335,7 @@ Task<Status> SessionDriver::Finish(v1::SessionStatus to, const std::string& reas
                              const std::string& error_code, int32_t http_status, bool retryable) {
   const std::string release_reason = "session " + store::SessionStatusName(to);
   SINEW_CO_RETURN_IF_ERROR(co_await ReleaseSandbox(release_reason));
+  co_await DropParentSnapshot();
   std::vector<v1::Event> events;
   if (!error_code.empty()) {
     v1::Event ev;

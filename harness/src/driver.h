@@ -152,6 +152,17 @@ class SessionDriver {
   // error for the model when its task cannot be made (nothing is created then).
   [[nodiscard]] Task<Result<bool>> EnsureChild(const v1::ToolCallSpec& spec, const std::string& child_id,
                                                uint64_t call_seq, std::string* refusal);
+  // For a child asked with sandbox "fork": a snapshot of this session's sandbox (resumed
+  // first when paused), named in `parent`. This session without a sandbox yet leaves
+  // `parent` as it is (the child gets a fresh one); a snapshot refused by the provisioner
+  // (over the byte cap, a busy sandbox) is an error for the model in `refusal`.
+  [[nodiscard]] Task<Status> SnapshotForChild(ParentRef* parent, std::string* refusal);
+  // This session's first sandbox: a fresh one as its task's spec says, or, for a child
+  // forked from its parent's sandbox, one restored from the parent's snapshot.
+  [[nodiscard]] Task<Result<SandboxBackend::Provisioned>> ProvisionSandbox();
+  // At a child's end: deletes the snapshot of its parent's sandbox it was restored from
+  // (already gone is fine; a failure is logged and leaves the snapshot).
+  [[nodiscard]] Task<void> DropParentSnapshot();
   // For a child session: why it should stop (its parent ended, or no longer waits for its
   // call: the call has a result), or "" while the parent waits. Blocking (store calls).
   std::string ParentGone();

@@ -14,7 +14,10 @@
 #include "delegate.h"
 #include "driver.h"
 #include "json_util.h"
+#include "sandbox_common.h"
+#include "sinew/sandbox/provisioner_client.h"
 #include "sinew/utf8.h"
+#include "tool_catalog.h"
 
 namespace sinew::harness {
 namespace {
@@ -145,12 +148,19 @@ Task<Result<bool>> SessionDriver::EnsureChild(const v1::ToolCallSpec& spec, cons
       task_.max_output_tokens > state_.output_tokens ? task_.max_output_tokens - state_.output_tokens : 0;
   const int64_t age_s = (NowUnixMs() - log_.front().timestamp_unix_ms()) / 1000;
   budget.wall_seconds = static_cast<uint32_t>(std::max<int64_t>(0, task_.max_wall_seconds - age_s));
-  auto child = ChildTask(spec.input_json(), task_, budget, *deps_.config);
+  bool fork = false;
+  auto child = ChildTask(spec.input_json(), task_, budget, *deps_.config, &fork);
   if (!child.ok()) {
     *refusal = child.status().message();
     co_return false;
   }
-  child->parent = ParentRef{id_, spec.call_id(), call_seq};
+  child->parent = ParentRef{id_, spec.call_id(), call_seq, "", ""};
+  if (fork) {
+    // A driver that dies between the snapshot and the create leaves that snapshot behind
+    // (docs/harness.md, "Sub-agents"); the one that resumes the call takes another.
+    SINEW_CO_RETURN_IF_ERROR(co_await SnapshotForChild(&child->parent, refusal));
+    if (!refusal->empty()) co_return false;
+  }
   child->prompt = deps_.vault->Redact(child->prompt);
   v1::CreateSessionRequest req;
   req.set_tenant(tenant_);
@@ -172,6 +182,54 @@ Task<Result<bool>> SessionDriver::EnsureChild(const v1::ToolCallSpec& spec, cons
   if (created.ok()) deps_.metrics->Add("sinew_harness_sessions_created_total", "");
   if (deps_.wake) deps_.wake(child_id);
   co_return created.ok();
+}
+
+Task<Status> SessionDriver::SnapshotForChild(ParentRef* parent, std::string* refusal) {
+  if (state_.sandbox_id.empty()) co_return Status::Ok();
+  // A conversation that waited for input left its sandbox paused: it comes back first (or
+  // is lost, and then there is nothing to copy).
+  SINEW_CO_RETURN_IF_ERROR(co_await ResumeSandbox(*FindTool("bash"), /*started_before=*/false));
+  if (state_.sandbox_id.empty()) co_return Status::Ok();
+  const SandboxRef box = SandboxOf();
+  auto snap = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
+    SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, deps_.sandboxes->ProvisionerAt(box.host_address));
+    return prov->Snapshot(box.id, /*owner=*/"");
+  });
+  if (!snap.ok()) {
+    *refusal = "this session's sandbox could not be copied for the sub-agent: " + snap.status().message();
+    co_return Status::Ok();
+  }
+  spdlog::info("session {}: sandbox {} copied for a sub-agent as {} ({} bytes of data, frozen {} ms)", id_, box.id,
+               snap->id(), snap->data_bytes(), snap->duration_ms());
+  parent->sandbox_snapshot = snap->id();
+  parent->snapshot_host_address = box.host_address;
+  co_return Status::Ok();
+}
+
+Task<Result<SandboxBackend::Provisioned>> SessionDriver::ProvisionSandbox() {
+  if (task_.parent.sandbox_snapshot.empty()) {
+    co_return co_await deps_.sandboxes->Provision(task_.sandbox_json, id_, *pools_.blocking);
+  }
+  v1::ProvisionRequest request;
+  // Zero fields take the snapshot's values; the spec is the parent's, as the snapshot is.
+  *request.mutable_resources() = ParseSandboxSpec(task_.sandbox_json).resources;
+  request.set_label(id_);
+  request.set_from_snapshot(task_.parent.sandbox_snapshot);
+  co_return co_await Blocking([&] { return deps_.sandboxes->ProvisionBlocking(request); });
+}
+
+Task<void> SessionDriver::DropParentSnapshot() {
+  const std::string snapshot = task_.parent.sandbox_snapshot;
+  if (snapshot.empty()) co_return;
+  auto deleted = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
+    SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov,
+                           deps_.sandboxes->ProvisionerAt(task_.parent.snapshot_host_address));
+    return prov->DeleteSnapshot(snapshot, /*owner=*/"");
+  });
+  if (!deleted.ok() && deleted.status().code() != StatusCode::kNotFound) {
+    spdlog::warn("session {}: the snapshot {} of its parent's sandbox was not deleted: {}", id_, snapshot,
+                 deleted.status().ToString());
+  }
 }
 
 std::string SessionDriver::ParentGone() {

@@ -131,7 +131,7 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
   }
   if (info->needs_sandbox && state_.sandbox_id.empty()) {
     const auto t0 = Clock::now();
-    auto box = co_await deps_.sandboxes->Provision(task_.sandbox_json, id_, *pools_.blocking);
+    auto box = co_await ProvisionSandbox();
     deps_.metrics->Add("sinew_harness_sandbox_provisions_total", box.ok() ? "outcome=\"ok\"" : "outcome=\"error\"");
     deps_.metrics->Observe("sinew_harness_sandbox_provision_seconds", "", MsSince(t0) / 1000.0);
     if (!box.ok()) {

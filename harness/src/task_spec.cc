@@ -199,9 +199,14 @@ std::string TaskToJson(const TaskSpec& t) {
                                  {"max_depth", t.delegate.max_depth}};
   }
   if (!t.parent.session_id.empty()) {
-    o["parent"] = json::object{{"session_id", t.parent.session_id},
-                               {"call_id", t.parent.call_id},
-                               {"call_seq", t.parent.call_seq}};
+    json::object parent{{"session_id", t.parent.session_id},
+                        {"call_id", t.parent.call_id},
+                        {"call_seq", t.parent.call_seq}};
+    if (!t.parent.sandbox_snapshot.empty()) {
+      parent["sandbox_snapshot"] = t.parent.sandbox_snapshot;
+      parent["snapshot_host_address"] = t.parent.snapshot_host_address;
+    }
+    o["parent"] = std::move(parent);
   }
   return json::serialize(o);
 }
@@ -249,6 +254,8 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
     SINEW_RETURN_IF_ERROR(ReadString(*p, "session_id", w, &t.parent.session_id));
     SINEW_RETURN_IF_ERROR(ReadString(*p, "call_id", w, &t.parent.call_id));
     SINEW_RETURN_IF_ERROR(ReadUint(*p, "call_seq", w, UINT64_MAX / 2, &t.parent.call_seq));
+    SINEW_RETURN_IF_ERROR(ReadString(*p, "sandbox_snapshot", w, &t.parent.sandbox_snapshot));
+    SINEW_RETURN_IF_ERROR(ReadString(*p, "snapshot_host_address", w, &t.parent.snapshot_host_address));
   }
   return t;
 }

@@ -29,10 +29,15 @@ inline constexpr uint32_t kMaxDelegateDepth = 16;
 
 // A child session's parent: the session and its delegate call (call_seq: the seq of that
 // call's tool_call event in the parent's log, where the child looks for its result).
+// A child started with `sandbox: "fork"` also names the snapshot of its parent's sandbox
+// that its own sandbox is restored from, and the provisioner that holds it (host_address;
+// "" with a single sinew-sandboxd); the child deletes the snapshot when it ends.
 struct ParentRef {
   std::string session_id;
   std::string call_id;
   uint64_t call_seq = 0;
+  std::string sandbox_snapshot;
+  std::string snapshot_host_address;
 };
 
 struct TaskSpec {

@@ -77,12 +77,45 @@ TEST(DelegateTest, WrongInputNamesTheField) {
            {R"({"task": "t", "tools": "bash"})", "input.tools"},
            {R"({"task": "t", "tools": ["nope"]})", "'nope'"},
            {R"({"task": "t", "limits": {"max_turns": 0}})", "input.limits"},
-           {R"({"task": "t", "sandbox": "old"})", "input.sandbox"},
-           {R"({"task": "t", "sandbox": "fork"})", "fork"}}) {
+           {R"({"task": "t", "sandbox": "old"})", "input.sandbox"}}) {
     auto child = ChildTask(input, Parent(), DelegateBudget{10, 10}, config);
     ASSERT_FALSE(child.ok()) << input;
     EXPECT_NE(child.status().message().find(says), std::string::npos) << input << ": " << child.status().message();
   }
+}
+
+TEST(DelegateTest, AForkTakesTheParentsSandboxSpecButNeverAnAttachedSandbox) {
+  const HarnessConfig config = TwoModels();
+  TaskSpec parent = Parent();
+  parent.sandbox_json = R"({"memory_limit_bytes":268435456})";
+  bool fork = false;
+  auto child = ChildTask(R"({"task": "t", "sandbox": "fork"})", parent, DelegateBudget{10, 10}, config, &fork);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_TRUE(fork);
+  EXPECT_EQ(child->sandbox_json, parent.sandbox_json);
+  child = ChildTask(R"({"task": "t"})", parent, DelegateBudget{10, 10}, config, &fork);
+  ASSERT_TRUE(child.ok());
+  EXPECT_FALSE(fork) << "\"new\" is the default";
+
+  parent.sandbox_json = R"({"attach":{"id":"sb-1","endpoint":"unix:///run/x"}})";
+  child = ChildTask(R"({"task": "t", "sandbox": "fork"})", parent, DelegateBudget{10, 10}, config, &fork);
+  ASSERT_FALSE(child.ok());
+  EXPECT_NE(child.status().message().find("attached"), std::string::npos) << child.status().message();
+  child = ChildTask(R"({"task": "t"})", parent, DelegateBudget{10, 10}, config, &fork);
+  ASSERT_TRUE(child.ok());
+  EXPECT_TRUE(child->sandbox_json.empty()) << "a fresh sandbox, never the parent's attached one";
+}
+
+TEST(DelegateTest, AForkSnapshotSurvivesTheTaskJsonRoundTrip) {
+  const HarnessConfig config = TwoModels();
+  TaskSpec child = Parent();
+  child.parent = ParentRef{"0123456789abcdef0123456789abcdef", "call-1", 7, "snap-00112233445566778899aabbccddeeff",
+                           "127.0.0.1:5000"};
+  auto back = TaskFromJson(TaskToJson(child), config);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->parent.sandbox_snapshot, child.parent.sandbox_snapshot);
+  EXPECT_EQ(back->parent.snapshot_host_address, child.parent.snapshot_host_address);
+  EXPECT_EQ(back->parent.call_seq, 7u);
 }
 
 TEST(DelegateTest, TheResultIsTheChildsLastAnswerOrWhyItEnded) {

@@ -42,13 +42,13 @@ class SubagentsTest : public ::testing::Test {
     Script("boss_mid", R"({"responses": [
       {"text": "Delegating.", "tool_calls": [{"name": "delegate", "input": {"task": "plan", "model": "mid"}}]},
       {"text": "Boss done."}]})");
-    // Calls that must be refused: no task, an unknown model, a sandbox fork, a tool the
-    // parent may not use.
+    // Calls that must be refused: no task, an unknown model, an unknown sandbox choice, a
+    // tool the parent may not use.
     Script("bad", R"({"responses": [
       {"text": "Bad calls.", "tool_calls": [
         {"name": "delegate", "input": {"model": "worker"}},
         {"name": "delegate", "input": {"task": "x", "model": "nope"}},
-        {"name": "delegate", "input": {"task": "x", "model": "worker", "sandbox": "fork"}},
+        {"name": "delegate", "input": {"task": "x", "model": "worker", "sandbox": "copy"}},
         {"name": "delegate", "input": {"task": "x", "model": "worker", "tools": ["bash"]}}]},
       {"text": "Bad done."}]})");
     // Two delegate calls in one response (max_children).
@@ -325,7 +325,7 @@ TEST_F(SubagentsTest, BadDelegateCallsAreErrorResultsThatStartNoChild) {
   ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed,failed,cancelled"), "completed");
   auto results = OfType(AllEvents(base_, kKeyA, id), "tool_result");
   ASSERT_EQ(results.size(), 4u);
-  const std::vector<std::string> says = {"input.task", "input.model 'nope'", "fork", "input.tools names 'bash'"};
+  const std::vector<std::string> says = {"input.task", "input.model 'nope'", "input.sandbox", "input.tools names 'bash'"};
   for (size_t i = 0; i < results.size(); ++i) {
     EXPECT_TRUE(results[i].at("is_error").as_bool());
     EXPECT_NE(Str(results[i], "output").find(says[i]), std::string::npos) << Str(results[i], "output");
