@@ -212,14 +212,24 @@ void AddSandboxCommands(CLI::App& app, Context& ctx) {
       body["input"] = json::object{{"command", line}};
     }
     if (!exec->call_id.empty()) body["call_id"] = exec->call_id;
-    auto v =
-        ctx.Api().JsonCall("POST", "/v1/sandboxes/" + exec->id + "/execute", json::serialize(body));
+    // The output as it comes (the API's event stream); --json prints the result object.
+    std::string streamed;  // what was printed as it came
+    auto v = ctx.json ? ctx.Api().JsonCall("POST", "/v1/sandboxes/" + exec->id + "/execute",
+                                           json::serialize(body))
+                      : ctx.Api().ExecuteStreamed(
+                            exec->id, json::serialize(body),
+                            [&](const std::string& stream, const std::string& text) {
+                              std::ostream& to = stream == "stderr" ? std::cerr : std::cout;
+                              to << text << std::flush;
+                              streamed += text;
+                            });
     if (!v.ok()) return ctx.Fail(v.status());
-    const json::object* result = Field(*v, "result");
+    const json::object* result = ctx.json ? Field(*v, "result") : (v->is_object() ? &v->as_object() : nullptr);
     if (result == nullptr) return ctx.Fail(Status::Internal("the server's answer has no result"));
     if (ctx.json) {
       std::cout << json::serialize(*result) << "\n";
-    } else {
+    } else if (streamed.empty()) {
+      // A tool that does not stream (read_file, ...), or a repeated call id's first result.
       std::cout << Str(*result, "output");
     }
     const bool is_error = json_fields::BoolField(*result, "is_error");

@@ -2,6 +2,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <optional>
+
 #include "sinew/http/url.h"
 #include "sinew/json_fields.h"
 #include "sinew/sse_parser.h"
@@ -105,6 +107,48 @@ Result<json::value> ApiClient::JsonCall(const std::string& method, const std::st
   std::string m = v.status().message();
   m = m.substr(0, m.find(" (check the id with")) + " (check the id with `sinew sandbox ls`)";
   return Status::NotFound(m);
+}
+
+Result<json::value> ApiClient::ExecuteStreamed(
+    const std::string& id, const std::string& body,
+    const std::function<void(const std::string& stream, const std::string& text)>& on_output) {
+  std::string prefix;  // the first bytes, to explain an answer that is not a stream
+  std::optional<json::value> result;
+  Status failed;
+  SseParser parser([&](const SseEvent& e) {
+    boost::system::error_code ec;
+    json::value v = json::parse(e.data, ec);
+    if (ec || !v.is_object()) {
+      failed = Status::Internal("the server sent an event that is not a JSON object: " + e.data.substr(0, 200));
+      return false;
+    }
+    const json::object& o = v.as_object();
+    if (e.event == "output") {
+      on_output(StringField(o, "stream"), StringField(o, "text"));
+    } else if (e.event == "result" && o.contains("result")) {
+      result = o.at("result");
+    } else if (e.event == "error") {
+      const json::object* err = json_fields::ObjectField(o, "error");
+      const std::string code = err != nullptr ? StringField(*err, "code") : "";
+      failed = HttpError(code == "conflict" ? 409 : 503, e.data, http_.base_url());
+    }
+    return true;
+  });
+  auto status = http_.PostStream("/v1/sandboxes/" + http::PercentEncode(id) + "/execute", body,
+                                 [&](std::string_view bytes) {
+                                   if (prefix.size() < 4096) prefix.append(bytes.substr(0, 4096));
+                                   return parser.Feed(bytes);
+                                 });
+  if (!status.ok()) return status.status();
+  if (*status != 200) {
+    Status s = HttpError(*status, prefix, http_.base_url());
+    if (s.code() != StatusCode::kNotFound) return s;
+    std::string m = s.message();
+    return Status::NotFound(m.substr(0, m.find(" (check the id with")) + " (check the id with `sinew sandbox ls`)");
+  }
+  if (!failed.ok()) return failed;
+  if (!result) return Status::Unavailable("the server's answer ended before the call's result; the call may still run");
+  return *std::move(result);
 }
 
 Result<json::value> ApiClient::UploadFile(const std::string& id, const std::string& path,

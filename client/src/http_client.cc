@@ -51,4 +51,23 @@ Result<long> HttpClient::Stream(const std::string& path, const std::vector<std::
   return response->status;
 }
 
+Result<long> HttpClient::PostStream(const std::string& path, const std::string& body,
+                                    const std::function<bool(std::string_view)>& on_data) {
+  http::ClientRequest request;
+  request.method = "POST";
+  request.url = base_url_ + path;
+  if (!api_key_.empty()) request.headers.push_back("Authorization: Bearer " + api_key_);
+  request.headers.push_back("Content-Type: application/json");
+  request.headers.push_back("Accept: text/event-stream");
+  request.body = body;
+  request.timeout_ms = 0;
+  request.tls = tls_;
+  auto response = http::Fetch(request, on_data);
+  if (!response.ok()) {
+    return Status::Unavailable("server not reachable at " + base_url_ + " (" + response.status().message() +
+                               "); is sinew-harness running? Set --server or SINEW_SERVER");
+  }
+  return response->status;
+}
+
 }  // namespace sinew::client

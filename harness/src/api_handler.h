@@ -27,6 +27,7 @@ struct ApiRequest {
   std::string authorization;
   std::string content_type;
   std::string last_event_id;
+  std::string accept;  // the Accept header ("" when none)
   std::string traceparent;  // the caller's W3C trace context ("" when none)
   bool forwarded = false;  // came from another harness (never forwarded again)
   std::string remote_address;  // the client's "ip:port" ("" when unknown)
@@ -39,6 +40,13 @@ struct ApiResponse {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
   std::string created_session;  // the session this request created ("" for none); not sent
+  // When set, the answer is an event stream instead of `body`: the server starts a 200
+  // text/event-stream response (with `headers`) and calls `events` on the request's
+  // thread, which may block; `send(event, data)` writes one event (`data`: one line of
+  // JSON), waiting while the client reads slowly, and returns false once the client has
+  // gone (events then still runs to its end). The stream ends when `events` returns.
+  using EventSender = std::function<bool(const std::string& event, const std::string& data)>;
+  std::function<void(const EventSender& send)> events;
 };
 
 // What the handler needs from the harness process around it.

@@ -9,6 +9,7 @@
 #include "sinew/sandbox/provisioner_client.h"
 #include "sinew/sandbox/sandbox_client.h"
 #include "sinew/sandbox/tool_specs.h"
+#include "sinew/utf8.h"
 
 namespace sinew::harness {
 namespace {
@@ -101,6 +102,39 @@ ApiResponse SandboxApi::Unreachable(const SandboxRecord& record, const Status& f
   return ApiHandler::Error(503, "unavailable", "the sandbox did not answer: " + failure.message());
 }
 
+namespace {
+
+// True when the client asks for the call's output as it comes (Accept: text/event-stream).
+bool WantsEvents(const ApiRequest& r) { return r.accept.find("text/event-stream") != std::string::npos; }
+
+// The output of one stream (stdout or stderr) as events of whole UTF-8 characters: a
+// chunk that ends inside a character keeps its tail for the next one.
+class OutputEvents {
+ public:
+  OutputEvents(std::string name, const ApiResponse::EventSender& send) : name_(std::move(name)), send_(send) {}
+  void Add(std::string_view bytes) {
+    pending_.append(bytes);
+    const size_t whole = Utf8Prefix(pending_, pending_.size()).size();
+    if (whole == 0) return;
+    Send(pending_.substr(0, whole));
+    pending_.erase(0, whole);
+  }
+  void Flush() {
+    if (!pending_.empty()) Send(pending_);
+    pending_.clear();
+  }
+
+ private:
+  void Send(std::string_view bytes) {
+    send_("output", json::serialize(json::object{{"stream", name_}, {"text", SanitizeUtf8(bytes)}}));
+  }
+  const std::string name_;
+  const ApiResponse::EventSender& send_;
+  std::string pending_;
+};
+
+}  // namespace
+
 ApiResponse SandboxApi::Execute(const ApiRequest& r, const std::string& id, const Caller& caller) {
   auto record = records_.Get(id, caller.tenant);
   if (!record.ok()) return ApiHandler::FromStatus(record.status());
@@ -116,6 +150,9 @@ ApiResponse SandboxApi::Execute(const ApiRequest& r, const std::string& id, cons
   if (Status s = Audit(r, caller, id, "sandbox_execute", detail); !s.ok())
     return ApiHandler::FromStatus(s);
   auto client = ClientFor(*record);
+  if (client.ok() && WantsEvents(r)) {
+    return ExecuteEvents(*record, body->name, body->input_json, body->call_id, *client);
+  }
   Result<v1::ExecuteResult> result =
       client.ok() ? (*client)->Execute(body->name, body->input_json, body->call_id)
                   : Result<v1::ExecuteResult>(client.status());
@@ -128,6 +165,32 @@ ApiResponse SandboxApi::Execute(const ApiRequest& r, const std::string& id, cons
     return Unreachable(*record, result.status());
   }
   return Json(200, json::object{{"result", ExecuteResultToJson(*result)}});
+}
+
+ApiResponse SandboxApi::ExecuteEvents(const SandboxRecord& record, const std::string& name,
+                                      const std::string& input_json, const std::string& call_id,
+                                      std::shared_ptr<sandbox::SandboxClient> client) {
+  ApiResponse response;
+  response.content_type = "text/event-stream";
+  response.events = [this, record, name, input_json, call_id, client](const ApiResponse::EventSender& send) {
+    OutputEvents out("stdout", send), err("stderr", send);
+    auto result = client->ExecuteStream(
+        name, input_json, [&](bool is_stderr, std::string_view bytes) { (is_stderr ? err : out).Add(bytes); },
+        call_id);
+    out.Flush();
+    err.Flush();
+    if (result.ok()) {
+      send("result", json::serialize(json::object{{"result", ExecuteResultToJson(*result)}}));
+      return;
+    }
+    // The answer is under way (200): the failure is its last event, as the JSON answer's
+    // error would have been.
+    const ApiResponse refusal = result.status().code() == StatusCode::kInvalidArgument
+                                    ? ApiHandler::Error(409, "conflict", result.status().message())
+                                    : Unreachable(record, result.status());
+    send("error", refusal.body);
+  };
+  return response;
 }
 
 ApiResponse SandboxApi::Snapshot(const ApiRequest& r, const std::string& id, const Caller& caller) {

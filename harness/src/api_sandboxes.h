@@ -48,6 +48,11 @@ class SandboxApi {
   ApiResponse Get(const std::string& id, const Caller& caller);
   ApiResponse Delete(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse Execute(const ApiRequest& r, const std::string& id, const Caller& caller);
+  // Execute answered as an event stream (Accept: text/event-stream): `output` events
+  // ({"stream", "text"}) as the call writes, then `result` ({"result"}) or `error`
+  // ({"error"}: what the JSON answer's error would have been).
+  ApiResponse ExecuteEvents(const SandboxRecord& record, const std::string& name, const std::string& input_json,
+                            const std::string& call_id, std::shared_ptr<sandbox::SandboxClient> client);
   ApiResponse Snapshot(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse PauseOrResume(const ApiRequest& r, const std::string& id, const Caller& caller,

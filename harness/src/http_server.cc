@@ -154,6 +154,7 @@ class ApiServer final : public HttpServer {
     api.authorization = std::string(request.Header("authorization"));
     api.content_type = std::move(request.content_type);
     api.last_event_id = std::string(request.Header("last-event-id"));
+    api.accept = std::string(request.Header("accept"));
     api.traceparent = std::string(request.Header("traceparent"));
     api.forwarded = !request.Header("x-sinew-forwarded").empty();
     api.remote_address = std::move(request.peer);
@@ -177,6 +178,11 @@ class ApiServer final : public HttpServer {
       response = ApiHandler::Error(500, "internal", std::string("unexpected failure: ") + e.what());
     }
     Count(response.status);
+    if (response.events) {
+      ServeEvents(response, *stream);
+      LogRequest(api, response.status, started);
+      return;
+    }
     stream->Send(ToHttp(response));
     if (!response.created_session.empty()) {
       LogFields fields = CurrentLogFields();
@@ -187,6 +193,18 @@ class ApiServer final : public HttpServer {
       return;
     }
     LogRequest(api, response.status, started);
+  }
+
+  // An answer that is an event stream written from this thread (ApiResponse::events).
+  static void ServeEvents(const ApiResponse& response, http::ResponseStream& stream) {
+    constexpr size_t kQueuedBytes = 1 << 20;
+    const bool started = stream.StartEvents(response.headers);
+    bool open = started;
+    response.events([&](const std::string& event, const std::string& data) {
+      open = open && stream.WaitForRoom(kQueuedBytes) && stream.SendEvent("event: " + event + "\ndata: " + data + "\n\n");
+      return open;
+    });
+    if (started) stream.EndEvents();
   }
 
   // The event stream as a coroutine on its own strand (WaitForCallback needs one).

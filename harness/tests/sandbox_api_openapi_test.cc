@@ -109,6 +109,12 @@ TEST(SandboxApiOpenApiTest, EverySandboxOperationAnswersAsDocumented) {
   send("POST /v1/sandboxes/{id}/execute", "ran", "POST", s + "/execute", {auth, as_json}, bash);
   send("POST /v1/sandboxes/{id}/execute", "the same call id, another call", "POST", s + "/execute",
        {auth, as_json}, R"({"name": "bash", "input": {"command": "ls"}, "call_id": "c1"})");
+  const std::string events = "Accept: text/event-stream";
+  Reply streamed = send("POST /v1/sandboxes/{id}/execute", "ran, as events", "POST", s + "/execute",
+                        {auth, as_json, events}, R"({"name": "bash", "input": {"command": "echo out; echo err >&2"}})");
+  EXPECT_NE(streamed.body.find("event: result"), std::string::npos) << streamed.body;
+  send("POST /v1/sandboxes/{id}/execute", "the same call id, another call, as events", "POST", s + "/execute",
+       {auth, as_json, events}, R"({"name": "bash", "input": {"command": "ls"}, "call_id": "c1"})");
   send("POST /v1/sandboxes/{id}/execute", "an unknown tool", "POST", s + "/execute",
        {auth, as_json}, R"({"name": "nope"})");
   send("POST /v1/sandboxes/{id}/execute", "unknown id", "POST", m + "/execute", {auth, as_json},

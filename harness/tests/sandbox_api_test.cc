@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "sandbox_api_fixture.h"
 
@@ -93,6 +95,69 @@ TEST_F(SandboxApiTest, ACallIdRunsOnceAndARepeatGetsTheFirstResult) {
   auto other = Exec(base, kKeyA, id, "echo other >> runs", "call-1");
   EXPECT_EQ(other.status, 409) << other.body;
   EXPECT_EQ(Output(Exec(base, kKeyA, id, "cat runs")), "run\n");
+}
+
+TEST_F(SandboxApiTest, AskedForEventsExecuteStreamsTheOutputWhileTheCommandRuns) {
+  auto h = StartHarness("h");
+  const std::string base = h->url();
+  const std::string id = Create(base, kKeyA);
+  ASSERT_FALSE(id.empty());
+  const std::string url = base + "/v1/sandboxes/" + id + "/execute";
+  // The command waits for a file that the test makes only once it has seen the first line,
+  // so that line must have come while the command still ran.
+  std::atomic<bool> saw_first{false};
+  long status = 0;
+  std::vector<SseEvent> events;
+  std::thread reader([&] {
+    events = PostForEvents(
+        url, kKeyA,
+        R"({"name": "bash", "call_id": "streamed-1", "input": {"command": "echo first; until [ -e /workspace/go ]; do sleep 0.05; done; printf 'café second' >&2"}})",
+        [&](const SseEvent& e) {
+          if (e.type == "output" && e.data.find("first") != std::string::npos) saw_first = true;
+        },
+        &status);
+  });
+  for (int i = 0; i < 1200 && !saw_first; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(saw_first) << "no output event came while the command ran";
+  EXPECT_EQ(Exec(base, kKeyA, id, "touch /workspace/go").status, 200);
+  reader.join();
+  EXPECT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u);
+  std::string out, err;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    ASSERT_EQ(events[i].type, "output") << events[i].data;
+    auto e = boost::json::parse(events[i].data).as_object();
+    (e.at("stream").as_string() == "stdout" ? out : err) += std::string(e.at("text").as_string());
+  }
+  EXPECT_EQ(out, "first\n");
+  EXPECT_EQ(err, "café second");
+  ASSERT_EQ(events.back().type, "result") << events.back().data;
+  auto result = boost::json::parse(events.back().data).at("result").as_object();
+  EXPECT_EQ(result.at("exit_code").to_number<int64_t>(), 0);
+  EXPECT_NE(std::string(result.at("output").as_string()).find("first"), std::string::npos);
+
+  // The same call id again: its first run's result, not a second run.
+  auto again = PostForEvents(url, kKeyA,
+                             R"({"name": "bash", "call_id": "streamed-1", "input": {"command": "echo first; until [ -e /workspace/go ]; do sleep 0.05; done; printf 'café second' >&2"}})",
+                             {}, &status);
+  EXPECT_EQ(status, 200);
+  ASSERT_FALSE(again.empty());
+  ASSERT_EQ(again.back().type, "result") << again.back().data;
+  EXPECT_TRUE(boost::json::parse(again.back().data).at("result").at("replayed").as_bool());
+  // The same call id with another call: the answer's last event is the 409's error.
+  auto conflict = PostForEvents(url, kKeyA, R"({"name": "bash", "call_id": "streamed-1", "input": {"command": "echo other"}})",
+                                {}, &status);
+  EXPECT_EQ(status, 200);
+  ASSERT_FALSE(conflict.empty());
+  EXPECT_EQ(conflict.back().type, "error");
+  EXPECT_EQ(boost::json::parse(conflict.back().data).at("error").at("code").as_string(), "conflict");
+  // Refused before anything runs: a plain JSON 4xx, no stream.
+  auto bad = PostForEvents(url, kKeyA, R"({"name": "nope"})", {}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_TRUE(bad.empty());
+  auto theirs = PostForEvents(url, kKeyB, R"({"name": "bash", "input": {"command": "echo x"}})", {}, &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_TRUE(theirs.empty());
 }
 
 TEST_F(SandboxApiTest, AnotherTenantsSandboxAnswers404AndStaysAsItWas) {

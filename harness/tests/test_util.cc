@@ -232,6 +232,42 @@ std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
   return events;
 }
 
+std::vector<SseEvent> PostForEvents(const std::string& url, const std::string& key, const std::string& body,
+                                    const std::function<void(const SseEvent&)>& on_event, long* status,
+                                    uint32_t timeout_ms) {
+  std::vector<SseEvent> events;
+  HttpRequest req;
+  req.method = "POST";
+  req.url = url;
+  req.body = body;
+  req.headers = {"Authorization: Bearer " + key, "Content-Type: application/json", "Accept: text/event-stream"};
+  req.timeout_ms = timeout_ms;
+  std::string pending;
+  SseEvent current;
+  auto resp = PerformHttp(req, [&](std::string_view chunk) {
+    pending.append(chunk);
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      if (line.empty()) {
+        if (!current.type.empty()) {
+          events.push_back(current);
+          if (on_event) on_event(current);
+        }
+        current = SseEvent();
+      } else if (line.rfind("event: ", 0) == 0) {
+        current.type = line.substr(7);
+      } else if (line.rfind("data: ", 0) == 0) {
+        current.data = line.substr(6);
+      }
+    }
+    return true;
+  });
+  if (status != nullptr) *status = resp.ok() ? resp->status : 0;
+  return events;
+}
+
 std::string WaitForStatus(const std::string& base, const std::string& key, const std::string& id,
                           const std::string& statuses, int timeout_s) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);

@@ -79,6 +79,12 @@ struct SseEvent {
 std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
                                  const std::string& last_event_id, size_t max_events,
                                  uint32_t timeout_ms = 60000);
+// POSTs JSON `body` with "Accept: text/event-stream" and reads the events of the answer
+// until it ends or `timeout_ms` passes, calling `on_event` for each as it arrives. `status`
+// gets the HTTP status (0 when none came); an answer that is not a stream has no events.
+std::vector<SseEvent> PostForEvents(const std::string& url, const std::string& key, const std::string& body,
+                                    const std::function<void(const SseEvent&)>& on_event = {}, long* status = nullptr,
+                                    uint32_t timeout_ms = 120000);
 
 // Polls GET /v1/sessions/{id} until its status is one of `statuses` (comma list).
 std::string WaitForStatus(const std::string& base, const std::string& key, const std::string& id,

@@ -72,6 +72,14 @@ class ApiClient {
   [[nodiscard]] Result<boost::json::value> JsonCall(const std::string& method, const std::string& path,
                                                     const std::string& body = "");
 
+  // A tool call in sandbox `id` with its output as it comes (POST .../execute answered as
+  // events; `body` as JsonCall's): `on_output(stream, text)` for each piece ("stdout" or
+  // "stderr"), then the call's result object. An API error for a refusal before the call
+  // started, or for the stream's `error` event.
+  [[nodiscard]] Result<boost::json::value> ExecuteStreamed(
+      const std::string& id, const std::string& body,
+      const std::function<void(const std::string& stream, const std::string& text)>& on_output);
+
   // A file into sandbox `id` (PUT /v1/sandboxes/{id}/files?path=...): the answer's
   // "file" object (path, size, sha256).
   [[nodiscard]] Result<boost::json::value> UploadFile(const std::string& id, const std::string& path,

@@ -42,6 +42,12 @@ class HttpClient {
                                     const std::function<void()>& on_tick = {},
                                     const std::atomic<bool>* stop = nullptr);
 
+  // A POST of JSON `body` whose answer is read as it arrives (text/event-stream asked
+  // for), as Stream reads it, without Stream's limit on silence: a call may write nothing
+  // for a long time. Returns the HTTP status once the answer ends.
+  [[nodiscard]] Result<long> PostStream(const std::string& path, const std::string& body,
+                                        const std::function<bool(std::string_view)>& on_data);
+
   const std::string& base_url() const { return base_url_; }
 
  private:
