@@ -4,6 +4,7 @@
 //   #/s/<id>[/<seq>]                 one session, event <seq> selected
 //   #/compare/<a>/<b>[/<seq>]        two sessions side by side (a fork and its origin)
 //   #/schedules                      schedules: create, pause, resume, delete
+//   #/sandboxes                      the sandbox API's sandboxes: state, use; pause, resume, delete
 //   #/evals[?job=N]                  evaluation runs
 import {h, clear} from './dom.js';
 import * as api from './api.js';
@@ -11,6 +12,7 @@ import {SessionsView} from './sessions.js';
 import {SessionView} from './session.js';
 import {EvalsView} from './evals.js';
 import {SchedulesView} from './schedules.js';
+import {SandboxesView} from './sandboxes.js';
 
 const main = document.getElementById('main');
 let view = null;
@@ -100,6 +102,7 @@ function route() {
   }
   if (parts[0] === 'evals') return show(new EvalsView(params), 'Evaluation runs');
   if (parts[0] === 'schedules') return show(new SchedulesView(), 'Schedules');
+  if (parts[0] === 'sandboxes') return show(new SandboxesView(), 'Sandboxes');
   if (parts[0] !== 'sessions') history.replaceState(null, '', '#/sessions');
   return show(new SessionsView(params), 'Sessions');
 }

@@ -299,7 +299,7 @@ export class SessionView {
     };
     const msgId = `msg-${this.id.slice(0, 8)}`;
     const text = h('textarea', {id: msgId, rows: 2, name: 'message'});
-    const messageForm = h('form.inline', {
+    const messageForm = h('form.inline.message', {
       onsubmit: (e) => {
         e.preventDefault();
         if (!text.value.trim()) return;

@@ -29,7 +29,7 @@ const expectedWhileDown = /Failed to load resource: net::ERR_(CONNECTION_REFUSED
 
 before(async () => {
   assert.ok(existsSync(chromium), `${chromium} is missing: run scripts/install-deps.sh`);
-  stack = await startStack();
+  stack = await startStack({sandboxd: true});
   browser = await puppeteer.launch({
     executablePath: chromium, headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-extensions', '--window-size=1400,1000'],
@@ -43,6 +43,8 @@ before(async () => {
     if (phase === 'harness-down' && expectedWhileDown.test(m.text())) return;
     // The browser logs the refusal of a wrong key, which the test types on purpose.
     if (phase === 'wrong-key' && /status of 401/.test(m.text())) return;
+    // And the 400 of a schedule the schedules test has refused on purpose.
+    if (phase === 'schedule-refused' && /status of 400/.test(m.text())) return;
     problems.push(`[${phase}] console.${m.type()}: ${m.text()}`);
   });
   page.on('pageerror', (e) => problems.push(`[${phase}] page error: ${e.message}`));
@@ -344,7 +346,7 @@ test('cancel and send a message from the page', async () => {
     [...document.querySelectorAll('.tr-row .badge')].filter((b) => b.textContent === 'user_message').length;
   const before = await page.evaluate(userMessages);
   await page.type('.actions textarea', 'please go on');
-  await page.click('.actions form.inline button[type=submit]');
+  await page.click('.actions form.message button[type=submit]');
   await waitFor(`(${userMessages})() > ${before}`);
   const evs = await stack.allEvents(id);
   assert.ok(evs.some((e) => e.type === 'user_message' && e.user_message.text === 'please go on'));
@@ -464,9 +466,11 @@ test('schedules: created from the page, shown with their next run, paused, resum
   await page.waitForSelector('#s-cron');
   await page.type('#s-cron', '0 0 30 2 *');
   await page.type('#s-prompt', 'never');
+  phase = 'schedule-refused';
   await page.click('section.schedules button[type=submit]');
   // A cron that never fires is refused with the API's message, and nothing is listed.
   await waitFor(() => /never fires/.test(document.querySelector('section.schedules .info')?.textContent || ''));
+  phase = 'schedules';
   assert.match(await text('section.schedules tbody'), /No schedules/);
   await page.$eval('#s-cron', (e) => { e.value = ''; });
   await page.type('#s-cron', '30 9 * * MON-FRI');
@@ -491,6 +495,55 @@ test('schedules: created from the page, shown with their next run, paused, resum
   await page.click(`tr[data-id="${s.id}"] button[aria-label]`);
   await waitFor(() => /No schedules/.test(document.querySelector('section.schedules tbody')?.textContent || ''));
   assert.equal((await stack.api('GET', '/v1/schedules')).json.schedules.length, 0);
+});
+
+test('sandboxes: the tenant\'s own, with state and use; paused, resumed and deleted from the page', async (t) => {
+  if (!stack.sandboxd) {
+    t.skip(`no sinew-sandboxd on this machine: ${stack.sandboxdWhy}`);
+    return;
+  }
+  phase = 'sandboxes';
+  const shape = {memory_limit_bytes: 128 * 1048576, disk_bytes: 16 * 1048576};
+  const made = await stack.api('POST', '/v1/sandboxes', shape);
+  assert.equal(made.status, 201, JSON.stringify(made.json));
+  const id = made.json.sandbox.id;
+  // Some use for the page to show.
+  const ran = await stack.api('POST', `/v1/sandboxes/${id}/execute`,
+    {name: 'bash', input: {command: 'head -c 20000000 /dev/urandom | sha256sum'}});
+  assert.equal(ran.status, 200, JSON.stringify(ran.json));
+  const others = await stack.api('POST', '/v1/sandboxes', shape, 'other-tenant-key');
+  assert.equal(others.status, 201, JSON.stringify(others.json));
+  try {
+    await open('#/sandboxes');
+    // The list is shown twice: at once, then with what the host says it uses ("ready").
+    const shown = (pattern, sid) => waitFor((p, i) => document.querySelector('section.sandboxes')?.dataset.state === 'ready' &&
+      new RegExp(p).test(document.querySelector(i ? `tr[data-id="${i}"]` : 'section.sandboxes tbody')?.textContent || ''),
+    {timeout: 60000}, pattern, sid);
+    await shown('MiB', id);
+    assert.equal(await page.$$eval('section.sandboxes tbody tr[data-id]', (rows) => rows.length), 1,
+      'another tenant\'s sandbox is not listed');
+    const row = await text(`tr[data-id="${id}"]`);
+    assert.match(row, /ready/);
+    assert.match(row, /128\.0 MiB/);
+    assert.match(await text(`tr[data-id="${id}"] td.mem-peak`), /^\d+\.\d MiB$/);
+    assert.match(await text(`tr[data-id="${id}"] td.cpu-time`), /^\d+\.\d\d s$/);
+    await shot('sandboxes');
+    await axe('sandboxes');
+    await page.click(`tr[data-id="${id}"] button[aria-label^="Pause"]`);
+    await shown('paused', id);
+    assert.equal((await stack.api('GET', `/v1/sandboxes/${id}`)).json.sandbox.state, 'paused');
+    await page.click(`tr[data-id="${id}"] button[aria-label^="Resume"]`);
+    await shown('ready', id);
+    assert.equal((await stack.api('GET', `/v1/sandboxes/${id}`)).json.sandbox.state, 'ready');
+    await page.click(`tr[data-id="${id}"] button[aria-label^="Delete"]`);
+    await shown('No sandboxes');
+    assert.equal((await stack.api('GET', `/v1/sandboxes/${id}`)).json.sandbox.state, 'deleted');
+    await page.click('#sb-ended');
+    await shown('deleted', id);
+  } finally {
+    await stack.api('DELETE', `/v1/sandboxes/${id}`);
+    await stack.api('DELETE', `/v1/sandboxes/${others.json.sandbox.id}`, undefined, 'other-tenant-key');
+  }
 });
 
 test('no console errors on any page', () => {

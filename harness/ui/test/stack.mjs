@@ -1,10 +1,12 @@
 // A real sinew-store and sinew-harness on loopback for the console's browser test and
 // benchmark, with scripted models (test doubles of language models) and an HTTP server
 // in this process as the allowlisted target of the http_request tool; and sessions of
-// any size made through the API's import (real events, real store).
+// any size made through the API's import (real events, real store). With
+// `{sandboxd: true}`, also a real sinew-sandboxd (runc) where this machine can run one
+// (root, runc, the sandbox image): `stack.sandboxd`, or `stack.sandboxdWhy` when not.
 import {spawn} from 'node:child_process';
 import {createServer} from 'node:http';
-import {mkdtempSync, writeFileSync, rmSync} from 'node:fs';
+import {existsSync, mkdtempSync, readdirSync, rmdirSync, writeFileSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 import {randomBytes} from 'node:crypto';
@@ -24,8 +26,9 @@ function freePort() {
   });
 }
 
-// Starts `argv`; resolves with {proc, address} once it prints "listening on HOST:PORT".
-function startProcess(argv, log) {
+// Starts `argv`; resolves with {proc, address} once it prints "listening on HOST:PORT"
+// (or what `ready` matches: its first group is the address).
+function startProcess(argv, log, ready = /listening on (\S+)/) {
   return new Promise((resolve, reject) => {
     const proc = spawn(argv[0], argv.slice(1), {stdio: ['ignore', 'pipe', 'pipe']});
     let seen = '';
@@ -34,7 +37,7 @@ function startProcess(argv, log) {
       const text = d.toString();
       log.push(text);
       seen += text;
-      const m = /listening on (\S+)/.exec(seen);
+      const m = ready.exec(seen);
       if (m) {
         clearTimeout(timer);
         resolve({proc, address: m[1]});
@@ -49,7 +52,42 @@ function startProcess(argv, log) {
   });
 }
 
-export async function startStack() {
+// sinew-sandboxd with its own state directory and cgroup parent: {proc, address, tag},
+// or {why} when it cannot run here.
+async function startSandboxd(log) {
+  if (process.getuid() !== 0) return {why: 'not root (runc sandboxes need root)'};
+  const bin = join(binDir, 'sinew-sandboxd');
+  if (!existsSync(bin)) return {why: `${bin} is not built`};
+  const port = await freePort();
+  const tag = `sinew-ui-test-${process.pid}`;
+  try {
+    const {proc} = await startProcess([bin, '--listen', `127.0.0.1:${port}`, '--state-dir', `/run/${tag}`,
+      '--cgroup-parent', tag, '--warm-pool-size', '0'], log, /listening on port (\d+)/);
+    return {proc, address: `127.0.0.1:${port}`, tag};
+  } catch (e) {
+    return {why: e.message};
+  }
+}
+
+// What a stopped sinew-sandboxd leaves: its state directory and cgroup directories.
+function removeSandboxdState(tag) {
+  rmSync(`/run/${tag}`, {recursive: true, force: true});
+  let controllers = [];
+  try {
+    controllers = readdirSync('/sys/fs/cgroup');
+  } catch (_) {
+    return;
+  }
+  for (const c of [...controllers.map((d) => join('/sys/fs/cgroup', d, tag)), join('/sys/fs/cgroup', tag)]) {
+    try {
+      rmdirSync(c);
+    } catch (_) {
+      // not there, or not empty: nothing of ours to remove
+    }
+  }
+}
+
+export async function startStack({sandboxd: wantSandboxd = false} = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'sinew-ui-'));
   const log = [];
   const target = createServer((req, res) => {
@@ -79,6 +117,7 @@ export async function startStack() {
   };
   for (const [name, s] of Object.entries(scripts)) writeFileSync(join(dir, `${name}.json`), JSON.stringify(s));
   const store = await startProcess([join(binDir, 'sinew-store'), '--db', join(dir, 'db'), '--listen', '127.0.0.1:0'], log);
+  const sandboxd = wantSandboxd ? await startSandboxd(log) : {why: 'not asked for'};
   const port = await freePort();
   const config = {
     listen: `127.0.0.1:${port}`, store: {address: store.address},
@@ -88,9 +127,11 @@ export async function startStack() {
     http_request: {allow: [{host: `127.0.0.1:${target.address().port}`}]},
     max_request_bytes: 256 * 1024 * 1024, lease_ttl_ms: 1500, scan_interval_ms: 300,
   };
+  if (sandboxd.address) config.sandboxd = {address: sandboxd.address};
   writeFileSync(join(dir, 'harness.json'), JSON.stringify(config));
   const stack = {
     dir, log, base: `http://127.0.0.1:${port}`, store, harness: null,
+    sandboxd: sandboxd.address ? sandboxd : null, sandboxdWhy: sandboxd.why || '',
     async startHarness() {
       this.harness = await startProcess([join(binDir, 'sinew-harness'), '--config', join(dir, 'harness.json')], log);
     },
@@ -103,7 +144,7 @@ export async function startStack() {
       });
     },
     async stop() {
-      for (const p of [this.harness && this.harness.proc, store.proc]) {
+      for (const p of [this.harness && this.harness.proc, this.sandboxd && this.sandboxd.proc, store.proc]) {
         if (!p || p.exitCode !== null) continue;
         await new Promise((r) => {
           p.once('exit', r);
@@ -111,6 +152,7 @@ export async function startStack() {
         });
       }
       target.close();
+      if (this.sandboxd) removeSandboxdState(this.sandboxd.tag);
       rmSync(dir, {recursive: true, force: true});
     },
     api(method, path, body, key = KEY) {
