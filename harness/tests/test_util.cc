@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -60,7 +61,11 @@ SandboxdProcess::SandboxdProcess(const std::vector<std::string>& extra_args) {
   cgroup_parent_ = "sinew-harness-test-" + tag;
   const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
   std::vector<std::string> argv{testing::BinaryPath("sinew-sandboxd"), "--listen", addr, "--state-dir", state_dir,
-                                "--cgroup-parent", cgroup_parent_, "--warm-pool-size", "0"};
+                                "--cgroup-parent", cgroup_parent_};
+  // No warm pool unless the caller asks for one.
+  if (std::find(extra_args.begin(), extra_args.end(), "--warm-pool-size") == extra_args.end()) {
+    argv.insert(argv.end(), {"--warm-pool-size", "0"});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = std::make_unique<testing::Subprocess>(argv);
   auto client = sandbox::ProvisionerClient::Connect(addr, std::chrono::seconds(10));

@@ -138,7 +138,8 @@ std::string Str(const boost::json::object& o, const char* key);
 // loopback port. Needs root, runc and the default image (ctest fixture sandbox_image).
 class SandboxdProcess {
  public:
-  // `extra_args` are added to its command line (e.g. {"--log-format", "json"}).
+  // `extra_args` are added to its command line (e.g. {"--log-format", "json"}); without
+  // "--warm-pool-size" it runs with no warm pool.
   explicit SandboxdProcess(const std::vector<std::string>& extra_args = {});
   ~SandboxdProcess();
   std::string address;  // empty when it did not start
