@@ -129,12 +129,27 @@ def media_type(content_type):
     return content_type.split(";")[0].strip().lower()
 
 
+def with_nullable_types(node):
+    """A copy of node where every schema with nullable: true and a type also allows null."""
+    if isinstance(node, list):
+        return [with_nullable_types(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: with_nullable_types(v) for k, v in node.items()}
+    if out.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
 def check_answers(doc, resolve, answers_path, coverage):
     """The problems of the live answers in answers_path against doc (see the module doc)."""
     import jsonschema  # python3-jsonschema; only this mode needs it
 
     with open(answers_path, encoding="utf-8") as f:
         answers = json.load(f)
+    # OpenAPI 3.0's `nullable: true` is not JSON Schema: a copy of the document says it as
+    # JSON Schema does (null among the types) for the validator.
+    doc = with_nullable_types(doc)
     # $refs in schemas resolve against the whole document.
     resolver = jsonschema.RefResolver(base_uri="", referrer=doc)
 
