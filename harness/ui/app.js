@@ -5,6 +5,7 @@
 //   #/compare/<a>/<b>[/<seq>]        two sessions side by side (a fork and its origin)
 //   #/schedules                      schedules: create, pause, resume, delete
 //   #/sandboxes                      the sandbox API's sandboxes: state, use; pause, resume, delete
+//   #/webhooks                       webhook endpoints: create, delete, delivery log
 //   #/evals[?job=N]                  evaluation runs
 import {h, clear} from './dom.js';
 import * as api from './api.js';
@@ -13,6 +14,7 @@ import {SessionView} from './session.js';
 import {EvalsView} from './evals.js';
 import {SchedulesView} from './schedules.js';
 import {SandboxesView} from './sandboxes.js';
+import {WebhooksView} from './webhooks.js';
 
 const main = document.getElementById('main');
 let view = null;
@@ -103,6 +105,7 @@ function route() {
   if (parts[0] === 'evals') return show(new EvalsView(params), 'Evaluation runs');
   if (parts[0] === 'schedules') return show(new SchedulesView(), 'Schedules');
   if (parts[0] === 'sandboxes') return show(new SandboxesView(), 'Sandboxes');
+  if (parts[0] === 'webhooks') return show(new WebhooksView(), 'Webhooks');
   if (parts[0] !== 'sessions') history.replaceState(null, '', '#/sessions');
   return show(new SessionsView(params), 'Sessions');
 }

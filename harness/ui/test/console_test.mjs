@@ -45,6 +45,8 @@ before(async () => {
     if (phase === 'wrong-key' && /status of 401/.test(m.text())) return;
     // And the 400 of a schedule the schedules test has refused on purpose.
     if (phase === 'schedule-refused' && /status of 400/.test(m.text())) return;
+    // And the webhooks test's.
+    if (phase === 'webhook-refused' && /status of 400/.test(m.text())) return;
     problems.push(`[${phase}] console.${m.type()}: ${m.text()}`);
   });
   page.on('pageerror', (e) => problems.push(`[${phase}] page error: ${e.message}`));
@@ -497,6 +499,22 @@ test('schedules: created from the page, shown with their next run, paused, resum
   assert.equal((await stack.api('GET', '/v1/schedules')).json.schedules.length, 0);
 });
 
+test('sub-agents: a parent links its child and the child its parent', async () => {
+  phase = 'subagents';
+  const id = await stack.submit({prompt: 'delegate it', title: 'parent', model: 'delegator', delegate: {enabled: true}});
+  await stack.waitStatus(id, ['completed']);
+  const children = (await stack.api('GET', `/v1/sessions/${id}`)).json.session.children;
+  assert.equal(children.length, 1);
+  const child = children[0].session_id;
+  assert.equal((await stack.waitStatus(child, ['completed'])).parent_session_id, id);
+  await open(`#/s/${id}`);
+  await waitFor((c) => !!document.querySelector(`p.meta.children a[href="#/s/${c}"]`), {}, child);
+  await page.click(`p.meta.children a[href="#/s/${child}"]`);
+  await waitFor((p) => !!document.querySelector(`p.meta.parent a[href="#/s/${p}"]`), {}, id);
+  assert.equal(await data('.session', 'id'), child);
+  await axe('subagent');
+});
+
 test('sandboxes: the tenant\'s own, with state and use; paused, resumed and deleted from the page', async (t) => {
   if (!stack.sandboxd) {
     t.skip(`no sinew-sandboxd on this machine: ${stack.sandboxdWhy}`);
@@ -544,6 +562,53 @@ test('sandboxes: the tenant\'s own, with state and use; paused, resumed and dele
     await stack.api('DELETE', `/v1/sandboxes/${id}`);
     await stack.api('DELETE', `/v1/sandboxes/${others.json.sandbox.id}`, undefined, 'other-tenant-key');
   }
+});
+
+test('webhooks: created from the page with the secret shown once, deliveries listed, deleted', async () => {
+  phase = 'webhooks';
+  await open('#/webhooks');
+  await page.waitForSelector('#wh-url');
+  const ready = () => waitFor(() => document.querySelector('section.webhooks')?.dataset.state === 'ready');
+  await ready();
+  // A URL that is not http(s) is refused with the API's message, and nothing is listed.
+  await page.type('#wh-url', 'ftp://127.0.0.1/x');
+  phase = 'webhook-refused';
+  await page.click('section.webhooks form button[type=submit]');
+  await waitFor(() => /http/.test(document.querySelector('section.webhooks .info.error')?.textContent || ''));
+  phase = 'webhooks';
+  assert.match(await text('section.webhooks tbody'), /No webhooks/);
+  assert.equal((await stack.api('GET', '/v1/webhooks')).json.webhooks.length, 0);
+
+  await page.$eval('#wh-url', (e) => { e.value = ''; });
+  await page.type('#wh-url', `${stack.targetUrl}/hook`);
+  await page.click('input[name=wh-event][value="session.status_changed"]');
+  await page.type('#wh-desc', 'ui test');
+  await page.click('section.webhooks form button[type=submit]');
+  await waitFor(() => document.querySelectorAll('section.webhooks tbody tr[data-id]').length === 1);
+  assert.match(await text('section.webhooks .secret'), /whsec_/);
+  const listed = (await stack.api('GET', '/v1/webhooks')).json.webhooks;
+  assert.equal(listed.length, 1);
+  assert.deepEqual(listed[0].events, ['session.status_changed']);
+  assert.equal(listed[0].description, 'ui test');
+  assert.equal(listed[0].secret, undefined, 'the secret is shown at creation only');
+  const hook = listed[0];
+  // A session's status changes are delivered to the receiver.
+  const id = await stack.submit({prompt: 'for the webhook', title: 'webhook'});
+  await stack.waitStatus(id, ['completed']);
+  for (let i = 0; ; i++) {
+    const d = (await stack.api('GET', `/v1/webhooks/${hook.id}/deliveries`)).json.deliveries;
+    if (d.some((x) => x.session_id === id && x.state === 'delivered')) break;
+    assert.ok(i < 300, 'the status changes were delivered');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await page.click(`tr[data-id="${hook.id}"] button[aria-label^="Deliveries"]`);
+  await waitFor((sid) => [...document.querySelectorAll('section.deliveries tbody tr')]
+    .some((r) => r.textContent.includes(sid.slice(0, 8)) && /delivered/.test(r.textContent) && /200/.test(r.textContent)), {}, id);
+  await shot('webhooks');
+  await axe('webhooks');
+  await page.click(`tr[data-id="${hook.id}"] button[aria-label^="Delete"]`);
+  await waitFor(() => /No webhooks/.test(document.querySelector('section.webhooks tbody')?.textContent || ''));
+  assert.equal((await stack.api('GET', '/v1/webhooks')).json.webhooks.length, 0);
 });
 
 test('no console errors on any page', () => {

@@ -112,8 +112,12 @@ export async function startStack({sandboxd: wantSandboxd = false} = {}) {
     stall: {responses: [
       {streamed_before_delay: 'I will drop the production', text: ' table now.', delay_ms: 60000},
       {text: 'Understood: {{last_user}}'}]},
-    // What a fork continues with.
+    // What a fork continues with (and a sub-agent's answer).
     other: {responses: [{text: 'A different answer after the fork.'}]},
+    // A parent that delegates to a sub-agent (model `other`), then answers.
+    delegator: {responses: [
+      {text: 'Delegating.', tool_calls: [{name: 'delegate', input: {task: 'answer for me', model: 'other'}}]},
+      {text: 'The sub-agent answered.'}]},
   };
   for (const [name, s] of Object.entries(scripts)) writeFileSync(join(dir, `${name}.json`), JSON.stringify(s));
   const store = await startProcess([join(binDir, 'sinew-store'), '--db', join(dir, 'db'), '--listen', '127.0.0.1:0'], log);
@@ -125,12 +129,14 @@ export async function startStack({sandboxd: wantSandboxd = false} = {}) {
     default_model: 'basic',
     models: Object.fromEntries(Object.keys(scripts).map((n) => [n, {kind: 'scripted', script: join(dir, `${n}.json`)}])),
     http_request: {allow: [{host: `127.0.0.1:${target.address().port}`}]},
+    // The page test's webhooks go to the target server on loopback.
+    tenants: {[TENANT]: {webhook_allow_private: true}}, webhooks: {poll_ms: 200},
     max_request_bytes: 256 * 1024 * 1024, lease_ttl_ms: 1500, scan_interval_ms: 300,
   };
   if (sandboxd.address) config.sandboxd = {address: sandboxd.address};
   writeFileSync(join(dir, 'harness.json'), JSON.stringify(config));
   const stack = {
-    dir, log, base: `http://127.0.0.1:${port}`, store, harness: null,
+    dir, log, base: `http://127.0.0.1:${port}`, store, harness: null, targetUrl,
     sandboxd: sandboxd.address ? sandboxd : null, sandboxdWhy: sandboxd.why || '',
     async startHarness() {
       this.harness = await startProcess([join(binDir, 'sinew-harness'), '--config', join(dir, 'harness.json')], log);
