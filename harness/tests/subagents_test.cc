@@ -70,9 +70,7 @@ class SubagentsTest : public ::testing::Test {
   }
 
   void Script(const std::string& name, const std::string& text) {
-    WriteFile(dir_.Sub(name + ".json"), text);
-    models_ += std::string(models_.empty() ? "" : ", ") + "\"" + name + "\": {\"kind\": \"scripted\", \"script\": \"" +
-               dir_.Sub(name + ".json") + "\"}";
+    AddScriptedModel(name, dir_.Sub(name + ".json"), text, &models_);
   }
 
   std::string Config() const {

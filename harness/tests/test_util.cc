@@ -202,6 +202,42 @@ Reply Api(const std::string& method, const std::string& url, const std::string& 
   return Call(method, url, body, {"Authorization: Bearer " + key, "Content-Type: application/json"});
 }
 
+namespace {
+
+// The events of a text/event-stream body as its chunks arrive: `on_event` for each
+// complete one, which returns false to stop reading.
+class SseLines {
+ public:
+  explicit SseLines(std::function<bool(const SseEvent&)> on_event) : on_event_(std::move(on_event)) {}
+  bool Feed(std::string_view chunk) {
+    pending_.append(chunk);
+    size_t nl;
+    while ((nl = pending_.find('\n')) != std::string::npos) {
+      std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      if (line.empty()) {
+        SseEvent done = std::move(current_);
+        current_ = SseEvent();
+        if (!done.type.empty() && !on_event_(done)) return false;
+      } else if (line.rfind("id: ", 0) == 0) {
+        current_.id = std::stoull(line.substr(4));
+      } else if (line.rfind("event: ", 0) == 0) {
+        current_.type = line.substr(7);
+      } else if (line.rfind("data: ", 0) == 0) {
+        current_.data = line.substr(6);
+      }
+    }
+    return true;
+  }
+
+ private:
+  std::function<bool(const SseEvent&)> on_event_;
+  std::string pending_;
+  SseEvent current_;  // our SseParser drops the id field: the lines are read here
+};
+
+}  // namespace
+
 std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
                                  const std::string& last_event_id, size_t max_events, uint32_t timeout_ms) {
   std::vector<SseEvent> events;
@@ -210,29 +246,11 @@ std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
   req.headers = {"Authorization: Bearer " + key, "Accept: text/event-stream"};
   if (!last_event_id.empty()) req.headers.push_back("Last-Event-ID: " + last_event_id);
   req.timeout_ms = timeout_ms;
-  // Our SseParser drops the id field; track it from the raw lines instead.
-  std::string pending;
-  SseEvent current;
-  auto resp = PerformHttp(req, [&](std::string_view chunk) {
-    pending.append(chunk);
-    size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      std::string line = pending.substr(0, nl);
-      pending.erase(0, nl + 1);
-      if (line.empty()) {
-        if (!current.type.empty()) events.push_back(current);
-        current = SseEvent();
-        if (events.size() >= max_events) return false;
-      } else if (line.rfind("id: ", 0) == 0) {
-        current.id = std::stoull(line.substr(4));
-      } else if (line.rfind("event: ", 0) == 0) {
-        current.type = line.substr(7);
-      } else if (line.rfind("data: ", 0) == 0) {
-        current.data = line.substr(6);
-      }
-    }
-    return true;
+  SseLines lines([&](const SseEvent& e) {
+    events.push_back(e);
+    return events.size() < max_events;
   });
+  auto resp = PerformHttp(req, [&](std::string_view chunk) { return lines.Feed(chunk); });
   (void)resp;
   return events;
 }
@@ -247,30 +265,21 @@ std::vector<SseEvent> PostForEvents(const std::string& url, const std::string& k
   req.body = body;
   req.headers = {"Authorization: Bearer " + key, "Content-Type: application/json", "Accept: text/event-stream"};
   req.timeout_ms = timeout_ms;
-  std::string pending;
-  SseEvent current;
-  auto resp = PerformHttp(req, [&](std::string_view chunk) {
-    pending.append(chunk);
-    size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      std::string line = pending.substr(0, nl);
-      pending.erase(0, nl + 1);
-      if (line.empty()) {
-        if (!current.type.empty()) {
-          events.push_back(current);
-          if (on_event) on_event(current);
-        }
-        current = SseEvent();
-      } else if (line.rfind("event: ", 0) == 0) {
-        current.type = line.substr(7);
-      } else if (line.rfind("data: ", 0) == 0) {
-        current.data = line.substr(6);
-      }
-    }
+  SseLines lines([&](const SseEvent& e) {
+    events.push_back(e);
+    if (on_event) on_event(e);
     return true;
   });
+  auto resp = PerformHttp(req, [&](std::string_view chunk) { return lines.Feed(chunk); });
   if (status != nullptr) *status = resp.ok() ? resp->status : 0;
   return events;
+}
+
+void AddScriptedModel(const std::string& name, const std::string& path, const std::string& script,
+                      std::string* models_json) {
+  WriteFile(path, script);
+  *models_json += std::string(models_json->empty() ? "" : ", ") + "\"" + name +
+                  "\": {\"kind\": \"scripted\", \"script\": \"" + path + "\"}";
 }
 
 std::string WaitForStatus(const std::string& base, const std::string& key, const std::string& id,

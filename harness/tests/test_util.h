@@ -79,6 +79,12 @@ struct SseEvent {
 std::vector<SseEvent> ReadStream(const std::string& url, const std::string& key,
                                  const std::string& last_event_id, size_t max_events,
                                  uint32_t timeout_ms = 60000);
+// Writes `script` (the scripted model's file format, harness/src/scripted_model.cc) to
+// `path` and appends the config entry of a scripted model `name` reading it to
+// `models_json` (the inside of a config's "models" object, entries comma-separated).
+void AddScriptedModel(const std::string& name, const std::string& path, const std::string& script,
+                      std::string* models_json);
+
 // POSTs JSON `body` with "Accept: text/event-stream" and reads the events of the answer
 // until it ends or `timeout_ms` passes, calling `on_event` for each as it arrives. `status`
 // gets the HTTP status (0 when none came); an answer that is not a stream has no events.

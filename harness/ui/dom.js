@@ -89,3 +89,18 @@ export function announce(text) {
   const live = document.getElementById('live');
   if (live) live.textContent = text;
 }
+
+// A page's action from a button: runs `action` (an API call); then `info` says `done`
+// (also announced) and `reload` runs, or `info` shows the error.
+export async function runAction(info, action, done, reload) {
+  try {
+    await action();
+    info.classList.remove('error');
+    info.textContent = done;
+    announce(done);
+    await reload();
+  } catch (e) {
+    info.textContent = e.message;
+    info.classList.add('error');
+  }
+}

@@ -1,7 +1,7 @@
 // SandboxesView: the caller's sandboxes of the sandbox API (docs/sandbox-api.md): each with
 // its state, shape and what its host says it uses now (memory peak, CPU time), paused,
 // resumed and deleted from here; ended and deleted ones on request.
-import {h, clear, announce} from './dom.js';
+import {h, clear, runAction} from './dom.js';
 import * as api from './api.js';
 
 // "2026-12-05 09:00:00": a time in UTC, to the second.
@@ -73,16 +73,8 @@ export class SandboxesView {
     this.info.classList.add('error');
   }
 
-  async act(method, path, done) {
-    try {
-      await api.call(method, path);
-      this.info.classList.remove('error');
-      this.info.textContent = done;
-      announce(done);
-      await this.load();
-    } catch (e) {
-      this.error(e);
-    }
+  act(method, path, done) {
+    return runAction(this.info, () => api.call(method, path), done, () => this.load());
   }
 
   render(sandboxes, live) {

@@ -1,7 +1,7 @@
 // SchedulesView: the caller's schedules (docs/harness.md, "Schedules"): each with its
 // cron, zone, next fire time and last tick (linked to the session it made), paused,
 // resumed and deleted from here, and a form that creates one from a prompt.
-import {h, clear, announce} from './dom.js';
+import {h, clear, announce, runAction} from './dom.js';
 
 // "2026-12-05 09:00:00": a time in UTC, to the second.
 const utc = (ms) => new Date(Number(ms)).toISOString().replace('T', ' ').slice(0, 19);
@@ -74,16 +74,8 @@ export class SchedulesView {
     }
   }
 
-  async act(method, path, done) {
-    try {
-      await api.call(method, path);
-      this.info.classList.remove('error');
-      this.info.textContent = done;
-      announce(done);
-      await this.load();
-    } catch (e) {
-      this.error(e);
-    }
+  act(method, path, done) {
+    return runAction(this.info, () => api.call(method, path), done, () => this.load());
   }
 
   render(schedules) {

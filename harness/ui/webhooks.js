@@ -1,7 +1,7 @@
 // WebhooksView: the caller's webhook endpoints (docs/harness.md, "Webhooks"): created from a
 // URL and the event types (the signing secret shown once, at creation), deleted, and each
 // one's delivery log (every event attempted: its webhook-id, state, attempts, last answer).
-import {h, clear, announce} from './dom.js';
+import {h, clear, announce, runAction} from './dom.js';
 import * as api from './api.js';
 
 // "2026-12-05 09:00:00": a time in UTC, to the second.
@@ -73,17 +73,11 @@ export class WebhooksView {
     }
   }
 
-  async remove(hook) {
-    try {
-      await api.call('DELETE', `/v1/webhooks/${hook.id}`);
-      this.info.classList.remove('error');
-      this.info.textContent = `Deleted webhook ${hook.id}.`;
-      announce(this.info.textContent);
+  remove(hook) {
+    return runAction(this.info, () => api.call('DELETE', `/v1/webhooks/${hook.id}`), `Deleted webhook ${hook.id}.`, () => {
       if (this.log.dataset.id === hook.id) this.log.hidden = true;
-      await this.load();
-    } catch (e) {
-      this.error(e);
-    }
+      return this.load();
+    });
   }
 
   async deliveries(hook) {
