@@ -62,19 +62,39 @@ TEST(StartLineTest, TheEmptyOwnerIsAnOwnerOfItsOwn) {
   EXPECT_THAT(ServeAll(line), ElementsAre(a1, anonymous, a2));
 }
 
-TEST(StartLineTest, AnOwnerServedJoinsTheRotationAgainAtTheBack) {
+TEST(StartLineTest, AnOwnerJustServedWaitsBehindAnOwnerNewToTheLine) {
+  StartLine line;
+  std::vector<Ticket> burst;
+  for (int i = 0; i < 8; ++i) burst.push_back(line.JoinOwner("a"));
+  line.Serve(burst[0]);  // the burst's first start takes the slot, then another owner comes
+  const Ticket other = line.JoinOwner("b");
+  EXPECT_EQ(line.Next(), other);
+  EXPECT_EQ(line.Ahead(other), 0u);
+  auto order = ServeAll(line);
+  EXPECT_EQ(order.front(), other);
+  EXPECT_EQ(std::vector<Ticket>(order.begin() + 1, order.end()),
+            std::vector<Ticket>(burst.begin() + 1, burst.end()));
+}
+
+TEST(StartLineTest, AnOwnerBackRightAfterItsTurnWaitsForTheOthers) {
   StartLine line;
   const Ticket a1 = line.JoinOwner("a");
   const Ticket a2 = line.JoinOwner("a");
-  const Ticket b1 = line.JoinOwner("b");
+  const Ticket a3 = line.JoinOwner("a");
   line.Serve(a1);
   const Ticket c1 = line.JoinOwner("c");
-  EXPECT_THAT(ServeAll(line), ElementsAre(b1, a2, c1));
-  // An owner whose starts were all served starts over at the back as well.
+  line.Serve(c1);  // "c" waits for nothing now, served after "a" was
+  const Ticket c2 = line.JoinOwner("c");
+  EXPECT_EQ(line.Next(), a2);
+  // Giving up does not reset the owner's place either.
+  line.Leave(c2);
+  const Ticket c3 = line.JoinOwner("c");
+  EXPECT_THAT(ServeAll(line), ElementsAre(a2, c3, a3));
+  // Once the line is empty, owners come back in the order they join.
   const Ticket d1 = line.JoinOwner("d");
-  const Ticket a3 = line.JoinOwner("a");
+  const Ticket a4 = line.JoinOwner("a");
   const Ticket d2 = line.JoinOwner("d");
-  EXPECT_THAT(ServeAll(line), ElementsAre(d1, a3, d2));
+  EXPECT_THAT(ServeAll(line), ElementsAre(d1, a4, d2));
 }
 
 TEST(StartLineTest, RefillsWaitForEveryOwnersStart) {

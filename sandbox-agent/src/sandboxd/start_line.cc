@@ -1,14 +1,23 @@
 #include "sandboxd/start_line.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace sinew::sandbox {
 
 StartLine::Ticket StartLine::JoinOwner(const std::string& owner) {
   const Ticket t = ++last_ticket_;
-  auto& waiting = by_owner_[owner];
-  if (waiting.empty()) rotation_.push_back(owner);
-  waiting.push_back(t);
+  auto [it, first] = by_owner_.try_emplace(owner);
+  if (first) {
+    uint64_t served = 0;
+    if (auto last = last_served_.find(owner); last != last_served_.end()) {
+      served = last->second;
+      last_served_.erase(last);
+    }
+    it->second.turn = Turn(served, t);
+    turns_.emplace(it->second.turn, owner);
+  }
+  it->second.tickets.push_back(t);
   owner_of_.emplace(t, owner);
   return t;
 }
@@ -20,26 +29,30 @@ StartLine::Ticket StartLine::JoinRefill() {
 }
 
 std::optional<StartLine::Ticket> StartLine::Next() const {
-  if (!rotation_.empty()) return by_owner_.at(rotation_.front()).front();
+  if (!turns_.empty()) return by_owner_.at(turns_.begin()->second).tickets.front();
   if (!refills_.empty()) return refills_.front();
   return std::nullopt;
 }
 
 void StartLine::Serve(Ticket t) {
-  if (rotation_.empty()) {
+  if (turns_.empty()) {
     refills_.pop_front();
     return;
   }
-  const std::string owner = rotation_.front();
-  rotation_.pop_front();
-  auto& waiting = by_owner_.at(owner);
-  waiting.pop_front();
+  const std::string owner = turns_.begin()->second;
+  turns_.erase(turns_.begin());
   owner_of_.erase(t);
-  if (waiting.empty()) {
-    by_owner_.erase(owner);
+  auto it = by_owner_.find(owner);
+  it->second.tickets.pop_front();
+  ++serves_;
+  if (it->second.tickets.empty()) {
+    by_owner_.erase(it);
+    last_served_[owner] = serves_;
   } else {
-    rotation_.push_back(owner);
+    it->second.turn = Turn(serves_, t);
+    turns_.emplace(it->second.turn, owner);
   }
+  Forget();
 }
 
 void StartLine::Leave(Ticket t) {
@@ -51,45 +64,55 @@ void StartLine::Leave(Ticket t) {
   }
   const std::string owner = std::move(it->second);
   owner_of_.erase(it);
-  auto& waiting = by_owner_.at(owner);
-  waiting.erase(std::find(waiting.begin(), waiting.end(), t));
-  if (waiting.empty()) {
-    rotation_.erase(rotation_.begin() + static_cast<std::ptrdiff_t>(RotationIndex(owner)));
-    by_owner_.erase(owner);
+  auto w = by_owner_.find(owner);
+  auto& tickets = w->second.tickets;
+  tickets.erase(std::find(tickets.begin(), tickets.end(), t));
+  if (tickets.empty()) {
+    turns_.erase({w->second.turn, owner});
+    // Its last serve, if any, still counts when it comes back.
+    if (w->second.turn.first != 0) last_served_[owner] = w->second.turn.first;
+    by_owner_.erase(w);
+    Forget();
   }
+}
+
+void StartLine::Forget() {
+  // A last serve before the first waiting owner's puts a returning owner first, as no
+  // serve at all does (ties aside).
+  const uint64_t first = turns_.empty() ? serves_ + 1 : turns_.begin()->first.first;
+  std::erase_if(last_served_, [&](const auto& entry) { return entry.second < first; });
 }
 
 size_t StartLine::Ahead(Ticket t) const {
   size_t owners_waiting = 0;
-  for (const auto& [owner, waiting] : by_owner_) owners_waiting += waiting.size();
+  for (const auto& [owner, waiting] : by_owner_) owners_waiting += waiting.tickets.size();
   auto it = owner_of_.find(t);
   if (it == owner_of_.end()) {
     auto r = std::find(refills_.begin(), refills_.end(), t);
     return owners_waiting + static_cast<size_t>(r - refills_.begin());
   }
-  // Round k of the rotation serves the k-th start of each owner still waiting, in
-  // rotation order: before `t` (round `own`) come the owner's own earlier starts and, of
-  // every other owner, up to `own` starts, one more when it comes first in the rotation.
-  const auto& mine = by_owner_.at(it->second);
-  const size_t own = static_cast<size_t>(std::find(mine.begin(), mine.end(), t) - mine.begin());
-  const size_t my_turn = RotationIndex(it->second);
+  // While no one joins or leaves, the owners are served in rounds, each round in the
+  // order of turns_: before `t` (in round `own`) come its owner's earlier starts and, of
+  // every other owner, up to `own` starts, one more when it comes first in the turns.
+  const Waiting& mine = by_owner_.at(it->second);
+  const size_t own =
+      static_cast<size_t>(std::find(mine.tickets.begin(), mine.tickets.end(), t) - mine.tickets.begin());
   size_t ahead = own;
-  for (size_t i = 0; i < rotation_.size(); ++i) {
-    if (i == my_turn) continue;
-    const size_t theirs = by_owner_.at(rotation_[i]).size();
-    ahead += std::min(theirs, own + (i < my_turn ? 1 : 0));
+  bool before_mine = true;
+  for (const auto& [turn, owner] : turns_) {
+    if (owner == it->second) {
+      before_mine = false;
+      continue;
+    }
+    ahead += std::min(by_owner_.at(owner).tickets.size(), own + (before_mine ? 1 : 0));
   }
   return ahead;
 }
 
 std::map<std::string, uint32_t> StartLine::WaitingByOwner() const {
   std::map<std::string, uint32_t> out;
-  for (const auto& [owner, waiting] : by_owner_) out.emplace(owner, static_cast<uint32_t>(waiting.size()));
+  for (const auto& [owner, waiting] : by_owner_) out.emplace(owner, static_cast<uint32_t>(waiting.tickets.size()));
   return out;
-}
-
-size_t StartLine::RotationIndex(const std::string& owner) const {
-  return static_cast<size_t>(std::find(rotation_.begin(), rotation_.end(), owner) - rotation_.begin());
 }
 
 }  // namespace sinew::sandbox

@@ -1,9 +1,12 @@
 // StartLine: the order in which container starts waiting in sinew-sandboxd get a start
 // slot (--max-concurrent-starts). Waiting starts are grouped by owner (the tenant of the
-// provision, fork or resume; "" is an owner too) and the owners are served round robin,
-// each owner's starts in the order they joined: one owner's burst delays another
-// owner's start by at most one start per other owner waiting. Warm-pool refills have no
-// owner and a class of their own, served only when no owner's start waits.
+// provision, fork or resume; "" is an owner too), each owner's starts in the order they
+// joined, and the owners take turns: next is the owner served least recently (one not
+// served since the longest-waiting owner's last turn counts as never served; ties in
+// the order they joined). So a waiting owner is served again only after every other
+// waiting owner had a turn, and one owner's burst delays another owner's start by at
+// most one start per other owner waiting. Warm-pool refills have no owner and a class
+// of their own, served only when no owner's start waits.
 //
 // A waiter joins, takes its turn when Next() names its ticket (Serve), or gives up
 // (Leave). Nothing here waits or starts anything.
@@ -15,7 +18,9 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace sinew::sandbox {
 
@@ -23,16 +28,15 @@ class StartLine {
  public:
   using Ticket = uint64_t;
 
-  // Joins the line behind `owner`'s own waiting starts. An owner with none joins the
-  // rotation last.
+  // Joins the line behind `owner`'s own waiting starts.
   Ticket JoinOwner(const std::string& owner);
   // Joins the refill class, behind the other waiting refills.
   Ticket JoinRefill();
 
   // The ticket whose turn it is; nullopt when the line is empty.
   [[nodiscard]] std::optional<Ticket> Next() const;
-  // Removes Next() from the line: its start takes a slot. Its owner, when it still has
-  // starts waiting, goes to the back of the rotation. REQUIRES: t == Next().
+  // Removes Next() from the line: its start takes a slot, and its owner's next turn
+  // comes after every other waiting owner's. REQUIRES: t == Next().
   void Serve(Ticket t);
   // Removes a waiting ticket that is not served (its start gave up). No-op when `t` is
   // not waiting.
@@ -43,16 +47,25 @@ class StartLine {
   // Waiting starts per owner; owners with none are absent.
   [[nodiscard]] std::map<std::string, uint32_t> WaitingByOwner() const;
   [[nodiscard]] size_t waiting_refills() const { return refills_.size(); }
-  [[nodiscard]] bool empty() const { return rotation_.empty() && refills_.empty(); }
+  [[nodiscard]] bool empty() const { return turns_.empty() && refills_.empty(); }
 
  private:
-  // REQUIRES: `owner` waits. Its index in rotation_.
-  size_t RotationIndex(const std::string& owner) const;
+  // An owner's place in the turns: its last serve (0: none remembered), then when it
+  // joined.
+  using Turn = std::pair<uint64_t, Ticket>;
+  struct Waiting {
+    std::deque<Ticket> tickets;
+    Turn turn;
+  };
+  // Forgets the last serves that would not change any owner's place.
+  void Forget();
 
   Ticket last_ticket_ = 0;
-  std::map<std::string, std::deque<Ticket>> by_owner_;  // owners with waiting starts
-  std::deque<std::string> rotation_;                    // the same owners, next turn first
-  std::map<Ticket, std::string> owner_of_;              // waiting owners' tickets
+  uint64_t serves_ = 0;                          // owners' starts served so far
+  std::map<std::string, Waiting> by_owner_;      // owners with waiting starts
+  std::set<std::pair<Turn, std::string>> turns_;  // the same owners, next first
+  std::map<Ticket, std::string> owner_of_;       // waiting owners' tickets
+  std::map<std::string, uint64_t> last_served_;  // owners without waiting starts
   std::deque<Ticket> refills_;
 };
 
