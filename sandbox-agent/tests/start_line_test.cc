@@ -90,11 +90,30 @@ TEST(StartLineTest, AnOwnerBackRightAfterItsTurnWaitsForTheOthers) {
   line.Leave(c2);
   const Ticket c3 = line.JoinOwner("c");
   EXPECT_THAT(ServeAll(line), ElementsAre(a2, c3, a3));
-  // Once the line is empty, owners come back in the order they join.
+  // An owner new to the line goes before one served earlier, also once the line emptied.
   const Ticket d1 = line.JoinOwner("d");
   const Ticket a4 = line.JoinOwner("a");
   const Ticket d2 = line.JoinOwner("d");
   EXPECT_THAT(ServeAll(line), ElementsAre(d1, a4, d2));
+}
+
+TEST(StartLineTest, AnOwnerFirstServedInAnEmptyLineStillHadItsTurn) {
+  StartLine line;
+  const Ticket a1 = line.JoinOwner("a");
+  line.Serve(a1);  // the line is empty again
+  const Ticket a2 = line.JoinOwner("a");
+  const Ticket b1 = line.JoinOwner("b");
+  EXPECT_THAT(ServeAll(line), ElementsAre(b1, a2));
+}
+
+TEST(StartLineTest, OwnersBeyondTheRememberedCountAsNeverServed) {
+  StartLine line(/*remembered_owners=*/1);
+  line.Serve(line.JoinOwner("a"));
+  line.Serve(line.JoinOwner("b"));  // "a"'s serve is forgotten, "b"'s kept
+  const Ticket b = line.JoinOwner("b");
+  const Ticket a = line.JoinOwner("a");
+  const Ticket c = line.JoinOwner("c");
+  EXPECT_THAT(ServeAll(line), ElementsAre(a, c, b));
 }
 
 TEST(StartLineTest, RefillsWaitForEveryOwnersStart) {

@@ -1,7 +1,6 @@
 #include "sandboxd/start_line.h"
 
 #include <algorithm>
-#include <iterator>
 
 namespace sinew::sandbox {
 
@@ -12,6 +11,7 @@ StartLine::Ticket StartLine::JoinOwner(const std::string& owner) {
     uint64_t served = 0;
     if (auto last = last_served_.find(owner); last != last_served_.end()) {
       served = last->second;
+      served_order_.erase(served);
       last_served_.erase(last);
     }
     it->second.turn = Turn(served, t);
@@ -47,12 +47,11 @@ void StartLine::Serve(Ticket t) {
   ++serves_;
   if (it->second.tickets.empty()) {
     by_owner_.erase(it);
-    last_served_[owner] = serves_;
+    Remember(owner, serves_);
   } else {
     it->second.turn = Turn(serves_, t);
     turns_.emplace(it->second.turn, owner);
   }
-  Forget();
 }
 
 void StartLine::Leave(Ticket t) {
@@ -70,17 +69,18 @@ void StartLine::Leave(Ticket t) {
   if (tickets.empty()) {
     turns_.erase({w->second.turn, owner});
     // Its last serve, if any, still counts when it comes back.
-    if (w->second.turn.first != 0) last_served_[owner] = w->second.turn.first;
+    if (w->second.turn.first != 0) Remember(owner, w->second.turn.first);
     by_owner_.erase(w);
-    Forget();
   }
 }
 
-void StartLine::Forget() {
-  // A last serve before the first waiting owner's puts a returning owner first, as no
-  // serve at all does (ties aside).
-  const uint64_t first = turns_.empty() ? serves_ + 1 : turns_.begin()->first.first;
-  std::erase_if(last_served_, [&](const auto& entry) { return entry.second < first; });
+void StartLine::Remember(const std::string& owner, uint64_t served) {
+  last_served_[owner] = served;
+  served_order_[served] = owner;
+  while (served_order_.size() > remembered_owners_) {
+    last_served_.erase(served_order_.begin()->second);
+    served_order_.erase(served_order_.begin());
+  }
 }
 
 size_t StartLine::Ahead(Ticket t) const {

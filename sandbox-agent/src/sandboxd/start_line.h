@@ -1,11 +1,12 @@
 // StartLine: the order in which container starts waiting in sinew-sandboxd get a start
 // slot (--max-concurrent-starts). Waiting starts are grouped by owner (the tenant of the
 // provision, fork or resume; "" is an owner too), each owner's starts in the order they
-// joined, and the owners take turns: next is the owner served least recently (one not
-// served since the longest-waiting owner's last turn counts as never served; ties in
-// the order they joined). So a waiting owner is served again only after every other
-// waiting owner had a turn, and one owner's burst delays another owner's start by at
-// most one start per other owner waiting. Warm-pool refills have no owner and a class
+// joined, and the owners take turns: next is the owner served least recently (never
+// served first, ties in the order they joined; of owners with no start waiting, only
+// the `remembered_owners` served last are remembered, the others count as never
+// served). So a waiting owner is served again only after every other waiting owner had
+// a turn, and one owner's burst delays another owner's start by at most one start per
+// other owner waiting. Warm-pool refills have no owner and a class
 // of their own, served only when no owner's start waits.
 //
 // A waiter joins, takes its turn when Next() names its ticket (Serve), or gives up
@@ -27,6 +28,8 @@ namespace sinew::sandbox {
 class StartLine {
  public:
   using Ticket = uint64_t;
+
+  explicit StartLine(size_t remembered_owners = 1024) : remembered_owners_(remembered_owners) {}
 
   // Joins the line behind `owner`'s own waiting starts.
   Ticket JoinOwner(const std::string& owner);
@@ -57,15 +60,18 @@ class StartLine {
     std::deque<Ticket> tickets;
     Turn turn;
   };
-  // Forgets the last serves that would not change any owner's place.
-  void Forget();
+  // Remembers the last serve of an owner with no start waiting, forgetting the oldest
+  // beyond remembered_owners_.
+  void Remember(const std::string& owner, uint64_t served);
 
+  const size_t remembered_owners_;
   Ticket last_ticket_ = 0;
   uint64_t serves_ = 0;                          // owners' starts served so far
   std::map<std::string, Waiting> by_owner_;      // owners with waiting starts
   std::set<std::pair<Turn, std::string>> turns_;  // the same owners, next first
   std::map<Ticket, std::string> owner_of_;       // waiting owners' tickets
   std::map<std::string, uint64_t> last_served_;  // owners without waiting starts
+  std::map<uint64_t, std::string> served_order_;  // the same, by their last serve
   std::deque<Ticket> refills_;
 };
 
