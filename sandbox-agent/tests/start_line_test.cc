@@ -150,7 +150,8 @@ TEST(StartLineTest, AStartThatGivesUpLeavesAndFreesItsTurn) {
 TEST(StartLineTest, AheadCountsTheStartsServedBeforeEachTicket) {
   StartLine line;
   std::vector<Ticket> tickets;
-  for (const char* owner : {"a", "a", "b", "a", "", "c", "b", "a", "c", ""}) tickets.push_back(line.JoinOwner(owner));
+  for (const char* owner : {"a", "a", "b", "a", "", "c", "b", "a", "c", ""})
+    tickets.push_back(line.JoinOwner(owner));
   tickets.push_back(line.JoinRefill());
   line.Serve(*line.Next());  // "a" moves to the back of the rotation
   line.Leave(tickets[6]);    // the second "b"
@@ -162,7 +163,8 @@ TEST(StartLineTest, AheadCountsTheStartsServedBeforeEachTicket) {
   }
   auto order = ServeAll(line);
   ASSERT_EQ(order.size(), ahead.size());
-  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(ahead.at(order[i]), i) << "ticket " << order[i];
+  for (size_t i = 0; i < order.size(); ++i)
+    EXPECT_EQ(ahead.at(order[i]), i) << "ticket " << order[i];
 }
 
 }  // namespace

@@ -95,8 +95,8 @@ size_t StartLine::Ahead(Ticket t) const {
   // order of turns_: before `t` (in round `own`) come its owner's earlier starts and, of
   // every other owner, up to `own` starts, one more when it comes first in the turns.
   const Waiting& mine = by_owner_.at(it->second);
-  const size_t own =
-      static_cast<size_t>(std::find(mine.tickets.begin(), mine.tickets.end(), t) - mine.tickets.begin());
+  const size_t own = static_cast<size_t>(std::find(mine.tickets.begin(), mine.tickets.end(), t) -
+                                         mine.tickets.begin());
   size_t ahead = own;
   bool before_mine = true;
   for (const auto& [turn, owner] : turns_) {
@@ -111,7 +111,8 @@ size_t StartLine::Ahead(Ticket t) const {
 
 std::map<std::string, uint32_t> StartLine::WaitingByOwner() const {
   std::map<std::string, uint32_t> out;
-  for (const auto& [owner, waiting] : by_owner_) out.emplace(owner, static_cast<uint32_t>(waiting.tickets.size()));
+  for (const auto& [owner, waiting] : by_owner_)
+    out.emplace(owner, static_cast<uint32_t>(waiting.tickets.size()));
   return out;
 }
 

@@ -66,11 +66,11 @@ class StartLine {
 
   const size_t remembered_owners_;
   Ticket last_ticket_ = 0;
-  uint64_t serves_ = 0;                          // owners' starts served so far
-  std::map<std::string, Waiting> by_owner_;      // owners with waiting starts
+  uint64_t serves_ = 0;                           // owners' starts served so far
+  std::map<std::string, Waiting> by_owner_;       // owners with waiting starts
   std::set<std::pair<Turn, std::string>> turns_;  // the same owners, next first
-  std::map<Ticket, std::string> owner_of_;       // waiting owners' tickets
-  std::map<std::string, uint64_t> last_served_;  // owners without waiting starts
+  std::map<Ticket, std::string> owner_of_;        // waiting owners' tickets
+  std::map<std::string, uint64_t> last_served_;   // owners without waiting starts
   std::map<uint64_t, std::string> served_order_;  // the same, by their last serve
   std::deque<Ticket> refills_;
 };
