@@ -5,9 +5,9 @@
 // served first, ties in the order they joined; of owners with no start waiting, only
 // the `remembered_owners` served last are remembered, the others count as never
 // served). So a waiting owner is served again only after every other waiting owner had
-// a turn, and one owner's burst delays another owner's start by at most one start per
-// other owner waiting. Warm-pool refills have no owner and a class
-// of their own, served only when no owner's start waits.
+// a turn, and one owner's burst delays another owner's start by at most one start of
+// the burst (beyond those already under way). Warm-pool refills have no owner and a
+// class of their own, served only when no owner's start waits.
 //
 // A waiter joins, takes its turn when Next() names its ticket (Serve), or gives up
 // (Leave). Nothing here waits or starts anything.
