@@ -251,6 +251,7 @@ GatedRunc::GatedRunc() : dir_((fs::temp_directory_path() / ("sinew-gated-runc-" 
   std::ofstream(path()) << "#!/bin/sh\n"
                         << "for a in \"$@\"; do\n"
                         << "  if [ \"$a\" = run ]; then\n"
+                        << "    echo \"$*\" >> '" << dir_ << "/runs'\n"
                         << "    while [ ! -e '" << dir_ << "/gate' ]; do\n"
                         << "      [ -d '" << dir_ << "' ] || exit 1\n"
                         << "      sleep 0.02\n"
@@ -270,5 +271,12 @@ GatedRunc::~GatedRunc() {
 std::string GatedRunc::path() const { return dir_ + "/runc"; }
 
 void GatedRunc::Open() const { std::ofstream(dir_ + "/gate") << "open\n"; }
+
+std::vector<std::string> GatedRunc::Runs() const {
+  std::vector<std::string> runs;
+  std::ifstream in(dir_ + "/runs");
+  for (std::string line; std::getline(in, line);) runs.push_back(line);
+  return runs;
+}
 
 }  // namespace sinew::sandbox::testing

@@ -68,6 +68,9 @@ class GatedRunc {
   ~GatedRunc();  // removes the script and the gate; a `run` still waiting fails
   std::string path() const;
   void Open() const;
+  // The arguments of every `run` so far (the container id last), one line each, in the
+  // order the runs reached the gate.
+  std::vector<std::string> Runs() const;
 
  private:
   std::string dir_;

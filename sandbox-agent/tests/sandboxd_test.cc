@@ -184,6 +184,72 @@ TEST(SandboxdTest, AProvisionWhoseCallerGaveUpIsNotLeftRunning) {
   EXPECT_EQ(d.RuncContainers().size(), patient.size());
 }
 
+// Fair admission: one owner's burst does not starve another owner. With one start at a
+// time and the first start held at the gate, owner "a" asks for eight sandboxes, then
+// owner "b" for one: "b"'s container is the second to start (first come first served
+// would make it the ninth), and every caller gets its sandbox.
+TEST(SandboxdTest, AnotherOwnersProvisionIsNotStarvedByOneOwnersBurst) {
+  GatedRunc runc;
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0", "--max-concurrent-starts", "1", "--runc", runc.path()});
+  auto provision = [&](const std::string& owner) {
+    v1::ProvisionRequest req;
+    *req.mutable_resources() = SmallResources();
+    req.set_owner(owner);
+    req.set_label("burst-of-" + owner);
+    return d.client().ProvisionWith(req);
+  };
+  // Waits until Health shows `starting` starts under way and `waiting` starts of `owner`
+  // in line.
+  auto await_line = [&](uint32_t starting, const std::string& owner, uint32_t waiting) {
+    for (int i = 0; i < 600; ++i) {
+      auto h = d.client().Health();
+      if (h.ok() && h->starting() == starting) {
+        auto it = h->waiting_starts().find(owner);
+        if (it != h->waiting_starts().end() && it->second == waiting) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  std::vector<Result<v1::SandboxInfo>> burst(8, Status::Internal("not run"));
+  Result<v1::SandboxInfo> other = Status::Internal("not run");
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < burst.size(); ++i) callers.emplace_back([&, i] { burst[i] = provision("a"); });
+  const bool burst_in_line = await_line(1, "a", 7);
+  if (burst_in_line) {
+    callers.emplace_back([&] { other = provision("b"); });
+  }
+  const bool other_in_line = burst_in_line && await_line(1, "b", 1);
+  runc.Open();
+  for (auto& t : callers) t.join();
+  ASSERT_TRUE(burst_in_line) << "the burst never showed in Health as one start and seven waiting";
+  ASSERT_TRUE(other_in_line) << "the other owner's provision never showed in Health as waiting";
+  for (const auto& r : burst) ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->owner(), "b");
+
+  const std::vector<std::string> runs = runc.Runs();
+  ASSERT_EQ(runs.size(), burst.size() + 1);
+  auto started_as = [&](const std::string& id) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].size() >= id.size() && runs[i].compare(runs[i].size() - id.size(), id.size(), id) == 0) return i;
+    }
+    return runs.size();
+  };
+  EXPECT_EQ(started_as(other->id()), 1u) << "the other owner's start was not second";
+  // The burst's starts fill the other places.
+  std::vector<size_t> burst_places;
+  for (const auto& r : burst) burst_places.push_back(started_as(r->id()));
+  std::sort(burst_places.begin(), burst_places.end());
+  EXPECT_EQ(burst_places, (std::vector<size_t>{0, 2, 3, 4, 5, 6, 7, 8}));
+  auto h = d.client().Health();
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->starting(), 0u);
+  EXPECT_TRUE(h->waiting_starts().empty());
+  EXPECT_EQ(h->running(), burst.size() + 1);
+}
+
 // The gap the claim step closes: a Provision answer that never reaches its caller. A raw
 // stub plays that caller: it asks for a claim step and never claims.
 TEST(SandboxdTest, AHandOverNotClaimedInTimeIsEnded) {

@@ -42,8 +42,8 @@ struct ProvisionerConfig {
   // Sandboxes at once, warm ones included. Default: 64
   uint32_t max_sandboxes = 64;
   // Containers starting at once (`runc run` and the agent's start); further starts
-  // wait their turn, so that a burst of provisions does not push every start past its
-  // time limit. 0: eight per CPU. Default: 0
+  // wait their turn (owners take turns, start_line.h), so that a burst of provisions
+  // does not push every start past its time limit. 0: eight per CPU. Default: 0
   uint32_t max_concurrent_starts = 0;
   // Output cap of each tool call inside the sandboxes. Default: 30000
   uint32_t max_output_bytes = 30000;

@@ -186,7 +186,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Provision(const v1::Resources& reque
     return e.info;
   }
   SINEW_RETURN_IF_ERROR(ReserveSlot(lock));
-  auto entry = StartInSlot(lock, r, shape, still_wanted, {}, {}, checkpoint_image);
+  auto entry = StartInSlot(lock, origin.owner, r, shape, still_wanted, {}, {}, checkpoint_image);
   --starting_;
   pool_cv_.notify_all();
   if (!entry.ok()) return entry.status();
@@ -363,6 +363,9 @@ v1::ProvisionerHealthResponse SandboxManagerImpl::Health() {
       h.set_running(h.running() + 1);
     }
   }
+  h.set_starting(in_start_);
+  for (const auto& [owner, n] : start_line_.WaitingByOwner()) (*h.mutable_waiting_starts())[owner] = n;
+  h.set_waiting_refills(static_cast<uint32_t>(start_line_.waiting_refills()));
   if (stopping_) h.set_detail("shutting down");
   return h;
 }
@@ -387,16 +390,14 @@ std::vector<v1::HostShapeCount> SandboxManagerImpl::Occupancy() {
 }
 
 Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
-    std::unique_lock<std::mutex>& lock, const v1::Resources& r, const std::string& shape,
-    const StillWanted& still_wanted, const std::string& id, const std::string& secret,
+    std::unique_lock<std::mutex>& lock, const std::optional<std::string>& owner, const v1::Resources& r,
+    const std::string& shape, const StillWanted& still_wanted, const std::string& id, const std::string& secret,
     const std::string& checkpoint_image) {
-  // First come, first served: a waiter takes a slot only at the head of the line, so that
-  // under a burst no provision waits much longer than the line ahead of it.
-  int place = 0;
-  const void* me = &place;
-  start_line_.push_back(me);
+  // A waiter takes a slot only when the line names it next (owners take turns), so that
+  // under one owner's burst another owner's start waits for at most one of the burst.
+  const StartLine::Ticket me = owner ? start_line_.JoinOwner(*owner) : start_line_.JoinRefill();
   auto leave = [&] {
-    start_line_.erase(std::find(start_line_.begin(), start_line_.end(), me));
+    start_line_.Leave(me);
     start_cv_.notify_all();
   };
   for (;;) {
@@ -405,18 +406,17 @@ Result<std::unique_ptr<LiveSandbox>> SandboxManagerImpl::StartInSlot(
       return Status::Unavailable("the provisioner is shutting down");
     }
     if (!still_wanted()) {
-      const size_t ahead = static_cast<size_t>(
-          std::find(start_line_.begin(), start_line_.end(), me) - start_line_.begin());
+      const size_t ahead = start_line_.Ahead(me);
       leave();
       return Status::DeadlineExceeded("the caller gave up while the sandbox waited to start (" +
                                       std::to_string(ahead) + " ahead of it, " + std::to_string(start_limit_) +
                                       " starting at once); nothing was started");
     }
-    if (start_line_.front() == me && in_start_ < start_limit_) break;
+    if (start_line_.Next() == me && in_start_ < start_limit_) break;
     // Polled as well: the caller's cancellation does not signal this condition variable.
     start_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  start_line_.pop_front();
+  start_line_.Serve(me);
   ++in_start_;
   start_cv_.notify_all();  // the next in line may take another free slot
   lock.unlock();

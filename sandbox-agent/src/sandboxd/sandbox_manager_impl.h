@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "sandboxd/host_setup.h"
 #include "sandboxd/sandbox_manager.h"
 #include "sandboxd/snapshot_store.h"
+#include "sandboxd/start_line.h"
 
 namespace sinew::sandbox {
 
@@ -121,11 +123,13 @@ class SandboxManagerImpl final : public SandboxManager {
   void LoadPaused();
 
   // Waits for a start slot (`lock` holds mu_ and is held again on return), then starts a
-  // container with mu_ released. Fails with kDeadlineExceeded, starting nothing, when
-  // `still_wanted` turns false while it waits; kUnavailable when the daemon stops.
-  // `id` and `secret`: those of a resumed sandbox; empty: new ones. `checkpoint_image`:
-  // restore a runsc checkpoint (ContainerRunner::Start).
+  // container with mu_ released. `owner`: whose start it is, its turn in the start line
+  // (start_line.h); nullopt: a warm-pool refill. Fails with kDeadlineExceeded, starting
+  // nothing, when `still_wanted` turns false while it waits; kUnavailable when the daemon
+  // stops. `id` and `secret`: those of a resumed sandbox; empty: new ones.
+  // `checkpoint_image`: restore a runsc checkpoint (ContainerRunner::Start).
   Result<std::unique_ptr<LiveSandbox>> StartInSlot(std::unique_lock<std::mutex>& lock,
+                                                   const std::optional<std::string>& owner,
                                                    const v1::Resources& r, const std::string& shape,
                                                    const StillWanted& still_wanted,
                                                    const std::string& id = {}, const std::string& secret = {},
@@ -175,7 +179,7 @@ class SandboxManagerImpl final : public SandboxManager {
   uint32_t starting_ = 0;             // guarded by mu_ (slots reserved against max_sandboxes)
   uint32_t in_start_ = 0;             // guarded by mu_ (containers starting now)
   std::condition_variable start_cv_;  // a start slot or the head of the line came free, or stopping
-  std::deque<const void*> start_line_;  // provisions waiting to start, first come first; guarded by mu_
+  StartLine start_line_;              // starts waiting for a slot; guarded by mu_
   std::map<std::string, std::unique_ptr<LiveSandbox>> live_;  // guarded by mu_
   std::map<std::string, std::deque<std::string>> pool_;       // shape -> ids; guarded by mu_
   std::deque<std::pair<std::string, v1::Resources>> shapes_;  // warm shapes; guarded by mu_

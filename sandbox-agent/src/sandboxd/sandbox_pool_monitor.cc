@@ -51,7 +51,7 @@ void SandboxManagerImpl::PoolLoop() {
     }
     v1::Resources r = *want;
     ++starting_;
-    auto entry = StartInSlot(lock, r, shape, [] { return true; });
+    auto entry = StartInSlot(lock, std::nullopt, r, shape, [] { return true; });
     --starting_;
     if (!entry.ok()) {
       pool_cv_.wait_for(lock, std::chrono::seconds(1));  // e.g. the image vanished; retry later

@@ -467,7 +467,8 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   it = paused_.find(id);
   PausedSandbox& p = it->second;
   const v1::Resources r = p.info.resources();
-  auto entry = StartInSlot(lock, r, r.SerializeAsString(), [] { return true; }, id, p.secret, checkpoint_image);
+  auto entry = StartInSlot(lock, p.info.owner(), r, r.SerializeAsString(), [] { return true; }, id, p.secret,
+                           checkpoint_image);
   --starting_;
   pool_cv_.notify_all();
   auto fail = [&](Status why) {

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
   app.add_option("--max-concurrent-starts", config.max_concurrent_starts,
-                 "containers starting at once; more wait their turn, first come first (0: eight per CPU)")
+                 "containers starting at once; more wait their turn, owners taking turns (0: eight per CPU)")
       ->check(CLI::Range(0u, 4096u))
       ->capture_default_str();
   app.add_option("--max-output-bytes", config.max_output_bytes, "tool output cap inside sandboxes")
