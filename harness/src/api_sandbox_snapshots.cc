@@ -25,10 +25,22 @@ ApiResponse Json(int status, json::object body) {
   return r;
 }
 
+struct HeldSnapshot {
+  std::string host_id;  // "" with a single sinew-sandboxd
+  v1::SnapshotInfo info;
+};
 struct TenantSnapshots {
-  std::vector<v1::SnapshotInfo> snapshots;
+  std::vector<HeldSnapshot> snapshots;
   uint64_t owner_bytes = 0;  // summed over the hosts
 };
+
+// The API's JSON of a snapshot: SnapshotToJson, and the host's id with etcd hosts (as
+// a sandbox's host_id).
+json::object HeldToJson(const HeldSnapshot& s, const std::string& source_id) {
+  json::object out = SnapshotToJson(s.info, source_id);
+  if (!s.host_id.empty()) out["host_id"] = s.host_id;
+  return out;
+}
 
 // Every host's answer for `owner`; the first host that does not answer fails it all (a
 // quota cannot be counted without it, and a list would be short).
@@ -42,7 +54,7 @@ Result<TenantSnapshots> Gather(SandboxBackend& backend, const std::string& owner
                                  "did not list its snapshots: " + listed.status().message());
     }
     out.owner_bytes += listed->owner_bytes();
-    for (const auto& s : listed->snapshots()) out.snapshots.push_back(s);
+    for (const auto& s : listed->snapshots()) out.snapshots.push_back(HeldSnapshot{host.host_id, s});
   }
   return out;
 }
@@ -83,14 +95,15 @@ ApiResponse SandboxApi::ListSnapshots(const Caller& caller) {
   auto ids = ApiIds(caller.tenant);
   if (!ids.ok()) return ApiHandler::FromStatus(ids.status());
   std::sort(held->snapshots.begin(), held->snapshots.end(),
-            [](const v1::SnapshotInfo& a, const v1::SnapshotInfo& b) {
-              return a.created_unix_ms() != b.created_unix_ms() ? a.created_unix_ms() > b.created_unix_ms()
-                                                                : a.id() < b.id();
+            [](const HeldSnapshot& a, const HeldSnapshot& b) {
+              return a.info.created_unix_ms() != b.info.created_unix_ms()
+                         ? a.info.created_unix_ms() > b.info.created_unix_ms()
+                         : a.info.id() < b.info.id();
             });
   json::array out;
   for (const auto& s : held->snapshots) {
-    auto it = ids->find(s.source_sandbox());
-    out.push_back(SnapshotToJson(s, it == ids->end() ? "" : it->second));
+    auto it = ids->find(s.info.source_sandbox());
+    out.push_back(HeldToJson(s, it == ids->end() ? "" : it->second));
   }
   return Json(200, json::object{{"snapshots", std::move(out)},
                                 {"owner_bytes", held->owner_bytes},
@@ -122,7 +135,8 @@ ApiResponse SandboxApi::DeleteSnapshot(const ApiRequest& r, const std::string& s
     if (Status s = Audit(r, caller, audit_id, "sandbox_snapshot_delete", "snapshot " + snapshot_id); !s.ok()) {
       spdlog::warn("snapshot {}: its deletion is not in the audit log: {}", snapshot_id, s.ToString());
     }
-    return Json(200, json::object{{"snapshot", SnapshotToJson(*deleted, source)}, {"deleted", true}});
+    return Json(200, json::object{{"snapshot", HeldToJson(HeldSnapshot{host.host_id, *deleted}, source)},
+                                  {"deleted", true}});
   }
   return ApiHandler::Error(404, "not_found", "no snapshot " + snapshot_id);
 }
