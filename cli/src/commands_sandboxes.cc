@@ -1,5 +1,5 @@
-// sinew sandbox create | ls | show | exec | cp | rm | snapshot | fork | pause | resume: the
-// sandbox API (/v1/sandboxes; docs/sandbox-api.md) from the command line.
+// sinew sandbox create | ls | show | exec | cp | rm | snapshot | snapshots | rmsnap | fork |
+// pause | resume: the sandbox API (/v1/sandboxes; docs/sandbox-api.md) from the command line.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -306,6 +306,50 @@ void AddSandboxCommands(CLI::App& app, Context& ctx) {
     auto data = ctx.Api().DownloadFile(from.id, from.path);
     if (!data.ok()) return ctx.Fail(data.status());
     if (Status s = WriteLocal(to.path, from.path, *data); !s.ok()) return ctx.Fail(s);
+  });
+
+  cmd = sandbox->add_subcommand("snapshots", "list your snapshots, newest first, and the bytes they hold");
+  cmd->callback([&ctx] {
+    auto v = ctx.Api().JsonCall("GET", "/v1/sandboxes/snapshots");
+    if (!v.ok()) return ctx.Fail(v.status());
+    if (ctx.json) {
+      std::cout << json::serialize(*v) << "\n";
+      return;
+    }
+    const json::object* answer = v->is_object() ? &v->as_object() : nullptr;
+    const json::array* list = answer ? json_fields::ArrayField(*answer, "snapshots") : nullptr;
+    // One line per snapshot: id, source sandbox, data bytes, created; then the total.
+    for (const auto& s : list ? *list : json::array{}) {
+      if (!s.is_object()) continue;
+      const json::object& snap = s.as_object();
+      const std::string source = Str(snap, "source_sandbox");
+      std::cout << Str(snap, "id") << "  " << (source.empty() ? "-" : source) << "  "
+                << json_fields::UintField(snap, "data_bytes") << " bytes  "
+                << FormatTime(static_cast<int64_t>(json_fields::UintField(snap, "created_unix_ms"))) << " UTC\n";
+    }
+    if (answer != nullptr) {
+      const uint64_t quota = json_fields::UintField(*answer, "quota_bytes");
+      std::cout << "total " << json_fields::UintField(*answer, "owner_bytes") << " bytes"
+                << (quota == 0 ? "" : " of " + std::to_string(quota)) << "\n";
+    }
+  });
+
+  auto rmsnap_ids = std::make_shared<std::vector<std::string>>();
+  cmd = sandbox->add_subcommand("rmsnap", "delete snapshots");
+  cmd->add_option("ids", *rmsnap_ids, "snapshot ids (snap-...)")->required();
+  cmd->callback([&ctx, rmsnap_ids] {
+    for (const auto& id : *rmsnap_ids) {
+      auto v = ctx.Api().JsonCall("DELETE", "/v1/sandboxes/snapshots/" + id);
+      if (!v.ok()) {
+        ctx.Fail(v.status());
+        continue;
+      }
+      if (ctx.json) {
+        std::cout << json::serialize(*v) << "\n";
+      } else {
+        std::cout << id << "  deleted\n";
+      }
+    }
   });
 
   AddSimpleVerb(*sandbox, ctx, "snapshot", "snapshot a sandbox's files; prints the snapshot id");

@@ -199,6 +199,7 @@ ApiResponse SandboxApi::Snapshot(const ApiRequest& r, const std::string& id, con
   if (auto refused = NotReady(*record)) return *refused;
   auto prov = deps_.sandboxes->ProvisionerAt(record->host_address);
   if (!prov.ok()) return ApiHandler::FromStatus(prov.status());
+  if (auto refused = SnapshotRoom(caller.tenant)) return *refused;
   auto snap = (*prov)->Snapshot(record->sandbox_id, caller.tenant);
   if (!snap.ok()) return CallRefusal(snap.status());
   if (Status s = Audit(r, caller, id, "sandbox_snapshot", "snapshot " + snap->id()); !s.ok()) {
@@ -225,7 +226,11 @@ ApiResponse SandboxApi::Fork(const ApiRequest& r, const std::string& id, const C
   if (auto refused = NotReady(*record)) return *refused;
   auto prov = deps_.sandboxes->ProvisionerAt(record->host_address);
   if (!prov.ok()) return ApiHandler::FromStatus(prov.status());
-  if (auto refused = Admit(caller.tenant, n)) return *refused;
+  if (auto refused = SnapshotRoom(caller.tenant)) return *refused;
+  // The children take the source's resources (its snapshot's).
+  const SandboxUse each = UseOf(record->resources_json);
+  const Ask ask{n, SandboxUse{each.memory_bytes * n, each.cpu_millis * n}};
+  if (auto refused = Admit(caller.tenant, ask)) return *refused;
   v1::ForkRequest req;
   req.set_sandbox_id(record->sandbox_id);
   req.set_n(n);
@@ -233,7 +238,7 @@ ApiResponse SandboxApi::Fork(const ApiRequest& r, const std::string& id, const C
   req.set_label("sandbox-api " + caller.tenant);
   auto forked = (*prov)->Fork(req);
   if (!forked.ok()) {
-    Settle(caller.tenant, n);
+    Settle(caller.tenant, ask);
     return CallRefusal(forked.status());
   }
   json::array made;
@@ -253,7 +258,7 @@ ApiResponse SandboxApi::Fork(const ApiRequest& r, const std::string& id, const C
                 "forked from sandbox " + id + " (" + forked->snapshot().id() + ")");
     made.push_back(SandboxToJson(*child));
   }
-  Settle(caller.tenant, n);
+  Settle(caller.tenant, ask);
   if (!failed.ok()) return ApiHandler::FromStatus(failed);
   (void)Audit(r, caller, id, "sandbox_fork",
               std::to_string(n) + " forks from snapshot " + forked->snapshot().id());
@@ -268,15 +273,29 @@ ApiResponse SandboxApi::PauseOrResume(const ApiRequest& r, const std::string& id
   if (record->state != "ready" && record->state != "paused") return *NotReady(*record);
   auto prov = deps_.sandboxes->ProvisionerAt(record->host_address);
   if (!prov.ok()) return ApiHandler::FromStatus(prov.status());
+  const std::string state = pause ? "paused" : "ready";
+  // A pause keeps a snapshot; a resume holds memory and CPU again.
+  Ask ask;
+  if (record->state != state) {
+    if (pause) {
+      if (auto refused = SnapshotRoom(caller.tenant)) return *refused;
+    } else {
+      ask.use = UseOf(record->resources_json);
+      if (auto refused = Admit(caller.tenant, ask)) return *refused;
+    }
+  }
   ForgetClient(record->sandbox_id);
   auto info = pause ? (*prov)->Pause(record->sandbox_id, caller.tenant)
                     : (*prov)->Resume(record->sandbox_id, caller.tenant);
-  if (!info.ok()) return CallRefusal(info.status());
-  const std::string state = pause ? "paused" : "ready";
+  if (!info.ok()) {
+    Settle(caller.tenant, ask);
+    return CallRefusal(info.status());
+  }
   SandboxRecord now = *record;
   if (record->state != state) {
     auto changed = records_.SetState(*record, state,
                                      pause ? "paused through the API" : "resumed through the API");
+    Settle(caller.tenant, ask);
     if (!changed.ok()) return ApiHandler::FromStatus(changed.status());
     now = *changed;
     (void)Audit(r, caller, id, pause ? "sandbox_pause" : "sandbox_resume", "sandbox " + id);

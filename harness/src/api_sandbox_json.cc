@@ -94,14 +94,16 @@ std::string OutcomeText(const v1::SandboxInfo& info) {
 }
 
 json::object SnapshotToJson(const v1::SnapshotInfo& s, const std::string& source_id) {
-  return json::object{{"id", s.id()},
-                      {"source_sandbox", source_id},
-                      {"created_unix_ms", s.created_unix_ms()},
-                      {"logical_bytes", s.logical_bytes()},
-                      {"data_bytes", s.data_bytes()},
-                      {"added_bytes", s.added_bytes()},
-                      {"entries", s.entries()},
-                      {"duration_ms", s.duration_ms()}};
+  json::object out{{"id", s.id()},
+                   {"source_sandbox", source_id},
+                   {"created_unix_ms", s.created_unix_ms()},
+                   {"logical_bytes", s.logical_bytes()},
+                   {"data_bytes", s.data_bytes()},
+                   {"added_bytes", s.added_bytes()},
+                   {"entries", s.entries()},
+                   {"duration_ms", s.duration_ms()}};
+  if (!s.host().empty()) out["host"] = s.host();
+  return out;
 }
 
 json::object ExecuteResultToJson(const v1::ExecuteResult& r) {

@@ -18,6 +18,7 @@ boost::json::object SandboxToJson(const SandboxRecord& record);
 boost::json::object LiveToJson(const v1::SandboxInfo& info);
 // "oom: memory limit ... reached" for an ended sandbox.
 std::string OutcomeText(const v1::SandboxInfo& info);
+// `source_id`: the API's id of the sandbox it was taken of ("" when none of the tenant's).
 boost::json::object SnapshotToJson(const v1::SnapshotInfo& snapshot, const std::string& source_id);
 boost::json::object ExecuteResultToJson(const v1::ExecuteResult& result);
 // "snap-" and 32 lower-case hex digits.

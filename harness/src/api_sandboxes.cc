@@ -137,6 +137,17 @@ ApiResponse SandboxApi::Handle(const ApiRequest& r, const Caller& caller,
     return List(query, caller);
   }
   const std::string& id = parts[2];
+  if (id == "snapshots") {  // never a sandbox's id (32 hex digits)
+    if (parts.size() == 3) {
+      if (r.method != "GET") return not_allowed("GET");
+      return ListSnapshots(caller);
+    }
+    if (parts.size() == 4) {
+      if (r.method != "DELETE") return not_allowed("DELETE");
+      return DeleteSnapshot(r, parts[3], caller);
+    }
+    return ApiHandler::Error(404, "not_found", "no such endpoint: " + path);
+  }
   if (parts.size() == 3) {
     if (r.method == "GET") return Get(id, caller);
     if (r.method == "DELETE") return Delete(r, id, caller);
@@ -162,31 +173,32 @@ ApiResponse SandboxApi::Handle(const ApiRequest& r, const Caller& caller,
   return ApiHandler::Error(404, "not_found", "no such endpoint: " + path);
 }
 
-std::optional<ApiResponse> SandboxApi::Admit(const std::string& tenant, uint32_t n) {
+std::optional<ApiResponse> SandboxApi::Admit(const std::string& tenant, const Ask& ask) {
   const TenantQuotaConfig& quota = deps_.quotas->QuotaOf(tenant);
   std::lock_guard<std::mutex> admission(admission_mu_);
-  uint32_t in_flight = 0;
+  InFlight flight;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight = in_flight_[tenant];
+    if (auto it = in_flight_.find(tenant); it != in_flight_.end()) flight = it->second;
   }
-  if (quota.max_api_sandboxes != 0) {
+  const uint32_t n = ask.sandboxes;
+  if (quota.max_api_sandboxes != 0 && n != 0) {
     auto live = records_.CountLive(tenant, quota.max_api_sandboxes + 1);
     if (!live.ok()) return ApiHandler::FromStatus(live.status());
-    if (*live + in_flight + n > quota.max_api_sandboxes) {
+    if (*live + flight.sandboxes + n > quota.max_api_sandboxes) {
       deps_.metrics->Add("sinew_harness_quota_refusals_total", "quota=\"max_api_sandboxes\"");
       return TooMany("quota_exceeded",
-                     "tenant '" + tenant + "' holds " + std::to_string(*live + in_flight) +
+                     "tenant '" + tenant + "' holds " + std::to_string(*live + flight.sandboxes) +
                          " sandboxes (max_api_sandboxes " +
                          std::to_string(quota.max_api_sandboxes) + ")",
                      kSandboxesRetryAfterSeconds);
     }
   }
-  if (quota.sandbox_creations_per_minute != 0) {
+  if (quota.sandbox_creations_per_minute != 0 && n != 0) {
     const int64_t now = NowUnixMs();
     auto recent = records_.CreatedSince(tenant, now - 60000);
     if (!recent.ok()) return ApiHandler::FromStatus(recent.status());
-    const uint64_t count = recent->size() + in_flight;
+    const uint64_t count = recent->size() + flight.sandboxes;
     if (count + n > quota.sandbox_creations_per_minute) {
       // The creation that must age out of the minute for these to fit (newest first).
       const uint64_t must_go = count + n - quota.sandbox_creations_per_minute;
@@ -202,17 +214,71 @@ std::optional<ApiResponse> SandboxApi::Admit(const std::string& tenant, uint32_t
                      retry);
     }
   }
+  if (auto refused = AdmitUse(tenant, ask, flight.use)) return refused;
   std::lock_guard<std::mutex> lock(mu_);
-  in_flight_[tenant] += n;
+  InFlight& mine = in_flight_[tenant];
+  mine.sandboxes += n;
+  mine.use.memory_bytes += ask.use.memory_bytes;
+  mine.use.cpu_millis += ask.use.cpu_millis;
   return std::nullopt;
 }
 
-void SandboxApi::Settle(const std::string& tenant, uint32_t n) {
+std::optional<ApiResponse> SandboxApi::AdmitUse(const std::string& tenant, const Ask& ask,
+                                                const SandboxUse& others) {
+  const TenantQuotaConfig& quota = deps_.quotas->QuotaOf(tenant);
+  if (quota.sandbox_memory_bytes == 0 && quota.sandbox_cpu_millis == 0) return std::nullopt;
+  auto ready = records_.ReadyUse(tenant);
+  if (!ready.ok()) return ApiHandler::FromStatus(ready.status());
+  struct Check {
+    const char* name;
+    const char* unit;
+    uint64_t limit, held, asked;
+  };
+  const Check checks[] = {
+      {"sandbox_memory_bytes", " bytes of guaranteed memory", quota.sandbox_memory_bytes,
+       ready->memory_bytes + others.memory_bytes, ask.use.memory_bytes},
+      {"sandbox_cpu_millis", " CPU millis", quota.sandbox_cpu_millis,
+       ready->cpu_millis + others.cpu_millis, ask.use.cpu_millis},
+  };
+  for (const Check& c : checks) {
+    if (c.limit == 0 || c.held + c.asked <= c.limit) continue;
+    deps_.metrics->Add("sinew_harness_quota_refusals_total", std::string("quota=\"") + c.name + "\"");
+    return TooMany("quota_exceeded",
+                   "tenant '" + tenant + "' holds " + std::to_string(c.held) + c.unit +
+                       " in ready sandboxes and asks for " + std::to_string(c.asked) + " more (" +
+                       c.name + " " + std::to_string(c.limit) + ")",
+                   kSandboxesRetryAfterSeconds);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiResponse> SandboxApi::Readmit(const std::string& tenant, const Ask& admitted,
+                                               const Ask& actual) {
+  std::lock_guard<std::mutex> admission(admission_mu_);
+  SandboxUse others;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = in_flight_.find(tenant); it != in_flight_.end()) others = it->second.use;
+  }
+  others.memory_bytes -= std::min(others.memory_bytes, admitted.use.memory_bytes);
+  others.cpu_millis -= std::min(others.cpu_millis, admitted.use.cpu_millis);
+  if (auto refused = AdmitUse(tenant, actual, others)) return refused;
+  std::lock_guard<std::mutex> lock(mu_);
+  InFlight& mine = in_flight_[tenant];
+  mine.use.memory_bytes = others.memory_bytes + actual.use.memory_bytes;
+  mine.use.cpu_millis = others.cpu_millis + actual.use.cpu_millis;
+  return std::nullopt;
+}
+
+void SandboxApi::Settle(const std::string& tenant, const Ask& ask) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = in_flight_.find(tenant);
   if (it == in_flight_.end()) return;
-  it->second -= std::min(it->second, n);
-  if (it->second == 0) in_flight_.erase(it);
+  InFlight& f = it->second;
+  f.sandboxes -= std::min(f.sandboxes, ask.sandboxes);
+  f.use.memory_bytes -= std::min(f.use.memory_bytes, ask.use.memory_bytes);
+  f.use.cpu_millis -= std::min(f.use.cpu_millis, ask.use.cpu_millis);
+  if (f.sandboxes == 0 && f.use.memory_bytes == 0 && f.use.cpu_millis == 0) in_flight_.erase(it);
 }
 
 Status SandboxApi::Audit(const ApiRequest& r, const Caller& caller, const std::string& id,
@@ -226,22 +292,36 @@ Status SandboxApi::Audit(const ApiRequest& r, const Caller& caller, const std::s
 ApiResponse SandboxApi::Create(const ApiRequest& r, const Caller& caller) {
   auto req = ParseCreate(r.body);
   if (!req.ok()) return ApiHandler::FromStatus(req.status());
-  if (auto refused = Admit(caller.tenant, 1)) return *refused;
+  // What the request names; the host's defaults (or a snapshot's values) for the rest
+  // are known once it is provisioned, and admitted again then.
+  Ask ask{1, UseOf(json::serialize(ResourcesToJson(req->resources())))};
+  if (auto refused = Admit(caller.tenant, ask)) return *refused;
   req->set_owner(caller.tenant);
   req->set_label("sandbox-api " + caller.tenant);
   auto provisioned = deps_.sandboxes->ProvisionBlocking(*req);
   if (!provisioned.ok()) {
-    Settle(caller.tenant, 1);
+    Settle(caller.tenant, ask);
     return ProvisionerRefusal(provisioned.status());
   }
   v1::Resources resources;
   if (!google::protobuf::util::JsonStringToMessage(provisioned->resources_json, &resources).ok()) {
     resources = req->resources();
   }
+  const std::string resources_json = json::serialize(ResourcesToJson(resources));
+  const Ask actual{1, UseOf(resources_json)};
+  if (auto refused = Readmit(caller.tenant, ask, actual)) {
+    // Over a resource quota with the defaults filled in: it goes before anyone saw it.
+    Settle(caller.tenant, ask);
+    if (auto prov = deps_.sandboxes->ProvisionerAt(provisioned->host_address); prov.ok()) {
+      (void)(*prov)->Destroy(provisioned->id);
+    }
+    return *refused;
+  }
+  ask = actual;
   NewSandboxRecord fresh{provisioned->id, provisioned->host_id, provisioned->host_address,
-                         json::serialize(ResourcesToJson(resources)), req->from_snapshot()};
+                         resources_json, req->from_snapshot()};
   auto record = records_.Create(caller.tenant, fresh);
-  Settle(caller.tenant, 1);
+  Settle(caller.tenant, ask);
   if (!record.ok()) {
     // Without its record nobody could reach it: it goes.
     if (auto prov = deps_.sandboxes->ProvisionerAt(provisioned->host_address); prov.ok()) {

@@ -4,10 +4,12 @@
 // for any of them, reached on their host through the SandboxBackend's provisioners.
 //
 // Every route answers a sandbox of the caller's tenant only: another tenant's id is a
-// 404, as an unknown one. Bad input is a 4xx that creates and changes nothing. Creation,
-// deletion, every executed call, snapshot, fork, pause, resume, upload and download are
-// written to the tenant's audit log (GET /v1/audit), an executed call and an upload before
-// they run, a download before its bytes are answered.
+// 404, as an unknown one; so is another tenant's snapshot (GET /v1/sandboxes/snapshots
+// lists the tenant's own on every host). Bad input is a 4xx that creates and changes
+// nothing. Creation, deletion, every executed call, snapshot, snapshot deletion, fork,
+// pause, resume, upload and download are written to the tenant's audit log (GET
+// /v1/audit), an executed call and an upload before they run, a download before its
+// bytes are answered.
 //
 // Thread-safety: Handle may be called from many threads at once. It blocks while it
 // calls the store, sinew-sandboxd and the sandbox (a tool call: as long as it runs).
@@ -57,6 +59,10 @@ class SandboxApi {
   ApiResponse Fork(const ApiRequest& r, const std::string& id, const Caller& caller);
   ApiResponse PauseOrResume(const ApiRequest& r, const std::string& id, const Caller& caller,
                             bool pause);
+  // GET /v1/sandboxes/snapshots and DELETE /v1/sandboxes/snapshots/{id}
+  // (api_sandbox_snapshots.cc): the tenant's snapshots on every host.
+  ApiResponse ListSnapshots(const Caller& caller);
+  ApiResponse DeleteSnapshot(const ApiRequest& r, const std::string& snapshot_id, const Caller& caller);
   // PUT and GET /v1/sandboxes/{id}/files?path=... (api_sandbox_files.cc).
   ApiResponse Upload(const ApiRequest& r, const std::string& id, const std::string& query,
                      const Caller& caller);
@@ -70,11 +76,31 @@ class SandboxApi {
   // noticed (409), or 503.
   ApiResponse Unreachable(const SandboxRecord& record, const Status& failure);
 
-  // Admission of `n` new sandboxes of the tenant (max_api_sandboxes,
-  // sandbox_creations_per_minute, counted in the store plus this harness's creations in
-  // flight): a 429 with Retry-After, or nullopt with `n` counted in flight until Settle.
-  std::optional<ApiResponse> Admit(const std::string& tenant, uint32_t n);
-  void Settle(const std::string& tenant, uint32_t n);
+  // What one admission asks for: `sandboxes` new ones (0 for a resume) and the memory
+  // and CPU all of them hold once ready.
+  struct Ask {
+    uint32_t sandboxes = 0;
+    SandboxUse use;
+  };
+  // Admission of `ask` for the tenant (max_api_sandboxes and sandbox_creations_per_minute
+  // for new sandboxes, sandbox_memory_bytes and sandbox_cpu_millis for their resources;
+  // counted in the store plus this harness's admissions in flight): a 429 with
+  // Retry-After, or nullopt with `ask` counted in flight until Settle.
+  std::optional<ApiResponse> Admit(const std::string& tenant, const Ask& ask);
+  // A create's admission again once its host filled in the resources it left to defaults:
+  // `admitted` (in flight) is replaced by `actual` (nullopt), or a 429 leaves `admitted`
+  // in flight for the caller to Settle.
+  std::optional<ApiResponse> Readmit(const std::string& tenant, const Ask& admitted, const Ask& actual);
+  void Settle(const std::string& tenant, const Ask& ask);
+  // The sandbox_memory_bytes and sandbox_cpu_millis part of an admission. REQUIRES:
+  // admission_mu_ held; `others`: what is in flight here besides `ask`.
+  std::optional<ApiResponse> AdmitUse(const std::string& tenant, const Ask& ask, const SandboxUse& others);
+  // nullopt while the tenant's snapshot bytes (owner_bytes on every host) are under
+  // snapshot_bytes; a 429 once they reach it (a new snapshot's size is not known before
+  // it is taken); the store's or a host's failure as its answer.
+  std::optional<ApiResponse> SnapshotRoom(const std::string& tenant);
+  // sinew-sandboxd's ids of the tenant's sandboxes (all its records) -> the API's ids.
+  Result<std::map<std::string, std::string>> ApiIds(const std::string& tenant);
   // Writes an audit record about sandbox `id` to the caller's tenant's audit log.
   Status Audit(const ApiRequest& r, const Caller& caller, const std::string& id,
                const std::string& action, const std::string& detail);
@@ -89,7 +115,11 @@ class SandboxApi {
   SandboxRecords records_;
   std::mutex admission_mu_;  // held while one admission counts (store reads) and takes its place
   std::mutex mu_;
-  std::map<std::string, uint32_t> in_flight_;  // tenant -> creations under way here; guarded by mu_
+  struct InFlight {
+    uint32_t sandboxes = 0;
+    SandboxUse use;
+  };
+  std::map<std::string, InFlight> in_flight_;  // tenant -> admissions under way here; guarded by mu_
   std::map<std::string, std::shared_ptr<sandbox::SandboxClient>> clients_;  // guarded by mu_
 };
 

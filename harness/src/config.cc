@@ -136,12 +136,16 @@ Status ParseTenantQuota(const std::string& where, const json::object& o, TenantQ
   SINEW_RETURN_IF_ERROR(RejectUnknownKeys(
       o,
       "max_concurrent_sessions,max_sandboxes,tokens_per_minute,requests_per_second,approvals,max_api_sandboxes,"
-      "sandbox_creations_per_minute,webhook_allow_private,webhook_allow",
+      "sandbox_creations_per_minute,sandbox_memory_bytes,sandbox_cpu_millis,snapshot_bytes,webhook_allow_private,"
+      "webhook_allow",
       where));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_concurrent_sessions", where, &q->max_concurrent_sessions));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_sandboxes", where, &q->max_sandboxes));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "max_api_sandboxes", where, &q->max_api_sandboxes));
   SINEW_RETURN_IF_ERROR(ReadUint32(o, "sandbox_creations_per_minute", where, &q->sandbox_creations_per_minute));
+  SINEW_RETURN_IF_ERROR(ReadUint(o, "sandbox_memory_bytes", where, UINT64_MAX / 2, &q->sandbox_memory_bytes));
+  SINEW_RETURN_IF_ERROR(ReadUint(o, "sandbox_cpu_millis", where, UINT64_MAX / 2, &q->sandbox_cpu_millis));
+  SINEW_RETURN_IF_ERROR(ReadUint(o, "snapshot_bytes", where, UINT64_MAX / 2, &q->snapshot_bytes));
   SINEW_RETURN_IF_ERROR(ReadUint(o, "tokens_per_minute", where, UINT64_MAX / 2, &q->tokens_per_minute));
   SINEW_RETURN_IF_ERROR(
       ReadNumber(o, "requests_per_second", where, 0.0, 1e6, &q->requests_per_second));

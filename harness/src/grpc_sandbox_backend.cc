@@ -88,6 +88,11 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return provisioner_.get();
   }
 
+  Result<std::vector<HostProvisioner>> AllProvisioners() override {
+    if (!provisioner_) return Status::Unavailable("no sandboxd configured (config.sandboxd.address)");
+    return std::vector<HostProvisioner>{HostProvisioner{"", "", provisioner_.get()}};
+  }
+
  private:
   // A client for the sandbox with this id: its endpoint, secret and uid come from the
   // provisioner (a harness that took a session over has only the id from the log).

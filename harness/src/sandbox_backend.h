@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "async.h"
 #include "sinew/harness/config.h"
@@ -122,6 +123,17 @@ class SandboxBackend {
   // single sinew-sandboxd). Owned by the backend; lives as long as it.
   [[nodiscard]] virtual Result<sandbox::ProvisionerClient*> ProvisionerAt(const std::string& host_address) {
     (void)host_address;
+    return Status::Unavailable("this harness has no sinew-sandboxd (config.sandboxd)");
+  }
+  // Every host's provisioner (one, with empty host_id and address, with a single
+  // sinew-sandboxd; each registered host with etcd), for what spans the hosts (a tenant's
+  // snapshots). Default: kUnavailable, as above.
+  struct HostProvisioner {
+    std::string host_id;
+    std::string host_address;
+    sandbox::ProvisionerClient* provisioner = nullptr;  // owned by the backend
+  };
+  [[nodiscard]] virtual Result<std::vector<HostProvisioner>> AllProvisioners() {
     return Status::Unavailable("this harness has no sinew-sandboxd (config.sandboxd)");
   }
 };

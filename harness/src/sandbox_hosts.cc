@@ -235,6 +235,15 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return ProvisionerFor(host_address);
   }
 
+  Result<std::vector<HostProvisioner>> AllProvisioners() override {
+    std::vector<HostProvisioner> out;
+    for (const auto& [id, rec] : Hosts()) {
+      SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(rec.address()));
+      out.push_back(HostProvisioner{id, rec.address(), prov});
+    }
+    return out;
+  }
+
  private:
   struct Pending {
     uint64_t token = 0;

@@ -1,5 +1,7 @@
 #include "sandbox_records.h"
 
+#include <boost/json.hpp>
+
 #include "api_handler.h"
 
 namespace sinew::harness {
@@ -54,6 +56,23 @@ bool IsLive(v1::SessionStatus status) {
 }
 
 }  // namespace
+
+SandboxUse UseOf(const std::string& resources_json) {
+  SandboxUse ask;
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(resources_json, ec);
+  if (ec || !v.is_object()) return ask;
+  auto read = [&](const char* key) -> uint64_t {
+    const boost::json::value* f = v.as_object().if_contains(key);
+    if (f == nullptr) return 0;
+    if (f->is_uint64()) return f->as_uint64();
+    if (f->is_int64() && f->as_int64() > 0) return static_cast<uint64_t>(f->as_int64());
+    return 0;
+  };
+  ask.memory_bytes = read("memory_bytes");
+  ask.cpu_millis = read("cpu_millis");
+  return ask;
+}
 
 std::string SandboxRecords::RecordTenant(const std::string& tenant) {
   return std::string(kRecordTenantPrefix) + tenant;
@@ -146,6 +165,24 @@ Result<uint64_t> SandboxRecords::CountLive(const std::string& tenant, uint64_t s
     }
   }
   return count;
+}
+
+Result<SandboxUse> SandboxRecords::ReadyUse(const std::string& tenant) {
+  SandboxUse use;
+  v1::ListSessionsRequest req;
+  req.set_tenant(RecordTenant(tenant));
+  req.set_status(v1::SESSION_STATUS_RUNNING);
+  req.set_page_size(1000);
+  while (true) {
+    SINEW_ASSIGN_OR_RETURN(v1::ListSessionsResponse resp, store_->ListSessions(req));
+    for (const auto& s : resp.sessions()) {
+      const SandboxUse ask = UseOf(Meta(s, "resources"));
+      use.memory_bytes += ask.memory_bytes;
+      use.cpu_millis += ask.cpu_millis;
+    }
+    if (resp.next_page_token().empty()) return use;
+    req.set_page_token(resp.next_page_token());
+  }
 }
 
 Result<std::vector<int64_t>> SandboxRecords::CreatedSince(const std::string& tenant,

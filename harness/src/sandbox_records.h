@@ -47,6 +47,15 @@ struct NewSandboxRecord {
   std::string from_snapshot;
 };
 
+// The guaranteed memory and the CPU a sandbox holds while it is ready.
+struct SandboxUse {
+  uint64_t memory_bytes = 0;
+  uint64_t cpu_millis = 0;
+};
+// The memory_bytes and cpu_millis of a record's resources_json (ResourcesToJson's names);
+// 0 for what it lacks.
+SandboxUse UseOf(const std::string& resources_json);
+
 class SandboxRecords {
  public:
   // `store` is not owned and outlives this.
@@ -76,6 +85,9 @@ class SandboxRecords {
                                   const std::string& page_token, bool include_ended);
   // The tenant's records that are ready or paused, counted up to `stop_at`.
   [[nodiscard]] Result<uint64_t> CountLive(const std::string& tenant, uint64_t stop_at);
+  // What the tenant's ready records hold (paused, ended and deleted ones hold nothing):
+  // the sums of their resources.
+  [[nodiscard]] Result<SandboxUse> ReadyUse(const std::string& tenant);
   // The creation times (unix ms) of the tenant's records made at or after `since_unix_ms`,
   // newest first.
   [[nodiscard]] Result<std::vector<int64_t>> CreatedSince(const std::string& tenant,

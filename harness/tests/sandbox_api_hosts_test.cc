@@ -82,6 +82,36 @@ TEST(SandboxApiHostsTest, SandboxesArePlacedOverTheHostsAndReachedOnTheirHostFro
             std::string::npos)
       << read.body;
   ids.push_back(restored_id);
+  // The tenant's snapshots are listed from both hosts, their bytes summed, and one on
+  // either host is deleted through either harness.
+  std::string elsewhere;  // a sandbox on the other host
+  for (const auto& id : ids) {
+    auto got = Api("GET", first.url() + "/v1/sandboxes/" + id, kKey);
+    if (got.json.at("sandbox").at("host_id").as_string() != source_host) elsewhere = id;
+  }
+  ASSERT_FALSE(elsewhere.empty());
+  auto snap2 = Api("POST", first.url() + "/v1/sandboxes/" + elsewhere + "/snapshot", kKey);
+  ASSERT_EQ(snap2.status, 201) << snap2.body;
+  auto listed = Api("GET", second.url() + "/v1/sandboxes/snapshots", kKey);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  std::set<std::string> snapshot_hosts;
+  int64_t data_bytes = 0;
+  for (const auto& s : listed.json.at("snapshots").as_array()) {
+    snapshot_hosts.insert(std::string(s.at("host_id").as_string()));
+    data_bytes += s.at("data_bytes").to_number<int64_t>();
+  }
+  EXPECT_EQ(snapshot_hosts, (std::set<std::string>{"h1", "h2"})) << listed.body;
+  EXPECT_EQ(listed.json.at("snapshots").as_array().size(), 2u) << listed.body;
+  EXPECT_EQ(listed.json.at("owner_bytes").to_number<int64_t>(), data_bytes) << listed.body;
+  for (const auto* taken : {&snap, &snap2}) {
+    const std::string snap_id(taken->json.at("snapshot").at("id").as_string());
+    EXPECT_EQ(Call("DELETE", first.url() + "/v1/sandboxes/snapshots/" + snap_id, "",
+                   {"Authorization: Bearer " + std::string(kKey)})
+                  .status,
+              200)
+        << snap_id;
+  }
+  EXPECT_TRUE(Api("GET", first.url() + "/v1/sandboxes/snapshots", kKey).json.at("snapshots").as_array().empty());
   for (const auto& id : ids) {
     EXPECT_EQ(Call("DELETE", second.url() + "/v1/sandboxes/" + id, "",
                    {"Authorization: Bearer " + std::string(kKey)})

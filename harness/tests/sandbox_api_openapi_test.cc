@@ -137,8 +137,20 @@ TEST(SandboxApiOpenApiTest, EverySandboxOperationAnswersAsDocumented) {
   send(get_files, "a file that does not exist", "GET", s + "/files?path=nope", {auth}, "");
   send(get_files, "another tenant's", "GET", s + "/files?path=f", {other}, "");
 
-  send("POST /v1/sandboxes/{id}/snapshot", "taken", "POST", s + "/snapshot", {auth}, "");
+  Reply taken = send("POST /v1/sandboxes/{id}/snapshot", "taken", "POST", s + "/snapshot", {auth}, "");
+  ASSERT_EQ(taken.status, 201) << taken.body;
   send("POST /v1/sandboxes/{id}/snapshot", "unknown id", "POST", m + "/snapshot", {auth}, "");
+
+  const std::string snaps = "/v1/sandboxes/snapshots", snap_key = "DELETE /v1/sandboxes/snapshots/{snapshot_id}";
+  const std::string snap = snaps + "/" + std::string(taken.json.at("snapshot").at("id").as_string());
+  EXPECT_EQ(send("GET /v1/sandboxes/snapshots", "listed", "GET", snaps, {auth}, "").status, 200);
+  send("GET /v1/sandboxes/snapshots", "no key", "GET", snaps, {}, "");
+  send("GET /v1/sandboxes/snapshots", "POST, a method it does not have", "POST", snaps, {auth, as_json}, "{}");
+  send(snap_key, "another tenant's", "DELETE", snap, {other}, "");
+  send(snap_key, "GET, a method it does not have", "GET", snap, {auth}, "");
+  EXPECT_EQ(send(snap_key, "deleted", "DELETE", snap, {auth}, "").status, 200);
+  send(snap_key, "deleted already", "DELETE", snap, {auth}, "");
+  send(snap_key, "a malformed id", "DELETE", snaps + "/snap-nope", {auth}, "");
 
   Reply forked = send("POST /v1/sandboxes/{id}/fork", "forked", "POST", s + "/fork",
                       {auth, as_json}, R"({"n": 1})");

@@ -213,6 +213,29 @@ TEST(TenantConfigTest, SandboxApiQuotasParseAndRefuseNegatives) {
       << bad.status().message();
 }
 
+// The sandbox API's resource quotas (docs/sandbox-api.md, "Quotas"): whole non-negative
+// numbers; anything else refuses the config, naming the field.
+TEST(TenantConfigTest, SandboxResourceQuotasParseAndRefuseMalformedValues) {
+  const std::string head =
+      R"({"store": {"address": "127.0.0.1:1"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )"
+      R"("api_keys": {"k": "t"}, )";
+  auto c = ParseConfig(head + R"("tenants": {"a": {"sandbox_memory_bytes": 1073741824, )"
+                              R"("sandbox_cpu_millis": 2500, "snapshot_bytes": 5000000}}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tenants.at("a").sandbox_memory_bytes, 1073741824u);
+  EXPECT_EQ(c->tenants.at("a").sandbox_cpu_millis, 2500u);
+  EXPECT_EQ(c->tenants.at("a").snapshot_bytes, 5000000u);
+  for (const std::string field : {"sandbox_memory_bytes", "sandbox_cpu_millis", "snapshot_bytes"}) {
+    for (const std::string value : {"-1", "1.5", "\"1G\"", "true", "1e300"}) {
+      auto bad = ParseConfig(head + R"("tenants": {"a": {")" + field + "\": " + value + "}}}");
+      ASSERT_FALSE(bad.ok()) << field << " " << value;
+      EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(bad.status().message().find("config.tenants.a." + field), std::string::npos)
+          << bad.status().message();
+    }
+  }
+}
+
 TEST(TenantConfigTest, ErrorsNameTheField) {
   const std::string head =
       R"({"store": {"address": "127.0.0.1:1"}, "models": {"m": {"kind": "scripted", "script": "/dev/null"}}, )";

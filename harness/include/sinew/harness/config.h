@@ -115,6 +115,17 @@ struct TenantQuotaConfig {
   // Sandboxes the tenant creates through /v1/sandboxes (create and fork) in a sliding
   // minute, counted in the store; over it 429. Default: 0 (unlimited)
   uint32_t sandbox_creations_per_minute = 0;
+  // Guaranteed memory (memory_bytes, defaults included) of the tenant's /v1/sandboxes
+  // sandboxes that are ready (paused ones hold none), counted in the store; a create,
+  // fork or resume over it is answered 429. Default: 0 (unlimited)
+  uint64_t sandbox_memory_bytes = 0;
+  // CPU (cpu_millis, defaults included) of the same sandboxes, as sandbox_memory_bytes.
+  // Default: 0 (unlimited)
+  uint64_t sandbox_cpu_millis = 0;
+  // Bytes of the tenant's sandbox snapshots (sinew-sandboxd's owner_bytes, summed over
+  // its hosts); a snapshot, fork or pause while they reach it is answered 429.
+  // Default: 0 (unlimited)
+  uint64_t snapshot_bytes = 0;
   // Model tokens (prompt + completion) of the tenant's sessions in a sliding minute, per
   // harness; over it new sessions get 429 and model calls wait. Default: 0 (unlimited)
   uint64_t tokens_per_minute = 0;
