@@ -124,7 +124,8 @@ bool WebhookDeliverer::ReadRecords() {
                                      [](const auto& kv) { return !kv.second.deleted; });
   for (const auto& [id, ep] : endpoints_) {
     if (ep.deleted) {
-      std::erase_if(deliveries_, [&](const auto& kv) { return kv.first.first == id; });
+      const std::string& gone = id;  // clang 14 cannot capture a structured binding
+      std::erase_if(deliveries_, [&gone](const auto& kv) { return kv.first.first == gone; });
     } else if (!attempts_loaded_.count(id)) {
       LoadAttempts(id);
     }
