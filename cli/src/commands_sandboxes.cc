@@ -338,18 +338,7 @@ void AddSandboxCommands(CLI::App& app, Context& ctx) {
   cmd = sandbox->add_subcommand("rmsnap", "delete snapshots");
   cmd->add_option("ids", *rmsnap_ids, "snapshot ids (snap-...)")->required();
   cmd->callback([&ctx, rmsnap_ids] {
-    for (const auto& id : *rmsnap_ids) {
-      auto v = ctx.Api().JsonCall("DELETE", "/v1/sandboxes/snapshots/" + id);
-      if (!v.ok()) {
-        ctx.Fail(v.status());
-        continue;
-      }
-      if (ctx.json) {
-        std::cout << json::serialize(*v) << "\n";
-      } else {
-        std::cout << id << "  deleted\n";
-      }
-    }
+    ctx.DeleteEach("/v1/sandboxes/snapshots", *rmsnap_ids);
   });
 
   AddSimpleVerb(*sandbox, ctx, "snapshot", "snapshot a sandbox's files; prints the snapshot id");

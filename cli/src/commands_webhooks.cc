@@ -94,18 +94,7 @@ void AddWebhookCommands(CLI::App& app, Context& ctx) {
   cmd = webhook->add_subcommand("rm", "delete endpoints");
   cmd->add_option("ids", *rm_ids, "endpoint ids")->required();
   cmd->callback([&ctx, rm_ids] {
-    for (const auto& id : *rm_ids) {
-      auto v = ctx.Api().JsonCall("DELETE", "/v1/webhooks/" + id);
-      if (!v.ok()) {
-        ctx.Fail(v.status());
-        continue;
-      }
-      if (ctx.json) {
-        std::cout << json::serialize(*v) << "\n";
-      } else {
-        std::cout << id << "  deleted\n";
-      }
-    }
+    ctx.DeleteEach("/v1/webhooks", *rm_ids);
   });
 
   auto deliveries_id = std::make_shared<std::string>();

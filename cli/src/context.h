@@ -48,6 +48,9 @@ struct Context {
   }
   // Prints "error: ..." to stderr and sets exit_code (2 unless given).
   void Fail(const Status& s, int code = kExitError);
+  // DELETE `collection` + "/" + id for each id, printing "<id>  deleted" (--json: the
+  // server's answer); a refused one is reported by Fail and the rest still go.
+  void DeleteEach(const std::string& collection, const std::vector<std::string>& ids);
 };
 
 // Follows a session's events (SSE, reconnecting with Last-Event-ID) until it ends;

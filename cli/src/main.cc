@@ -60,6 +60,21 @@ void Context::Fail(const Status& s, int code) {
   exit_code = code;
 }
 
+void Context::DeleteEach(const std::string& collection, const std::vector<std::string>& ids) {
+  for (const auto& id : ids) {
+    auto v = Api().JsonCall("DELETE", collection + "/" + id);
+    if (!v.ok()) {
+      Fail(v.status());
+      continue;
+    }
+    if (json) {
+      std::cout << boost::json::serialize(*v) << "\n";
+    } else {
+      std::cout << id << "  deleted\n";
+    }
+  }
+}
+
 // Puts the options that every command takes (those of `app` itself, which subcommands
 // inherit) in the --help of every command below `app`: CLI11 lists only a command's own.
 void ListGlobalOptionsInEveryHelp(CLI::App& app) {
