@@ -374,11 +374,14 @@ ApiResponse ApiHandler::Close(const ApiRequest& r, const std::string& id, const 
   std::vector<v1::Event> events{audit};
   bool waiting = meta->status() == v1::SESSION_STATUS_WAITING_FOR_INPUT;
   if (waiting) {
-    // One that kept its sandbox (paused while it waits) is ended by a driver, which
-    // destroys the sandbox: the close is recorded and the session woken.
+    // Ended by a driver instead (the close is recorded and the session woken): one that
+    // kept its sandbox (paused while it waits), which the driver destroys, and one with a
+    // message logged since it began to wait whose wake was lost to a crash: the message
+    // was acknowledged, so it gets its turn before the close ends the session.
     auto log = ReadEvents(id, meta->next_seq() - 1);
     if (!log.ok()) return FromStatus(log.status());
-    if (!ReadLogState(*log).sandbox_id.empty()) waiting = false;
+    const LogState state = ReadLogState(*log);
+    if (!state.sandbox_id.empty() || state.last_user > state.last_status_change) waiting = false;
   }
   if (waiting) {
     v1::Event ev;

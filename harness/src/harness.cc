@@ -375,7 +375,8 @@ class HarnessImpl final : public Harness, public SessionControl {
     // A session that requires action is driven too: its driver watches for the decisions
     // and the deadlines (docs/harness.md, "Tool approvals").
     // A session waiting for input is woken once it has been idle for its idle_close_seconds
-    // (docs/harness.md, "Conversations that stay open"); its driver closes it.
+    // (docs/harness.md, "Conversations that stay open"); its driver closes it. One whose
+    // last event is a message is woken now: its wake was lost with the harness that took it.
     for (auto status : {v1::SESSION_STATUS_QUEUED, v1::SESSION_STATUS_RUNNING, v1::SESSION_STATUS_REQUIRES_ACTION,
                         v1::SESSION_STATUS_WAITING_FOR_INPUT}) {
       if (!ScanStatus(status, NowUnixMs(), &down)) return;  // the store did not answer: retry later
@@ -397,6 +398,7 @@ class HarnessImpl final : public Harness, public SessionControl {
     auto forget = [&] {
       if (status != v1::SESSION_STATUS_WAITING_FOR_INPUT) return;
       std::erase_if(idle_limit_ms_, [&](const auto& kv) { return !waiting_seen.count(kv.first); });
+      std::erase_if(last_checked_ms_, [&](const auto& kv) { return !waiting_seen.count(kv.first); });
     };
     v1::ListSessionsRequest req;
     req.set_status(status);
@@ -420,7 +422,8 @@ class HarnessImpl final : public Harness, public SessionControl {
         if (status == v1::SESSION_STATUS_WAITING_FOR_INPUT) {
           waiting_seen.insert(s.id());
           const int64_t limit_ms = IdleLimitMs(s.id());
-          if (limit_ms < 0 || now - s.updated_unix_ms() < limit_ms) continue;
+          const bool idle = limit_ms >= 0 && now - s.updated_unix_ms() >= limit_ms;
+          if (!idle && !EndsWithMessage(s)) continue;
         }
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -465,9 +468,31 @@ class HarnessImpl final : public Harness, public SessionControl {
     return ms;
   }
 
+  // Whether a waiting session's last event is a message: one acknowledged by a harness
+  // that died before it woke the session. Read once per change of the session (its
+  // updated time), so a scan of sessions that wait costs no reads.
+  bool EndsWithMessage(const v1::Session& s) {
+    auto [it, fresh] = last_checked_ms_.try_emplace(s.id(), s.updated_unix_ms());
+    if (!fresh && it->second == s.updated_unix_ms()) return false;
+    it->second = s.updated_unix_ms();
+    if (s.next_seq() < 2) return false;
+    v1::GetEventsRequest req;
+    req.set_session_id(s.id());
+    req.set_from_seq(s.next_seq() - 1);
+    req.set_to_seq(s.next_seq() - 1);
+    req.set_limit(1);
+    auto resp = store_->GetEvents(req);
+    if (!resp.ok()) {
+      last_checked_ms_.erase(it);  // read it again next scan
+      return false;
+    }
+    return resp->events_size() == 1 && resp->events(0).has_user_message();
+  }
+
   HarnessConfig config_;
   std::set<std::string> down_shards_;  // the last scan's unanswered store shards; background thread only
   std::map<std::string, int64_t> idle_limit_ms_;  // waiting sessions' idle limits; background thread only
+  std::map<std::string, int64_t> last_checked_ms_;  // waiting sessions' updated times read; background thread only
   std::unique_ptr<store::SessionStore> store_;
   WebhookState webhook_state_;
   std::unique_ptr<store::SessionStore> outbox_store_;  // store_ writing the webhook outbox ahead

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "api_fixture.h"
+#include "sinew/session_store/session_store.h"
 
 namespace sinew::harness::test {
 namespace {
@@ -82,6 +83,33 @@ class KeepOpenTest : public ::testing::Test {
   Reply Message(const std::string& id, const std::string& text) {
     return Api("POST", base_ + "/v1/sessions/" + id + "/messages", kKeyA,
                json::serialize(json::object{{"text", text}}));
+  }
+
+  // SIGKILLs the harness as if it had just logged `text` for session `id` (under a lease
+  // of its own) and died before it woke the session; starts another harness.
+  void KillHarnessAfterItLogged(const std::string& id, const std::string& text) {
+    harness_->proc->Signal(SIGKILL);
+    harness_->proc->Wait();
+    auto store = store::ConnectSessionStore(store_->address);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    Result<v1::Lease> lease = Status::Unavailable("not tried");
+    for (int i = 0; i < 100 && !lease.ok(); ++i) {
+      lease = (*store)->AcquireLease(id, {"a-harness-that-died", ""}, std::chrono::milliseconds(500));
+      if (!lease.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    auto meta = (*store)->GetSession(id);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    v1::AppendRequest req;
+    req.set_session_id(id);
+    req.set_expected_next_seq(meta->next_seq());
+    req.set_lease_epoch(lease->epoch());
+    req.add_events()->mutable_user_message()->set_text(text);
+    ASSERT_TRUE((*store)->Append(req).ok());
+    ASSERT_TRUE((*store)->ReleaseLease(id, "a-harness-that-died", lease->epoch()).ok());
+    harness_ = StartHarness("restarted.json");
+    ASSERT_NE(harness_, nullptr);
+    base_ = harness_->url();
   }
 
   Reply Close(const std::string& id) {
@@ -244,6 +272,35 @@ TEST_F(KeepOpenTest, AHarnessKilledWhileASessionWaitsIsRestartedAndTheSessionGoe
   EXPECT_NE(Str(changes.back(), "reason").find("idle_close_seconds"), std::string::npos)
       << Str(changes.back(), "reason");
   EXPECT_EQ(OfType(events, "model_response").size(), 1u);
+}
+
+// A harness logged a message for a waiting session and died before it woke the session.
+// The message was acknowledged: the next harness gives it its turn, unasked.
+TEST_F(KeepOpenTest, AMessageWhoseWakeWasLostWithItsHarnessStillGetsItsTurn) {
+  const std::string id = Submit(R"({"prompt": "hello", "keep_open": true})");
+  ASSERT_TRUE(WaitForTurns(id, 1));
+  KillHarnessAfterItLogged(id, "are you there?");
+  ASSERT_TRUE(WaitForTurns(id, 2));
+  auto responses = OfType(AllEvents(base_, kKeyA, id), "model_response");
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_EQ(Str(responses[1], "text"), "Second answer.");
+}
+
+// The same, with a close sent before the new harness has woken the session: the message
+// gets its turn first, and then the close ends the session as closed by the user.
+TEST_F(KeepOpenTest, ACloseAfterAMessageWhoseWakeWasLostAnswersTheMessageFirst) {
+  const std::string id = Submit(R"({"prompt": "hello", "keep_open": true})");
+  ASSERT_TRUE(WaitForTurns(id, 1));
+  KillHarnessAfterItLogged(id, "are you there?");
+  ASSERT_EQ(Close(id).status, 202);
+  ASSERT_EQ(WaitForStatus(base_, kKeyA, id, "completed"), "completed");
+  auto events = AllEvents(base_, kKeyA, id);
+  auto responses = OfType(events, "model_response");
+  ASSERT_EQ(responses.size(), 2u) << "the acknowledged message got no turn";
+  EXPECT_EQ(Str(responses[1], "text"), "Second answer.");
+  auto changes = OfType(events, "status_change");
+  EXPECT_NE(Str(changes.back(), "reason").find("closed by the user"), std::string::npos)
+      << Str(changes.back(), "reason");
 }
 
 TEST_F(KeepOpenTest, BadKeepOpenInputIs400AndCreatesNothing) {
