@@ -2,12 +2,11 @@
 // weight types and of Q8_0 and Q4_0, and the Q8_0 activation layout these take.
 // Compiled with the AVX2 -m flags; reached through FillAvx2Kernels.
 //
-// A tile takes its weight rows one at a time (avx2_tile.h), each unpacked (F16 through
-// F16C) once for all C activation rows. Each element's arithmetic is the same whatever
-// the tile's shape: float weights give it two 8-lane accumulators (even and odd steps of
-// 8 elements, so that one activation row still has two chains of additions in flight),
-// Q8_0 and Q4_0 one; they are summed by Hsum8 at the end. A matrix product made of these
-// tiles is batch invariant.
+// A float tile takes its weight rows two or four at a time as outer products with its
+// activation rows (FloatTiles); a Q8_0 or Q4_0 tile one at a time (avx2_tile.h). Each
+// weight row is unpacked (F16 through F16C) once for all C activation rows, and each
+// element's arithmetic is the same whatever the tile's shape: one 8-lane accumulator,
+// summed by Hsum8 at the end. A matrix product made of these tiles is batch invariant.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -61,48 +60,74 @@ struct BF16W {
   }
 };
 
-// Float weights (format W) times F32 activations: per 8 elements, each weight vector is
-// converted once and multiplied into every activation row's accumulator for that step
-// (acc[c][0] for even steps, acc[c][1] for odd ones); a row's last n % 8 elements come
-// zero-padded (adding exactly nothing beyond them) as the next step.
+// Float weights (format W) times F32 activations, as outer products: per step of 8
+// elements, P weight rows' vectors are converted once each and multiplied into the
+// accumulator of every (weight row, activation row) pair, so that each activation load
+// feeds P multiply-adds and each weight load C. P is 4 with up to two activation rows and
+// 2 with more: at most 8 accumulators, which keep 8 chains of multiply-adds in flight and
+// leave registers for the operands. Each element's sum is one chain of multiply-adds in
+// step order (the last n % 8 elements zero-padded as one more step), then Hsum8: the same
+// arithmetic whatever the tile's shape and pass.
 template <typename W>
-struct FloatTile {
-  static constexpr bool kPrefetchAhead = true;
-  template <int C>
-  static SINEW_ALWAYS_INLINE void Step(const uint8_t* w, const uint8_t* x, int64_t xs, int64_t i,
-                                       __m256 (&acc)[C]) {
-    const __m256 wv = W::Load(w, i);
+struct FloatTiles {
+  template <int Q, int C>
+  static SINEW_ALWAYS_INLINE void Pass(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs,
+                                       float* out, int64_t os, const uint8_t* ahead) {
     SINEW_UNROLL
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(wv, F32W::Load(x + c * xs, i), acc[c]);
-  }
-  template <int C>
-  static SINEW_ALWAYS_INLINE void Row(int64_t n, const uint8_t* w, const uint8_t* x, int64_t xs,
-                                      float* out, int64_t os) {
-    __m256 even[C], odd[C];
+    for (int q = 0; q < Q; ++q) NextTilePrefetch(ahead + q * ws, ws, 1).Step();
+    __m256 acc[Q][C];
     SINEW_UNROLL
-    for (int c = 0; c < C; ++c) even[c] = odd[c] = _mm256_setzero_ps();
+    for (int q = 0; q < Q; ++q) {
+      SINEW_UNROLL
+      for (int c = 0; c < C; ++c) acc[q][c] = _mm256_setzero_ps();
+    }
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      Step<C>(w, x, xs, i, even);
-      Step<C>(w, x, xs, i + 8, odd);
-    }
-    bool odd_next = false;
-    if (i + 8 <= n) {
-      Step<C>(w, x, xs, i, even);
-      i += 8;
-      odd_next = true;
-    }
-    if (i < n) {
-      const __m256 wv = W::Tail(w, i, n - i);
+    for (; i + 8 <= n; i += 8) {
+      __m256 wv[Q];
+      SINEW_UNROLL
+      for (int q = 0; q < Q; ++q) wv[q] = W::Load(w + q * ws, i);
       SINEW_UNROLL
       for (int c = 0; c < C; ++c) {
-        __m256& acc = odd_next ? odd[c] : even[c];
-        acc = _mm256_fmadd_ps(wv, F32W::Tail(x + c * xs, i, n - i), acc);
+        __m256 xv = F32W::Load(x + c * xs, i);
+        // One load per activation vector: without this the compiler folds it into each
+        // multiply-add, loading it Q times.
+        __asm__("" : "+x"(xv));
+        SINEW_UNROLL
+        for (int q = 0; q < Q; ++q) acc[q][c] = _mm256_fmadd_ps(wv[q], xv, acc[q][c]);
+      }
+    }
+    if (i < n) {
+      __m256 wv[Q];
+      SINEW_UNROLL
+      for (int q = 0; q < Q; ++q) wv[q] = W::Tail(w + q * ws, i, n - i);
+      SINEW_UNROLL
+      for (int c = 0; c < C; ++c) {
+        const __m256 xv = F32W::Tail(x + c * xs, i, n - i);
+        SINEW_UNROLL
+        for (int q = 0; q < Q; ++q) acc[q][c] = _mm256_fmadd_ps(wv[q], xv, acc[q][c]);
       }
     }
     SINEW_UNROLL
-    for (int c = 0; c < C; ++c) out[c * os] = Hsum8(_mm256_add_ps(even[c], odd[c]));
+    for (int q = 0; q < Q; ++q) {
+      SINEW_UNROLL
+      for (int c = 0; c < C; ++c) out[c * os + q] = Hsum8(acc[q][c]);
+    }
   }
+  template <int R, int C>
+  struct Kernel {
+    static void Run(int64_t n, const uint8_t* w, int64_t ws, const uint8_t* x, int64_t xs, float* out,
+                    int64_t os) {
+      // The same rows of the tile kPrefetchTiles ahead (tiles follow each other in memory).
+      const uint8_t* ahead = w + kPrefetchTiles * R * ws;
+      constexpr int P = C <= 2 ? 4 : 2;
+      if constexpr (R <= P) {
+        Pass<R, C>(n, w, ws, x, xs, out, os, ahead);
+      } else {
+        Pass<P, C>(n, w, ws, x, xs, out, os, ahead);
+        Pass<R - P, C>(n, w + P * ws, ws, x, xs, out + P, os, ahead + P * ws);
+      }
+    }
+  };
 };
 
 // A Q8_0-activation weight format: Quants(block), the block's 32 quants as signed bytes.
@@ -182,9 +207,9 @@ void QuantizeQ8_0Tile(const float* x, void* y, int64_t n) {
 }  // namespace
 
 void FillAvx2TileKernels(KernelTable* t) {
-  t->tile_f32 = DispatchTile<TileOf<FloatTile<F32W>>::Kernel>;
-  t->tile_f16 = DispatchTile<TileOf<FloatTile<F16W>>::Kernel>;
-  t->tile_bf16 = DispatchTile<TileOf<FloatTile<BF16W>>::Kernel>;
+  t->tile_f32 = DispatchTile<FloatTiles<F32W>::Kernel>;
+  t->tile_f16 = DispatchTile<FloatTiles<F16W>::Kernel>;
+  t->tile_bf16 = DispatchTile<FloatTiles<BF16W>::Kernel>;
   t->tile_q8_0 = DispatchTile<TileOf<Q8Tile<Q8_0W>>::Kernel>;
   t->tile_q4_0 = DispatchTile<TileOf<Q8Tile<Q4_0W>>::Kernel>;
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
