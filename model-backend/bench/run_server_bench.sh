@@ -34,7 +34,7 @@
 #
 # usage: model-backend/bench/run_server_bench.sh [--llama-server PATH] [--work-dir DIR]
 #            [-t 2] [--types F16,Q8_0,Q4_K] [-m EXTRA.gguf]... [-n 64] [-r 3]
-#            [--streams 8,32] [--turns 20] [--sinew-args "--no-batch-invariance"]
+#            [--streams 8,32] [--turns 20 (0: no agent phase)] [--sinew-args "--no-batch-invariance"]
 #            [--spec-models A.gguf,B.gguf] [--llama-args "--poll 0"]
 #            [--draft-pairs TARGET.gguf:DRAFT.gguf,...] [--copy-types F16,Q8_0,Q4_K]
 # env:   SINEW_BUILD_DIR (default build): where bin/sinew-model(-bench) were built;
@@ -299,7 +299,8 @@ def run(kind, model):
         out["kernels"] = srv.kernels() if kind == "sinew" else "as built"
         out["load"].append(load())
         out.update(single(srv, tag))
-        out.update(agent(srv, tag))
+        if turns > 0:
+            out.update(agent(srv, tag))
         out["edit_tps"], _ = edit(srv, tag)
         if kind == "sinew":
             for n in streams:
@@ -325,8 +326,8 @@ print("# sinew kernel level: the best the CPU has, capped by SINEW_CPU_LEVEL=%s"
 print("# uptime at start: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 cols = [("ttft_ms", "TTFT ms", False), ("gen_tps", "gen tok/s", True)] + \
        [("agg%d" % n, "agg%d tok/s" % n, True) for n in streams] + \
-       [("agent_ttft_mean_ms", "agent TTFT ms", False), ("agent_wall_s", "agent wall s", False),
-        ("edit_tps", "edit gen tok/s", True)]
+       ([("agent_ttft_mean_ms", "agent TTFT ms", False), ("agent_wall_s", "agent wall s", False)]
+        if turns > 0 else []) + [("edit_tps", "edit gen tok/s", True)]
 for model in models:
     tag = os.path.basename(model)
     ours = run("sinew", model)
