@@ -90,10 +90,11 @@ class GrpcProvisionerClient final : public ProvisionerClient {
     return forked;
   }
 
-  Result<v1::SandboxInfo> Pause(std::string_view id, std::string_view owner) override {
+  Result<v1::SandboxInfo> Pause(std::string_view id, std::string_view owner, bool if_idle) override {
     v1::PauseRequest req;
     req.set_id(std::string(id));
     req.set_owner(std::string(owner));
+    req.set_if_idle(if_idle);
     return Call("Pause", req, &v1::Provisioner::Stub::Pause, provision_timeout_);
   }
 

@@ -86,6 +86,27 @@ TEST(PauseTest, ARunningProcessRefusesThePauseAndNothingChanges) {
   EXPECT_TRUE(paused.ok()) << paused.status().ToString();
 }
 
+// An idle timer's pause (if_idle) under runc: refused while a background job runs, which
+// keeps running; taken once it has ended.
+TEST(PauseTest, AnIdlePauseIsRefusedWhileABackgroundJobRuns) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  auto box = ProvisionOwned(d, "alice");
+  auto tools = Connect(box);
+  ASSERT_EQ(Bash(*tools, "setsid sleep 600 >/dev/null 2>&1 </dev/null & echo started").output(), "started\n");
+  auto refused = d.client().Pause(box.id(), "alice", /*if_idle=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("not idle"));
+  EXPECT_EQ(d.client().Get(box.id())->state(), v1::SANDBOX_STATE_READY);
+  EXPECT_EQ(Bash(*tools, "pgrep -c sleep").output(), "1\n") << "the job keeps running";
+  Bash(*tools, "pkill sleep; while pgrep sleep >/dev/null; do sleep 0.05; done");
+  tools.reset();
+  auto paused = d.client().Pause(box.id(), "alice", /*if_idle=*/true);
+  ASSERT_TRUE(paused.ok()) << paused.status().ToString();
+  EXPECT_EQ(paused->state(), v1::SANDBOX_STATE_PAUSED);
+}
+
 TEST(PauseTest, APausedSandboxSurvivesARestartOfTheDaemon) {
   SandboxdProcess d;
   d.Start({"--warm-pool-size", "0"});

@@ -2,7 +2,8 @@
 // with real runsc sandboxes: a background process's memory (a random number and a
 // counter) comes back with it and its count goes on; an exactly-once call keeps its
 // result across a pause; a snapshot restored twice gives two independent sandboxes,
-// each with its own identity; a restore into less memory than the snapshot's is refused.
+// each with its own identity; a restore into less memory than the snapshot's is refused;
+// an idle timer's pause waits for background jobs to end.
 // SINEW_PAUSE_CYCLES sets the number of pause/resume cycles (the `long` build runs 50).
 #include <signal.h>
 
@@ -171,6 +172,34 @@ TEST_F(RunscCheckpointTest, ARestoreIntoLessMemoryOrUnderRuncIsRefusedAndStartsN
   EXPECT_EQ(d_.SandboxDirs().size(), 1u);
   // The source still serves after its snapshot.
   EXPECT_EQ(Bash(*Connect(box), "echo alive").output(), "alive\n");
+}
+
+// An idle timer's pause (if_idle) of a runsc sandbox: taken when only the agent (and its
+// socket binder) run, refused while a background job runs, which keeps running (an
+// ordinary pause would checkpoint it), and taken again once the job has ended.
+TEST_F(RunscCheckpointTest, AnIdlePauseWaitsForBackgroundJobsToEnd) {
+  auto box = ProvisionRunsc(d_, "alice");
+  auto idle = d_.client().Pause(box.id(), "alice", /*if_idle=*/true);
+  ASSERT_TRUE(idle.ok()) << "a sandbox running nothing but its agent is idle: " << idle.status().ToString();
+  EXPECT_EQ(idle->state(), v1::SANDBOX_STATE_PAUSED);
+  auto resumed = d_.client().Resume(box.id(), "alice");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  auto tools = Connect(*resumed);
+  StartMemoryHolder(*tools);
+  const Holder before = ParseHolder(HolderState(*tools));
+  auto refused = d_.client().Pause(box.id(), "alice", /*if_idle=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("not idle"));
+  EXPECT_NE(d_.client().Get(box.id())->state(), v1::SANDBOX_STATE_PAUSED);
+  const Holder after = ParseHolder(HolderState(*tools));
+  EXPECT_EQ(after.pid, before.pid);
+  EXPECT_GT(after.count, before.count) << "the job ran on";
+  EXPECT_EQ(d_.client().ListSnapshots("alice")->snapshots_size(), 0) << "the refusal kept nothing";
+  Bash(*tools, "kill -9 $(cat /tmp/holder.pid); while kill -0 $(cat /tmp/holder.pid) 2>/dev/null; do sleep 0.05; done");
+  tools.reset();
+  auto paused = d_.client().Pause(box.id(), "alice", /*if_idle=*/true);
+  EXPECT_TRUE(paused.ok()) << paused.status().ToString();
 }
 
 }  // namespace

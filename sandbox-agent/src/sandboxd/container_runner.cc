@@ -18,6 +18,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
@@ -280,6 +281,40 @@ Status ContainerRunner::Thaw(const std::string& id) {
     return Status::Internal("cannot thaw " + id + ": " + (r.ok() ? r->output : r.status().message()));
   }
   return Status::Ok();
+}
+
+Result<size_t> ContainerRunner::GvisorProcessesBesidesAgent(const std::string& id) const {
+  // runsc's table (its JSON format holds pids only): a header naming the columns (UID, PID,
+  // PPID, ...), then a process per line.
+  auto r = RunProcess(Runtime("runsc", {"ps", id}), kRuncTimeout);
+  if (!r.ok() || r->exit_code != 0) {
+    return Status::Internal("cannot list the processes of " + id + ": " + (r.ok() ? r->output : r.status().message()));
+  }
+  std::istringstream lines(r->output);
+  std::string line;
+  int uid_col = -1, pid_col = -1, ppid_col = -1;
+  size_t others = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> cols;
+    for (std::string w; words >> w;) cols.push_back(w);
+    if (pid_col < 0) {  // runsc may log a line before the header
+      for (int c = 0; c < static_cast<int>(cols.size()); ++c) {
+        if (cols[c] == "UID") uid_col = c;
+        if (cols[c] == "PID") pid_col = c;
+        if (cols[c] == "PPID") ppid_col = c;
+      }
+      if (uid_col < 0 || ppid_col < 0) pid_col = -1;
+      continue;
+    }
+    const int need = std::max({uid_col, pid_col, ppid_col});
+    if (static_cast<int>(cols.size()) <= need) continue;
+    const bool agent = cols[pid_col] == "1";
+    const bool binder = cols[uid_col] == "0" && cols[ppid_col] == "1";
+    if (!agent && !binder) ++others;
+  }
+  if (pid_col < 0) return Status::Internal("runsc ps of " + id + " printed no process table: " + r->output.substr(0, 200));
+  return others;
 }
 
 Result<Container> ContainerRunner::Start(const std::string& id, const v1::Resources& resources,

@@ -75,6 +75,10 @@ class ContainerRunner {
   // Freezes every process of a runc container (`runc pause`), and thaws them again.
   [[nodiscard]] Status Freeze(const std::string& id);
   [[nodiscard]] Status Thaw(const std::string& id);
+  // runsc: how many processes run in the sandbox besides its agent (PID 1) and the
+  // agent's socket binder (uid 0, its child): tool calls and background jobs, from
+  // `runsc ps`. (Under runc the sandbox's cgroup tells: CgroupProcesses.)
+  [[nodiscard]] Result<size_t> GvisorProcessesBesidesAgent(const std::string& id) const;
   // Deletes the container (its init must have been reaped or be killable), its cgroups
   // and its directory. Idempotent.
   void Remove(const std::string& id);

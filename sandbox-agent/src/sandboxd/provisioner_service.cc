@@ -159,7 +159,7 @@ grpc::Status ProvisionerService::Pause(grpc::ServerContext* ctx, const v1::Pause
   if (Status s = CheckId(req->id()); !s.ok()) return ToGrpcStatus(s);
   if (Status s = CheckOwner(req->owner()); !s.ok()) return ToGrpcStatus(s);
   return Traced(ctx, "Pause", {{"sandbox", req->id()}},
-                [&] { return Reply(manager_.Pause(req->id(), req->owner()), resp); });
+                [&] { return Reply(manager_.Pause(req->id(), req->owner(), req->if_idle()), resp); });
 }
 
 grpc::Status ProvisionerService::Resume(grpc::ServerContext* ctx, const v1::PauseRequest* req,

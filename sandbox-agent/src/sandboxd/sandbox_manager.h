@@ -72,7 +72,9 @@ class SandboxManager {
   virtual v1::ListSnapshotsResponse ListSnapshots(const std::string& owner) = 0;
   [[nodiscard]] virtual Result<v1::ForkResponse> Fork(const v1::ForkRequest& request,
                                                       const StillWanted& still_wanted) = 0;
-  [[nodiscard]] virtual Result<v1::SandboxInfo> Pause(const std::string& id, const std::string& owner) = 0;
+  // `if_idle`: refused (kFailedPrecondition) while a process besides the agent runs.
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Pause(const std::string& id, const std::string& owner,
+                                                      bool if_idle = false) = 0;
   [[nodiscard]] virtual Result<v1::SandboxInfo> Resume(const std::string& id, const std::string& owner) = 0;
 };
 

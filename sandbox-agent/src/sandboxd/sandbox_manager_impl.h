@@ -85,7 +85,7 @@ class SandboxManagerImpl final : public SandboxManager {
   Result<v1::SnapshotInfo> DeleteSnapshot(const std::string& id, const std::string& owner) override;
   v1::ListSnapshotsResponse ListSnapshots(const std::string& owner) override;
   Result<v1::ForkResponse> Fork(const v1::ForkRequest& request, const StillWanted& still_wanted) override;
-  Result<v1::SandboxInfo> Pause(const std::string& id, const std::string& owner) override;
+  Result<v1::SandboxInfo> Pause(const std::string& id, const std::string& owner, bool if_idle) override;
   Result<v1::SandboxInfo> Resume(const std::string& id, const std::string& owner) override;
 
  private:

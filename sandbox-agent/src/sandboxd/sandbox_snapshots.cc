@@ -342,7 +342,7 @@ Result<v1::ForkResponse> SandboxManagerImpl::Fork(const v1::ForkRequest& req, co
   return out;
 }
 
-Result<v1::SandboxInfo> SandboxManagerImpl::Pause(const std::string& id, const std::string& owner) {
+Result<v1::SandboxInfo> SandboxManagerImpl::Pause(const std::string& id, const std::string& owner, bool if_idle) {
   std::unique_lock<std::mutex> lock(mu_);
   if (auto p = paused_.find(id); p != paused_.end() && p->second.info.owner() == owner) {
     return p->second.info;  // idempotent
@@ -355,14 +355,25 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Pause(const std::string& id, const s
     return why;
   };
   // A call in flight (a tool's process, or a background job) would be cut off: refused.
-  // Under runsc they are checkpointed with the rest and carry on after the resume.
-  const std::vector<pid_t> procs =
-      IsGvisor(e->info) ? std::vector<pid_t>{} : CgroupProcesses(config_.cgroup_parent, id);
-  if (procs.size() > 1) {
-    return release(Status::FailedPrecondition(
-        "sandbox " + id + " runs " + std::to_string(procs.size() - 1) +
-        " process(es) besides its agent (a tool call or a background job); pausing would end them. "
-        "Wait for them to finish (or kill them), then pause"));
+  // Under runsc they are checkpointed with the rest and carry on after the resume, unless
+  // the pause is an idle timer's: a background job keeps its sandbox awake.
+  if (!IsGvisor(e->info) || if_idle) {
+    lock.unlock();
+    Result<size_t> others = size_t{0};
+    if (IsGvisor(e->info)) {
+      others = runner_.GvisorProcessesBesidesAgent(id);
+    } else if (const auto procs = CgroupProcesses(config_.cgroup_parent, id); procs.size() > 1) {
+      others = procs.size() - 1;
+    }
+    lock.lock();
+    if (!others.ok()) return release(others.status().WithContext("pause of " + id));
+    if (*others > 0) {
+      return release(Status::FailedPrecondition(
+          "sandbox " + id + " runs " + std::to_string(*others) +
+          " process(es) besides its agent (a tool call or a background job); " +
+          (if_idle ? std::string("it is not idle")
+                   : std::string("pausing would end them. Wait for them to finish (or kill them), then pause"))));
+    }
   }
   v1::SandboxInfo info = e->info;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(e->deadline - Clock::now());
@@ -507,6 +518,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   }
   spdlog::info("{} resumed in {} ms ({})", id, info.provision_ms(),
                memory ? "memory and processes restored" : "files restored; processes started again");
+  info.set_resumed_now(true);
   return info;
 }
 

@@ -78,7 +78,9 @@ class ProvisionerClient {
   [[nodiscard]] virtual Result<v1::ListSnapshotsResponse> ListSnapshots(std::string_view owner = {}) = 0;
   // The new sandboxes are claimed before this returns (as Provision's are).
   [[nodiscard]] virtual Result<v1::ForkResponse> Fork(v1::ForkRequest request) = 0;
-  [[nodiscard]] virtual Result<v1::SandboxInfo> Pause(std::string_view id, std::string_view owner = {}) = 0;
+  // `if_idle`: only when no process besides the agent runs (PauseRequest.if_idle).
+  [[nodiscard]] virtual Result<v1::SandboxInfo> Pause(std::string_view id, std::string_view owner = {},
+                                                      bool if_idle = false) = 0;
   [[nodiscard]] virtual Result<v1::SandboxInfo> Resume(std::string_view id, std::string_view owner = {}) = 0;
 };
 
