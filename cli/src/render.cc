@@ -114,6 +114,14 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
     case v1::Event::kSandboxReleased:
       return Paint("sandbox down", kMagenta, c) + "     " + ev.sandbox_released().sandbox_id() +
              " (" + ev.sandbox_released().reason() + ")";
+    case v1::Event::kSandboxPaused: {
+      const auto& s = ev.sandbox_paused();
+      return Paint("sandbox paused", kMagenta, c) + "   " + s.sandbox_id() + " (" + s.reason() + ", after " +
+             Seconds(s.idle_ms()) + " idle) in " + Seconds(s.pause_ms());
+    }
+    case v1::Event::kSandboxResumed:
+      return Paint("sandbox resumed", kMagenta, c) + "  " + ev.sandbox_resumed().sandbox_id() + " in " +
+             Seconds(ev.sandbox_resumed().resume_ms());
     case v1::Event::kSandboxLost:
       return Paint("sandbox lost", kRed, c) + "     " + ev.sandbox_lost().sandbox_id() + ": " +
              ev.sandbox_lost().outcome() + " " + OneLine(ev.sandbox_lost().detail(), 80);

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -19,6 +21,7 @@
 #include "async.h"
 #include "harness_deps.h"
 #include "log_state.h"
+#include "sandbox_idle_pause.h"
 #include "task_spec.h"
 
 namespace sinew::harness {
@@ -139,6 +142,19 @@ class SessionDriver {
   // running one changes nothing). One that cannot be resumed is lost (sandbox_lost), and a
   // call that has not started gets a fresh sandbox.
   [[nodiscard]] Task<Status> ResumeSandbox(const ToolInfo& tool, bool started_before);
+  // Idle sandboxes (docs/harness.md, "Idle sandboxes"; driver_idle_pause.cc), for a task
+  // with idle_pause_seconds. ArmIdlePause: a timer for the model call about to be made,
+  // or null when the sandbox cannot idle-pause now (none, not ready, attached).
+  // DisarmIdlePause stops it and records a pause it made. PauseIfIdle: for the waits the
+  // driver polls (tool approvals), the pause made inline once it is due.
+  std::unique_ptr<IdlePause> ArmIdlePause();
+  [[nodiscard]] Task<Status> DisarmIdlePause(std::unique_ptr<IdlePause> timer);
+  [[nodiscard]] Task<Status> PauseIfIdle();
+  bool IdlePauseApplies() const;
+  // After a successful pause of the live sandbox: its sandbox_paused event (appended with
+  // `with`, ahead of them), the tenant's sandbox count and the ready mark let go.
+  [[nodiscard]] Task<Status> RecordPause(const std::string& reason, int64_t idle_ms, int64_t pause_ms,
+                                         std::vector<v1::Event> with = {});
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
   [[nodiscard]] Task<Status> ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,
                                          const std::string& sandbox_call_id);
@@ -215,6 +231,10 @@ class SessionDriver {
   TaskSpec task_;
   std::string tenant_;  // the session's, from session_created
   std::string ready_sandbox_;  // the sandbox this driver provisioned or resumed
+  // When the last sandbox call ended (or this wake began): the idle timer counts from it.
+  std::chrono::steady_clock::time_point last_sandbox_use_{};
+  // PauseIfIdle tries again no sooner than this after a refusal (a process still ran).
+  std::chrono::steady_clock::time_point idle_retry_at_{};
   uint64_t next_seq_ = 0;
 };
 

@@ -95,6 +95,8 @@ Task<Result<bool>> SessionDriver::AwaitApprovals(const v1::ModelResponse& respon
       SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(expired)));
       continue;
     }
+    // The sandbox idles while a person decides: paused once idle_pause_seconds have passed.
+    SINEW_CO_RETURN_IF_ERROR(co_await PauseIfIdle());
     // Decisions come through the API of any harness, straight into the log.
     co_await SleepFor(std::chrono::milliseconds(200));
     SINEW_CO_RETURN_IF_ERROR(co_await ReadNewEvents());

@@ -63,16 +63,24 @@ Task<Status> SessionDriver::ResumeSandbox(const ToolInfo& tool, bool started_bef
     co_return Status::Ok();
   }
   const SandboxRef box = SandboxOf();
-  Status resumed = co_await Blocking([&] { return deps_.sandboxes->Resume(box); });
+  const auto t0 = Clock::now();
+  Result<bool> resumed = co_await Blocking([&] { return deps_.sandboxes->Resume(box); });
   ready_sandbox_ = box.id;
   if (resumed.ok()) {
     (void)deps_.quotas->AcquireSandbox(tenant_, id_, /*force=*/true);  // it exists: counted
-    co_return Status::Ok();
+    // It was running (a new wake's first call); or it was paused, perhaps by a driver that
+    // died before it could log the pause.
+    if (!*resumed) co_return Status::Ok();
+    deps_.metrics->Add("sinew_harness_sandbox_resumes_total", "");
+    v1::Event ev;
+    ev.mutable_sandbox_resumed()->set_sandbox_id(box.id);
+    ev.mutable_sandbox_resumed()->set_resume_ms(MsSince(t0));
+    co_return co_await AppendOne(std::move(ev));
   }
-  spdlog::warn("session {}: sandbox {} could not be resumed: {}", id_, box.id, resumed.message());
+  spdlog::warn("session {}: sandbox {} could not be resumed: {}", id_, box.id, resumed.status().message());
   // A call already under way is asked for below, and comes back lost.
   if (started_before) co_return Status::Ok();
-  auto lost = co_await LoseSandbox(resumed);
+  auto lost = co_await LoseSandbox(resumed.status());
   co_return co_await AppendOne(std::move(lost.event));
 }
 
@@ -222,6 +230,10 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
     }
   }
   if (outcome.duration_ms == 0) outcome.duration_ms = MsSince(t0);
+  if (info->needs_sandbox) {
+    last_sandbox_use_ = Clock::now();  // the idle timer counts from here
+    idle_retry_at_ = {};
+  }
   deps_.metrics->Add("sinew_harness_tool_calls_total",
                      "tool=\"" + spec.name() + "\",error=\"" + (outcome.is_error ? "true" : "false") + "\"");
   deps_.metrics->Observe("sinew_harness_tool_seconds", "tool=\"" + spec.name() + "\"", MsSince(t0) / 1000.0);
@@ -291,7 +303,10 @@ Task<Status> SessionDriver::CallModel() {
   // client's thread while this coroutine waits for the call.
   std::string streamed;
   const TokenCallback on_token = [&streamed](std::string_view delta) { streamed.append(delta); };
+  // The sandbox idles while the model thinks: paused once idle_pause_seconds have passed.
+  std::unique_ptr<IdlePause> idle_timer = ArmIdlePause();
   auto reply = co_await client->CompleteAsync(call, on_token, *pools_.blocking);
+  SINEW_CO_RETURN_IF_ERROR(co_await DisarmIdlePause(std::move(idle_timer)));
   const double seconds = MsSince(t0) / 1000.0;
   const std::string labels = "model=\"" + task_.model + "\"";
   deps_.metrics->Observe("sinew_harness_model_seconds", labels, seconds);

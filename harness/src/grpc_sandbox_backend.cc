@@ -56,17 +56,18 @@ class GrpcSandboxBackend final : public SandboxBackend {
     return Status::Ok();
   }
 
-  Status Pause(const SandboxRef& sandbox) override {
+  Status Pause(const SandboxRef& sandbox, bool if_idle) override {
     if (!provisioner_) return Status::Unavailable("no sandboxd configured");
     clients_.Forget(sandbox.id);  // the agent's connection ends with its container
-    auto info = provisioner_->Pause(sandbox.id);
+    auto info = provisioner_->Pause(sandbox.id, /*owner=*/{}, if_idle);
     return info.ok() ? Status::Ok() : info.status();
   }
 
-  Status Resume(const SandboxRef& sandbox) override {
+  Result<bool> Resume(const SandboxRef& sandbox) override {
     if (!provisioner_) return Status::Unavailable("no sandboxd configured");
     auto info = provisioner_->Resume(sandbox.id);
-    return info.ok() ? Status::Ok() : info.status();
+    if (!info.ok()) return info.status();
+    return info->resumed_now();
   }
 
   Status Health() override {

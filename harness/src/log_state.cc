@@ -39,6 +39,13 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       s->sandbox_endpoint = ev.sandbox_provisioned().endpoint();
       s->sandbox_host_id = ev.sandbox_provisioned().host_id();
       s->sandbox_host_address = ev.sandbox_provisioned().host_address();
+      s->sandbox_paused = false;
+      break;
+    case v1::Event::kSandboxPaused:
+      if (ev.sandbox_paused().sandbox_id() == s->sandbox_id) s->sandbox_paused = true;
+      break;
+    case v1::Event::kSandboxResumed:
+      if (ev.sandbox_resumed().sandbox_id() == s->sandbox_id) s->sandbox_paused = false;
       break;
     case v1::Event::kSandboxReleased:
       if (ev.sandbox_released().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
@@ -57,6 +64,7 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
   }
   if (s->sandbox_id.empty()) {
+    s->sandbox_paused = false;
     s->sandbox_endpoint.clear();
     s->sandbox_host_id.clear();
     s->sandbox_host_address.clear();

@@ -36,6 +36,7 @@ struct LogState {
   std::string sandbox_endpoint;
   std::string sandbox_host_id;       // with etcd placement: the host holding it
   std::string sandbox_host_address;
+  bool sandbox_paused = false;     // a sandbox_paused of the live sandbox, not yet resumed
   // Tool approvals of the last model response's calls (docs/harness.md, "Tool
   // approvals"): call_id -> index of its approval_requested event, and call_id -> index
   // of its approval_decided event. A model response starts both afresh.

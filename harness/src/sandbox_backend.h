@@ -96,13 +96,15 @@ class SandboxBackend {
   virtual std::pair<std::string, std::string> HowItEnded(const SandboxRef& sandbox) = 0;
   [[nodiscard]] virtual Status Destroy(const SandboxRef& sandbox) = 0;
   // Pause stops the sandbox with its files kept (sinew-sandboxd's Pause: its memory and
-  // CPU return to the host); FailedPrecondition while a process besides the agent runs in
-  // it or where its runtime cannot pause, Unimplemented where the backend cannot. Resume
-  // brings a paused sandbox back under the same id; a running one is left as it is.
-  [[nodiscard]] virtual Status Pause(const SandboxRef&) {
+  // CPU return to the host); FailedPrecondition where it cannot pause now (under runc, or
+  // with `if_idle` under either runtime: while a process besides the agent runs in it),
+  // Unimplemented where the backend cannot. Resume brings a paused sandbox back under the
+  // same id (true), or leaves a running one as it is (false).
+  [[nodiscard]] virtual Status Pause(const SandboxRef&, bool if_idle) {
+    (void)if_idle;
     return Status::Unimplemented("this sandbox backend cannot pause sandboxes");
   }
-  [[nodiscard]] virtual Status Resume(const SandboxRef&) { return Status::Ok(); }
+  [[nodiscard]] virtual Result<bool> Resume(const SandboxRef&) { return false; }
   // False when the sandbox's host is known to be gone (its etcd registration ended, or
   // another process now answers under its id): the sandbox is lost without asking.
   virtual bool HostAlive(const SandboxRef& sandbox) { return !sandbox.id.empty(); }

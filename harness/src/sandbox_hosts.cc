@@ -132,23 +132,24 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return Status::Ok();
   }
 
-  Status Pause(const SandboxRef& sandbox) override {
+  Status Pause(const SandboxRef& sandbox, bool if_idle) override {
     if (!HostAlive(sandbox) || sandbox.host_address.empty()) {
       return Status::FailedPrecondition("the sandbox's host is not reachable");
     }
     SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(sandbox.host_address));
     clients_.Forget(sandbox.id);
-    auto info = prov->Pause(sandbox.id);
+    auto info = prov->Pause(sandbox.id, /*owner=*/{}, if_idle);
     return info.ok() ? Status::Ok() : info.status();
   }
 
-  Status Resume(const SandboxRef& sandbox) override {
+  Result<bool> Resume(const SandboxRef& sandbox) override {
     if (!HostAlive(sandbox) || sandbox.host_address.empty()) {
       return Status::Unavailable("the sandbox's host is not reachable");
     }
     SINEW_ASSIGN_OR_RETURN(auto* prov, ProvisionerFor(sandbox.host_address));
     auto info = prov->Resume(sandbox.id);
-    return info.ok() ? Status::Ok() : info.status();
+    if (!info.ok()) return info.status();
+    return info->resumed_now();
   }
 
   bool HostAlive(const SandboxRef& sandbox) override {

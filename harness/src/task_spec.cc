@@ -54,7 +54,8 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
   const std::string w = "body";
   SINEW_RETURN_IF_ERROR(
-      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds,delegate", w));
+      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds,idle_pause_seconds,delegate",
+                        w));
   TaskSpec t;
   if (!json_fields::Has(o, "prompt"))
     return Status::InvalidArgument("body.prompt is required (the task, a string)");
@@ -163,6 +164,17 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     if (idle == 0) return Status::InvalidArgument("body.idle_close_seconds must be at least 1");
     t.idle_close_seconds = static_cast<uint32_t>(idle);
   }
+  if (json_fields::Has(o, "idle_pause_seconds")) {
+    uint64_t idle = 0;
+    SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_pause_seconds", w, kMaxIdlePauseSeconds, &idle));
+    if (idle == 0) return Status::InvalidArgument("body.idle_pause_seconds must be at least 1 (leave it out: never)");
+    if (AttachesSandbox(t.sandbox_json)) {
+      return Status::InvalidArgument(
+          "body.idle_pause_seconds does not apply to an attached sandbox (body.sandbox.attach): its owner "
+          "pauses it");
+    }
+    t.idle_pause_seconds = static_cast<uint32_t>(idle);
+  }
   SINEW_RETURN_IF_ERROR(ParseDelegateSpec(o, &t));
   const json::object* metadata = nullptr;
   if (!ReadObject(o, "metadata", w, &metadata).ok()) {
@@ -193,6 +205,7 @@ std::string TaskToJson(const TaskSpec& t) {
     o["keep_open"] = true;
     o["idle_close_seconds"] = t.idle_close_seconds;
   }
+  if (t.idle_pause_seconds > 0) o["idle_pause_seconds"] = t.idle_pause_seconds;
   if (t.delegate.enabled) {
     o["delegate"] = json::object{{"enabled", true},
                                  {"max_children", t.delegate.max_children},
@@ -245,6 +258,9 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
     SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_close_seconds", w, kMaxIdleCloseSeconds, &idle));
     t.idle_close_seconds = static_cast<uint32_t>(std::max<uint64_t>(idle, 1));
   }
+  uint64_t idle_pause = 0;
+  SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_pause_seconds", w, kMaxIdlePauseSeconds, &idle_pause));
+  t.idle_pause_seconds = static_cast<uint32_t>(idle_pause);
   if (const json::object* d = json_fields::ObjectField(o, "delegate")) {
     SINEW_RETURN_IF_ERROR(json_fields::ReadBool(*d, "enabled", w, &t.delegate.enabled));
     SINEW_RETURN_IF_ERROR(ReadUint32(*d, "max_children", w, &t.delegate.max_children));

@@ -16,6 +16,7 @@ namespace sinew::harness {
 
 inline constexpr uint32_t kDefaultIdleCloseSeconds = 3600;
 inline constexpr uint32_t kMaxIdleCloseSeconds = 30 * 24 * 3600;
+inline constexpr uint32_t kMaxIdlePauseSeconds = 30 * 24 * 3600;
 
 // Sub-agents (docs/harness.md, "Sub-agents"): whether the session may start child
 // sessions with the delegate tool, how many, and how deep below it.
@@ -60,6 +61,10 @@ struct TaskSpec {
   // completes when closed, or idle_close_seconds after its last event.
   bool keep_open = false;
   uint32_t idle_close_seconds = kDefaultIdleCloseSeconds;
+  // Idle sandboxes (docs/harness.md, "Idle sandboxes"): the session's sandbox is paused
+  // once it has had no call and no process besides its agent for this long while the
+  // session waits on its model or on a person; the next call resumes it. 0: never.
+  uint32_t idle_pause_seconds = 0;
   DelegateSpec delegate;
   ParentRef parent;  // set for a child session only (by its parent's driver, never by a request)
 };

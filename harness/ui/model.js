@@ -148,6 +148,12 @@ export class SessionModel {
         else this.mark(ev, ev.type === 'sandbox_lost' ? 'error' : 'sandbox', `${ev.type} ${short(p.sandbox_id)}`);
         break;
       }
+      case 'sandbox_paused':
+        this.mark(ev, 'sandbox', `sandbox ${short(p.sandbox_id)} paused (${p.reason}) in ${num(p.pause_ms)} ms`);
+        break;
+      case 'sandbox_resumed':
+        this.mark(ev, 'sandbox', `sandbox ${short(p.sandbox_id)} resumed in ${num(p.resume_ms)} ms`);
+        break;
       case 'status_change': {
         const to = statusName(p.to);
         this.status = to;

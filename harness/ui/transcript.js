@@ -137,6 +137,8 @@ function summary(ev) {
     case 'sandbox_provisioned': return `${p.sandbox_id} in ${num(p.provision_ms)} ms`;
     case 'sandbox_released': return `${p.sandbox_id}: ${p.reason || ''}`;
     case 'sandbox_lost': return `${p.sandbox_id}: ${p.outcome} ${p.detail || ''}`;
+    case 'sandbox_paused': return `${p.sandbox_id}: ${p.reason} after ${num(p.idle_ms)} ms idle, in ${num(p.pause_ms)} ms`;
+    case 'sandbox_resumed': return `${p.sandbox_id} in ${num(p.resume_ms)} ms`;
     default: return firstLine(JSON.stringify(p));
   }
 }

@@ -1,0 +1,81 @@
+// SessionDriver's idle sandboxes (docs/harness.md, "Idle sandboxes"): a session whose
+// sandbox has had no call for its task's idle_pause_seconds, while the session waits on
+// its model or on a person, has the sandbox paused (sinew-sandboxd's Pause with if_idle:
+// refused while any process besides the agent runs, so a background job keeps it awake).
+// The next sandbox call resumes it (ResumeSandbox). Both are in the log: sandbox_paused
+// and sandbox_resumed, with the time each took.
+#include <spdlog/spdlog.h>
+
+#include "driver.h"
+
+namespace sinew::harness {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+}  // namespace
+
+bool SessionDriver::IdlePauseApplies() const {
+  return task_.idle_pause_seconds > 0 && !state_.sandbox_id.empty() && ready_sandbox_ == state_.sandbox_id &&
+         !AttachesSandbox(task_.sandbox_json) && deps_.sandboxes->configured();
+}
+
+std::unique_ptr<IdlePause> SessionDriver::ArmIdlePause() {
+  if (!IdlePauseApplies()) return nullptr;
+  const auto idle = std::chrono::seconds(task_.idle_pause_seconds);
+  const SandboxRef box = SandboxOf();
+  SandboxBackend* sandboxes = deps_.sandboxes;
+  return std::make_unique<IdlePause>(last_sandbox_use_ + idle, idle, [sandboxes, box, id = id_] {
+    Status s = sandboxes->Pause(box, /*if_idle=*/true);
+    // From the timer's thread, as it happens (the driver logs the pause when the model answers).
+    if (!s.ok()) spdlog::info("session {}: sandbox {} not paused while idle: {}", id, box.id, s.message());
+    return s;
+  });
+}
+
+Task<Status> SessionDriver::DisarmIdlePause(std::unique_ptr<IdlePause> timer) {
+  if (timer == nullptr) co_return Status::Ok();
+  // Waits for a pause under way: off the io threads.
+  const IdlePause::Outcome outcome = co_await Blocking([&] { return timer->Disarm(); });
+  if (!outcome.paused) co_return Status::Ok();  // a refusal was logged as it came
+  co_return co_await RecordPause("idle", MsBetween(last_sandbox_use_, outcome.started), outcome.pause_ms);
+}
+
+Task<Status> SessionDriver::PauseIfIdle() {
+  if (!IdlePauseApplies()) co_return Status::Ok();
+  const auto now = Clock::now();
+  const auto idle = std::chrono::seconds(task_.idle_pause_seconds);
+  if (now < last_sandbox_use_ + idle || now < idle_retry_at_) co_return Status::Ok();
+  const SandboxRef box = SandboxOf();
+  Status paused = co_await Blocking([&] { return deps_.sandboxes->Pause(box, /*if_idle=*/true); });
+  if (!paused.ok()) {
+    spdlog::info("session {}: sandbox {} not paused while idle: {}", id_, box.id, paused.message());
+    // A process still runs (try again later); any other answer: not again in this wait.
+    idle_retry_at_ = paused.code() == StatusCode::kFailedPrecondition ? Clock::now() + idle : Clock::time_point::max();
+    co_return Status::Ok();
+  }
+  co_return co_await RecordPause("idle", MsBetween(last_sandbox_use_, now), MsBetween(now, Clock::now()));
+}
+
+Task<Status> SessionDriver::RecordPause(const std::string& reason, int64_t idle_ms, int64_t pause_ms,
+                                        std::vector<v1::Event> with) {
+  ready_sandbox_.clear();
+  deps_.quotas->ReleaseSandbox(tenant_, id_);
+  deps_.metrics->Add("sinew_harness_sandbox_pauses_total", "reason=\"" + reason + "\"");
+  spdlog::info("session {}: sandbox {} paused ({}) after {} ms idle, in {} ms", id_, state_.sandbox_id, reason,
+               idle_ms, pause_ms);
+  v1::Event ev;
+  auto* p = ev.mutable_sandbox_paused();
+  p->set_sandbox_id(state_.sandbox_id);
+  p->set_reason(reason);
+  p->set_idle_ms(idle_ms);
+  p->set_pause_ms(pause_ms);
+  with.insert(with.begin(), std::move(ev));
+  co_return co_await Append(std::move(with));
+}
+
+}  // namespace sinew::harness
