@@ -136,10 +136,11 @@ class CpuOps final : public BackendOps {
     cpu::GemmTileFn tile = nullptr;
     cpu::QuantizeActFn quantize = nullptr;
     int64_t act_row_bytes = K * 4;
+    int step_w = cpu::kTileRows;  // weight rows per tile
     switch (w.type) {
-      case GgmlType::kF32: dot = k_.dot_f32, tile = k_.tile_f32; break;
-      case GgmlType::kF16: dot = k_.dot_f16, tile = k_.tile_f16; break;
-      case GgmlType::kBF16: dot = k_.dot_bf16, tile = k_.tile_bf16; break;
+      case GgmlType::kF32: dot = k_.dot_f32, tile = k_.tile_f32, step_w = k_.float_tile_rows_w; break;
+      case GgmlType::kF16: dot = k_.dot_f16, tile = k_.tile_f16, step_w = k_.float_tile_rows_w; break;
+      case GgmlType::kBF16: dot = k_.dot_bf16, tile = k_.tile_bf16, step_w = k_.float_tile_rows_w; break;
       case GgmlType::kQ8_0:
       case GgmlType::kQ4_0:
         dot = w.type == GgmlType::kQ8_0 ? k_.dot_q8_0 : k_.dot_q4_0;
@@ -172,18 +173,18 @@ class CpuOps final : public BackendOps {
     float* out = y.f32();
     const uint8_t* wdata = static_cast<const uint8_t*>(w.data);
     const int64_t w_row_bytes = w.row_bytes();
-    // Blocks of kRowBlock weight rows stay in L2 while each group of four
+    // Blocks of row_block weight rows (8 tiles) stay in L2 while each group of four
     // activation rows (in L1) passes over them.
-    constexpr int64_t kRowBlock = 32;
+    const int64_t row_block = 8 * int64_t{step_w};
     const int64_t grain = std::max(Grain(K * M), int64_t{8});
     if (tile != nullptr) {
       pool_.ParallelFor(N, grain, [&](int64_t begin, int64_t end) {
-        for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
-          const int64_t n1 = std::min(end, n0 + kRowBlock);
+        for (int64_t n0 = begin; n0 < end; n0 += row_block) {
+          const int64_t n1 = std::min(end, n0 + row_block);
           for (int64_t m = 0; m < M; m += cpu::kTileRows) {
             const int rows_x = static_cast<int>(std::min<int64_t>(cpu::kTileRows, M - m));
-            for (int64_t n = n0; n < n1; n += cpu::kTileRows) {
-              const int rows_w = static_cast<int>(std::min<int64_t>(cpu::kTileRows, n1 - n));
+            for (int64_t n = n0; n < n1; n += step_w) {
+              const int rows_w = static_cast<int>(std::min<int64_t>(step_w, n1 - n));
               tile(K, wdata + n * w_row_bytes, w_row_bytes, rows_w, act + m * act_row_bytes, act_row_bytes,
                    rows_x, out + m * N + n, N);
             }
@@ -193,8 +194,8 @@ class CpuOps final : public BackendOps {
       return Status::Ok();
     }
     pool_.ParallelFor(N, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t n0 = begin; n0 < end; n0 += kRowBlock) {
-        const int64_t n1 = std::min(end, n0 + kRowBlock);
+      for (int64_t n0 = begin; n0 < end; n0 += row_block) {
+        const int64_t n1 = std::min(end, n0 + row_block);
         for (int64_t m = 0; m < M; ++m) {
           for (int64_t n = n0; n < n1; ++n) {
             out[m * N + n] = dot(K, wdata + n * w_row_bytes, act + m * act_row_bytes);

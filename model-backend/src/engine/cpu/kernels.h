@@ -71,6 +71,9 @@ struct KernelTable {
   GemmTileFn tile_q4_0 = nullptr;
   GemmTileFn tile_q4_k = nullptr;  // Q4_K and Q6_K take Q8_K activations (quantize_q8_k)
   GemmTileFn tile_q6_k = nullptr;
+  // The weight rows per call (rows_w) with which tile_f32, tile_f16 and tile_bf16 run
+  // fastest over a full matrix (each shape gives the same bits).
+  int float_tile_rows_w = kTileRows;
   QuantizeActFn quantize_q8_0_tile = nullptr;
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;

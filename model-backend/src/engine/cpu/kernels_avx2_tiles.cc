@@ -63,9 +63,10 @@ struct BF16W {
 // Float weights (format W) times F32 activations, as outer products: per step of 8
 // elements, P weight rows' vectors are converted once each and multiplied into the
 // accumulator of every (weight row, activation row) pair, so that each activation load
-// feeds P multiply-adds and each weight load C. P is 4 with up to two activation rows and
-// 2 with more: at most 8 accumulators, which keep 8 chains of multiply-adds in flight and
-// leave registers for the operands. Each element's sum is one chain of multiply-adds in
+// feeds P multiply-adds and each weight load C. P is 4 with up to two activation rows, 3
+// for a tile of three weight rows (12 accumulators, 12 chains of multiply-adds in flight,
+// and 4 registers for the operands: the shape full matrices take, float_tile_rows_w) and
+// 2 otherwise. Each element's sum is one chain of multiply-adds in
 // step order (the last n % 8 elements zero-padded as one more step), then Hsum8: the same
 // arithmetic whatever the tile's shape and pass.
 template <typename W>
@@ -119,7 +120,9 @@ struct FloatTiles {
                     int64_t os) {
       // The same rows of the tile kPrefetchTiles ahead (tiles follow each other in memory).
       const uint8_t* ahead = w + kPrefetchTiles * R * ws;
-      constexpr int P = C <= 2 ? 4 : 2;
+      // At most 12 accumulators: three weight rows with up to four activation rows (the
+      // shape a full matrix takes, float_tile_rows_w), four with up to two.
+      constexpr int P = C <= 2 ? 4 : R == 3 ? 3 : 2;
       if constexpr (R <= P) {
         Pass<R, C>(n, w, ws, x, xs, out, os, ahead);
       } else {
@@ -210,6 +213,7 @@ void FillAvx2TileKernels(KernelTable* t) {
   t->tile_f32 = DispatchTile<FloatTiles<F32W>::Kernel>;
   t->tile_f16 = DispatchTile<FloatTiles<F16W>::Kernel>;
   t->tile_bf16 = DispatchTile<FloatTiles<BF16W>::Kernel>;
+  t->float_tile_rows_w = 3;
   t->tile_q8_0 = DispatchTile<TileOf<Q8Tile<Q8_0W>>::Kernel>;
   t->tile_q4_0 = DispatchTile<TileOf<Q8Tile<Q4_0W>>::Kernel>;
   t->quantize_q8_0_tile = QuantizeQ8_0Tile;
