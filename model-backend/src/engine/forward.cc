@@ -97,6 +97,25 @@ Status Model::RunForward(const ForwardBatch& batch, KvCache& kv, bool batch_inva
                                               static_cast<uint8_t*>(scratch_->data()));
     SINEW_RETURN_IF_ERROR(scratch_->Write(offset, zeros.data(), zeros.size() * 4));
   }
+  // The rows whose logits are wanted, in order; padding rows repeat the last wanted row
+  // (each row's logits depend on that row alone).
+  std::vector<int32_t> rows;
+  int64_t t0 = 0;
+  for (const ForwardSeq& s : batch.seqs) {
+    if (s.n_logits < 0 || s.n_logits > s.n_tokens) {
+      return Status::InvalidArgument("forward: n_logits outside [0, n_tokens]");
+    }
+    t0 += s.n_tokens;
+    for (int64_t r = t0 - s.n_logits; r < t0; ++r) rows.push_back(static_cast<int32_t>(r));
+  }
+  const int64_t n_out = static_cast<int64_t>(rows.size());
+  const int64_t n_out_pad = n_out == 0 ? 0 : pad(n_out);
+  if (n_out > 0) rows.resize(static_cast<size_t>(n_out_pad), rows.back());
+  // After the last layer's attention only the wanted rows go on (its output projection and
+  // feed-forward, a twelfth of a prompt's work in a 12-layer model): gathered to the front
+  // of attn and x. Rows are computed alike whatever the batch, so their logits are the
+  // same bits. Not in a step graph, whose replays take the shapes it was captured with.
+  const bool gather_last = batch.graph_key == 0 && n_out_pad < n_pad;
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     SINEW_RETURN_IF_ERROR(ProjectQkv(w, n_pad));
@@ -108,23 +127,25 @@ Status Model::RunForward(const ForwardBatch& batch, KvCache& kv, bool batch_inva
     Tensor qs = View(q_, HD, hp_.n_head, n), as = View(attn_, HD, hp_.n_head, n);
     SINEW_RETURN_IF_ERROR(
         ops.Attention(qs, kc, vc, kv_batch, hp_.n_head_kv, positions_, scale, as));
-    SINEW_RETURN_IF_ERROR(FinishLayer(w, n_pad));
-  }
-  // Gather the rows whose logits are wanted (in order) into h; padding rows
-  // repeat the last wanted row (each row's logits depend on that row alone).
-  std::vector<int32_t> rows;
-  int64_t t0 = 0;
-  for (const ForwardSeq& s : batch.seqs) {
-    if (s.n_logits < 0 || s.n_logits > s.n_tokens) {
-      return Status::InvalidArgument("forward: n_logits outside [0, n_tokens]");
+    if (l + 1 < hp_.n_layer || !gather_last) {
+      SINEW_RETURN_IF_ERROR(FinishLayer(w, n_pad));
+      continue;
     }
-    t0 += s.n_tokens;
-    for (int64_t r = t0 - s.n_logits; r < t0; ++r) rows.push_back(static_cast<int32_t>(r));
+    if (n_out == 0) return Status::Ok();  // the cache is written; nothing else is wanted
+    // Through q and h (free now), so that no copy reads rows it has overwritten.
+    std::vector<int32_t> front(static_cast<size_t>(n_out_pad));
+    for (int64_t i = 0; i < n_out_pad; ++i) front[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    Tensor attn_all = View(attn_, QD, n_pad), attn_tmp = View(q_, QD, n_out_pad);
+    Tensor x_all = View(x_, E, n_pad), x_tmp = View(h_, E, n_out_pad);
+    SINEW_RETURN_IF_ERROR(ops.GetRows(attn_all, rows, attn_tmp));
+    SINEW_RETURN_IF_ERROR(ops.GetRows(x_all, rows, x_tmp));
+    Tensor attn_front = View(attn_, QD, n_out_pad), x_front = View(x_, E, n_out_pad);
+    SINEW_RETURN_IF_ERROR(ops.GetRows(attn_tmp, front, attn_front));
+    SINEW_RETURN_IF_ERROR(ops.GetRows(x_tmp, front, x_front));
+    SINEW_RETURN_IF_ERROR(FinishLayer(w, n_out_pad));
+    return OutputLogits(x_front, n_out, logits);
   }
-  const int64_t n_out = static_cast<int64_t>(rows.size());
   if (n_out == 0) return Status::Ok();
-  const int64_t n_out_pad = pad(n_out);
-  rows.resize(static_cast<size_t>(n_out_pad), rows.back());
   Tensor xs = View(x_, E, n_pad), wanted = View(h_, E, n_out_pad);
   SINEW_RETURN_IF_ERROR(ops.GetRows(xs, rows, wanted));
   return OutputLogits(wanted, n_out, logits);
