@@ -223,15 +223,18 @@ class CpuOps final : public BackendOps {
 
   Status RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     const int64_t n = x.ne[0];
-    for (int64_t r = 0; r < x.rows(); ++r) {
-      const float* in = x.f32() + r * n;
-      float* o = out.f32() + r * n;
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(in[i] * in[i]);
-      const float mean = static_cast<float>(sum / static_cast<double>(n));
-      const float scale = 1.0f / std::sqrt(mean + eps);
-      for (int64_t i = 0; i < n; ++i) o[i] = (in[i] * scale) * weight.f32()[i];
-    }
+    // Rows are independent: each computed as alone, whichever thread takes it.
+    pool_.ParallelFor(x.rows(), Grain(n), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* in = x.f32() + r * n;
+        float* o = out.f32() + r * n;
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(in[i] * in[i]);
+        const float mean = static_cast<float>(sum / static_cast<double>(n));
+        const float scale = 1.0f / std::sqrt(mean + eps);
+        for (int64_t i = 0; i < n; ++i) o[i] = (in[i] * scale) * weight.f32()[i];
+      }
+    });
     return Status::Ok();
   }
 
@@ -241,48 +244,52 @@ class CpuOps final : public BackendOps {
       return Status::InvalidArgument("Rope: fewer positions than tokens");
     }
     const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
-    std::vector<float> cos_cache(static_cast<size_t>(p.n_rot / 2)), sin_cache(cos_cache.size());
     const bool yarn = p.ext_factor != 0.0f;
     const float mscale =
         p.attn_factor * (yarn ? 1.0f + 0.1f * std::log(1.0f / p.freq_scale) : 1.0f);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      if (!yarn && mscale == 1.0f) {
-        float theta = static_cast<float>(positions[static_cast<size_t>(t)]) * p.freq_scale;
-        for (int32_t i = 0; i < p.n_rot / 2; ++i) {
-          const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-          cos_cache[static_cast<size_t>(i)] = std::cos(theta / ff);
-          sin_cache[static_cast<size_t>(i)] = std::sin(theta / ff);
-          theta *= theta_scale;
-        }
-      } else {
-        float theta_extrap = static_cast<float>(positions[static_cast<size_t>(t)]);
-        for (int32_t i = 0; i < p.n_rot / 2; ++i) {
-          const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-          const float extrap = theta_extrap / ff, interp = p.freq_scale * extrap;
-          float theta = interp;
-          if (yarn) {
-            const float y = (static_cast<float>(i) - p.corr_low) /
-                            std::max(0.001f, p.corr_high - p.corr_low);
-            const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
-            theta = interp * (1.0f - mix) + extrap * mix;
+    // Tokens are independent: each rotated as alone, whichever thread takes it.
+    pool_.ParallelFor(n_tokens, Grain(n_heads * head_dim), [&](int64_t t_begin, int64_t t_end) {
+      std::vector<float> cos_cache(static_cast<size_t>(p.n_rot / 2)), sin_cache(cos_cache.size());
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        if (!yarn && mscale == 1.0f) {
+          float theta = static_cast<float>(positions[static_cast<size_t>(t)]) * p.freq_scale;
+          for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+            const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+            cos_cache[static_cast<size_t>(i)] = std::cos(theta / ff);
+            sin_cache[static_cast<size_t>(i)] = std::sin(theta / ff);
+            theta *= theta_scale;
           }
-          cos_cache[static_cast<size_t>(i)] = std::cos(theta) * mscale;
-          sin_cache[static_cast<size_t>(i)] = std::sin(theta) * mscale;
-          theta_extrap *= theta_scale;
+        } else {
+          float theta_extrap = static_cast<float>(positions[static_cast<size_t>(t)]);
+          for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+            const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+            const float extrap = theta_extrap / ff, interp = p.freq_scale * extrap;
+            float theta = interp;
+            if (yarn) {
+              const float y =
+                  (static_cast<float>(i) - p.corr_low) / std::max(0.001f, p.corr_high - p.corr_low);
+              const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+              theta = interp * (1.0f - mix) + extrap * mix;
+            }
+            cos_cache[static_cast<size_t>(i)] = std::cos(theta) * mscale;
+            sin_cache[static_cast<size_t>(i)] = std::sin(theta) * mscale;
+            theta_extrap *= theta_scale;
+          }
+        }
+        for (int64_t h = 0; h < n_heads; ++h) {
+          float* v = x.f32() + (t * n_heads + h) * head_dim;
+          for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+            const int32_t a = p.style == RopeStyle::kNormal ? 2 * i : i;
+            const int32_t b = p.style == RopeStyle::kNormal ? 2 * i + 1 : i + p.n_rot / 2;
+            const float c = cos_cache[static_cast<size_t>(i)],
+                        s = sin_cache[static_cast<size_t>(i)];
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
+          }
         }
       }
-      for (int64_t h = 0; h < n_heads; ++h) {
-        float* v = x.f32() + (t * n_heads + h) * head_dim;
-        for (int32_t i = 0; i < p.n_rot / 2; ++i) {
-          const int32_t a = p.style == RopeStyle::kNormal ? 2 * i : i;
-          const int32_t b = p.style == RopeStyle::kNormal ? 2 * i + 1 : i + p.n_rot / 2;
-          const float c = cos_cache[static_cast<size_t>(i)], s = sin_cache[static_cast<size_t>(i)];
-          const float x0 = v[a], x1 = v[b];
-          v[a] = x0 * c - x1 * s;
-          v[b] = x0 * s + x1 * c;
-        }
-      }
-    }
+    });
     return Status::Ok();
   }
 
@@ -309,12 +316,15 @@ class CpuOps final : public BackendOps {
     }
     SINEW_RETURN_IF_ERROR(CheckKvBatch(batch, positions, src.rows(), dst.rows()));
     const std::vector<KvBlocks> rows = RowBlocks(batch, src.rows());
-    for (int64_t r = 0; r < src.rows(); ++r) {
-      quant::QuantizeRow(static_cast<uint32_t>(dst.type), src.f32() + r * n,
-                         const_cast<uint8_t*>(KvRow(dst, rows[static_cast<size_t>(r)],
-                                                    positions[static_cast<size_t>(r)])),
-                         n);
-    }
+    // Each row to its own cache row (CheckKvBatch: positions inside their tables).
+    pool_.ParallelFor(src.rows(), Grain(n), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        quant::QuantizeRow(static_cast<uint32_t>(dst.type), src.f32() + r * n,
+                           const_cast<uint8_t*>(KvRow(dst, rows[static_cast<size_t>(r)],
+                                                      positions[static_cast<size_t>(r)])),
+                           n);
+      }
+    });
     return Status::Ok();
   }
 
