@@ -361,7 +361,8 @@ Task<Status> SessionDriver::WaitForInput(const std::string& why) {
   // (ResumeSandbox); otherwise it is released as on completion, and a later message gets
   // a fresh one.
   std::string sandbox_note;
-  std::optional<std::pair<int64_t, int64_t>> paused_after;  // idle ms, pause ms
+  std::optional<std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>
+      paused_during;
   if (!state_.sandbox_id.empty() && state_.sandbox_paused) {
     sandbox_note = "; its sandbox " + state_.sandbox_id + " is paused";  // paused while idle
   } else if (!state_.sandbox_id.empty() && !AttachesSandbox(task_.sandbox_json)) {
@@ -369,10 +370,7 @@ Task<Status> SessionDriver::WaitForInput(const std::string& why) {
     const auto t0 = std::chrono::steady_clock::now();
     Status paused = co_await Blocking([&] { return deps_.sandboxes->Pause(box, /*if_idle=*/false); });
     if (paused.ok()) {
-      const auto ms = [](auto a, auto b) {
-        return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
-      };
-      paused_after = {ms(last_sandbox_use_, t0), ms(t0, std::chrono::steady_clock::now())};
+      paused_during = {t0, std::chrono::steady_clock::now()};
       sandbox_note = "; its sandbox " + box.id + " is paused";
     } else {
       SINEW_CO_RETURN_IF_ERROR(
@@ -384,11 +382,11 @@ Task<Status> SessionDriver::WaitForInput(const std::string& why) {
   const std::string reason = why + "; waits for input (closes after " + std::to_string(task_.idle_close_seconds) +
                              " s without any)" + sandbox_note;
   v1::Event waiting = StatusEvent(state_.status, v1::SESSION_STATUS_WAITING_FOR_INPUT, reason);
-  if (paused_after) {
+  if (paused_during) {
     std::vector<v1::Event> with;
     with.push_back(std::move(waiting));
     SINEW_CO_RETURN_IF_ERROR(
-        co_await RecordPause("waiting_for_input", paused_after->first, paused_after->second, std::move(with)));
+        co_await RecordPause("waiting_for_input", paused_during->first, paused_during->second, std::move(with)));
   } else {
     SINEW_CO_RETURN_IF_ERROR(co_await AppendOne(std::move(waiting)));
   }

@@ -151,9 +151,11 @@ class SessionDriver {
   [[nodiscard]] Task<Status> DisarmIdlePause(std::unique_ptr<IdlePause> timer);
   [[nodiscard]] Task<Status> PauseIfIdle();
   bool IdlePauseApplies() const;
-  // After a successful pause of the live sandbox: its sandbox_paused event (appended with
-  // `with`, ahead of them), the tenant's sandbox count and the ready mark let go.
-  [[nodiscard]] Task<Status> RecordPause(const std::string& reason, int64_t idle_ms, int64_t pause_ms,
+  // After a successful pause of the live sandbox (from `started` to `ended`): its
+  // sandbox_paused event (appended with `with`, ahead of them), the tenant's sandbox count
+  // and the ready mark let go.
+  [[nodiscard]] Task<Status> RecordPause(const std::string& reason, std::chrono::steady_clock::time_point started,
+                                         std::chrono::steady_clock::time_point ended,
                                          std::vector<v1::Event> with = {});
   // `sandbox_call_id` names the call to the sandbox, which runs each id exactly once.
   [[nodiscard]] Task<Status> ExecuteCall(const v1::ToolCallSpec& spec, bool started_before,

@@ -17,6 +17,14 @@ int64_t MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
 
+// An idle pause of `box` (if_idle: refused while a process besides the agent runs); a
+// refusal is logged as it comes. Called from the driver and from an IdlePause's thread.
+Status TryIdlePause(SandboxBackend& sandboxes, const SandboxRef& box, const std::string& session) {
+  Status s = sandboxes.Pause(box, /*if_idle=*/true);
+  if (!s.ok()) spdlog::info("session {}: sandbox {} not paused while idle: {}", session, box.id, s.message());
+  return s;
+}
+
 }  // namespace
 
 bool SessionDriver::IdlePauseApplies() const {
@@ -30,10 +38,7 @@ std::unique_ptr<IdlePause> SessionDriver::ArmIdlePause() {
   const SandboxRef box = SandboxOf();
   SandboxBackend* sandboxes = deps_.sandboxes;
   return std::make_unique<IdlePause>(last_sandbox_use_ + idle, idle, [sandboxes, box, id = id_] {
-    Status s = sandboxes->Pause(box, /*if_idle=*/true);
-    // From the timer's thread, as it happens (the driver logs the pause when the model answers).
-    if (!s.ok()) spdlog::info("session {}: sandbox {} not paused while idle: {}", id, box.id, s.message());
-    return s;
+    return TryIdlePause(*sandboxes, box, id);
   });
 }
 
@@ -42,7 +47,7 @@ Task<Status> SessionDriver::DisarmIdlePause(std::unique_ptr<IdlePause> timer) {
   // Waits for a pause under way: off the io threads.
   const IdlePause::Outcome outcome = co_await Blocking([&] { return timer->Disarm(); });
   if (!outcome.paused) co_return Status::Ok();  // a refusal was logged as it came
-  co_return co_await RecordPause("idle", MsBetween(last_sandbox_use_, outcome.started), outcome.pause_ms);
+  co_return co_await RecordPause("idle", outcome.started, outcome.ended);
 }
 
 Task<Status> SessionDriver::PauseIfIdle() {
@@ -51,18 +56,18 @@ Task<Status> SessionDriver::PauseIfIdle() {
   const auto idle = std::chrono::seconds(task_.idle_pause_seconds);
   if (now < last_sandbox_use_ + idle || now < idle_retry_at_) co_return Status::Ok();
   const SandboxRef box = SandboxOf();
-  Status paused = co_await Blocking([&] { return deps_.sandboxes->Pause(box, /*if_idle=*/true); });
+  Status paused = co_await Blocking([&] { return TryIdlePause(*deps_.sandboxes, box, id_); });
   if (!paused.ok()) {
-    spdlog::info("session {}: sandbox {} not paused while idle: {}", id_, box.id, paused.message());
     // A process still runs (try again later); any other answer: not again in this wait.
     idle_retry_at_ = paused.code() == StatusCode::kFailedPrecondition ? Clock::now() + idle : Clock::time_point::max();
     co_return Status::Ok();
   }
-  co_return co_await RecordPause("idle", MsBetween(last_sandbox_use_, now), MsBetween(now, Clock::now()));
+  co_return co_await RecordPause("idle", now, Clock::now());
 }
 
-Task<Status> SessionDriver::RecordPause(const std::string& reason, int64_t idle_ms, int64_t pause_ms,
+Task<Status> SessionDriver::RecordPause(const std::string& reason, Clock::time_point started, Clock::time_point ended,
                                         std::vector<v1::Event> with) {
+  const int64_t idle_ms = MsBetween(last_sandbox_use_, started), pause_ms = MsBetween(started, ended);
   ready_sandbox_.clear();
   deps_.quotas->ReleaseSandbox(tenant_, id_);
   deps_.metrics->Add("sinew_harness_sandbox_pauses_total", "reason=\"" + reason + "\"");

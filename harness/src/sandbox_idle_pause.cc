@@ -20,17 +20,13 @@ void IdlePause::Run(Clock::time_point due, Clock::duration retry) {
     // The pause itself runs unlocked; Disarm waits for it by joining this thread.
     lock.unlock();
     const auto started = Clock::now();
-    Status s = pause_();
-    const auto took = Clock::now() - started;
+    const Status s = pause_();
     lock.lock();
     if (s.ok()) {
-      outcome_.paused = true;
-      outcome_.started = started;
-      outcome_.pause_ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+      outcome_ = {true, started, Clock::now()};
       return;
     }
-    outcome_.last_refusal = std::move(s);
-    if (outcome_.last_refusal.code() != StatusCode::kFailedPrecondition) return;
+    if (s.code() != StatusCode::kFailedPrecondition) return;
     due = Clock::now() + retry;
   }
 }

@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -31,10 +30,9 @@ class IdlePause {
   IdlePause& operator=(const IdlePause&) = delete;
 
   struct Outcome {
-    bool paused = false;            // a pause succeeded
-    Clock::time_point started{};    // when the successful pause began
-    int64_t pause_ms = 0;           // how long it took
-    Status last_refusal = Status::Ok();  // the last answer that was not a success
+    bool paused = false;          // a pause succeeded
+    Clock::time_point started{};  // when it began
+    Clock::time_point ended{};    // and ended
   };
   // Stops the timer; a pause under way is waited for. May block: call it off the
   // driver's io threads.

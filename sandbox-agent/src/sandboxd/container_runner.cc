@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -18,7 +19,6 @@
 #include <fstream>
 #include <optional>
 #include <set>
-#include <algorithm>
 #include <sstream>
 #include <thread>
 
