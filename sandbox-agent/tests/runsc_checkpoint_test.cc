@@ -202,5 +202,25 @@ TEST_F(RunscCheckpointTest, AnIdlePauseWaitsForBackgroundJobsToEnd) {
   EXPECT_TRUE(paused.ok()) << paused.status().ToString();
 }
 
+// An attack on the idle check: `runsc ps` prints each process's name, which a process
+// sets itself (prctl PR_SET_NAME). A job that names itself with a line break and a forged
+// row (uid 0, pid 1: the agent's) still counts: its own row is printed too.
+TEST_F(RunscCheckpointTest, AJobThatForgesItsProcessRowStillKeepsTheSandboxAwake) {
+  auto box = ProvisionRunsc(d_, "alice");
+  auto tools = Connect(box);
+  auto started = Bash(*tools,
+                      "setsid python3 -c \"import ctypes, time\n"
+                      "ctypes.CDLL(None).prctl(15, b'x\\n0 1 0 0 ? 00', 0, 0, 0)\n"
+                      "time.sleep(600)\" >/dev/null 2>&1 </dev/null & echo $! > /tmp/forger.pid; sleep 0.5; echo started");
+  ASSERT_EQ(started.output(), "started\n");
+  // The name took: two lines (the forged row after the break).
+  ASSERT_EQ(Bash(*tools, "wc -l < /proc/$(cat /tmp/forger.pid)/comm").output(), "2\n");
+  auto refused = d_.client().Pause(box.id(), "alice", /*if_idle=*/true);
+  ASSERT_FALSE(refused.ok()) << "the forged row hid the job";
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("not idle"));
+  EXPECT_NE(d_.client().Get(box.id())->state(), v1::SANDBOX_STATE_PAUSED);
+}
+
 }  // namespace
 }  // namespace sinew::sandbox::testing
