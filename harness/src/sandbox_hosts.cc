@@ -78,7 +78,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
       auto prov = ProvisionerFor(c.address);
       Result<v1::SandboxInfo> info = prov.status();
       if (prov.ok()) info = co_await ProvisionOn(**prov, spec.resources, label);
-      Settle(c.host_id, token, info.ok());
+      Settle(c.host_id, token, info);
       if (info.ok()) {
         Provisioned p = ToProvisioned(*info);
         p.host_id = c.host_id;
@@ -215,7 +215,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
       auto prov = ProvisionerFor(c.address);
       Result<v1::SandboxInfo> info = prov.status();
       if (prov.ok()) info = (*prov)->ProvisionWith(request);
-      Settle(c.host_id, token, info.ok());
+      Settle(c.host_id, token, info);
       if (info.ok()) {
         Provisioned p = ToProvisioned(*info);
         p.host_id = c.host_id;
@@ -249,7 +249,9 @@ class EtcdSandboxBackend final : public SandboxBackend {
   struct Pending {
     uint64_t token = 0;
     v1::Resources resources;   // as the host fills it
-    int64_t done_unix_ms = 0;  // 0 while the Provision call runs
+    // The host's clock when the sandbox began to count there (SandboxInfo.handed_over_unix_ms);
+    // 0 while the Provision call runs.
+    int64_t done_unix_ms = 0;
     int64_t started_unix_ms = 0;
   };
 
@@ -275,7 +277,7 @@ class EtcdSandboxBackend final : public SandboxBackend {
     auto& list = pending_[rec.host_id()];
     const int64_t now = NowUnixMs();
     std::erase_if(list, [&](const Pending& p) {
-      return (p.done_unix_ms != 0 && rec.updated_unix_ms() >= p.done_unix_ms) ||
+      return (p.done_unix_ms != 0 && rec.updated_unix_ms() > p.done_unix_ms) ||
              now - p.started_unix_ms > kPendingMaxMs;
     });
     for (const auto& p : list) load.pending.push_back(p.resources);
@@ -294,14 +296,17 @@ class EtcdSandboxBackend final : public SandboxBackend {
     return next_token_;
   }
   // The Provision call on `host_id` ended: a success stays counted until the host's
-  // record shows it; a failure is dropped.
-  void Settle(const std::string& host_id, uint64_t token, bool ok) {
+  // record shows it (a record the host wrote after it counted the sandbox: both times are
+  // the host's clock); a failure is dropped.
+  void Settle(const std::string& host_id, uint64_t token, const Result<v1::SandboxInfo>& info) {
+    const bool ok = info.ok();
     std::lock_guard<std::mutex> lock(mu_);
     auto& list = pending_[host_id];
     for (auto it = list.begin(); it != list.end(); ++it) {
       if (it->token != token) continue;
       if (ok) {
-        it->done_unix_ms = NowUnixMs();
+        // A host that does not stamp it: the harness's clock, later than the host's count.
+        it->done_unix_ms = info->handed_over_unix_ms() != 0 ? info->handed_over_unix_ms() : NowUnixMs();
       } else {
         list.erase(it);
       }

@@ -24,8 +24,12 @@ TEST(SandboxApiHostsTest, SandboxesArePlacedOverTheHostsAndReachedOnTheirHostFro
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
   std::vector<std::unique_ptr<SandboxHost>> hosts;
+  // Room for two default sandboxes (1000 millicores each) per host, whatever this machine's
+  // core count: the four below fill both hosts exactly, so a placement that counted a
+  // sandbox twice (the host's record and the harness's own pending count) is refused.
   for (const char* id : {"h1", "h2"}) {
-    hosts.push_back(std::make_unique<SandboxHost>(id, etcd.endpoint(), 8ull << 30, 5));
+    hosts.push_back(std::make_unique<SandboxHost>(id, etcd.endpoint(), 8ull << 30, 5,
+                                                  std::vector<std::string>{"--capacity-cpu-millicores", "2000"}));
     ASSERT_FALSE(hosts.back()->address.empty())
         << "sinew-sandboxd did not start (root, runc, image needed)";
   }

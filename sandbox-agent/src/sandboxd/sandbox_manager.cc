@@ -484,6 +484,7 @@ void SandboxManagerImpl::HandOver(LiveSandbox& e, const std::string& label,
   e.info.set_owner(origin.owner);
   e.info.set_from_snapshot(origin.from_snapshot);
   e.info.set_memory_restored(false);
+  e.info.set_handed_over_unix_ms(NowUnixMs());
   spdlog::info("{} handed over in {} ms{} label='{}'", e.info.id(), e.info.provision_ms(),
                from_pool ? " from the warm pool" : "", label);
 }

@@ -507,6 +507,7 @@ Result<v1::SandboxInfo> SandboxManagerImpl::Resume(const std::string& id, const 
   e.info.set_awaiting_claim(false);
   e.info.set_provision_ms(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   e.deadline = Clock::now() + it->second.lifetime_left;
+  e.info.set_handed_over_unix_ms(NowUnixMs());
   const std::string snapshot_id = it->second.snapshot_id;
   paused_.erase(it);
   v1::SandboxInfo info = e.info;
