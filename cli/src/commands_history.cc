@@ -114,29 +114,44 @@ void AddHistoryCommands(CLI::App& app, Context& ctx) {
   struct ForkArgs {
     std::string id, model, message;
     uint64_t at = 0;
+    uint32_t n = 1;
     bool follow = false;
   };
   auto f = std::make_shared<ForkArgs>();
-  auto* fork = app.add_subcommand("fork", "new session from events 1..N of another, continued");
+  auto* fork = app.add_subcommand("fork", "new sessions from events 1..N of another, continued (with its sandbox "
+                                          "as it was then, when the source kept a snapshot)");
   fork->add_option("id", f->id, "session to fork")->required();
   fork->add_option("--at", f->at, "last event to keep")->required()->check(CLI::PositiveNumber);
+  fork->add_option("-n,--n", f->n, "forks to start from that point (best-of-n), 1-16")->check(CLI::Range(1, 16));
   fork->add_option("--model", f->model, "continue with another model");
   fork->add_option("--message", f->message, "continue with this user message");
-  fork->add_flag("--follow", f->follow, "follow the new session until it ends");
+  fork->add_flag("--follow", f->follow, "follow the new session until it ends (with -n 1)");
   fork->callback([&ctx, f] {
     ctx.Resolve();
     json::object body{{"at_seq", f->at}};
+    if (f->n != 1) body["n"] = f->n;
     if (!f->model.empty()) body["model"] = f->model;
     if (!f->message.empty()) body["message"] = f->message;
-    auto s = ctx.Api().Fork(f->id, body);
-    if (!s.ok()) return ctx.Fail(s.status());
+    auto forked = ctx.Api().Fork(f->id, body);
+    if (!forked.ok()) return ctx.Fail(forked.status());
     if (ctx.json) {
-      std::cout << json::serialize(s->raw) << "\n";
+      std::cout << json::serialize(forked->raw) << "\n";
     } else {
-      std::cout << s->id << "\n";
-      std::cerr << "forked " << f->id << " at #" << f->at << " into " << s->id << "\n";
+      for (const auto& s : forked->sessions) std::cout << s.id << "\n";
+      std::string sandbox = "";
+      if (forked->sandbox.is_object()) {
+        const auto& sb = forked->sandbox.as_object();
+        const json::value* snap = sb.if_contains("from_snapshot");
+        sandbox = snap != nullptr && snap->is_string()
+                      ? "; sandbox from snapshot " + std::string(snap->as_string()) + " (at #" +
+                            json::serialize(sb.at("snapshot_at_seq")) + ", " +
+                            json::serialize(sb.at("calls_after_snapshot")) + " sandbox calls after it)"
+                      : "; no snapshot of its sandbox was kept by then: a fresh sandbox";
+      }
+      std::cerr << "forked " << f->id << " at #" << f->at << " into " << forked->sessions.size() << " session"
+                << (forked->sessions.size() == 1 ? "" : "s") << sandbox << "\n";
     }
-    if (f->follow) ctx.exit_code = FollowSession(ctx, s->id, f->at);
+    if (f->follow && forked->sessions.size() == 1) ctx.exit_code = FollowSession(ctx, forked->sessions[0].id, f->at);
   });
 
   struct ExportArgs {

@@ -109,7 +109,8 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
     case v1::Event::kSandboxProvisioned: {
       const auto& s = ev.sandbox_provisioned();
       return Paint("sandbox up", kMagenta, c) + "       " + s.sandbox_id() + " in " +
-             Seconds(s.provision_ms()) + (s.from_warm_pool() ? " (warm pool)" : "");
+             Seconds(s.provision_ms()) + (s.from_warm_pool() ? " (warm pool)" : "") +
+             (s.from_snapshot().empty() ? "" : " from " + s.from_snapshot());
     }
     case v1::Event::kSandboxReleased:
       return Paint("sandbox down", kMagenta, c) + "     " + ev.sandbox_released().sandbox_id() +
@@ -118,6 +119,12 @@ std::string Describe(const v1::Event& ev, const RenderOptions& o) {
       const auto& s = ev.sandbox_paused();
       return Paint("sandbox paused", kMagenta, c) + "   " + s.sandbox_id() + " (" + s.reason() + ", after " +
              Seconds(s.idle_ms()) + " idle) in " + Seconds(s.pause_ms());
+    }
+    case v1::Event::kSandboxSnapshot: {
+      const auto& s = ev.sandbox_snapshot();
+      return Paint("sandbox snapshot", kMagenta, c) + " " + s.sandbox_id() + " as " + s.snapshot_id() + " (" +
+             s.reason() + ", at seq " + std::to_string(s.at_seq()) + ", " + std::to_string(s.added_bytes()) +
+             " bytes added) in " + Seconds(s.duration_ms());
     }
     case v1::Event::kSandboxResumed:
       return Paint("sandbox resumed", kMagenta, c) + "  " + ev.sandbox_resumed().sandbox_id() + " in " +

@@ -292,8 +292,22 @@ Result<SessionView> ApiClient::Interrupt(const std::string& id, const std::strin
   return SessionCall("POST", "/v1/sessions/" + id + "/interrupt", json::serialize(body));
 }
 
-Result<SessionView> ApiClient::Fork(const std::string& id, const json::object& body) {
-  return SessionCall("POST", "/v1/sessions/" + id + "/fork", json::serialize(body));
+Result<ForkView> ApiClient::Fork(const std::string& id, const json::object& body) {
+  const std::string path = "/v1/sessions/" + id + "/fork";
+  SINEW_ASSIGN_OR_RETURN(json::value v, Call("POST", path, json::serialize(body), "application/json"));
+  const json::array* sessions = nullptr;
+  if (v.is_object()) {
+    if (const json::value* a = v.as_object().if_contains("sessions"); a != nullptr && a->is_array()) sessions = &a->as_array();
+  }
+  if (sessions == nullptr || sessions->empty()) return Status::Internal("server response for " + path + " has no sessions");
+  ForkView out;
+  for (const auto& s : *sessions) {
+    SINEW_ASSIGN_OR_RETURN(SessionView view, ParseSession(s));
+    out.sessions.push_back(std::move(view));
+  }
+  if (const json::value* sb = v.as_object().if_contains("sandbox")) out.sandbox = *sb;
+  out.raw = v.as_object();
+  return out;
 }
 
 Result<SessionView> ApiClient::Import(const std::string& ndjson) {

@@ -154,7 +154,7 @@ std::optional<ApiResponse> ApiHandler::RateLimit(const std::string& tenant) {
 }
 
 std::optional<ApiResponse> ApiHandler::AdmitSession(const std::string& tenant, bool uses_model,
-                                                    std::unique_lock<std::mutex>* lock) {
+                                                    std::unique_lock<std::mutex>* lock, uint32_t adding) {
   const TenantQuotaConfig& quota = deps_.quotas->QuotaOf(tenant);
   if (uses_model) {
     if (auto retry = deps_.quotas->TokensRetryAfter(tenant)) {
@@ -194,12 +194,13 @@ std::optional<ApiResponse> ApiHandler::AdmitSession(const std::string& tenant, b
       req.set_page_token(resp->next_page_token());
     }
   }
-  if (count < quota.max_concurrent_sessions) return std::nullopt;
+  if (count + adding <= quota.max_concurrent_sessions) return std::nullopt;
   lock->unlock();
   deps_.metrics->Add("sinew_harness_quota_refusals_total", "quota=\"max_concurrent_sessions\"");
   return TooMany("quota_exceeded",
                  "tenant '" + tenant + "' has " + std::to_string(count) + " queued or running sessions (max_concurrent_sessions " +
-                     std::to_string(quota.max_concurrent_sessions) + ")",
+                     std::to_string(quota.max_concurrent_sessions) + ")" +
+                     (adding > 1 ? "; " + std::to_string(adding) + " more were asked for" : ""),
                  kSessionsRetryAfterSeconds);
 }
 

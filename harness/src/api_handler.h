@@ -142,11 +142,12 @@ class ApiHandler {
   Result<Caller> Authenticate(const ApiRequest& request) const;
   // The requests_per_second check: a 429 when the tenant's bucket is empty.
   std::optional<ApiResponse> RateLimit(const std::string& tenant);
-  // Admission of one more session of `tenant` (create, fork, import): a 429 when the tenant
-  // is at max_concurrent_sessions or (when `uses_model`) over tokens_per_minute. Holds
-  // *lock (the tenant's admission lock) on success, to be kept until the session exists.
+  // Admission of `adding` more sessions of `tenant` (create, fork, import): a 429 when the
+  // tenant would pass max_concurrent_sessions or (when `uses_model`) is over
+  // tokens_per_minute. Holds *lock (the tenant's admission lock) on success, to be kept
+  // until the sessions exist.
   std::optional<ApiResponse> AdmitSession(const std::string& tenant, bool uses_model,
-                                          std::unique_lock<std::mutex>* lock);
+                                          std::unique_lock<std::mutex>* lock, uint32_t adding = 1);
   // The session, if it exists and belongs to `tenant` (404 otherwise).
   Result<v1::Session> OwnedSession(const std::string& id, const std::string& tenant) const;
   // Events 1..to_seq of session `id`, read a page at a time (export, fork).

@@ -366,6 +366,7 @@ Task<Status> SessionDriver::WaitForInput(const std::string& why) {
   if (!state_.sandbox_id.empty() && state_.sandbox_paused) {
     sandbox_note = "; its sandbox " + state_.sandbox_id + " is paused";  // paused while idle
   } else if (!state_.sandbox_id.empty() && !AttachesSandbox(task_.sandbox_json)) {
+    if (SnapshotDue()) SINEW_CO_RETURN_IF_ERROR(co_await KeepSnapshot("on_pause"));
     const SandboxRef box = SandboxOf();
     const auto t0 = std::chrono::steady_clock::now();
     Status paused = co_await Blocking([&] { return deps_.sandboxes->Pause(box, /*if_idle=*/false); });

@@ -147,6 +147,12 @@ class SessionDriver {
   // or null when the sandbox cannot idle-pause now (none, not ready, attached).
   // DisarmIdlePause stops it and records a pause it made. PauseIfIdle: for the waits the
   // driver polls (tool approvals), the pause made inline once it is due.
+  // A snapshot the idle timer takes before its pause (on_pause), logged by DisarmIdlePause.
+  struct IdleSnapshot {
+    uint64_t at_seq = 0;
+    std::mutex mu;
+    std::optional<Result<v1::SnapshotInfo>> taken;  // guarded by mu
+  };
   std::unique_ptr<IdlePause> ArmIdlePause();
   [[nodiscard]] Task<Status> DisarmIdlePause(std::unique_ptr<IdlePause> timer);
   [[nodiscard]] Task<Status> PauseIfIdle();
@@ -175,9 +181,23 @@ class SessionDriver {
   // `parent` as it is (the child gets a fresh one); a snapshot refused by the provisioner
   // (over the byte cap, a busy sandbox) is an error for the model in `refusal`.
   [[nodiscard]] Task<Status> SnapshotForChild(ParentRef* parent, std::string* refusal);
-  // This session's first sandbox: a fresh one as its task's spec says, or, for a child
-  // forked from its parent's sandbox, one restored from the parent's snapshot.
-  [[nodiscard]] Task<Result<SandboxBackend::Provisioned>> ProvisionSandbox();
+  // A new sandbox for this session (driver_snapshots.cc): a fresh one as its task's spec
+  // says; for a child forked from its parent's sandbox, one restored from the parent's
+  // snapshot; for a fork of a session (sandbox_released.next_from_snapshot), one restored
+  // from the source's snapshot, or a fresh one when that snapshot is gone
+  // (`from_snapshot` says which).
+  [[nodiscard]] Task<Result<SandboxBackend::Provisioned>> ProvisionSandbox(std::string* from_snapshot);
+  // Forks with their sandbox (driver_snapshots.cc; docs/harness.md, "Forks with their
+  // sandbox"), for a task with "snapshots". SnapshotDue: the live sandbox, not paused, has
+  // changed since its last snapshot. KeepSnapshot: snapshots it and logs sandbox_snapshot
+  // (a refusal is logged as a warning: the next one that is due tries again).
+  // RecordSnapshot logs one taken elsewhere (the idle timer's) and deletes the snapshots
+  // beyond the newest kSessionSnapshotsKept.
+  bool SnapshotDue() const;
+  [[nodiscard]] Task<Status> KeepSnapshot(const std::string& reason, const std::string& call_id = "");
+  [[nodiscard]] Task<Status> RecordSnapshot(const std::string& reason, const std::string& call_id,
+                                            const SandboxRef& box, uint64_t at_seq,
+                                            const Result<v1::SnapshotInfo>& snap);
   // At a child's end: deletes the snapshot of its parent's sandbox it was restored from
   // (already gone is fine; a failure is logged and leaves the snapshot).
   [[nodiscard]] Task<void> DropParentSnapshot();
@@ -237,6 +257,7 @@ class SessionDriver {
   std::chrono::steady_clock::time_point last_sandbox_use_{};
   // PauseIfIdle tries again no sooner than this after a refusal (a process still ran).
   std::chrono::steady_clock::time_point idle_retry_at_{};
+  std::shared_ptr<IdleSnapshot> idle_snapshot_;  // of the armed idle timer; null when none
   uint64_t next_seq_ = 0;
 };
 

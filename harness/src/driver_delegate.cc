@@ -206,18 +206,6 @@ Task<Status> SessionDriver::SnapshotForChild(ParentRef* parent, std::string* ref
   co_return Status::Ok();
 }
 
-Task<Result<SandboxBackend::Provisioned>> SessionDriver::ProvisionSandbox() {
-  if (task_.parent.sandbox_snapshot.empty()) {
-    co_return co_await deps_.sandboxes->Provision(task_.sandbox_json, id_, *pools_.blocking);
-  }
-  v1::ProvisionRequest request;
-  // Zero fields take the snapshot's values; the spec is the parent's, as the snapshot is.
-  *request.mutable_resources() = ParseSandboxSpec(task_.sandbox_json).resources;
-  request.set_label(id_);
-  request.set_from_snapshot(task_.parent.sandbox_snapshot);
-  co_return co_await Blocking([&] { return deps_.sandboxes->ProvisionBlocking(request); });
-}
-
 Task<void> SessionDriver::DropParentSnapshot() {
   const std::string snapshot = task_.parent.sandbox_snapshot;
   if (snapshot.empty()) co_return;

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "driver.h"
+#include "sinew/sandbox/provisioner_client.h"
 
 namespace sinew::harness {
 namespace {
@@ -33,19 +34,43 @@ bool SessionDriver::IdlePauseApplies() const {
 }
 
 std::unique_ptr<IdlePause> SessionDriver::ArmIdlePause() {
+  idle_snapshot_.reset();
   if (!IdlePauseApplies()) return nullptr;
   const auto idle = std::chrono::seconds(task_.idle_pause_seconds);
   const SandboxRef box = SandboxOf();
   SandboxBackend* sandboxes = deps_.sandboxes;
-  return std::make_unique<IdlePause>(last_sandbox_use_ + idle, idle, [sandboxes, box, id = id_] {
+  // on_pause: the sandbox changed since its last snapshot is snapshotted before it pauses
+  // (once, on the timer's thread; logged by DisarmIdlePause).
+  std::shared_ptr<IdleSnapshot> snapshot;
+  if (SnapshotDue()) {
+    snapshot = std::make_shared<IdleSnapshot>();
+    snapshot->at_seq = next_seq_ - 1;
+  }
+  idle_snapshot_ = snapshot;
+  return std::make_unique<IdlePause>(last_sandbox_use_ + idle, idle, [sandboxes, box, snapshot, id = id_] {
+    if (snapshot != nullptr) {
+      std::lock_guard<std::mutex> lock(snapshot->mu);
+      if (!snapshot->taken) {
+        auto prov = sandboxes->ProvisionerAt(box.host_address);
+        snapshot->taken = prov.ok() ? (*prov)->Snapshot(box.id, /*owner=*/"") : Result<v1::SnapshotInfo>(prov.status());
+      }
+    }
     return TryIdlePause(*sandboxes, box, id);
   });
 }
 
 Task<Status> SessionDriver::DisarmIdlePause(std::unique_ptr<IdlePause> timer) {
   if (timer == nullptr) co_return Status::Ok();
+  const SandboxRef box = SandboxOf();
   // Waits for a pause under way: off the io threads.
   const IdlePause::Outcome outcome = co_await Blocking([&] { return timer->Disarm(); });
+  std::shared_ptr<IdleSnapshot> snapshot = std::move(idle_snapshot_);
+  std::optional<Result<v1::SnapshotInfo>> taken;
+  if (snapshot != nullptr) {
+    std::lock_guard<std::mutex> lock(snapshot->mu);
+    taken = std::move(snapshot->taken);
+  }
+  if (taken) SINEW_CO_RETURN_IF_ERROR(co_await RecordSnapshot("on_pause", "", box, snapshot->at_seq, *taken));
   if (!outcome.paused) co_return Status::Ok();  // a refusal was logged as it came
   co_return co_await RecordPause("idle", outcome.started, outcome.ended);
 }
@@ -55,6 +80,7 @@ Task<Status> SessionDriver::PauseIfIdle() {
   const auto now = Clock::now();
   const auto idle = std::chrono::seconds(task_.idle_pause_seconds);
   if (now < last_sandbox_use_ + idle || now < idle_retry_at_) co_return Status::Ok();
+  if (SnapshotDue()) SINEW_CO_RETURN_IF_ERROR(co_await KeepSnapshot("on_pause"));
   const SandboxRef box = SandboxOf();
   Status paused = co_await Blocking([&] { return TryIdlePause(*deps_.sandboxes, box, id_); });
   if (!paused.ok()) {

@@ -139,7 +139,8 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
   }
   if (info->needs_sandbox && state_.sandbox_id.empty()) {
     const auto t0 = Clock::now();
-    auto box = co_await ProvisionSandbox();
+    std::string from_snapshot;
+    auto box = co_await ProvisionSandbox(&from_snapshot);
     deps_.metrics->Add("sinew_harness_sandbox_provisions_total", box.ok() ? "outcome=\"ok\"" : "outcome=\"error\"");
     deps_.metrics->Observe("sinew_harness_sandbox_provision_seconds", "", MsSince(t0) / 1000.0);
     if (!box.ok()) {
@@ -163,6 +164,7 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
     p->set_host_id(box->host_id);
     p->set_host_address(box->host_address);
     p->set_placement_us(box->placement_us);
+    p->set_from_snapshot(from_snapshot);
     if (Status recorded = co_await AppendOne(std::move(ev)); !recorded.ok()) {
       // Not in the log, so no wake will ever find it (this driver was fenced out, or the
       // store failed): destroy it now rather than leave it running until its lifetime ends.
@@ -239,7 +241,13 @@ Task<Status> SessionDriver::ExecuteCall(const v1::ToolCallSpec& spec, bool start
   deps_.metrics->Observe("sinew_harness_tool_seconds", "tool=\"" + spec.name() + "\"", MsSince(t0) / 1000.0);
   after.push_back(ToolResultEvent(spec.call_id(), outcome));
   if (Interrupting()) MarkUserInterrupted(&after.back());
-  co_return co_await Append(std::move(after));
+  SINEW_CO_RETURN_IF_ERROR(co_await Append(std::move(after)));
+  // per_call: the sandbox as this call left it (a driver that died before this takes it
+  // before its next model call instead: CallModel).
+  if (task_.snapshots == SnapshotPolicy::kPerCall && SnapshotDue()) {
+    co_return co_await KeepSnapshot("per_call", spec.call_id());
+  }
+  co_return Status::Ok();
 }
 
 std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
@@ -255,6 +263,10 @@ std::vector<ToolDefinition> SessionDriver::ToolDefinitionsFor() const {
 }
 
 Task<Status> SessionDriver::CallModel() {
+  // per_call: a driver that died between a call's result and its snapshot left one due.
+  if (task_.snapshots == SnapshotPolicy::kPerCall && SnapshotDue()) {
+    SINEW_CO_RETURN_IF_ERROR(co_await KeepSnapshot("per_call"));
+  }
   const ModelEndpointConfig& mc = deps_.config->models.at(task_.model);
   const auto& client = deps_.models->at(task_.model);
   ModelCall call;
@@ -264,6 +276,8 @@ Task<Status> SessionDriver::CallModel() {
   call.turn = state_.turns;
   call.max_wall_seconds = task_.max_wall_seconds;
   call.session_id = id_;
+  // Forks of one session share their conversation's prefix: they go where their source goes.
+  if (!log_.empty() && log_.front().has_session_created()) call.affinity = log_.front().session_created().forked_from_session();
   call.cancelled = &abort_;
   ModelFailure failure;
   call.failure = &failure;

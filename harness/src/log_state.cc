@@ -1,5 +1,7 @@
 #include "log_state.h"
 
+#include <algorithm>
+
 namespace sinew::harness {
 
 void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
@@ -20,6 +22,9 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
     case v1::Event::kToolCall:
       s->started[ev.tool_call().call_id()] = true;
+      if (!ev.tool_call().sandbox_id().empty() && !ev.tool_call().idempotent()) {
+        s->changes_sandbox[ev.tool_call().call_id()] = true;
+      }
       if (!ev.tool_call().child_session_id().empty()) {
         s->children.push_back({ev.tool_call().child_session_id(), ev.tool_call().call_id()});
       }
@@ -32,6 +37,9 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
     case v1::Event::kToolResult:
       s->finished[ev.tool_result().call_id()] = true;
+      if (s->changes_sandbox.count(ev.tool_result().call_id()) != 0 && !s->sandbox_id.empty()) {
+        s->sandbox_changed_seq = ev.seq();
+      }
       s->output_tokens += ev.tool_result().child_output_tokens();
       break;
     case v1::Event::kSandboxProvisioned:
@@ -40,7 +48,20 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       s->sandbox_host_id = ev.sandbox_provisioned().host_id();
       s->sandbox_host_address = ev.sandbox_provisioned().host_address();
       s->sandbox_paused = false;
+      s->sandbox_changed_seq = 0;
+      s->sandbox_snapshot_seq = 0;
+      s->next_sandbox_snapshot.clear();
+      s->next_snapshot_host_address.clear();
       break;
+    case v1::Event::kSandboxSnapshot: {
+      const auto& snap = ev.sandbox_snapshot();
+      for (const auto& dropped : snap.dropped_snapshot_ids()) {
+        std::erase_if(s->snapshots, [&](const LogState::Snapshot& kept) { return kept.id == dropped; });
+      }
+      s->snapshots.push_back({snap.snapshot_id(), snap.host_address(), snap.at_seq()});
+      if (snap.sandbox_id() == s->sandbox_id) s->sandbox_snapshot_seq = std::max(s->sandbox_snapshot_seq, snap.at_seq());
+      break;
+    }
     case v1::Event::kSandboxPaused:
       if (ev.sandbox_paused().sandbox_id() == s->sandbox_id) s->sandbox_paused = true;
       break;
@@ -49,6 +70,8 @@ void ApplyEvent(const v1::Event& ev, int index, LogState* s) {
       break;
     case v1::Event::kSandboxReleased:
       if (ev.sandbox_released().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();
+      s->next_sandbox_snapshot = ev.sandbox_released().next_from_snapshot();
+      s->next_snapshot_host_address = ev.sandbox_released().snapshot_host_address();
       break;
     case v1::Event::kSandboxLost:
       if (ev.sandbox_lost().sandbox_id() == s->sandbox_id) s->sandbox_id.clear();

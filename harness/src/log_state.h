@@ -26,6 +26,7 @@ struct LogState {
   int close_requested = -1;
   std::map<std::string, bool> started;   // call_id -> a tool_call event exists
   std::map<std::string, bool> finished;  // call_id -> a tool_result exists
+  std::map<std::string, bool> changes_sandbox;  // call_id -> a non-idempotent call in the sandbox
   // The child sessions its delegate calls started, in order (from their tool_call events).
   struct Child {
     std::string session_id;
@@ -37,6 +38,23 @@ struct LogState {
   std::string sandbox_host_id;       // with etcd placement: the host holding it
   std::string sandbox_host_address;
   bool sandbox_paused = false;     // a sandbox_paused of the live sandbox, not yet resumed
+  // Forks with their sandbox (docs/harness.md): the session's kept snapshots
+  // (sandbox_snapshot events, less those dropped since), oldest first.
+  struct Snapshot {
+    std::string id;
+    std::string host_address;
+    uint64_t at_seq = 0;
+  };
+  std::vector<Snapshot> snapshots;
+  // The seq of the last result of a call that may have changed the live sandbox (a tool
+  // call in it that is not idempotent), and the at_seq of the live sandbox's last snapshot:
+  // a snapshot is due while the first is the later.
+  uint64_t sandbox_changed_seq = 0;
+  uint64_t sandbox_snapshot_seq = 0;
+  // The snapshot the next sandbox starts from (a fork's sandbox_released), until one is
+  // provisioned.
+  std::string next_sandbox_snapshot;
+  std::string next_snapshot_host_address;
   // Tool approvals of the last model response's calls (docs/harness.md, "Tool
   // approvals"): call_id -> index of its approval_requested event, and call_id -> index
   // of its approval_decided event. A model response starts both afresh.

@@ -82,7 +82,7 @@ Task<Result<ModelReply>> HttpModelClient::Call(const ModelCall& call, const Toke
         json::object body = base;
         SetStream(&body, stream);
         if (!routing_) co_return co_await Attempt(call, json::serialize(body), stream, config_.base_url, on_token, reply);
-        co_return co_await routing_->Route(call.session_id, [&](const std::string& base_url) {
+        co_return co_await routing_->Route(call.affinity.empty() ? call.session_id : call.affinity, [&](const std::string& base_url) {
           return Attempt(call, json::serialize(body), stream, base_url, on_token, reply);
         });
       });

@@ -54,7 +54,7 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
   SINEW_ASSIGN_OR_RETURN(json::object o, ParseObject(body, "request body"));
   const std::string w = "body";
   SINEW_RETURN_IF_ERROR(
-      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds,idle_pause_seconds,delegate",
+      RejectUnknownKeys(o, "prompt,title,model,system,tools,sandbox,limits,metadata,approvals,keep_open,idle_close_seconds,idle_pause_seconds,snapshots,delegate",
                         w));
   TaskSpec t;
   if (!json_fields::Has(o, "prompt"))
@@ -175,6 +175,20 @@ Result<TaskSpec> ParseTaskRequest(std::string_view body, const HarnessConfig& co
     }
     t.idle_pause_seconds = static_cast<uint32_t>(idle);
   }
+  if (json_fields::Has(o, "snapshots")) {
+    std::string policy;
+    SINEW_RETURN_IF_ERROR(ReadString(o, "snapshots", w, &policy));
+    auto parsed = ParseSnapshotPolicy(policy);
+    if (!parsed) {
+      return Status::InvalidArgument("body.snapshots must be \"none\", \"on_pause\" or \"per_call\" (got \"" +
+                                     policy.substr(0, 32) + "\")");
+    }
+    if (*parsed != SnapshotPolicy::kNone && AttachesSandbox(t.sandbox_json)) {
+      return Status::InvalidArgument(
+          "body.snapshots does not apply to an attached sandbox (body.sandbox.attach): its owner snapshots it");
+    }
+    t.snapshots = *parsed;
+  }
   SINEW_RETURN_IF_ERROR(ParseDelegateSpec(o, &t));
   const json::object* metadata = nullptr;
   if (!ReadObject(o, "metadata", w, &metadata).ok()) {
@@ -206,6 +220,7 @@ std::string TaskToJson(const TaskSpec& t) {
     o["idle_close_seconds"] = t.idle_close_seconds;
   }
   if (t.idle_pause_seconds > 0) o["idle_pause_seconds"] = t.idle_pause_seconds;
+  if (t.snapshots != SnapshotPolicy::kNone) o["snapshots"] = SnapshotPolicyName(t.snapshots);
   if (t.delegate.enabled) {
     o["delegate"] = json::object{{"enabled", true},
                                  {"max_children", t.delegate.max_children},
@@ -261,6 +276,9 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
   uint64_t idle_pause = 0;
   SINEW_RETURN_IF_ERROR(ReadUint(o, "idle_pause_seconds", w, kMaxIdlePauseSeconds, &idle_pause));
   t.idle_pause_seconds = static_cast<uint32_t>(idle_pause);
+  std::string snapshots;
+  SINEW_RETURN_IF_ERROR(ReadString(o, "snapshots", w, &snapshots));
+  t.snapshots = ParseSnapshotPolicy(snapshots).value_or(SnapshotPolicy::kNone);
   if (const json::object* d = json_fields::ObjectField(o, "delegate")) {
     SINEW_RETURN_IF_ERROR(json_fields::ReadBool(*d, "enabled", w, &t.delegate.enabled));
     SINEW_RETURN_IF_ERROR(ReadUint32(*d, "max_children", w, &t.delegate.max_children));
@@ -274,6 +292,25 @@ Result<TaskSpec> TaskFromJson(const std::string& task_json, const HarnessConfig&
     SINEW_RETURN_IF_ERROR(ReadString(*p, "snapshot_host_address", w, &t.parent.snapshot_host_address));
   }
   return t;
+}
+
+std::optional<SnapshotPolicy> ParseSnapshotPolicy(std::string_view name) {
+  if (name.empty() || name == "none") return SnapshotPolicy::kNone;
+  if (name == "on_pause") return SnapshotPolicy::kOnPause;
+  if (name == "per_call") return SnapshotPolicy::kPerCall;
+  return std::nullopt;
+}
+
+const char* SnapshotPolicyName(SnapshotPolicy policy) {
+  switch (policy) {
+    case SnapshotPolicy::kOnPause:
+      return "on_pause";
+    case SnapshotPolicy::kPerCall:
+      return "per_call";
+    case SnapshotPolicy::kNone:
+      break;
+  }
+  return "none";
 }
 
 void ApplyTenantApprovals(const HarnessConfig& config, const std::string& tenant, TaskSpec* task) {

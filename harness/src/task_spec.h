@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,11 @@ struct ParentRef {
   std::string snapshot_host_address;
 };
 
+// Copies of the session's sandbox kept for forks (docs/harness.md, "Forks with their
+// sandbox"): none; when it is paused; or after every call that may change it.
+enum class SnapshotPolicy { kNone, kOnPause, kPerCall };
+inline constexpr uint32_t kSessionSnapshotsKept = 32;  // the newest; older ones are deleted
+
 struct TaskSpec {
   std::string prompt;
   std::string title;
@@ -65,9 +71,14 @@ struct TaskSpec {
   // once it has had no call and no process besides its agent for this long while the
   // session waits on its model or on a person; the next call resumes it. 0: never.
   uint32_t idle_pause_seconds = 0;
+  SnapshotPolicy snapshots = SnapshotPolicy::kNone;
   DelegateSpec delegate;
   ParentRef parent;  // set for a child session only (by its parent's driver, never by a request)
 };
+
+// "none" (or ""), "on_pause", "per_call"; nullopt for anything else.
+std::optional<SnapshotPolicy> ParseSnapshotPolicy(std::string_view name);
+const char* SnapshotPolicyName(SnapshotPolicy policy);
 
 // Validates a POST /v1/sessions body against the config and fills defaults.
 // Errors: kInvalidArgument naming the field.

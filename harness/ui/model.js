@@ -154,6 +154,9 @@ export class SessionModel {
       case 'sandbox_resumed':
         this.mark(ev, 'sandbox', `sandbox ${short(p.sandbox_id)} resumed in ${num(p.resume_ms)} ms`);
         break;
+      case 'sandbox_snapshot':
+        this.mark(ev, 'sandbox', `sandbox ${short(p.sandbox_id)} snapshot ${short(p.snapshot_id)} (${p.reason}) in ${num(p.duration_ms)} ms`);
+        break;
       case 'status_change': {
         const to = statusName(p.to);
         this.status = to;

@@ -134,11 +134,12 @@ function summary(ev) {
     case 'error': return `${p.code}: ${firstLine(p.message)}`;
     case 'annotation': return `${(p.labels || {}).kind || 'note'}: ${firstLine(p.text)}`;
     case 'audit': return `${p.action} by ${p.tenant} (key ${p.key_id}${p.remote_address ? `, from ${p.remote_address}` : ''})${p.detail ? `: ${firstLine(p.detail)}` : ''}`;
-    case 'sandbox_provisioned': return `${p.sandbox_id} in ${num(p.provision_ms)} ms`;
+    case 'sandbox_provisioned': return `${p.sandbox_id} in ${num(p.provision_ms)} ms${p.from_snapshot ? ` from ${p.from_snapshot}` : ''}`;
     case 'sandbox_released': return `${p.sandbox_id}: ${p.reason || ''}`;
     case 'sandbox_lost': return `${p.sandbox_id}: ${p.outcome} ${p.detail || ''}`;
     case 'sandbox_paused': return `${p.sandbox_id}: ${p.reason} after ${num(p.idle_ms)} ms idle, in ${num(p.pause_ms)} ms`;
     case 'sandbox_resumed': return `${p.sandbox_id} in ${num(p.resume_ms)} ms`;
+    case 'sandbox_snapshot': return `${p.sandbox_id} as ${p.snapshot_id} (${p.reason}, at seq ${p.at_seq}, ${fmtBytes(Number(p.added_bytes || 0))} added) in ${num(p.duration_ms)} ms`;
     default: return firstLine(JSON.stringify(p));
   }
 }

@@ -23,6 +23,14 @@ struct SessionView {
   boost::json::object raw;  // the object as the server sent it (for --json)
 };
 
+// POST /v1/sessions/{id}/fork's answer: the new sessions (n of them), and the sandbox they
+// start from (null when the source had none at that point).
+struct ForkView {
+  std::vector<SessionView> sessions;
+  boost::json::value sandbox;
+  boost::json::object raw;  // the answer as the server sent it (for --json)
+};
+
 class ApiClient {
  public:
   ApiClient(std::string base_url, std::string api_key, std::string ca_file = "");
@@ -54,7 +62,7 @@ class ApiClient {
   // Interrupts a session (POST .../interrupt): what runs is cut, and it goes on with
   // `message`.
   [[nodiscard]] Result<SessionView> Interrupt(const std::string& id, const std::string& message);
-  [[nodiscard]] Result<SessionView> Fork(const std::string& id, const boost::json::object& body);
+  [[nodiscard]] Result<ForkView> Fork(const std::string& id, const boost::json::object& body);
   [[nodiscard]] Result<SessionView> Import(const std::string& ndjson);
 
   // Follows the SSE stream after `after`, calling on_event for each event, until the

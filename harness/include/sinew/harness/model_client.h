@@ -70,6 +70,11 @@ struct ModelCall {
   uint32_t turn = 0;
   // The session this call is for (logging; the scripted model's {{session_id}} template).
   std::string session_id;
+  // The key of the replica this call goes to (ModelEndpointConfig::replicas): the session
+  // whose conversation the call continues. A fork's calls take its source's (the source's
+  // own source for a fork of a fork), so that forks of one session (best-of-n) reach the
+  // replica whose prefix cache holds their shared conversation. Empty: session_id.
+  std::string affinity;
   // The session's max_wall_seconds (the built-in oracle's command timeout).
   uint32_t max_wall_seconds = 0;
   // Set by another thread to abandon the call (cancellation); may be null.
