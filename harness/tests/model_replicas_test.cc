@@ -231,5 +231,53 @@ TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItRetur
   EXPECT_EQ(await_metric("sinew_harness_model_replica_up", dead_url, 1), 1) << "the check never saw it return";
 }
 
+// Best-of-n (docs/harness.md, "Forks with their sandbox"): forks of a session call the
+// replica their source calls, whose prefix cache holds their shared conversation.
+TEST(ModelReplicasTest, ForksCallTheirSourcesReplica) {
+  const std::string gguf = StoriesGguf();
+  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
+  testing::TempDir dir;
+  StoreProcess store(dir.Sub("db"));
+  ASSERT_FALSE(store.address.empty());
+  std::vector<ModelServer> models;
+  for (int i = 0; i < 3; ++i) {
+    models.push_back(StartModel(gguf));
+    ASSERT_FALSE(models.back().url.empty());
+  }
+  HarnessProcess harness(dir.Sub("harness.json"),
+                         ReplicasConfig(store.address, models,
+                                        R"("replica_min_in_flight": 16, "replica_health_check_ms": 0,)"));
+  ASSERT_FALSE(harness.address.empty());
+  std::vector<std::string> sources;
+  for (int i = 0; i < 4; ++i) {
+    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    sources.emplace_back(r.json.at("session").at("id").as_string());
+  }
+  std::map<std::string, std::string> source_of;  // fork -> source
+  for (const auto& id : sources) {
+    ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
+    auto f = Api("POST", harness.url() + "/v1/sessions/" + id + "/fork", kKey,
+                 R"({"at_seq": 2, "n": 3, "message": "And then"})");
+    ASSERT_EQ(f.status, 201) << f.body;
+    for (const auto& s : f.json.at("sessions").as_array()) source_of[std::string(s.at("id").as_string())] = id;
+  }
+  for (const auto& [fork, source] : source_of) {
+    ASSERT_EQ(WaitForStatus(harness.url(), kKey, fork, "completed,failed"), "completed");
+  }
+  std::map<std::string, std::set<size_t>> servers_of;  // trace -> servers that saw it
+  for (size_t m = 0; m < models.size(); ++m) {
+    for (const auto& t : TracesSeen(models[m])) servers_of[t].insert(m);
+  }
+  for (const auto& [fork, source] : source_of) {
+    const auto& home = servers_of[TraceIdForSession(source)];
+    ASSERT_EQ(home.size(), 1u) << "source " << source;
+    EXPECT_EQ(servers_of[TraceIdForSession(fork)], home) << "fork " << fork << " of " << source;
+  }
+  // By their own ids' hashes, 12 forks on 3 replicas would all meet their sources' with
+  // a chance of (1/3)^12.
+  EXPECT_EQ(source_of.size(), 12u);
+}
+
 }  // namespace
 }  // namespace sinew::harness::test
