@@ -79,6 +79,49 @@ TEST(SnapshotStoreTest, AnUnchangedFileIsReusedUnreadAndAChangedOneIsReadEvenWit
   EXPECT_EQ(ReadFile(f.dst.path() + "/big"), ReadFile(path));
 }
 
+// A restore copies a chunk file this store wrote (or checked) without hashing it again,
+// keyed by its device, inode, size and ctime. The attacks: the same bytes count of other
+// data written into the chunk file in place with its old mtime put back, and a file of
+// the same size renamed over it. Each is caught on the next restore (ctime, inode), which
+// fails naming the chunk and writes none of its bytes.
+TEST(SnapshotStoreTest, AChunkChangedAfterItWasCheckedIsCaughtOnTheNextRestore) {
+  Fixture f;
+  const std::string data = RandomBytes(2 * kChunkBytes, 21);
+  WriteFile(f.src.path() + "/f", data);
+  ASSERT_TRUE(f.Snapshot("s1").ok());
+  ASSERT_TRUE(f.Restore("s1", f.dst.path()).ok());
+  EXPECT_EQ(ReadFile(f.dst.path() + "/f"), data);
+  const std::string chunk = f.store_dir.path() + "/store/chunks/" + Hex(Sha256(data.substr(0, kChunkBytes))).substr(0, 2) +
+                            "/" + Hex(Sha256(data.substr(0, kChunkBytes)));
+  ASSERT_TRUE(fs::exists(chunk)) << chunk;
+  struct stat before{};
+  ASSERT_EQ(stat(chunk.c_str(), &before), 0);
+  {
+    std::fstream io(chunk, std::ios::in | std::ios::out | std::ios::binary);
+    const std::string other = RandomBytes(kChunkBytes, 22);
+    io.write(other.data(), static_cast<std::streamsize>(other.size()));
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, chunk.c_str(), times, 0), 0);
+  TempDir in_place("sinew-snap");
+  Status restored = f.Restore("s1", in_place.path());
+  EXPECT_EQ(restored.code(), StatusCode::kCorruption) << restored.ToString();
+  EXPECT_THAT(restored.message(), HasSubstr("does not match its hash"));
+  EXPECT_NE(ReadFile(in_place.path() + "/f").substr(0, kChunkBytes), RandomBytes(kChunkBytes, 22));
+
+  // The right bytes back, checked again on a restore; then a same-sized file renamed over it.
+  WriteFile(chunk + ".new", data.substr(0, kChunkBytes));
+  ASSERT_EQ(rename((chunk + ".new").c_str(), chunk.c_str()), 0);
+  TempDir again("sinew-snap");
+  ASSERT_TRUE(f.Restore("s1", again.path()).ok());
+  EXPECT_EQ(ReadFile(again.path() + "/f"), data);
+  WriteFile(chunk + ".new", RandomBytes(kChunkBytes, 23));
+  ASSERT_EQ(rename((chunk + ".new").c_str(), chunk.c_str()), 0);
+  TempDir swapped("sinew-snap");
+  restored = f.Restore("s1", swapped.path());
+  EXPECT_EQ(restored.code(), StatusCode::kCorruption) << restored.ToString();
+}
+
 TEST(SnapshotStoreTest, DeleteCollectsOnlyChunksNoOtherSnapshotUses) {
   Fixture f;
   WriteFile(f.src.path() + "/shared", RandomBytes(kChunkBytes, 3));

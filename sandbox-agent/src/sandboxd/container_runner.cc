@@ -268,6 +268,10 @@ size_t ContainerRunner::uid_ranges_in_use() const {
 }
 
 Status ContainerRunner::Freeze(const std::string& id) {
+  // runc's own pause writes the same freezer file, after starting a process of its own.
+  if (RuntimeOf(id) == "runc") {
+    return FreezeCgroup(config_.cgroup_parent, id, true).WithContext("cannot freeze " + id);
+  }
   auto r = RunProcess(Runtime(RuntimeOf(id), {"pause", id}), kRuncTimeout);
   if (!r.ok() || r->exit_code != 0) {
     return Status::Internal("cannot freeze " + id + ": " + (r.ok() ? r->output : r.status().message()));
@@ -276,6 +280,9 @@ Status ContainerRunner::Freeze(const std::string& id) {
 }
 
 Status ContainerRunner::Thaw(const std::string& id) {
+  if (RuntimeOf(id) == "runc") {
+    return FreezeCgroup(config_.cgroup_parent, id, false).WithContext("cannot thaw " + id);
+  }
   auto r = RunProcess(Runtime(RuntimeOf(id), {"resume", id}), kRuncTimeout);
   if (!r.ok() || r->exit_code != 0) {
     return Status::Internal("cannot thaw " + id + ": " + (r.ok() ? r->output : r.status().message()));

@@ -72,7 +72,8 @@ class ContainerRunner {
   // runsc: `runsc checkpoint` of a quiesced container into `image_dir` (which must
   // exist). The container stops; Remove it after.
   [[nodiscard]] Status Checkpoint(const std::string& id, const std::string& image_dir);
-  // Freezes every process of a runc container (`runc pause`), and thaws them again.
+  // Freezes every process of a container, and thaws them again: a runc container through
+  // its cgroup's freezer, a runsc one with `runsc pause` / `resume`.
   [[nodiscard]] Status Freeze(const std::string& id);
   [[nodiscard]] Status Thaw(const std::string& id);
   // runsc: how many processes run in the sandbox besides its agent (PID 1) and the

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "sandboxd/process.h"
 
@@ -136,6 +137,65 @@ std::vector<std::string> CgroupDirs(const std::string& parent, const std::string
   std::vector<std::string> dirs;
   for (const auto& root : Hierarchies()) dirs.push_back(root + "/" + parent + "/" + name);
   return dirs;
+}
+
+namespace {
+// Writes `value` to the control file `path` (a cgroup's: no creation, no truncation).
+Status WriteControl(const std::string& path, const std::string& value) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  const ssize_t n = ::write(fd, value.data(), value.size());
+  const int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size())) return Status::IOError("cannot write " + path + ": " + std::strerror(err));
+  return Status::Ok();
+}
+
+std::string ReadControl(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+Status FreezeCgroup(const std::string& parent, const std::string& name, bool frozen,
+                    std::chrono::milliseconds wait) {
+  const bool v2 = IsCgroupV2();
+  const std::string dir = std::string(kCgroupRoot) + (v2 ? "" : "/freezer") + "/" + parent + "/" + name;
+  const std::string control = dir + (v2 ? "/cgroup.freeze" : "/freezer.state");
+  const std::string want = v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
+  const std::string undo = v2 ? "0" : "THAWED";
+  // v1: the state reads FREEZING until every task is frozen; v2: cgroup.events says frozen.
+  auto done = [&] {
+    if (v2) return ReadControl(dir + "/cgroup.events").find(frozen ? "frozen 1" : "frozen 0") != std::string::npos;
+    return ReadControl(control).rfind(frozen ? "FROZEN" : "THAWED", 0) == 0;
+  };
+  SINEW_RETURN_IF_ERROR(WriteControl(control, want));
+  const auto until = std::chrono::steady_clock::now() + wait;
+  auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  auto pause = std::chrono::microseconds(50);
+  while (!done()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) {
+      if (frozen) (void)WriteControl(control, undo);
+      return Status::DeadlineExceeded("the cgroup " + dir + " did not " + (frozen ? "freeze" : "thaw") + " within " +
+                                      std::to_string(wait.count()) + " ms");
+    }
+    if (frozen && now >= retry_at) {
+      // A freeze can stay FREEZING while a task races it (one forking, or busy in the
+      // kernel): thawed for a moment and asked again, as runc's own freezer does.
+      SINEW_RETURN_IF_ERROR(WriteControl(control, undo));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      SINEW_RETURN_IF_ERROR(WriteControl(control, want));
+      retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+      pause = std::chrono::microseconds(50);
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(2));
+  }
+  return Status::Ok();
 }
 
 std::vector<pid_t> CgroupProcesses(const std::string& parent, const std::string& name) {

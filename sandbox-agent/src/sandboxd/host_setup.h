@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ std::vector<std::string> ListCgroups(const std::string& parent);
 void KillProcessesMentioning(const std::string& needle);
 // The processes in the cgroups of `name` (each once; the pids cgroup's list under v1).
 std::vector<pid_t> CgroupProcesses(const std::string& parent, const std::string& name);
+// Freezes (or thaws) every process in the cgroup of `name` through the kernel's freezer
+// (v1 freezer.state, v2 cgroup.freeze) and waits until the kernel says it is done; a
+// freeze that does not finish within `wait` is undone and fails.
+[[nodiscard]] Status FreezeCgroup(const std::string& parent, const std::string& name, bool frozen,
+                                  std::chrono::milliseconds wait = std::chrono::seconds(10));
 // SIGKILLs every process in the cgroups of `name` and waits (up to 2 s) until they are gone.
 void KillCgroupProcesses(const std::string& parent, const std::string& name);
 // This process's children that have exited and are not reaped yet, whose command name

@@ -115,11 +115,15 @@ Result<bool> SnapshotStore::Writer::Put(const std::string& sha256, std::string_v
   std::lock_guard<std::mutex> lock(store_.mu_);
   auto it = store_.chunks_.find(sha256);
   bool fresh = it == store_.chunks_.end() || it->second.refs == 0;
+  const std::string path = store_.ChunkPath(sha256);
   if (fresh) {
     // Held under the lock: no Delete can collect it between the write and the pin.
-    SINEW_RETURN_IF_ERROR(store_.WriteAtomically(store_.ChunkPath(sha256), data));
+    SINEW_RETURN_IF_ERROR(store_.WriteAtomically(path, data));
   }
   store_.Ref(sha256, data.size());
+  if (struct stat st{}; fresh && lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    store_.chunks_[sha256].checked = IdOf(st);  // written from the bytes the caller hashed
+  }
   pinned_.push_back(sha256);
   return fresh;
 }
@@ -375,6 +379,76 @@ Result<std::string> SnapshotStore::Get(const std::string& sha256) const {
   }
   if (Sha256(*data) != sha256) return Status::Corruption("chunk " + Hex(sha256) + " does not match its hash");
   return std::move(*data);
+}
+
+SnapshotStore::FileId SnapshotStore::IdOf(const struct stat& st) {
+  return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
+}
+
+void SnapshotStore::Checked(const std::string& sha256, const FileId& file) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = chunks_.find(sha256); it != chunks_.end()) it->second.checked = file;
+}
+
+Status SnapshotStore::CopyTo(const std::string& sha256, uint64_t length, int fd, uint64_t offset) const {
+  const std::string path = ChunkPath(sha256);
+  FileId known;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = chunks_.find(sha256); it != chunks_.end()) known = it->second.checked;
+  }
+  UniqueFd in(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (in.get() < 0) {
+    if (errno == ENOENT) return Status::Corruption("chunk " + Hex(sha256) + " is missing");
+    if (errno == ELOOP) return Status::Corruption(path + " is a symlink, not a file of the store");
+    return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct stat st{};
+  if (fstat(in.get(), &st) != 0) return Status::IOError("cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Corruption(path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) != length) {
+    return Status::Corruption("chunk " + Hex(sha256) + " holds " + std::to_string(st.st_size) + " bytes, not " +
+                              std::to_string(length));
+  }
+  const FileId id = IdOf(st);
+  const bool checked = known.ino != 0 && id == known;
+  if (checked) {
+    loff_t from = 0, to = static_cast<loff_t>(offset);
+    uint64_t left = length;
+    while (left > 0) {
+      ssize_t n = copy_file_range(in.get(), &from, fd, &to, left, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // across file systems (EXDEV): copied through a buffer below
+      left -= static_cast<uint64_t>(n);
+    }
+    if (left == 0) return Status::Ok();
+  }
+  // Through this thread's buffer (reused: a restore copies many chunks), checked against
+  // its hash unless known; remembered once it matches and did not change while read.
+  thread_local std::string buffer;
+  if (buffer.size() < length) buffer.resize(std::max<uint64_t>(length, kChunkBytes));
+  std::string_view data(buffer.data(), length);
+  size_t have = 0;
+  while (have < length) {
+    ssize_t n = pread(in.get(), buffer.data() + have, length - have, static_cast<off_t>(have));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError("cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) return Status::Corruption("chunk " + Hex(sha256) + " shrank while it was read");
+    have += static_cast<size_t>(n);
+  }
+  if (!checked && Sha256(data) != sha256) {
+    return Status::Corruption("chunk " + Hex(sha256) + " does not match its hash");
+  }
+  for (std::string_view rest = data; !rest.empty();) {
+    ssize_t n = pwrite(fd, rest.data(), rest.size(), static_cast<off_t>(offset + (data.size() - rest.size())));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IOError(std::string("write: ") + std::strerror(errno));
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
+  if (checked) return Status::Ok();
+  if (struct stat after{}; fstat(in.get(), &after) == 0 && IdOf(after) == id) Checked(sha256, id);
+  return Status::Ok();
 }
 
 }  // namespace sinew::sandbox

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "sandboxd/snapshot_tree.h"
 #include "sinew/proto/sandbox_snapshot.pb.h"
 #include "sinew/status.h"
@@ -75,6 +77,10 @@ class SnapshotStore : public ChunkSource {
   uint64_t chunk_bytes() const;
 
   Result<std::string> Get(const std::string& sha256) const override;
+  // Copies in the kernel (copy_file_range), without hashing again, a chunk file that is
+  // the one this store wrote or already checked (same device, inode, size and ctime: the
+  // kernel sets ctime on every change); any other is read and checked as Get does.
+  Status CopyTo(const std::string& sha256, uint64_t length, int fd, uint64_t offset) const override;
 
  private:
   SnapshotStore(std::string dir, uint64_t owner_cap) : dir_(std::move(dir)), owner_cap_(owner_cap) {}
@@ -91,11 +97,22 @@ class SnapshotStore : public ChunkSource {
   const std::string dir_;
   const uint64_t owner_cap_;
   mutable std::mutex mu_;
+  // The identity of a chunk file known to hold its hash's bytes (written or checked by
+  // this process); all zero while unknown.
+  struct FileId {
+    uint64_t dev = 0, ino = 0, size = 0;
+    int64_t ctime_ns = 0;
+    bool operator==(const FileId&) const = default;
+  };
+  static FileId IdOf(const struct stat& st);
+  // Remembers `file` as holding chunk `sha256`'s bytes (if the store still holds it).
+  void Checked(const std::string& sha256, const FileId& file) const;
   struct Chunk {
     uint64_t refs = 0;
     uint64_t size = 0;
+    FileId checked;
   };
-  std::map<std::string, Chunk> chunks_;                 // sha256 -> refs; guarded by mu_
+  mutable std::map<std::string, Chunk> chunks_;         // sha256 -> refs; guarded by mu_
   std::map<std::string, v1::SnapshotRecord> records_;   // id -> record; guarded by mu_
 };
 

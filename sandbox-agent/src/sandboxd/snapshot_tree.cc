@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -354,7 +357,87 @@ Status WriteAll(int fd, std::string_view data, uint64_t offset) {
   return Status::Ok();
 }
 
+// File data of a restore, written after the tree's entries are made, on several threads
+// (a restore is what a resume waits for). Files are held open only until their batch is
+// written, so a tree of many files never holds many descriptors; each file's mode and
+// times are set after its data (a write would change its mtime), as its owner.
+class DataWriter {
+ public:
+  DataWriter(const ChunkSource& source, uint32_t uid_base) : source_(source), uid_base_(uid_base) {}
+
+  // The file `e`, created and sized, open for writing as `fd`.
+  Status Add(const v1::SnapshotEntry& e, UniqueFd fd) {
+    for (const auto& x : e.extents()) batch_bytes_ += x.length();
+    files_.push_back({&e, std::move(fd)});
+    if (files_.size() >= kMaxOpenFiles || batch_bytes_ >= kBatchBytes) return Flush();
+    return Status::Ok();
+  }
+
+  Status Flush() {
+    struct Job {
+      const v1::SnapshotEntry* entry;
+      const v1::SnapshotExtent* extent;
+      int fd;
+    };
+    std::vector<Job> jobs;
+    for (const auto& f : files_) {
+      for (const auto& x : f.entry->extents()) jobs.push_back({f.entry, &x, f.fd.get()});
+    }
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    Status first = Status::Ok();
+    auto work = [&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        const Job& j = jobs[i];
+        Status s = source_.CopyTo(j.extent->sha256(), j.extent->length(), j.fd, j.extent->offset());
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (first.ok()) first = s.WithContext(j.entry->path());
+          next = jobs.size();
+        }
+      }
+    };
+    const size_t threads = std::min<size_t>(jobs.size(), Threads());
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+    for (auto& t : helpers) t.join();
+    SINEW_RETURN_IF_ERROR(first);
+    for (const auto& f : files_) {
+      const v1::SnapshotEntry& e = *f.entry;
+      AsOwner as_owner(ToHostId(e.uid(), uid_base_), ToHostId(e.gid(), uid_base_));
+      const timespec times[2] = {FromNs(e.mtime_ns()), FromNs(e.mtime_ns())};
+      if (fchmod(f.fd.get(), e.mode() & 01777) != 0 || futimens(f.fd.get(), times) != 0) {
+        return Errno("set mode of " + e.path());
+      }
+    }
+    files_.clear();
+    batch_bytes_ = 0;
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr size_t kMaxOpenFiles = 256;
+  static constexpr uint64_t kBatchBytes = 256ull << 20;
+  static size_t Threads() { return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4); }
+
+  struct File {
+    const v1::SnapshotEntry* entry;
+    UniqueFd fd;
+  };
+  const ChunkSource& source_;
+  const uint32_t uid_base_;
+  std::vector<File> files_;
+  uint64_t batch_bytes_ = 0;
+};
+
 }  // namespace
+
+Status ChunkSource::CopyTo(const std::string& sha256, uint64_t length, int fd, uint64_t offset) const {
+  SINEW_ASSIGN_OR_RETURN(std::string data, Get(sha256));
+  if (data.size() != length) return Status::Corruption("a chunk has the wrong size");
+  return WriteAll(fd, data, offset);
+}
 
 Result<UniqueFd> OpenBeneath(int root_fd, const std::string& rel) {
   std::vector<std::string> parts = Components(rel);
@@ -441,6 +524,7 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
                    uint32_t uid_base) {
   SINEW_RETURN_IF_ERROR(ValidateTree(tree));
   std::vector<const v1::SnapshotEntry*> dirs;
+  DataWriter data(source, uid_base);
   for (const auto& e : tree.entries()) {
     std::vector<std::string> parts = Components(e.path());
     const std::string& name = parts.back();
@@ -463,15 +547,10 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
         UniqueFd fd(openat(pfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         if (fd.get() < 0) return Errno("create " + e.path());
         if (ftruncate(fd.get(), static_cast<off_t>(e.size())) != 0) return Errno("size " + e.path());
-        // The store is read with the daemon's own ids; the file is written through its descriptor.
+        // Its data, mode and times come with its batch: the store is read with the daemon's
+        // own ids, and the file is written through this descriptor.
         as_owner.reset();
-        for (const auto& x : e.extents()) {
-          SINEW_ASSIGN_OR_RETURN(std::string data, source.Get(x.sha256()));
-          if (data.size() != x.length()) return Status::Corruption("a chunk of " + e.path() + " has the wrong size");
-          SINEW_RETURN_IF_ERROR(WriteAll(fd.get(), data, x.offset()).WithContext(e.path()));
-        }
-        as_owner.emplace(ToHostId(e.uid(), uid_base), ToHostId(e.gid(), uid_base));
-        if (fchmod(fd.get(), mode) != 0 || futimens(fd.get(), times) != 0) return Errno("set mode of " + e.path());
+        SINEW_RETURN_IF_ERROR(data.Add(e, std::move(fd)));
         break;
       }
       case v1::SnapshotEntry::SYMLINK:
@@ -501,6 +580,7 @@ Status RestoreTree(const v1::SnapshotTree& tree, int root_fd, const ChunkSource&
         return Status::Corruption("unknown entry kind");
     }
   }
+  SINEW_RETURN_IF_ERROR(data.Flush());
   // Directories last, deepest first: their times are not changed again by their children.
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
     const v1::SnapshotEntry& e = **it;

@@ -45,7 +45,11 @@ class ChunkSink {
 class ChunkSource {
  public:
   virtual ~ChunkSource() = default;
+  // The chunk's bytes, checked against its hash (kCorruption when they do not match).
   [[nodiscard]] virtual Result<std::string> Get(const std::string& sha256) const = 0;
+  // Writes the chunk (`length` bytes) to `fd` at `offset`, checked as Get checks it.
+  // Safe to call from several threads at once. Default: Get, then pwrite.
+  [[nodiscard]] virtual Status CopyTo(const std::string& sha256, uint64_t length, int fd, uint64_t offset) const;
 };
 
 struct CaptureLimits {
