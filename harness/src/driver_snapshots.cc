@@ -4,6 +4,9 @@
 // parent's, or a fork's source's).
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <thread>
+
 #include "driver.h"
 #include "sandbox_common.h"
 #include "sinew/sandbox/provisioner_client.h"
@@ -44,7 +47,16 @@ Task<Status> SessionDriver::KeepSnapshot(const std::string& reason, const std::s
   const uint64_t at_seq = next_seq_ - 1;  // the sandbox as every event so far left it
   auto snap = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
     SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, deps_.sandboxes->ProvisionerAt(box.host_address));
-    return prov->Snapshot(box.id, /*owner=*/"");
+    // Another snapshot of it may still be under way (one a dead driver asked for): it is
+    // waited for, a few seconds at most.
+    Result<v1::SnapshotInfo> taken = prov->Snapshot(box.id, /*owner=*/"");
+    for (int tries = 0; tries < 50 && !taken.ok() && taken.status().code() == StatusCode::kFailedPrecondition &&
+                        taken.status().message().find("under way") != std::string::npos;
+         ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      taken = prov->Snapshot(box.id, /*owner=*/"");
+    }
+    return taken;
   });
   co_return co_await RecordSnapshot(reason, call_id, box, at_seq, snap);
 }

@@ -4,7 +4,10 @@
 // its forks, so that a fork's sandbox shows which point of the source it started from.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <set>
+#include <thread>
 
 #include "sinew/sandbox/provisioner_client.h"
 #include "test_util.h"
@@ -34,9 +37,9 @@ class ForkTest : public ::testing::Test {
   void StartHarness(const std::string& script_text) {
     const std::string script = WriteFile(dir_.Sub("script.json"), script_text);
     harness_ = std::make_unique<HarnessProcess>(
-        dir_.Sub("h.json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
+        dir_.Sub("h" + std::to_string(++harnesses_) + ".json"), R"({"listen": "127.0.0.1:0", "store": {"address": ")" + store_->address + R"("},
       "sandboxd": {"address": ")" + sandboxd_->address + R"("},
-      "api_keys": {")" + std::string(kKey) + R"(": "t"},
+      "api_keys": {")" + std::string(kKey) + R"(": "t"}, "lease_ttl_ms": 2000, "scan_interval_ms": 300,
       "models": {"scripted": {"kind": "scripted", "script": ")" + script + R"("}}})");
     ASSERT_FALSE(harness_->address.empty());
   }
@@ -76,6 +79,7 @@ class ForkTest : public ::testing::Test {
   std::unique_ptr<StoreProcess> store_;
   std::unique_ptr<SandboxdProcess> sandboxd_;
   std::unique_ptr<HarnessProcess> harness_;
+  int harnesses_ = 0;
 };
 
 // per_call: a snapshot after each call that may change the sandbox, each naming its call
@@ -205,6 +209,50 @@ TEST_F(ForkTest, OnPauseKeepsTheSandboxAsItWasWhenTheConversationWaited) {
   const std::string fork(f.json.at("session").at("id").as_string());
   ASSERT_EQ(WaitForStatus(Url(), kKey, fork, "waiting_for_input,completed,failed", 180), "waiting_for_input");
   EXPECT_EQ(Outputs(fork), (std::vector<std::string>{"wrote\n", "one\n"}));
+}
+
+// A harness SIGKILLed after a call's result was logged and before its per_call snapshot
+// was: sinew-sandboxd is stopped (SIGSTOP) while the call runs, so the snapshot cannot be
+// taken, and the log holds the result without it when the harness dies. The harness that
+// takes the session over snapshots the sandbox before its first model call, and a fork
+// at that result starts from that snapshot.
+TEST_F(ForkTest, AHarnessKilledBetweenACallsResultAndItsSnapshotLeavesItToTheNext) {
+  const std::string script = R"({"responses": [
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "echo one > a; echo wrote"}}]},
+    {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "sleep 2; echo two > b; echo slept"}}]},
+    {"text": "Done."}]})";
+  StartHarness(script);
+  auto r = Api("POST", Url() + "/v1/sessions", kKey, R"({"prompt": "go", "snapshots": "per_call"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string id(r.json.at("session").at("id").as_string());
+  auto count = [&](const std::string& type) { return OfType(AllEvents(Url(), kKey, id), type).size(); };
+  for (int i = 0; i < 3600 && count("tool_call") < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(count("tool_call"), 2u);
+  ASSERT_EQ(count("sandbox_snapshot"), 1u) << "the first call's";
+  sandboxd_->proc().Signal(SIGSTOP);
+  for (int i = 0; i < 3600 && count("tool_result") < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(count("tool_result"), 2u) << "the call's result comes from its sandbox, not from sinew-sandboxd";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(count("sandbox_snapshot"), 1u) << "no snapshot can be taken while sinew-sandboxd is stopped";
+  harness_->proc->Signal(SIGKILL);
+  harness_.reset();
+  sandboxd_->proc().Signal(SIGCONT);
+
+  StartHarness(script);
+  ASSERT_EQ(WaitForStatus(Url(), kKey, id, "completed,failed", 180), "completed");
+  const auto events = AllEvents(Url(), kKey, id);
+  const auto snaps = OfType(events, "sandbox_snapshot");
+  ASSERT_EQ(snaps.size(), 2u);
+  EXPECT_EQ(Str(snaps[1], "reason"), "per_call");
+  EXPECT_EQ(Str(snaps[1], "call_id"), "") << "taken by the next driver, not after its call";
+  const uint64_t result = SeqOf(events, "tool_result", 1);
+  EXPECT_GE(std::stoull(Str(snaps[1], "at_seq")), result);
+  EXPECT_LT(SeqOf(events, "sandbox_snapshot", 1), SeqOf(events, "model_request", 2)) << "before its model call";
+  auto f = Api("POST", Url() + "/v1/sessions/" + id + "/fork", kKey,
+               R"({"at_seq": )" + Str(snaps[1], "at_seq") + R"(, "message": "again"})");
+  ASSERT_EQ(f.status, 201) << f.body;
+  EXPECT_EQ(f.json.at("sandbox").at("from_snapshot").as_string(), Str(snaps[1], "snapshot_id"));
+  EXPECT_EQ(f.json.at("sandbox").at("calls_after_snapshot").to_number<int64_t>(), 0);
 }
 
 // Bad requests: a clear 400 and no session made; a bad snapshots policy refuses the task.
