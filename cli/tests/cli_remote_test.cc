@@ -312,6 +312,20 @@ TEST_F(CliRemoteTest, ForkSharesThePrefixAndDiverges) {
   EXPECT_NE(show.out.find("forked:   from " + id + " at #5"), std::string::npos) << show.out;
   EXPECT_EQ(platform_->Sinew({"fork", id, "--at", "0"}).exit_code, 2);
   EXPECT_EQ(platform_->Sinew({"fork", id, "--at", "999"}).exit_code, 2);
+  // Best-of-n: one id a line, each a fork of the same point.
+  auto many = platform_->Sinew({"fork", id, "--at", "5", "-n", "3"});
+  ASSERT_EQ(many.exit_code, 0) << many.out;
+  std::set<std::string> ids;
+  for (const auto& line : Lines(many.out)) {
+    if (line.size() == 32) ids.insert(line);
+  }
+  EXPECT_EQ(ids.size(), 3u) << many.out;
+  for (const auto& f : ids) {
+    auto shown = platform_->Sinew({"sessions", "show", f});
+    EXPECT_NE(shown.out.find("forked:   from " + id + " at #5"), std::string::npos) << shown.out;
+  }
+  EXPECT_EQ(platform_->Sinew({"fork", id, "--at", "5", "-n", "0"}).exit_code, 2);
+  EXPECT_EQ(platform_->Sinew({"fork", id, "--at", "5", "-n", "17"}).exit_code, 2);
 }
 
 // tail keeps following across a harness crash: every event exactly once, in order.
