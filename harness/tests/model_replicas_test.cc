@@ -43,6 +43,16 @@ ModelServer StartModel(const std::string& gguf, const std::string& port = "0") {
   return m;
 }
 
+// `n` sinew-model servers of stories260K, appended to *models.
+void StartModels(int n, std::vector<ModelServer>* models) {
+  const std::string gguf = StoriesGguf();
+  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
+  for (int i = 0; i < n; ++i) {
+    models->push_back(StartModel(gguf));
+    ASSERT_FALSE(models->back().url.empty());
+  }
+}
+
 // A harness config whose model "real" has `models` as its replicas, plus `model_fields`
 // (more fields of that model, each followed by a comma).
 std::string ReplicasConfig(const std::string& store_address, const std::vector<ModelServer>& models,
@@ -92,16 +102,11 @@ double Metric(const std::string& body, const std::string& metric, const std::str
 }
 
 TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
-  const std::string gguf = StoriesGguf();
-  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
   testing::TempDir dir;
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
   std::vector<ModelServer> models;
-  for (int i = 0; i < 3; ++i) {
-    models.push_back(StartModel(gguf));
-    ASSERT_FALSE(models.back().url.empty());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartModels(3, &models));
   // Health checks off: here the call itself must find the dead replica.
   HarnessProcess harness(dir.Sub("harness.json"),
                          ReplicasConfig(store.address, models,
@@ -180,16 +185,11 @@ TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
 // it is reported down and skipped before any call fails on it, and is back once a server
 // answers on its address again.
 TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItReturn) {
-  const std::string gguf = StoriesGguf();
-  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
   testing::TempDir dir;
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
   std::vector<ModelServer> models;
-  for (int i = 0; i < 2; ++i) {
-    models.push_back(StartModel(gguf));
-    ASSERT_FALSE(models.back().url.empty());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartModels(2, &models));
   HarnessProcess harness(dir.Sub("harness.json"),
                          ReplicasConfig(store.address, models, R"("replica_health_check_ms": 200,)"));
   ASSERT_FALSE(harness.address.empty());
@@ -226,7 +226,7 @@ TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItRetur
 
   // A server on the same address again: the next check brings the replica back.
   const std::string port = dead_url.substr(dead_url.rfind(':') + 1, dead_url.rfind('/') - dead_url.rfind(':') - 1);
-  ModelServer again = StartModel(gguf, port);
+  ModelServer again = StartModel(StoriesGguf(), port);
   ASSERT_FALSE(again.url.empty());
   EXPECT_EQ(await_metric("sinew_harness_model_replica_up", dead_url, 1), 1) << "the check never saw it return";
 }
@@ -234,16 +234,11 @@ TEST(ModelReplicasTest, AHealthCheckFindsADeadReplicaBeforeAnyCallAndSeesItRetur
 // Best-of-n (docs/harness.md, "Forks with their sandbox"): forks of a session call the
 // replica their source calls, whose prefix cache holds their shared conversation.
 TEST(ModelReplicasTest, ForksCallTheirSourcesReplica) {
-  const std::string gguf = StoriesGguf();
-  ASSERT_EQ(access(gguf.c_str(), R_OK), 0) << "no model file at " << gguf;
   testing::TempDir dir;
   StoreProcess store(dir.Sub("db"));
   ASSERT_FALSE(store.address.empty());
   std::vector<ModelServer> models;
-  for (int i = 0; i < 3; ++i) {
-    models.push_back(StartModel(gguf));
-    ASSERT_FALSE(models.back().url.empty());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartModels(3, &models));
   HarnessProcess harness(dir.Sub("harness.json"),
                          ReplicasConfig(store.address, models,
                                         R"("replica_min_in_flight": 16, "replica_health_check_ms": 0,)"));

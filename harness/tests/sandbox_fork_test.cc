@@ -26,14 +26,8 @@ constexpr const char* kScript = R"({"responses": [
   {"text": "", "tool_calls": [{"name": "bash", "input": {"command": "ls; echo two > b"}}]},
   {"text": "Done."}]})";
 
-class ForkTest : public ::testing::Test {
+class ForkTest : public StoreAndSandboxdTest {
  protected:
-  void SetUp() override {
-    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
-    ASSERT_FALSE(store_->address.empty());
-    sandboxd_ = std::make_unique<SandboxdProcess>();
-    ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
-  }
   void StartHarness(const std::string& script_text) {
     const std::string script = WriteFile(dir_.Sub("script.json"), script_text);
     harness_ = std::make_unique<HarnessProcess>(
@@ -75,9 +69,6 @@ class ForkTest : public ::testing::Test {
     return r.status == 200 ? r.json.at("sessions").as_array().size() : 0;
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<StoreProcess> store_;
-  std::unique_ptr<SandboxdProcess> sandboxd_;
   std::unique_ptr<HarnessProcess> harness_;
   int harnesses_ = 0;
 };

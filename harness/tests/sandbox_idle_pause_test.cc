@@ -16,13 +16,10 @@ namespace {
 namespace json = boost::json;
 constexpr const char* kKey = "idle-key";
 
-class IdlePauseTest : public ::testing::Test {
+class IdlePauseTest : public StoreAndSandboxdTest {
  protected:
   void SetUp() override {
-    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
-    ASSERT_FALSE(store_->address.empty());
-    sandboxd_ = std::make_unique<SandboxdProcess>();
-    ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
+    ASSERT_NO_FATAL_FAILURE(StoreAndSandboxdTest::SetUp());
     auto prov = sandbox::ProvisionerClient::Connect(sandboxd_->address);
     ASSERT_TRUE(prov.ok()) << prov.status().ToString();
     prov_ = std::move(*prov);
@@ -80,9 +77,6 @@ class IdlePauseTest : public ::testing::Test {
     return types.size();
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<StoreProcess> store_;
-  std::unique_ptr<SandboxdProcess> sandboxd_;
   std::unique_ptr<sandbox::ProvisionerClient> prov_;
 };
 

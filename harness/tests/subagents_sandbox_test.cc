@@ -14,13 +14,10 @@ namespace {
 namespace json = boost::json;
 constexpr const char* kKey = "fork-key";
 
-class SubagentForkTest : public ::testing::Test {
+class SubagentForkTest : public StoreAndSandboxdTest {
  protected:
   void SetUp() override {
-    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
-    ASSERT_FALSE(store_->address.empty());
-    sandboxd_ = std::make_unique<SandboxdProcess>();
-    ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
+    ASSERT_NO_FATAL_FAILURE(StoreAndSandboxdTest::SetUp());
     // The parent writes a file, forks a child into a copy of its sandbox, then looks at
     // its own workspace again.
     Script("parent", R"({"responses": [
@@ -85,10 +82,7 @@ class SubagentForkTest : public ::testing::Test {
     return listed.ok() ? listed->snapshots_size() : -1;
   }
 
-  testing::TempDir dir_;
   std::string models_;
-  std::unique_ptr<StoreProcess> store_;
-  std::unique_ptr<SandboxdProcess> sandboxd_;
   std::unique_ptr<HarnessProcess> harness_;
   std::string base_;
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <boost/json.hpp>
+#include <gtest/gtest.h>
 
 #include "sinew/testing/subprocess.h"
 
@@ -156,6 +157,22 @@ class SandboxdProcess {
  private:
   std::unique_ptr<testing::Subprocess> proc_;
   std::string cgroup_parent_;
+};
+
+// The base of the harness's fixtures with real runc sandboxes: a sinew-store and a
+// sinew-sandboxd of the test's own (root, runc and the image needed).
+class StoreAndSandboxdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::make_unique<StoreProcess>(dir_.Sub("db"));
+    ASSERT_FALSE(store_->address.empty());
+    sandboxd_ = std::make_unique<SandboxdProcess>();
+    ASSERT_FALSE(sandboxd_->address.empty()) << "sinew-sandboxd did not start (root, runc and the image needed)";
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<StoreProcess> store_;
+  std::unique_ptr<SandboxdProcess> sandboxd_;
 };
 
 

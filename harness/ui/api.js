@@ -91,11 +91,13 @@ export function decide(id, callId, decision, message) {
 // Steers a session that has not ended: cuts the model or tool call under way and goes on with `message`.
 export const interruptSession = (id, message) => call('POST', `/v1/sessions/${id}/interrupt`, {message});
 export const sendMessage = (id, text) => call('POST', `/v1/sessions/${id}/messages`, {text}).then((r) => r.session);
-export function forkSession(id, atSeq, model, message) {
+// `n` sessions from events 1..atSeq (best-of-n); answers {session, sessions, sandbox}.
+export function forkSession(id, atSeq, model, message, n = 1) {
   const body = {at_seq: atSeq};
   if (model) body.model = model;
   if (message) body.message = message;
-  return call('POST', `/v1/sessions/${id}/fork`, body).then((r) => r.session);
+  if (n > 1) body.n = n;
+  return call('POST', `/v1/sessions/${id}/fork`, body);
 }
 
 // Reads the session's event stream from after `after` (sent as Last-Event-ID), calling

@@ -317,6 +317,8 @@ export class SessionView {
     const forkMsgId = `fork-msg-${this.id.slice(0, 8)}`;
     const forkModel = h('input', {id: forkModelId, name: 'model', list: `models-${this.id.slice(0, 8)}`, placeholder: 'same model'});
     const forkMsg = h('input', {id: forkMsgId, name: 'message', placeholder: 'optional message after the fork point'});
+    const forkCountId = `fork-count-${this.id.slice(0, 8)}`;
+    const forkCount = h('input', {id: forkCountId, name: 'count', type: 'number', min: 1, max: 16, value: 1, size: 3});
     const forkForm = h('form.inline.fork', {
       onsubmit: (e) => {
         e.preventDefault();
@@ -325,15 +327,21 @@ export class SessionView {
           result.textContent = 'Select the event to fork at first.';
           return;
         }
-        run(() => api.forkSession(this.id, at, forkModel.value.trim(), forkMsg.value.trim()), (fork) => {
-          location.hash = `#/compare/${this.id}/${fork.id}/${at}`;
-          return `Forked at event #${at}: ${fork.id}`;
+        const n = Number(forkCount.value) || 1;
+        run(() => api.forkSession(this.id, at, forkModel.value.trim(), forkMsg.value.trim(), n), (forked) => {
+          const ids = forked.sessions.map((f) => f.id);
+          const sandbox = !forked.sandbox ? ''
+            : forked.sandbox.from_snapshot ? `; each sandbox from snapshot ${forked.sandbox.from_snapshot}`
+              : '; no snapshot of its sandbox was kept by then: each gets a fresh one';
+          location.hash = `#/compare/${this.id}/${ids[0]}/${at}`;
+          return `Forked at event #${at}: ${ids.join(', ')}${sandbox}`;
         });
       },
     },
     h('label', {for: forkModelId}, 'Model'), forkModel,
     h('datalist', {id: `models-${this.id.slice(0, 8)}`}, [...this.model.models].map((m) => h('option', {value: m}))),
     h('label', {for: forkMsgId}, 'Message'), forkMsg,
+    h('label', {for: forkCountId, title: 'best-of-n: this many sessions from the same point'}, 'Forks'), forkCount,
     this.forkButton = h('button', {type: 'submit', dataset: {action: 'fork'}}, seq ? `Fork at #${seq}` : 'Fork'));
     this.cancelButton = h('button', {type: 'button', disabled: terminal, dataset: {action: 'cancel'},
       onclick: () => run(() => api.cancelSession(this.id), () => 'Cancel requested.')}, 'Cancel session');

@@ -247,6 +247,14 @@ test('fork from the page: a new session that diverges at the chosen event, shown
   assert.ok(await page.$('.session.compact:nth-child(2) .tr-row.diverged'));
   await shot('compare');
   await axe('compare');
+  // Best-of-n from the same point: two more forks in one go.
+  await open(`#/s/${id}/${at}`);
+  await waitFor((a) => document.querySelector('.tr-detail')?.dataset.seq === String(a), {}, Number(at));
+  await page.$eval('input[name=count]', (el) => { el.value = '2'; });
+  await page.click('button[data-action=fork]');
+  await waitFor(() => location.hash.startsWith('#/compare/'));
+  const listed = (await stack.api('GET', '/v1/sessions?limit=1000')).json.sessions;
+  assert.equal(listed.filter((s) => s.forked_from_session === id).length, 3, 'one fork, then two');
 });
 
 let bigId;
