@@ -58,12 +58,15 @@ struct ForkSandbox {
 
 ForkSandbox ChooseForkSandbox(const std::vector<v1::Event>& all, uint64_t at_seq) {
   ForkSandbox out;
-  std::vector<v1::Event> upto(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<uint64_t>(at_seq, all.size())));
-  out.source_sandbox = ReadLogState(upto).sandbox_id;
+  // The log read once: the state at at_seq names the live sandbox; the whole log's the
+  // snapshots still kept (one logged after at_seq may show the sandbox at at_seq, and one
+  // dropped later is gone).
+  LogState whole;
+  for (size_t i = 0; i < all.size(); ++i) {
+    ApplyEvent(all[i], static_cast<int>(i), &whole);
+    if (i + 1 == at_seq) out.source_sandbox = whole.sandbox_id;
+  }
   if (out.source_sandbox.empty()) return out;
-  // The whole log: a snapshot logged after at_seq may show the sandbox at at_seq, and one
-  // dropped later is gone.
-  const LogState whole = ReadLogState(all);
   const v1::SandboxSnapshot* best = nullptr;
   for (const auto& ev : all) {
     if (!ev.has_sandbox_snapshot()) continue;
@@ -78,8 +81,9 @@ ForkSandbox ChooseForkSandbox(const std::vector<v1::Event>& all, uint64_t at_seq
   out.host_address = best->host_address();
   out.snapshot_at_seq = best->at_seq();
   std::set<std::string> changing;
-  for (const auto& ev : upto) {
+  for (const auto& ev : all) {
     if (ev.seq() <= out.snapshot_at_seq) continue;
+    if (ev.seq() > at_seq) break;
     if (ev.has_tool_call() && ev.tool_call().sandbox_id() == out.source_sandbox && !ev.tool_call().idempotent()) {
       changing.insert(ev.tool_call().call_id());
     }

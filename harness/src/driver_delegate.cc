@@ -191,10 +191,7 @@ Task<Status> SessionDriver::SnapshotForChild(ParentRef* parent, std::string* ref
   SINEW_CO_RETURN_IF_ERROR(co_await ResumeSandbox(*FindTool("bash"), /*started_before=*/false));
   if (state_.sandbox_id.empty()) co_return Status::Ok();
   const SandboxRef box = SandboxOf();
-  auto snap = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
-    SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, deps_.sandboxes->ProvisionerAt(box.host_address));
-    return prov->Snapshot(box.id, /*owner=*/"");
-  });
+  auto snap = co_await Blocking([&] { return SnapshotSessionSandbox(*deps_.sandboxes, box); });
   if (!snap.ok()) {
     *refusal = "this session's sandbox could not be copied for the sub-agent: " + snap.status().message();
     co_return Status::Ok();
@@ -209,11 +206,8 @@ Task<Status> SessionDriver::SnapshotForChild(ParentRef* parent, std::string* ref
 Task<void> SessionDriver::DropParentSnapshot() {
   const std::string snapshot = task_.parent.sandbox_snapshot;
   if (snapshot.empty()) co_return;
-  auto deleted = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
-    SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov,
-                           deps_.sandboxes->ProvisionerAt(task_.parent.snapshot_host_address));
-    return prov->DeleteSnapshot(snapshot, /*owner=*/"");
-  });
+  auto deleted = co_await Blocking(
+      [&] { return DeleteSessionSnapshot(*deps_.sandboxes, task_.parent.snapshot_host_address, snapshot); });
   if (!deleted.ok() && deleted.status().code() != StatusCode::kNotFound) {
     spdlog::warn("session {}: the snapshot {} of its parent's sandbox was not deleted: {}", id_, snapshot,
                  deleted.status().ToString());

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "driver.h"
-#include "sinew/sandbox/provisioner_client.h"
+#include "sandbox_common.h"
 
 namespace sinew::harness {
 namespace {
@@ -50,10 +50,7 @@ std::unique_ptr<IdlePause> SessionDriver::ArmIdlePause() {
   return std::make_unique<IdlePause>(last_sandbox_use_ + idle, idle, [sandboxes, box, snapshot, id = id_] {
     if (snapshot != nullptr) {
       std::lock_guard<std::mutex> lock(snapshot->mu);
-      if (!snapshot->taken) {
-        auto prov = sandboxes->ProvisionerAt(box.host_address);
-        snapshot->taken = prov.ok() ? (*prov)->Snapshot(box.id, /*owner=*/"") : Result<v1::SnapshotInfo>(prov.status());
-      }
+      if (!snapshot->taken) snapshot->taken = SnapshotSessionSandbox(*sandboxes, box);
     }
     return TryIdlePause(*sandboxes, box, id);
   });

@@ -9,7 +9,6 @@
 
 #include "driver.h"
 #include "sandbox_common.h"
-#include "sinew/sandbox/provisioner_client.h"
 
 namespace sinew::harness {
 
@@ -45,16 +44,15 @@ bool SessionDriver::SnapshotDue() const {
 Task<Status> SessionDriver::KeepSnapshot(const std::string& reason, const std::string& call_id) {
   const SandboxRef box = SandboxOf();
   const uint64_t at_seq = next_seq_ - 1;  // the sandbox as every event so far left it
-  auto snap = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
-    SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, deps_.sandboxes->ProvisionerAt(box.host_address));
+  auto snap = co_await Blocking([&] {
     // Another snapshot of it may still be under way (one a dead driver asked for): it is
     // waited for, a few seconds at most.
-    Result<v1::SnapshotInfo> taken = prov->Snapshot(box.id, /*owner=*/"");
+    Result<v1::SnapshotInfo> taken = SnapshotSessionSandbox(*deps_.sandboxes, box);
     for (int tries = 0; tries < 50 && !taken.ok() && taken.status().code() == StatusCode::kFailedPrecondition &&
                         taken.status().message().find("under way") != std::string::npos;
          ++tries) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      taken = prov->Snapshot(box.id, /*owner=*/"");
+      taken = SnapshotSessionSandbox(*deps_.sandboxes, box);
     }
     return taken;
   });
@@ -91,20 +89,13 @@ Task<Status> SessionDriver::RecordSnapshot(const std::string& reason, const std:
   // (kept by its host until deleted), never a log that names a deleted one as kept.
   Status logged = co_await AppendOne(std::move(ev));
   if (!logged.ok()) {
-    const std::string taken = snap->id();
-    (void)co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
-      SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, deps_.sandboxes->ProvisionerAt(box.host_address));
-      return prov->DeleteSnapshot(taken, /*owner=*/"");
-    });
+    (void)co_await Blocking([&] { return DeleteSessionSnapshot(*deps_.sandboxes, box.host_address, snap->id()); });
     co_return logged;
   }
   spdlog::info("session {}: sandbox {} snapshotted as {} ({}, {} bytes added, frozen {} ms)", id_, box.id,
                snap->id(), reason, snap->added_bytes(), snap->duration_ms());
   for (const auto& old : dropped) {
-    auto deleted = co_await Blocking([&]() -> Result<v1::SnapshotInfo> {
-      SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, deps_.sandboxes->ProvisionerAt(old.host_address));
-      return prov->DeleteSnapshot(old.id, /*owner=*/"");
-    });
+    auto deleted = co_await Blocking([&] { return DeleteSessionSnapshot(*deps_.sandboxes, old.host_address, old.id); });
     if (!deleted.ok() && deleted.status().code() != StatusCode::kNotFound) {
       spdlog::warn("session {}: its old snapshot {} was not deleted: {}", id_, old.id, deleted.status().message());
     }

@@ -65,6 +65,17 @@ Task<Result<v1::SandboxInfo>> ProvisionOn(sandbox::ProvisionerClient& provisione
       });
 }
 
+Result<v1::SnapshotInfo> SnapshotSessionSandbox(SandboxBackend& sandboxes, const SandboxRef& box) {
+  SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, sandboxes.ProvisionerAt(box.host_address));
+  return prov->Snapshot(box.id, /*owner=*/"");
+}
+
+Result<v1::SnapshotInfo> DeleteSessionSnapshot(SandboxBackend& sandboxes, const std::string& host_address,
+                                               const std::string& snapshot_id) {
+  SINEW_ASSIGN_OR_RETURN(sandbox::ProvisionerClient * prov, sandboxes.ProvisionerAt(host_address));
+  return prov->DeleteSnapshot(snapshot_id, /*owner=*/"");
+}
+
 SandboxBackend::Provisioned ToProvisioned(const v1::SandboxInfo& info) {
   SandboxBackend::Provisioned p;
   p.id = info.id();

@@ -63,6 +63,13 @@ class SandboxClients {
 Task<Result<v1::SandboxInfo>> ProvisionOn(sandbox::ProvisionerClient& provisioner, const v1::Resources& resources,
                                           const std::string& label);
 
+// A snapshot of a session's sandbox, and the deletion of one, on the host at
+// `host_address` (SandboxRef.host_address; "" with a single sinew-sandboxd). Session
+// sandboxes are the harness's own (owner ""). Blocking (one RPC).
+Result<v1::SnapshotInfo> SnapshotSessionSandbox(SandboxBackend& sandboxes, const SandboxRef& box);
+Result<v1::SnapshotInfo> DeleteSessionSnapshot(SandboxBackend& sandboxes, const std::string& host_address,
+                                               const std::string& snapshot_id);
+
 // Asks `provisioner` how sandbox `id` ended, waiting up to 2 s for it to record the end.
 std::pair<std::string, std::string> AskHowItEnded(sandbox::ProvisionerClient& provisioner,
                                                   const std::string& id);

@@ -53,6 +53,15 @@ void StartModels(int n, std::vector<ModelServer>* models) {
   }
 }
 
+// `n` sessions of the prompt "Once upon a time" on model "real"; their ids appended to *ids.
+void StartStories(const std::string& base, int n, std::vector<std::string>* ids) {
+  for (int i = 0; i < n; ++i) {
+    auto r = Api("POST", base + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids->emplace_back(r.json.at("session").at("id").as_string());
+  }
+}
+
 // A harness config whose model "real" has `models` as its replicas, plus `model_fields`
 // (more fields of that model, each followed by a comma).
 std::string ReplicasConfig(const std::string& store_address, const std::vector<ModelServer>& models,
@@ -115,11 +124,7 @@ TEST(ModelReplicasTest, SessionsStayOnTheirReplicaAndMoveWhenItDies) {
 
   // Ten sessions, two calls each.
   std::vector<std::string> ids;
-  for (int i = 0; i < 10; ++i) {
-    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
-    ASSERT_EQ(r.status, 201) << r.body;
-    ids.emplace_back(r.json.at("session").at("id").as_string());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartStories(harness.url(), 10, &ids));
   for (const auto& id : ids) ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");
   for (const auto& id : ids) FollowUp(harness.url(), id);
 
@@ -244,11 +249,7 @@ TEST(ModelReplicasTest, ForksCallTheirSourcesReplica) {
                                         R"("replica_min_in_flight": 16, "replica_health_check_ms": 0,)"));
   ASSERT_FALSE(harness.address.empty());
   std::vector<std::string> sources;
-  for (int i = 0; i < 4; ++i) {
-    auto r = Api("POST", harness.url() + "/v1/sessions", kKey, R"({"prompt": "Once upon a time", "model": "real"})");
-    ASSERT_EQ(r.status, 201) << r.body;
-    sources.emplace_back(r.json.at("session").at("id").as_string());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartStories(harness.url(), 4, &sources));
   std::map<std::string, std::string> source_of;  // fork -> source
   for (const auto& id : sources) {
     ASSERT_EQ(WaitForStatus(harness.url(), kKey, id, "completed,failed"), "completed");

@@ -440,12 +440,7 @@ Status SnapshotStore::CopyTo(const std::string& sha256, uint64_t length, int fd,
   if (!checked && Sha256(data) != sha256) {
     return Status::Corruption("chunk " + Hex(sha256) + " does not match its hash");
   }
-  for (std::string_view rest = data; !rest.empty();) {
-    ssize_t n = pwrite(fd, rest.data(), rest.size(), static_cast<off_t>(offset + (data.size() - rest.size())));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::IOError(std::string("write: ") + std::strerror(errno));
-    rest.remove_prefix(static_cast<size_t>(n));
-  }
+  SINEW_RETURN_IF_ERROR(WriteAll(fd, data, offset));
   if (checked) return Status::Ok();
   if (struct stat after{}; fstat(in.get(), &after) == 0 && IdOf(after) == id) Checked(sha256, id);
   return Status::Ok();

@@ -344,18 +344,6 @@ Status ClearPlanted(int pfd, const char* n, const std::string& path, bool dir_wa
   return Status::Ok();
 }
 
-Status WriteAll(int fd, std::string_view data, uint64_t offset) {
-  while (!data.empty()) {
-    ssize_t n = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Errno("write");
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-    offset += static_cast<uint64_t>(n);
-  }
-  return Status::Ok();
-}
 
 // File data of a restore, written after the tree's entries are made, on several threads
 // (a restore is what a resume waits for). Files are held open only until their batch is
@@ -432,6 +420,19 @@ class DataWriter {
 };
 
 }  // namespace
+
+Status WriteAll(int fd, std::string_view data, uint64_t offset) {
+  while (!data.empty()) {
+    ssize_t n = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("write");
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
 
 Status ChunkSource::CopyTo(const std::string& sha256, uint64_t length, int fd, uint64_t offset) const {
   SINEW_ASSIGN_OR_RETURN(std::string data, Get(sha256));

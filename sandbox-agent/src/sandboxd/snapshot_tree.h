@@ -83,6 +83,9 @@ struct CaptureStats {
 // `root_fd`, each component with O_NOFOLLOW: a symlink anywhere on the way is an error.
 [[nodiscard]] Result<UniqueFd> OpenBeneath(int root_fd, const std::string& rel);
 
+// Writes all of `data` to `fd` at `offset` (pwrite, again after a short write or EINTR).
+[[nodiscard]] Status WriteAll(int fd, std::string_view data, uint64_t offset);
+
 // SHA-256 of `data`, 32 raw bytes.
 std::string Sha256(std::string_view data);
 
