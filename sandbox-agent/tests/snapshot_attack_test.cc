@@ -208,6 +208,33 @@ TEST(SnapshotAttackTest, FilesRewrittenWhileSnapshotsRunLeaveEveryChunkMatchingI
   EXPECT_THAT(Bash(*Connect(copy), "ls /workspace").output(), HasSubstr("grow"));
 }
 
+// The freezer is asked to stop a sandbox that forks as fast as it can (to keep its cgroup
+// FREEZING) while snapshots run. Each snapshot either completes or fails with a message;
+// either way the sandbox is thawed after it: it answers, and its forking loop still runs.
+TEST(SnapshotAttackTest, ASandboxForkingWhileSnapshotsRunIsThawedAfterEach) {
+  SandboxdProcess d;
+  d.Start({"--warm-pool-size", "0"});
+  auto box = ProvisionOwned(d, "alice");
+  auto tools = Connect(box);
+  auto r = Bash(*tools, "cat > /tmp/forks.sh <<'EOF'\n"
+                        "while :; do /bin/true & /bin/true & wait; echo x >> /workspace/ticks; done\n"
+                        "EOF\n"
+                        "setsid sh /tmp/forks.sh >/dev/null 2>&1 </dev/null & "
+                        "until [ -s /workspace/ticks ]; do sleep 0.01; done; echo forking");
+  ASSERT_EQ(r.output(), "forking\n");
+  for (int i = 0; i < 6; ++i) {
+    auto snap = d.client().Snapshot(box.id(), "alice");
+    if (!snap.ok()) {
+      EXPECT_FALSE(snap.status().message().empty());
+    }
+    // Thawed: the agent answers, and the loop goes on adding ticks.
+    auto after = Bash(*tools, "n=$(wc -l < /workspace/ticks); until [ $(wc -l < /workspace/ticks) -gt $n ]; do "
+                              "sleep 0.01; done; echo ticking");
+    EXPECT_EQ(after.output(), "ticking\n") << "snapshot " << i;
+  }
+  EXPECT_EQ(d.client().Get(box.id())->state(), v1::SANDBOX_STATE_READY);
+}
+
 TEST(SnapshotAttackTest, ATebibyteSparseFileIsSnapshottedUnderAFewMegabyteCapAndRestoredSparse) {
   SandboxdProcess d;
   d.Start({"--warm-pool-size", "0", "--snapshot-bytes-per-owner", "2000000"});
